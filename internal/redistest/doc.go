@@ -1,0 +1,2 @@
+// Package redistest starts throwaway Redis servers and clusters for tests.
+package redistest

@@ -1,0 +1,58 @@
+package redistest
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if any test leaves goroutines behind: servers,
+// clusters and clients must be fully torn down by their cleanups.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// fakeTB records Fatalf/Skipf instead of failing the real test, so the
+// failure paths of Start and friends can be tested. Everything else is
+// delegated to the real test. Use it through capture.
+type fakeTB struct {
+	testing.TB
+	mu    sync.Mutex
+	fatal string
+	skip  string
+}
+
+func (f *fakeTB) Helper() {}
+
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.fatal = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (f *fakeTB) Skipf(format string, args ...any) {
+	f.mu.Lock()
+	f.skip = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+// capture runs fn with a fakeTB on its own goroutine (Fatalf and Skipf end
+// it with runtime.Goexit) and returns the fakeTB once fn is over.
+func capture(t *testing.T, fn func(tb testing.TB)) *fakeTB {
+	t.Helper()
+	f := &fakeTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(f)
+	}()
+	<-done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f
+}

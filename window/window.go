@@ -1,0 +1,212 @@
+// Package window is the counting math of sluice: sliding-window counters with sub-windows, fixed windows and an exact sliding log; pure, no I/O, time passed in.
+//
+// Time is an int64 count of nanoseconds on the store's clock. A window of
+// length W is cut into B sub-windows (buckets) of length w = W/B; bucket j
+// covers [j·w, (j+1)·w). At time t, with k = ⌊t/w⌋ the current bucket and
+// φ = (t − k·w)/w ∈ [0, 1) the phase inside it, the sliding-window counter
+// estimates the number of events in the window (t−W, t] as
+//
+//	E(t) = c[k] + c[k−1] + … + c[k−B+1] + (1 − φ)·c[k−B]
+//
+// The newest B buckets are counted whole; the oldest bucket, of which only the
+// fraction 1−φ still overlaps the window, is weighted by that fraction, as if
+// its events were spread evenly. With B = 1 this is the classic "current plus
+// weighted previous window".
+//
+// Worst-case error. Only the oldest bucket is estimated: if x of its c[k−B]
+// events are still inside the window, exact = E(t) − (1−φ)·c[k−B] + x, so
+//
+//	E(t) − (1−φ)·c[k−B] ≤ exact ≤ E(t) + φ·c[k−B]
+//
+// where exact counts the events in (t−W, t]. A limiter that admits while
+// E + n ≤ L can therefore pass up to φ·c[k−B] more than L in a window, and can
+// deny up to (1−φ)·c[k−B] early. When no bucket holds more than about L/B
+// (traffic spread over the window) that is one sub-window's worth, L/B. An
+// adversary who packs L into the very end of one bucket and sends again just
+// before the end of the bucket B later reaches nearly 2L for any B, as with
+// B = 1; docs/accuracy.md measures both.
+//
+// A fixed window (B = 1, no weighting) estimates E(t) = c[k]: exact inside the
+// window, but 2L can pass in a span of W straddling a boundary.
+package window
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Sliding is the geometry of a sliding-window (or fixed-window) counter: the
+// sub-window length and count. It is a small value, safe to copy.
+type Sliding struct {
+	sub     int64 // sub-window length, ns
+	buckets int
+	fixed   bool
+}
+
+// NewSliding returns the geometry of a sliding window of length window cut into
+// buckets sub-windows. It panics if window is not positive or not a multiple of
+// buckets nanoseconds; callers validate rules first (policy.Rule.Validate).
+func NewSliding(window time.Duration, buckets int) Sliding {
+	return newGeometry(window, buckets, false)
+}
+
+// NewFixed returns the geometry of a fixed window of length window.
+func NewFixed(window time.Duration) Sliding {
+	return newGeometry(window, 1, true)
+}
+
+func newGeometry(window time.Duration, buckets int, fixed bool) Sliding {
+	if window <= 0 || buckets < 1 || int64(window)%int64(buckets) != 0 {
+		panic(fmt.Sprintf("window: bad geometry %v / %d", window, buckets))
+	}
+	return Sliding{sub: int64(window) / int64(buckets), buckets: buckets, fixed: fixed}
+}
+
+// Buckets returns B, the number of sub-windows per window.
+func (s Sliding) Buckets() int { return s.buckets }
+
+// Fixed reports whether this is a fixed window.
+func (s Sliding) Fixed() bool { return s.fixed }
+
+// Sub returns w, the length of one sub-window, in nanoseconds.
+func (s Sliding) Sub() int64 { return s.sub }
+
+// Window returns W = B·w.
+func (s Sliding) Window() time.Duration { return time.Duration(s.sub * int64(s.buckets)) }
+
+// Span returns the number of buckets that hold counts inside a window: B+1 for
+// a sliding window (the newest B and the partly overlapping oldest), 1 for a
+// fixed one.
+func (s Sliding) Span() int {
+	if s.fixed {
+		return 1
+	}
+	return s.buckets + 1
+}
+
+// Index returns k = ⌊t/w⌋, the bucket that holds time t (floor division, so
+// negative times work too).
+func (s Sliding) Index(t int64) int64 {
+	k := t / s.sub
+	if t%s.sub < 0 {
+		k--
+	}
+	return k
+}
+
+// Phase returns φ ∈ [0, 1), how far t is into its bucket.
+func (s Sliding) Phase(t int64) float64 {
+	return float64(t-s.Index(t)*s.sub) / float64(s.sub)
+}
+
+// Oldest returns the index of the oldest bucket that still counts at bucket k:
+// k−B for a sliding window, k for a fixed one.
+func (s Sliding) Oldest(k int64) int64 {
+	if s.fixed {
+		return k
+	}
+	return k - int64(s.buckets)
+}
+
+// OldWeight returns the weight 1−φ of the oldest bucket at phase φ (a fixed
+// window has no partly counted bucket: 1, as its only bucket counts whole).
+func (s Sliding) OldWeight(phase float64) float64 {
+	if s.fixed {
+		return 1
+	}
+	return 1 - phase
+}
+
+// Estimate returns E(t) for the counts count(j) of buckets j; count is called
+// for the Span() buckets from Oldest(k) to k.
+func (s Sliding) Estimate(t int64, count func(j int64) int64) float64 {
+	k := s.Index(t)
+	old := s.Oldest(k)
+	e := float64(count(old)) * s.OldWeight(s.Phase(t))
+	for j := old + 1; j <= k; j++ {
+		e += float64(count(j))
+	}
+	return e
+}
+
+// ResetAfter returns how long until the window no longer holds anything
+// counted at time t: the end of the window for a fixed window, and for a
+// sliding window the moment bucket ⌊t/w⌋ has fully left it, (k+B+1)·w − t.
+func (s Sliding) ResetAfter(t int64) time.Duration {
+	k := s.Index(t)
+	if s.fixed {
+		return time.Duration((k+1)*s.sub - t)
+	}
+	return time.Duration((k+int64(s.buckets)+1)*s.sub - t)
+}
+
+// roundingSteps bounds the nanosecond steps RetryAfter takes to correct the
+// float rounding of its solved time.
+const roundingSteps = 4
+
+// RetryAfter returns how long from t until E falls to limit−n or below, if
+// nothing more is admitted: 0 if it already has, and -1 if it never will
+// (n > limit). count gives the bucket counts as for Estimate.
+func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) time.Duration {
+	if n > limit {
+		return -1
+	}
+	// Decide "now" exactly as a limiter does (E + n ≤ limit), so that 0 is
+	// returned if and only if n would be admitted at t.
+	if s.Estimate(t, count)+float64(n) <= float64(limit) {
+		return 0
+	}
+	room := float64(limit - n)
+	k := s.Index(t)
+	if s.fixed {
+		return time.Duration((k+1)*s.sub - t)
+	}
+	// Walk bucket boundaries forward: in bucket m (m ≥ k) with phase ψ the
+	// estimate is full(m) + (1−ψ)·c[m−B], where full(m) sums c[m−B+1..k]
+	// (later buckets get no new counts).
+	b := int64(s.buckets)
+	full := 0.0
+	for j := k - b + 1; j <= k; j++ {
+		full += float64(count(j))
+	}
+	// fits reports whether a limiter would admit n at t+d, computing E + n ≤
+	// limit exactly as it does (same float operations), with nothing counted
+	// after bucket k. It only asks count about buckets k−B..k.
+	later := func(j int64) int64 {
+		if j > k {
+			return 0
+		}
+		return count(j)
+	}
+	fits := func(d int64) bool { return s.Estimate(t+d, later)+float64(n) <= float64(limit) }
+	for m := k; m <= k+b; m++ {
+		old := float64(count(m - b))
+		if full <= room {
+			// E reaches room in bucket m: solve full + (1−ψ)·old = room for
+			// ψ, then correct the float rounding of ψ·w (a nanosecond or
+			// so either way) so that the result is the first nanosecond at
+			// which n is admitted. E is non-increasing inside the bucket
+			// and full(m) ≤ room at its end, so falling back to the end is
+			// safe if a few steps do not settle it.
+			d := m*s.sub - t
+			if old > 0 {
+				d += int64(math.Ceil((1 - (room-full)/old) * float64(s.sub)))
+			}
+			end := (m+1)*s.sub - t
+			d = min(max(d, 1), end)
+			for i := 0; d < end && !fits(d); i++ {
+				if i == roundingSteps {
+					return time.Duration(end)
+				}
+				d++
+			}
+			for i := 0; i < roundingSteps && d > 1 && fits(d-1); i++ {
+				d--
+			}
+			return time.Duration(d)
+		}
+		full -= float64(count(m - b + 1))
+	}
+	return time.Duration((k+b+1)*s.sub - t)
+}
