@@ -1,0 +1,158 @@
+package syncer
+
+import "github.com/redis/go-redis/v9"
+
+// syncScript pushes one instance's batches for one limiter key, decides its
+// reservations, and returns the key's per-bucket totals, all in one atomic
+// step. The key is a hash: field "<bucket index>" holds a bucket's fleet-wide
+// count; field "i:<instance>" the last batch sequence number applied from that
+// instance and "r:<instance>" "<seq>:<bits>", the reservation results of that
+// batch, so a resent batch (go-redis retries, or our own retry after an
+// ambiguous failure) is recognised and never counted twice.
+//
+// KEYS[1] the hash.
+// ARGV: sub-window µs, span (buckets in a window), limit, ttl ms, instance id,
+// batch count, then per batch: seq, delta count, reservation count, deltas as
+// (bucket, count) pairs, reservation costs.
+//
+// Returns: now µs, oldest bucket, span totals from the oldest bucket on, then
+// per batch: status (0 applied now, 1 applied before with its results, 2
+// applied before, results unknown) and the reservation results as a string of
+// '0'/'1'.
+//
+// Numbers written to Redis are formatted with %.0f: Lua's default number
+// formatting (%.14g) would round bucket indices and sequence numbers.
+var syncScript = redis.NewScript(`
+local key = KEYS[1]
+local sub = tonumber(ARGV[1])
+local span = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local ttl = tonumber(ARGV[4])
+local ifield = 'i:' .. ARGV[5]
+local rfield = 'r:' .. ARGV[5]
+local nb = tonumber(ARGV[6])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local k = math.floor(now / sub)
+local oldest = k - span + 1
+local phase = (now - k * sub) / sub
+local expire_before = now - ttl * 1000
+local last = 0
+local stored = ''
+local counts = {}
+local all = redis.call('HGETALL', key)
+for f = 1, #all, 2 do
+  local name = all[f]
+  local c1 = string.byte(name, 1)
+  if c1 == 105 or c1 == 114 then
+    local v = all[f + 1]
+    local ts = tonumber(string.match(v, '^%d+'))
+    if ts == nil or ts < expire_before then
+      redis.call('HDEL', key, name)
+    elseif name == ifield then
+      last = ts
+    elseif name == rfield then
+      stored = v
+    end
+  else
+    local j = tonumber(name)
+    if j == nil or j < oldest then
+      redis.call('HDEL', key, name)
+    else
+      counts[j] = tonumber(all[f + 1])
+    end
+  end
+end
+local function estimate()
+  local e = 0
+  for j = oldest, k do
+    local c = counts[j] or 0
+    if j == oldest and span > 1 then
+      e = e + c * (1 - phase)
+    else
+      e = e + c
+    end
+  end
+  return e
+end
+local status = {}
+local i = 7
+for b = 1, nb do
+  local seqs = ARGV[i]
+  local seq = tonumber(seqs)
+  local np = tonumber(ARGV[i + 1])
+  local nr = tonumber(ARGV[i + 2])
+  i = i + 3
+  if seq > last then
+    for p = 1, np do
+      local j = tonumber(ARGV[i])
+      local d = tonumber(ARGV[i + 1])
+      i = i + 2
+      if j > k then j = k end
+      if j >= oldest and d ~= 0 then
+        counts[j] = (counts[j] or 0) + d
+        redis.call('HINCRBY', key, string.format('%.0f', j), d)
+      end
+    end
+    local bits = ''
+    if nr > 0 then
+      local e = estimate()
+      for r = 1, nr do
+        local c = tonumber(ARGV[i])
+        i = i + 1
+        if e + c <= limit then
+          e = e + c
+          counts[k] = (counts[k] or 0) + c
+          redis.call('HINCRBY', key, string.format('%.0f', k), c)
+          bits = bits .. '1'
+        else
+          bits = bits .. '0'
+        end
+      end
+    end
+    last = seq
+    stored = seqs .. ':' .. bits
+    redis.call('HSET', key, ifield, seqs, rfield, stored)
+    status[#status + 1] = 0
+    status[#status + 1] = bits
+  else
+    i = i + 2 * np + nr
+    local prefix = seqs .. ':'
+    if string.sub(stored, 1, #prefix) == prefix then
+      status[#status + 1] = 1
+      status[#status + 1] = string.sub(stored, #prefix + 1)
+    else
+      status[#status + 1] = 2
+      status[#status + 1] = ''
+    end
+  end
+end
+redis.call('PEXPIRE', key, ttl)
+local out = {now, oldest}
+for j = oldest, k do
+  out[#out + 1] = counts[j] or 0
+end
+for s = 1, #status do
+  out[#out + 1] = status[s]
+end
+return out
+`)
+
+// registryScript heartbeats (or removes) an instance in the registry sorted
+// set, whose scores are expiry times in ms, drops expired members, and returns
+// the store's TIME and the number of live instances.
+//
+// KEYS[1] the registry; ARGV: instance id, ttl ms, "1" to remove.
+var registryScript = redis.NewScript(`
+local t = redis.call('TIME')
+local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+if ARGV[3] == '1' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+else
+  redis.call('ZADD', KEYS[1], string.format('%.0f', nowms + ttl), ARGV[1])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', nowms))
+redis.call('PEXPIRE', KEYS[1], ttl * 2)
+return {t[1], t[2], redis.call('ZCARD', KEYS[1])}
+`)
