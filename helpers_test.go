@@ -1,0 +1,117 @@
+package sluice_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// fleet starts n limiters sharing client, closed at cleanup.
+func fleet(t *testing.T, n int, client func() redis.UniversalClient, opts sluice.Options, rules ...policy.Rule) []*sluice.Limiter {
+	t.Helper()
+	ls := make([]*sluice.Limiter, n)
+	for i := range ls {
+		o := opts
+		o.Redis = client()
+		l, err := sluice.New(o, rules...)
+		require.NoError(t, err)
+		ls[i] = l
+		t.Cleanup(func() { _ = l.Close() })
+	}
+	// Every instance has heartbeated at least once after all registered.
+	flushAll(t, ls)
+	return ls
+}
+
+func flushAll(t *testing.T, ls []*sluice.Limiter) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, l := range ls {
+		require.NoError(t, l.Flush(ctx))
+	}
+}
+
+// buckets returns the per-bucket totals Redis holds for a limiter key.
+func buckets(t *testing.T, c redis.UniversalClient, prefix, rule, key string, sub time.Duration) map[int64]int64 {
+	t.Helper()
+	name := prefix + ":{" + rule + ":" + key + "}:" + strconv.FormatInt(sub.Microseconds(), 10)
+	h, err := c.HGetAll(context.Background(), name).Result()
+	require.NoError(t, err)
+	out := map[int64]int64{}
+	for f, v := range h {
+		if strings.Contains(f, ":") {
+			continue
+		}
+		j, err := strconv.ParseInt(f, 10, 64)
+		require.NoError(t, err)
+		n, err := strconv.ParseInt(v, 10, 64)
+		require.NoError(t, err)
+		out[j] = n
+	}
+	return out
+}
+
+func sum(m map[int64]int64) (s int64) {
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+// hammer runs g goroutines per limiter calling Allow on key until stop
+// closes; it returns the admitted count per limiter.
+func hammer(t *testing.T, ls []*sluice.Limiter, g int, rule, key string, start []chan struct{}, stop chan struct{}) []int64 {
+	t.Helper()
+	admitted := make([]atomic.Int64, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		for range g {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if start != nil {
+					<-start[i]
+				}
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					d, err := l.Allow(context.Background(), rule, key)
+					if err != nil {
+						t.Errorf("Allow: %v", err)
+						return
+					}
+					if d.Allowed {
+						admitted[i].Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	out := make([]int64, len(ls))
+	for i := range admitted {
+		out[i] = admitted[i].Load()
+	}
+	return out
+}
+
+func total(xs []int64) (s int64) {
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
