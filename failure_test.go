@@ -1,0 +1,244 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// waitFor polls cond every 10ms for up to d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func degraded(ls []*sluice.Limiter, want bool) func() bool {
+	return func() bool {
+		for _, l := range ls {
+			if l.Stats().Degraded != want {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// slowest tracks the longest check.
+type slowest struct{ ns atomic.Int64 }
+
+func (s *slowest) time(f func()) {
+	start := time.Now()
+	f()
+	d := int64(time.Since(start))
+	for {
+		old := s.ns.Load()
+		if d <= old || s.ns.CompareAndSwap(old, d) {
+			return
+		}
+	}
+}
+
+// TestOutageFailLocal kills Redis under four instances: checks keep
+// answering within the timeout, each instance enforces Limit/N̂ on its own,
+// and after Redis restarts empty the counts made during the outage arrive,
+// each exactly once.
+func TestOutageFailLocal(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rule := policy.Rule{Name: "api", Limit: 400, Window: time.Minute}
+	const timeout = 50 * time.Millisecond
+	opts := sluice.Options{SyncInterval: 50 * time.Millisecond, Timeout: timeout, ErrorBudget: 0.05}
+	ls := fleet(t, 4, func() redis.UniversalClient { return srv.Client(t) }, opts, rule)
+
+	// Some traffic before the outage, pushed.
+	var before int64
+	for _, l := range ls {
+		for range 20 {
+			d, err := l.Allow(context.Background(), rule.Name, "k")
+			require.NoError(t, err)
+			if d.Allowed {
+				before++
+			}
+		}
+	}
+	flushAll(t, ls)
+
+	srv.Kill()
+	var slow slowest
+	// Checks made while the limiters have not noticed yet still answer.
+	var during atomic.Int64
+	for _, l := range ls {
+		slow.time(func() {
+			d, err := l.Allow(context.Background(), rule.Name, "k")
+			require.NoError(t, err)
+			if d.Allowed {
+				during.Add(1)
+			}
+		})
+	}
+	waitFor(t, 5*time.Second, "every limiter to notice the outage", degraded(ls, true))
+
+	perInstance := make([]int64, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 300 {
+				slow.time(func() {
+					d, err := l.Allow(context.Background(), rule.Name, "k")
+					assert.NoError(t, err)
+					if d.Allowed {
+						perInstance[i]++
+					}
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	share := rule.Limit / 4
+	for i, n := range perInstance {
+		// FailLocal: own count in the window ≤ L/N̂. The instance's
+		// pushed count from before the outage is in its view, not its
+		// own pending count, so it may still admit a full share.
+		assert.LessOrEqual(t, n, share, "instance %d during the outage", i)
+		assert.Greater(t, n, int64(0), "instance %d admits its share", i)
+	}
+	assert.Less(t, time.Duration(slow.ns.Load()), timeout+time.Second, "a check took too long")
+
+	srv.Restart() // empty: the store lost everything
+	waitFor(t, 10*time.Second, "every limiter to see the store again", degraded(ls, false))
+	flushAll(t, ls)
+	flushAll(t, ls)
+	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow()))
+	assert.Equal(t, during.Load()+total(perInstance), got,
+		"the counts made during the outage arrive exactly once (the ones pushed before were lost with the store)")
+	t.Logf("before %d, during-detection %d, per instance %v, slowest check %v", before, during.Load(), perInstance, time.Duration(slow.ns.Load()))
+}
+
+// TestOutagePersistentStore kills a Redis that keeps its data: after the
+// restart, Redis holds exactly everything admitted, before and during the
+// outage.
+func TestOutagePersistentStore(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.WithPersistence())
+	rule := policy.Rule{Name: "api", Limit: 10000, Window: time.Minute}
+	opts := sluice.Options{SyncInterval: 20 * time.Millisecond, ErrorBudget: 0.5}
+	ls := fleet(t, 4, func() redis.UniversalClient { return srv.Client(t) }, opts, rule)
+	var admitted atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := l.Allow(context.Background(), rule.Name, "k")
+				if err == nil && d.Allowed {
+					admitted.Add(1)
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // syncs in flight while we kill
+	srv.Kill()
+	time.Sleep(300 * time.Millisecond)
+	srv.Restart()
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	waitFor(t, 10*time.Second, "recovery", degraded(ls, false))
+	flushAll(t, ls)
+	flushAll(t, ls)
+	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow()))
+	assert.Equal(t, admitted.Load(), got, "Redis counts every admission exactly once")
+	assert.Less(t, admitted.Load(), rule.Limit, "the test stayed under the limit")
+}
+
+// TestFailureModes checks what checks return while the store is down, per
+// failure mode and rule mode.
+func TestFailureModes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		mode      sluice.FailureMode
+		ruleMode  policy.Mode
+		wantErr   error
+		wantAllow int // of 50 checks, with L=20 and N̂=1
+	}{
+		{sluice.FailLocal, policy.Eventual, nil, 20},
+		{sluice.FailLocal, policy.Strict, nil, 20},
+		{sluice.FailOpen, policy.Eventual, nil, 50},
+		{sluice.FailOpen, policy.Strict, nil, 50},
+		{sluice.FailClosed, policy.Eventual, sluice.ErrStoreUnavailable, 0},
+		{sluice.FailClosed, policy.Strict, sluice.ErrStoreUnavailable, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode.String()+"/"+tc.ruleMode.String(), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			rule := policy.Rule{Name: "r", Limit: 20, Window: time.Minute, Mode: tc.ruleMode}
+			l, err := sluice.New(sluice.Options{Redis: srv.Client(t), FailureMode: tc.mode, SyncInterval: 20 * time.Millisecond}, rule)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			srv.Kill()
+			waitFor(t, 5*time.Second, "the outage to be noticed", degraded([]*sluice.Limiter{l}, true))
+			allowed := 0
+			for range 50 {
+				d, err := l.Allow(context.Background(), rule.Name, "k")
+				if tc.wantErr != nil {
+					require.ErrorIs(t, err, tc.wantErr)
+					require.False(t, d.Allowed)
+					continue
+				}
+				require.NoError(t, err)
+				if d.Allowed {
+					allowed++
+				}
+			}
+			assert.Equal(t, tc.wantAllow, allowed)
+		})
+	}
+}
+
+func TestErrorsAreSentinels(t *testing.T) {
+	t.Parallel()
+	l, err := sluice.New(sluice.Options{}, policy.Rule{Name: "r", Limit: 5, Window: time.Second})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = l.Allow(ctx, "nope", "k")
+	assert.ErrorIs(t, err, sluice.ErrUnknownRule)
+	for _, n := range []int64{0, -1, 6} {
+		_, err = l.AllowN(ctx, "r", "k", n)
+		assert.ErrorIs(t, err, sluice.ErrInvalidCost, "cost %d", n)
+	}
+	_, err = l.Allow(ctx, "r", string(make([]byte, sluice.DefaultMaxKeyLength+1)))
+	assert.ErrorIs(t, err, sluice.ErrKeyTooLong)
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(), "Close is idempotent")
+	_, err = l.Allow(ctx, "r", "k")
+	assert.True(t, errors.Is(err, sluice.ErrClosed))
+	assert.ErrorIs(t, l.Flush(ctx), sluice.ErrClosed)
+}
