@@ -97,7 +97,10 @@ type Rule struct {
 	Algorithm Algorithm
 	// Precision is the number of sub-windows of a SlidingWindow (1 is the
 	// classic current-plus-weighted-previous window); default DefaultPrecision.
-	// The algorithm's worst-case over-admission is about Limit/Precision.
+	// On traffic spread over the window the algorithm over- or under-admits
+	// by about Limit/Precision at most; an adversary who packs a full limit
+	// at the end of one sub-window can get nearly 2·Limit through for any
+	// Precision (see package window).
 	// Window must split into Precision sub-windows of whole microseconds.
 	// Ignored by FixedWindow.
 	Precision int

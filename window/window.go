@@ -141,9 +141,14 @@ func (s Sliding) ResetAfter(t int64) time.Duration {
 	return time.Duration((k+int64(s.buckets)+1)*s.sub - t)
 }
 
-// roundingSteps bounds the nanosecond steps RetryAfter takes to correct the
-// float rounding of its solved time.
-const roundingSteps = 4
+const (
+	// roundingSteps bounds the nanosecond steps RetryAfter takes to correct
+	// the float rounding of its solved time.
+	roundingSteps = 4
+	// stackBuckets is the largest B whose counts RetryAfter copies without
+	// allocating (policy.MaxPrecision).
+	stackBuckets = 64
+)
 
 // RetryAfter returns how long from t until E falls to limit−n or below, if
 // nothing more is admitted: 0 if it already has, and -1 if it never will
@@ -152,43 +157,51 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	if n > limit {
 		return -1
 	}
-	// Decide "now" exactly as a limiter does (E + n ≤ limit), so that 0 is
-	// returned if and only if n would be admitted at t.
-	if s.Estimate(t, count)+float64(n) <= float64(limit) {
+	// Read the Span() counts once, so that every estimate below sees one
+	// snapshot even if count changes under us; later buckets get no new
+	// counts.
+	k := s.Index(t)
+	oldest := s.Oldest(k)
+	var buf [stackBuckets + 1]int64
+	c := buf[:0]
+	if s.Span() > len(buf) {
+		c = make([]int64, 0, s.Span())
+	}
+	for j := oldest; j <= k; j++ {
+		c = append(c, count(j))
+	}
+	snap := func(j int64) int64 {
+		if i := j - oldest; i >= 0 && i < int64(len(c)) {
+			return c[i]
+		}
 		return 0
 	}
-	room := float64(limit - n)
-	k := s.Index(t)
+	// fits reports whether a limiter would admit n at t+d, computing E + n ≤
+	// limit exactly as it does (the same float operations in the same
+	// order), so that 0 is returned if and only if n is admitted at t, and
+	// t+RetryAfter is the first nanosecond at which it is.
+	fits := func(d int64) bool { return s.Estimate(t+d, snap)+float64(n) <= float64(limit) }
+	if fits(0) {
+		return 0
+	}
 	if s.fixed {
 		return time.Duration((k+1)*s.sub - t)
 	}
 	// Walk bucket boundaries forward: in bucket m (m ≥ k) with phase ψ the
-	// estimate is full(m) + (1−ψ)·c[m−B], where full(m) sums c[m−B+1..k]
-	// (later buckets get no new counts).
+	// estimate is full(m) + (1−ψ)·c[m−B], where full(m) sums c[m−B+1..k].
+	room := float64(limit - n)
 	b := int64(s.buckets)
 	full := 0.0
 	for j := k - b + 1; j <= k; j++ {
-		full += float64(count(j))
+		full += float64(snap(j))
 	}
-	// fits reports whether a limiter would admit n at t+d, computing E + n ≤
-	// limit exactly as it does (same float operations), with nothing counted
-	// after bucket k. It only asks count about buckets k−B..k.
-	later := func(j int64) int64 {
-		if j > k {
-			return 0
-		}
-		return count(j)
-	}
-	fits := func(d int64) bool { return s.Estimate(t+d, later)+float64(n) <= float64(limit) }
 	for m := k; m <= k+b; m++ {
-		old := float64(count(m - b))
+		old := float64(snap(m - b))
 		if full <= room {
 			// E reaches room in bucket m: solve full + (1−ψ)·old = room for
 			// ψ, then correct the float rounding of ψ·w (a nanosecond or
-			// so either way) so that the result is the first nanosecond at
-			// which n is admitted. E is non-increasing inside the bucket
-			// and full(m) ≤ room at its end, so falling back to the end is
-			// safe if a few steps do not settle it.
+			// so either way). E is non-increasing inside the bucket and
+			// full(m) ≤ room at its end, so the end is a safe fallback.
 			d := m*s.sub - t
 			if old > 0 {
 				d += int64(math.Ceil((1 - (room-full)/old) * float64(s.sub)))
@@ -206,7 +219,7 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 			}
 			return time.Duration(d)
 		}
-		full -= float64(count(m - b + 1))
+		full -= float64(snap(m - b + 1))
 	}
 	return time.Duration((k+b+1)*s.sub - t)
 }

@@ -1,0 +1,308 @@
+package policy_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/window"
+)
+
+// valid is a rule that passes Validate; cases change one field of it.
+func valid() policy.Rule {
+	return policy.Rule{Name: "api", Limit: 100, Window: time.Second}
+}
+
+func with(f func(r *policy.Rule)) policy.Rule {
+	r := valid()
+	f(&r)
+	return r
+}
+
+func TestValidateErrors(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("n", policy.MaxNameLength+1)
+	maxLimit := fmt.Sprint(int64(policy.MaxLimit))
+	overLimit := fmt.Sprint(int64(policy.MaxLimit) + 1)
+	tests := []struct {
+		name string
+		rule policy.Rule
+		// want are substrings of the message: what is wrong (naming the
+		// rule) and how to fix it.
+		want []string
+	}{
+		{"empty name", with(func(r *policy.Rule) { r.Name = "" }),
+			[]string{"invalid rule: empty Name", "every rule needs a unique name"}},
+		{"name too long", with(func(r *policy.Rule) { r.Name = long }),
+			[]string{`invalid rule "nnnnnnnnnnnnnnnnnnnn"...`, "Name is 65 bytes long", "the maximum is 64"}},
+		{"name far too long", with(func(r *policy.Rule) { r.Name = strings.Repeat("x", 1000) }),
+			[]string{`invalid rule "xxxxxxxxxxxxxxxxxxxx"...`, "Name is 1000 bytes long", "the maximum is 64"}},
+		{"name with colon", with(func(r *policy.Rule) { r.Name = "api:v1" }),
+			[]string{`invalid rule "api:v1"`, `Name has ':' at byte 3`, "use only letters, digits, '_', '.' and '-'"}},
+		{"name with open brace", with(func(r *policy.Rule) { r.Name = "{api" }),
+			[]string{`invalid rule "{api"`, `Name has '{' at byte 0`, "use only letters"}},
+		{"name with close brace", with(func(r *policy.Rule) { r.Name = "api}" }),
+			[]string{`invalid rule "api}"`, `Name has '}' at byte 3`, "use only letters"}},
+		{"name with space", with(func(r *policy.Rule) { r.Name = "my api" }),
+			[]string{`invalid rule "my api"`, `Name has ' ' at byte 2`, "use only letters"}},
+		{"name with newline", with(func(r *policy.Rule) { r.Name = "api\n" }),
+			[]string{`invalid rule "api\n"`, `Name has '\n' at byte 3`, "use only letters"}},
+		{"name with tab", with(func(r *policy.Rule) { r.Name = "a\tb" }),
+			[]string{`invalid rule "a\tb"`, `Name has '\t' at byte 1`}},
+		{"name with NUL", with(func(r *policy.Rule) { r.Name = "a\x00" }),
+			[]string{`invalid rule "a\x00"`, `Name has '\x00' at byte 1`}},
+		{"name with slash", with(func(r *policy.Rule) { r.Name = "a/b" }),
+			[]string{`invalid rule "a/b"`, `Name has '/' at byte 1`}},
+		{"name with star", with(func(r *policy.Rule) { r.Name = "a*" }),
+			[]string{`Name has '*' at byte 1`}},
+		// Non-ASCII: the message names the character, not its first byte
+		// read as Latin-1 (before the fix: 'Ã' for "é").
+		{"name non-ASCII", with(func(r *policy.Rule) { r.Name = "café" }),
+			[]string{`invalid rule "café"`, `Name has 'é' at byte 3`, "use only letters"}},
+		{"name non-ASCII letter first", with(func(r *policy.Rule) { r.Name = "Ωmega" }),
+			[]string{`Name has 'Ω' at byte 0`}},
+		{"name invalid UTF-8", with(func(r *policy.Rule) { r.Name = "a\xffb" }),
+			[]string{`invalid rule "a\xffb"`, `Name has byte 0xff at byte 1`}},
+		{"limit 0", with(func(r *policy.Rule) { r.Limit = 0 }),
+			[]string{`invalid rule "api"`, "Limit 0 is out of range", "it must be between 1 and " + maxLimit}},
+		{"limit -1", with(func(r *policy.Rule) { r.Limit = -1 }),
+			[]string{`invalid rule "api"`, "Limit -1 is out of range", "it must be between 1 and " + maxLimit}},
+		{"limit MaxLimit+1", with(func(r *policy.Rule) { r.Limit = policy.MaxLimit + 1 }),
+			[]string{`invalid rule "api"`, "Limit " + overLimit + " is out of range", "it must be between 1 and " + maxLimit}},
+		{"window 0", with(func(r *policy.Rule) { r.Window = 0 }),
+			[]string{`invalid rule "api"`, "Window 0s is out of range", "it must be between 1ms and 8784h0m0s"}},
+		{"window negative", with(func(r *policy.Rule) { r.Window = -time.Second }),
+			[]string{"Window -1s is out of range", "it must be between 1ms and 8784h0m0s"}},
+		{"window 999µs", with(func(r *policy.Rule) { r.Window = 999 * time.Microsecond }),
+			[]string{`invalid rule "api"`, "Window 999µs is out of range", "it must be between 1ms and 8784h0m0s"}},
+		{"window > MaxWindow", with(func(r *policy.Rule) { r.Window = policy.MaxWindow + time.Microsecond }),
+			[]string{`invalid rule "api"`, "Window 8784h0m0.000001s is out of range", "it must be between 1ms and 8784h0m0s"}},
+		{"window > MaxWindow fixed", with(func(r *policy.Rule) { r.Window = policy.MaxWindow + 1; r.Algorithm = policy.FixedWindow }),
+			[]string{"is out of range"}},
+		{"precision -1", with(func(r *policy.Rule) { r.Precision = -1 }),
+			[]string{`invalid rule "api"`, "Precision -1 is out of range", "it must be between 1 and 64 (0 means 10)"}},
+		{"precision 65", with(func(r *policy.Rule) { r.Precision = 65 }),
+			[]string{`invalid rule "api"`, "Precision 65 is out of range", "it must be between 1 and 64 (0 means 10)"}},
+		{"1s with precision 7", with(func(r *policy.Rule) { r.Precision = 7 }),
+			[]string{`invalid rule "api"`, "Window 1s does not split into 7 sub-windows of whole microseconds", "pick a Precision that divides it"}},
+		{"1ms with precision 64", with(func(r *policy.Rule) { r.Window = time.Millisecond; r.Precision = 64 }),
+			[]string{"Window 1ms does not split into 64 sub-windows of whole microseconds", "pick a Precision"}},
+		// Precision 0 means 10: 1.001ms / 10 = 100.1µs.
+		{"default precision does not split", with(func(r *policy.Rule) { r.Window = 1001 * time.Microsecond }),
+			[]string{"Window 1.001ms does not split into 10 sub-windows of whole microseconds", "pick a Precision"}},
+		{"sliding window not whole µs", with(func(r *policy.Rule) { r.Window = time.Second + 1; r.Precision = 1 }),
+			[]string{"Window 1.000000001s does not split into 1 sub-windows of whole microseconds"}},
+		// Before the fix this message said what was wrong but not how to fix it.
+		{"fixed window not whole µs", with(func(r *policy.Rule) { r.Window = time.Millisecond + 1; r.Algorithm = policy.FixedWindow }),
+			[]string{`invalid rule "api"`, "Window 1.000001ms is not a whole number of microseconds", "round it, for example to 1ms"}},
+		{"unknown algorithm", with(func(r *policy.Rule) { r.Algorithm = 2 }),
+			[]string{`invalid rule "api"`, "unknown Algorithm 2", "use policy.SlidingWindow or policy.FixedWindow"}},
+		{"unknown algorithm 255", with(func(r *policy.Rule) { r.Algorithm = 255 }),
+			[]string{"unknown Algorithm 255", "use policy.SlidingWindow or policy.FixedWindow"}},
+		{"unknown mode", with(func(r *policy.Rule) { r.Mode = 4 }),
+			[]string{`invalid rule "api"`, "unknown Mode 4", "use policy.Eventual, policy.Local or policy.Strict"}},
+		// Several problems: the name is reported first, then the fields in
+		// declaration order.
+		{"first problem reported", policy.Rule{Name: "a b", Limit: 0, Window: 0, Precision: -1}, []string{`Name has ' '`}},
+		{"limit before window", policy.Rule{Name: "ab", Limit: 0, Window: 0}, []string{"Limit 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.rule.Validate()
+			require.Error(t, err)
+			assert.ErrorIs(t, err, policy.ErrInvalidRule)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			// The message is one line: rule names are quoted.
+			assert.NotContains(t, err.Error(), "\n")
+		})
+	}
+}
+
+func TestValidateValid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		rule policy.Rule
+	}{
+		{"defaults", valid()},
+		{"every name byte", with(func(r *policy.Rule) { r.Name = "azAZ09_.-" })},
+		{"one byte name", with(func(r *policy.Rule) { r.Name = "x" })},
+		{"dots and dashes only", with(func(r *policy.Rule) { r.Name = ".-_" })},
+		{"64 byte name", with(func(r *policy.Rule) { r.Name = strings.Repeat("n", policy.MaxNameLength) })},
+		{"limit 1", with(func(r *policy.Rule) { r.Limit = 1 })},
+		{"limit MaxLimit", with(func(r *policy.Rule) { r.Limit = policy.MaxLimit })},
+		{"MinWindow", with(func(r *policy.Rule) { r.Window = policy.MinWindow })},
+		{"MaxWindow", with(func(r *policy.Rule) { r.Window = policy.MaxWindow })},
+		{"precision 1", with(func(r *policy.Rule) { r.Precision = 1 })},
+		{"precision 64", with(func(r *policy.Rule) { r.Precision = 64 })}, // 1s/64 = 15625µs
+		{"precision 7 on 7s", with(func(r *policy.Rule) { r.Precision = 7; r.Window = 7 * time.Second })},
+		{"precision 1 on 1.001ms", with(func(r *policy.Rule) { r.Precision = 1; r.Window = 1001 * time.Microsecond })},
+		{"fixed ignores precision 65", with(func(r *policy.Rule) { r.Algorithm = policy.FixedWindow; r.Precision = 65 })},
+		{"fixed ignores precision -1", with(func(r *policy.Rule) { r.Algorithm = policy.FixedWindow; r.Precision = -1 })},
+		{"fixed ignores non-dividing precision", with(func(r *policy.Rule) { r.Algorithm = policy.FixedWindow; r.Precision = 7 })},
+		{"fixed odd µs window", with(func(r *policy.Rule) { r.Algorithm = policy.FixedWindow; r.Window = 1001 * time.Microsecond })},
+		{"mode eventual", with(func(r *policy.Rule) { r.Mode = policy.Eventual })},
+		{"mode local", with(func(r *policy.Rule) { r.Mode = policy.Local })},
+		{"mode strict", with(func(r *policy.Rule) { r.Mode = policy.Strict })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.NoError(t, tt.rule.Validate())
+		})
+	}
+}
+
+// TestValidRulesMakeGeometry checks that every rule Validate accepts can be
+// turned into a window geometry (which panics on bad input), with
+// SubWindow·Buckets = Window, and sub-windows of whole microseconds.
+func TestValidRulesMakeGeometry(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(21, 22))
+	accepted := 0
+	for range 20000 {
+		rule := policy.Rule{
+			Name:      "r",
+			Limit:     1 + r.Int64N(1000),
+			Algorithm: policy.Algorithm(r.IntN(2)),
+			Precision: r.IntN(66) - 1,
+		}
+		switch r.IntN(3) {
+		case 0:
+			rule.Window = time.Duration(1+r.Int64N(10000)) * time.Millisecond
+		case 1:
+			rule.Window = time.Duration(1000+r.Int64N(1_000_000)) * time.Microsecond
+		default:
+			rule.Window = time.Duration(r.Int64N(int64(policy.MaxWindow) + 2*int64(time.Millisecond)))
+		}
+		if rule.Validate() != nil {
+			continue
+		}
+		accepted++
+		b := rule.Buckets()
+		require.GreaterOrEqual(t, b, 1)
+		require.LessOrEqual(t, b, policy.MaxPrecision)
+		require.Equal(t, rule.Window, rule.SubWindow()*time.Duration(b), "%+v", rule)
+		require.Zero(t, rule.SubWindow()%time.Microsecond, "%+v", rule)
+		require.NotPanics(t, func() {
+			var geo window.Sliding
+			if rule.Algorithm == policy.FixedWindow {
+				geo = window.NewFixed(rule.Window)
+			} else {
+				geo = window.NewSliding(rule.Window, b)
+			}
+			require.Equal(t, int64(rule.SubWindow()), geo.Sub())
+			require.Equal(t, b, geo.Buckets())
+		}, "%+v", rule)
+	}
+	assert.Greater(t, accepted, 2000)
+}
+
+func TestBucketsSubWindow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		rule    policy.Rule
+		buckets int
+		sub     time.Duration
+	}{
+		{"sliding default precision", policy.Rule{Window: time.Second}, policy.DefaultPrecision, 100 * time.Millisecond},
+		{"sliding precision 1", policy.Rule{Window: time.Second, Precision: 1}, 1, time.Second},
+		{"sliding precision 60", policy.Rule{Window: time.Minute, Precision: 60}, 60, time.Second},
+		{"sliding precision 64", policy.Rule{Window: time.Second, Precision: 64}, 64, 15625 * time.Microsecond},
+		{"fixed", policy.Rule{Window: time.Second, Algorithm: policy.FixedWindow}, 1, time.Second},
+		{"fixed ignores precision", policy.Rule{Window: time.Minute, Algorithm: policy.FixedWindow, Precision: 30}, 1, time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.buckets, tt.rule.Buckets())
+			assert.Equal(t, tt.sub, tt.rule.SubWindow())
+		})
+	}
+	assert.Equal(t, 10, policy.DefaultPrecision)
+}
+
+func TestStrings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		v    fmt.Stringer
+		want string
+	}{
+		{policy.SlidingWindow, "sliding"},
+		{policy.FixedWindow, "fixed"},
+		{policy.Algorithm(2), "Algorithm(2)"},
+		{policy.Algorithm(255), "Algorithm(255)"},
+		{policy.ModeDefault, "default"},
+		{policy.Eventual, "eventual"},
+		{policy.Local, "local"},
+		{policy.Strict, "strict"},
+		{policy.Mode(4), "Mode(4)"},
+		{policy.Mode(255), "Mode(255)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, tt.v.String())
+			assert.Equal(t, tt.want, fmt.Sprint(tt.v))
+		})
+	}
+	// The zero values are the documented defaults.
+	var r policy.Rule
+	assert.Equal(t, policy.SlidingWindow, r.Algorithm)
+	assert.Equal(t, policy.ModeDefault, r.Mode)
+}
+
+func TestLimitsConstants(t *testing.T) {
+	t.Parallel()
+	// Limits must fit the 40-bit counters of package localcache.
+	assert.Less(t, int64(policy.MaxLimit), int64(1)<<40)
+	assert.Positive(t, int64(policy.MaxLimit))
+	assert.Equal(t, time.Millisecond, policy.MinWindow)
+	assert.Equal(t, 366*24*time.Hour, policy.MaxWindow)
+	assert.Equal(t, 64, policy.MaxPrecision)
+	assert.Equal(t, 64, policy.MaxNameLength)
+	// MinWindow does not split into MaxPrecision sub-windows of whole
+	// microseconds: Validate must check the division, not just the ranges.
+	assert.NotZero(t, policy.MinWindow%(policy.MaxPrecision*time.Microsecond))
+}
+
+// isNameByte is the documented name alphabet, written independently.
+func isNameByte(c byte) bool {
+	return strings.IndexByte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", c) >= 0
+}
+
+func FuzzValidateName(f *testing.F) {
+	for _, s := range []string{
+		"", "api", "a", "login.attempts_v2-eu", strings.Repeat("x", 64), strings.Repeat("x", 65),
+		"a:b", "{tag}", "a b", "a\nb", "café", "\xff", "\x00", "Ωmega",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := policy.ValidateName(s) // must not panic
+		ok := len(s) >= 1 && len(s) <= policy.MaxNameLength
+		for i := 0; ok && i < len(s); i++ {
+			ok = isNameByte(s[i])
+		}
+		if ok {
+			require.NoError(t, err, "%q", s)
+			// An accepted name is a valid rule name too.
+			require.NoError(t, policy.Rule{Name: s, Limit: 1, Window: time.Second}.Validate())
+			return
+		}
+		require.Error(t, err, "%q accepted", s)
+		require.ErrorIs(t, err, policy.ErrInvalidRule)
+		require.NotContains(t, err.Error(), "\n", "message is one line")
+		require.ErrorIs(t, policy.Rule{Name: s, Limit: 1, Window: time.Second}.Validate(), policy.ErrInvalidRule)
+	})
+}

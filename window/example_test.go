@@ -1,0 +1,69 @@
+package window_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+func ExampleSliding_Estimate() {
+	// A 1s window in 10 sub-windows of 100ms.
+	geo := window.NewSliding(time.Second, 10)
+	counts := map[int64]int64{0: 40} // 40 in the oldest bucket [0, 100ms)
+	for j := int64(1); j <= 10; j++ {
+		counts[j] = 5 // 5 in each of the 10 newest
+	}
+	count := func(j int64) int64 { return counts[j] }
+
+	// At 1.05s the window is (50ms, 1.05s]: half of bucket 0 still overlaps,
+	// so E = 10·5 + (1−0.5)·40.
+	t := int64(1050 * time.Millisecond)
+	fmt.Println("bucket", geo.Index(t), "phase", geo.Phase(t))
+	fmt.Println("estimate", geo.Estimate(t, count))
+	// Output:
+	// bucket 10 phase 0.5
+	// estimate 70
+}
+
+func ExampleCounter() {
+	// At most 10 per second, counted in 10 sub-windows of 100ms.
+	c := window.NewCounter(window.NewSliding(time.Second, 10), 10)
+	admitted := 0
+	for range 15 {
+		if c.Allow(0, 1) {
+			admitted++
+		}
+	}
+	fmt.Println("admitted at 0:", admitted)
+
+	// All 10 sit in bucket 0, which counts whole for a full window and then
+	// fades out over the next 100ms: room for one more once 10% has gone.
+	retry := c.RetryAfter(0, 1)
+	fmt.Println("retry after:", time.Duration(retry))
+	fmt.Println("1ns earlier:", c.Allow(retry-1, 1))
+	fmt.Println("then:", c.Allow(retry, 1))
+	// Output:
+	// admitted at 0: 10
+	// retry after: 1.01s
+	// 1ns earlier: false
+	// then: true
+}
+
+func ExampleLog() {
+	// Exactly 3 per second, over any second.
+	l := window.NewLog(time.Second, 3)
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	for _, at := range []int64{0, 500, 900, 950, 1000} {
+		fmt.Printf("%4dms: %v\n", at, l.Allow(ms(at), 1))
+	}
+	// (500ms, 1.5s] holds the requests at 900ms and 1000ms.
+	fmt.Println("in window at 1.5s:", l.InWindow(ms(1500)))
+	// Output:
+	//    0ms: true
+	//  500ms: true
+	//  900ms: true
+	//  950ms: false
+	// 1000ms: true
+	// in window at 1.5s: 2
+}
