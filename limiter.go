@@ -417,8 +417,16 @@ func (l *Limiter) reserve(ctx context.Context, r *rule, key string, ref localcac
 		}
 		return d, nil
 	}
-	if errors.Is(err, syncer.ErrClosed) {
+	switch {
+	case errors.Is(err, syncer.ErrClosed):
 		return Decision{Limit: r.Limit}, ErrClosed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Decision{Limit: r.Limit}, fmt.Errorf("sluice: check abandoned: %w", err)
+	case errors.Is(err, syncer.ErrTimeout) && l.opts.FailureMode == FailLocal:
+		// The store is up but did not answer in time. Admitting past the
+		// cap would break the bound: deny, and let the caller retry once
+		// the store has caught up.
+		return Decision{Limit: r.Limit, ResetAfter: r.geo.ResetAfter(l.now()), RetryAfter: l.opts.SyncInterval}, nil
 	}
 	return l.fallback(r, key, n, err)
 }

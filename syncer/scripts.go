@@ -6,9 +6,15 @@ import "github.com/redis/go-redis/v9"
 // reservations, and returns the key's per-bucket totals, all in one atomic
 // step. The key is a hash: field "<bucket index>" holds a bucket's fleet-wide
 // count; field "i:<instance>" the last batch sequence number applied from that
-// instance and "r:<instance>" "<seq>:<bits>", the reservation results of that
-// batch, so a resent batch (go-redis retries, or our own retry after an
-// ambiguous failure) is recognised and never counted twice.
+// instance, so a resent batch (go-redis retries, or our own retry after an
+// ambiguous failure) is recognised and never counted twice; and for every
+// applied batch that carried reservations, field "r<seq>:<instance>" holds
+// "<seq>:<bits>:<bucket>", its reservation results and the bucket they were
+// counted in, until a later call of that instance shows it has the reply (its
+// first batch is newer: the syncer resends every unanswered batch, oldest
+// first) or the TTL passes. Keeping one record per batch matters when replies
+// are lost several times in a row: each resend carries a newer batch too, and
+// the results of the oldest must survive it.
 //
 // KEYS[1] the hash.
 // ARGV: sub-window µs, span (buckets in a window), limit, ttl ms, instance id,
@@ -16,9 +22,9 @@ import "github.com/redis/go-redis/v9"
 // (bucket, count) pairs, reservation costs.
 //
 // Returns: now µs, oldest bucket, span totals from the oldest bucket on, then
-// per batch: status (0 applied now, 1 applied before with its results, 2
-// applied before, results unknown) and the reservation results as a string of
-// '0'/'1'.
+// per batch: status (0 applied now, 1 applied before with reservation results
+// stored, 2 applied before without) and, for status 0, the reservation
+// results as a string of '0'/'1'; for status 1 "<bits>:<bucket>".
 //
 // Numbers written to Redis are formatted with %.0f: Lua's default number
 // formatting (%.14g) would round bucket indices and sequence numbers.
@@ -28,8 +34,8 @@ local sub = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
-local ifield = 'i:' .. ARGV[5]
-local rfield = 'r:' .. ARGV[5]
+local inst = ARGV[5]
+local ifield = 'i:' .. inst
 local nb = tonumber(ARGV[6])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -38,7 +44,7 @@ local oldest = k - span + 1
 local phase = (now - k * sub) / sub
 local expire_before = now - ttl * 1000
 local last = 0
-local stored = ''
+local recs = {}
 local counts = {}
 local all = redis.call('HGETALL', key)
 for f = 1, #all, 2 do
@@ -51,8 +57,11 @@ for f = 1, #all, 2 do
       redis.call('HDEL', key, name)
     elseif name == ifield then
       last = ts
-    elseif name == rfield then
-      stored = v
+    else
+      local s, id = string.match(name, '^r(%d+):(.*)$')
+      if id == inst then
+        recs[s] = {name, string.sub(v, #s + 2)}
+      end
     end
   else
     local j = tonumber(name)
@@ -111,19 +120,32 @@ for b = 1, nb do
       end
     end
     last = seq
-    stored = seqs .. ':' .. bits
-    redis.call('HSET', key, ifield, seqs, rfield, stored)
+    redis.call('HSET', key, ifield, seqs)
+    if nr > 0 then
+      local rec = bits .. ':' .. string.format('%.0f', k)
+      local name = 'r' .. seqs .. ':' .. inst
+      redis.call('HSET', key, name, seqs .. ':' .. rec)
+      recs[seqs] = {name, rec}
+    end
     status[#status + 1] = 0
     status[#status + 1] = bits
   else
     i = i + 2 * np + nr
-    local prefix = seqs .. ':'
-    if string.sub(stored, 1, #prefix) == prefix then
+    local rec = recs[seqs]
+    if rec then
       status[#status + 1] = 1
-      status[#status + 1] = string.sub(stored, #prefix + 1)
+      status[#status + 1] = rec[2]
     else
       status[#status + 1] = 2
       status[#status + 1] = ''
+    end
+  end
+end
+if nb > 0 then
+  local first = tonumber(ARGV[7])
+  for s, rec in pairs(recs) do
+    if tonumber(s) < first then
+      redis.call('HDEL', key, rec[1])
     end
   end
 end

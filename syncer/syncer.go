@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,6 +241,9 @@ func New(cfg Config, rules []*Rule) (*Syncer, error) {
 	}
 	for _, r := range rules {
 		sub := r.Geometry.Sub()
+		if sub < int64(time.Microsecond) || sub%int64(time.Microsecond) != 0 {
+			return nil, fmt.Errorf("syncer: rule %q: sub-window %v is not a whole number of microseconds", r.Name, time.Duration(sub))
+		}
 		r.prefix = cfg.Prefix + ":{" + r.Name + ":"
 		r.suffix = "}:" + strconv.FormatInt(sub/1000, 10)
 		r.subUs = sub / 1000
@@ -269,6 +273,9 @@ func (r *Rule) KeyName(key string) string {
 // background loop. A failed registration is returned, but the loop starts
 // anyway and keeps trying: the limiter works on its failure mode meanwhile.
 func (s *Syncer) Start(ctx context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	err := s.heartbeat(ctx)
 	s.setHealth(err == nil, err)
 	s.start.Do(func() {
@@ -551,8 +558,11 @@ func (s *Syncer) Reserve(ctx context.Context, t localcache.Table, key string, re
 			return w.res, w.err
 		}
 		if w.state.CompareAndSwap(st, wAbandoned) {
-			if s.closed.Load() {
+			switch {
+			case s.closed.Load():
 				return Result{}, ErrClosed
+			case ctx.Err() != nil:
+				return Result{}, ctx.Err()
 			}
 			return Result{}, ErrTimeout
 		}
@@ -847,34 +857,51 @@ func (s *Syncer) apply(c *call) error {
 	}
 	nowStore, oldest, totals := ints[0]*int64(time.Microsecond), ints[1], ints[2:]
 	res := s.result(r, nowStore, oldest, totals)
+	type answer struct {
+		w   *waiter
+		res Result
+		k   int64 // bucket the store counted an admission in
+	}
 	var acked []localcache.Bucket
+	var answers []answer
 	for bi, b := range c.batches {
 		status, _ := v[2+r.span+2*bi].(int64)
 		bits, _ := v[2+r.span+2*bi+1].(string)
 		acked = append(acked, b.deltas...)
-		switch {
-		case status == 0 && b.sent == 1:
-			for i, w := range b.ws {
-				admitted := i < len(bits) && bits[i] == '1'
-				wr := res
-				wr.Admitted = admitted
-				if !admitted {
-					wr.RetryAfter = s.retryAfter(r, nowStore, oldest, totals, w.n)
-				}
-				s.stats.reservations.Add(1)
-				if s.finish(w, wr, nil) && admitted {
-					s.correct(c.it.id, c.it.ref, r.Geometry.Index(nowStore), -w.n)
-				}
-			}
-		case status == 1:
-			// Applied by an earlier send whose reply was lost: its
-			// admissions were decided by the callers' fallbacks.
-			for i, n := range b.costs {
-				if i < len(bits) && bits[i] == '1' {
-					s.correct(c.it.id, c.it.ref, r.Geometry.Index(nowStore), -n)
-				}
+		if status == 2 || len(b.costs) == 0 {
+			continue
+		}
+		k := r.Geometry.Index(nowStore)
+		if status == 1 {
+			// Applied by an earlier send (a go-redis retry, or ours after
+			// a lost reply): the store returns the results it recorded
+			// and the bucket it counted the admissions in.
+			var kb string
+			bits, kb, _ = strings.Cut(bits, ":")
+			if kk, err := strconv.ParseInt(kb, 10, 64); err == nil {
+				k = kk
 			}
 		}
+		if b.ws == nil {
+			// The callers were answered with an error when a send
+			// failed, and decided by their failure mode: undo what the
+			// store admitted for them.
+			for i, n := range b.costs {
+				if i < len(bits) && bits[i] == '1' {
+					s.correct(c.it.id, c.it.ref, k, -n)
+				}
+			}
+			continue
+		}
+		for i, w := range b.ws {
+			a := answer{w: w, res: res, k: k}
+			a.res.Admitted = i < len(bits) && bits[i] == '1'
+			if !a.res.Admitted {
+				a.res.RetryAfter = s.retryAfter(r, nowStore, oldest, totals, w.n)
+			}
+			answers = append(answers, a)
+		}
+		b.ws = nil
 	}
 	if ks := s.state[c.it.id]; ks != nil {
 		ks.batches = nil
@@ -886,6 +913,14 @@ func (s *Syncer) apply(c *call) error {
 		r.Table.Settle(c.it.ref, s.Now(), acked, oldest, totals)
 		if len(c.batches) > 0 {
 			s.prev = append(s.prev, c.it)
+		}
+	}
+	// Answer after Settle, so a caller sees its key's fresh view.
+	for _, a := range answers {
+		s.stats.reservations.Add(1)
+		if s.finish(a.w, a.res, nil) && a.res.Admitted {
+			// The caller gave up waiting: it decided by its failure mode.
+			s.correct(c.it.id, c.it.ref, a.k, -a.w.n)
 		}
 	}
 	s.stats.keySyncs.Add(1)
@@ -903,6 +938,10 @@ func (s *Syncer) fail(c *call, err error) {
 			s.finish(w, Result{}, ErrUnavailable)
 		}
 		b.ws = nil
+		// The waiters now decide by their failure mode, so the store must
+		// never decide these reservations: resend without the costs even
+		// if this send was not executed (NOSCRIPT, then the load failed).
+		b.sent = max(b.sent, 1)
 	}
 }
 

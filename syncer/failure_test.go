@@ -1,0 +1,274 @@
+package syncer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/window"
+)
+
+var (
+	healthy  = localcache.Limits{Cap: localcache.NoCap, Share: 1000, Health: localcache.Healthy}
+	failOpen = localcache.Limits{Cap: localcache.NoCap, Share: 1000, Health: localcache.FailOpen}
+)
+
+// TestKillAndRestart kills the store (no persistence): Flush fails, the
+// syncer turns unhealthy and tells OnHealth, counts admitted meanwhile stay
+// pending in the table; after a restart (empty store) one Flush pushes every
+// pending count exactly once.
+func TestKillAndRestart(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	var hl healthLog
+	cfg := testConfig(c, "A")
+	cfg.OnHealth = hl.record
+	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	s := startSyncer(t, cfg, r)
+	require.Equal(t, []healthCall{{true, nil}}, hl.get(), "Start reports the store healthy")
+
+	admit(t, s, r, "k", 5)
+	flush(t, s)
+	require.Equal(t, int64(5), total(t, c, r.KeyName("k")))
+	admit(t, s, r, "k", 3) // pending when the store dies
+
+	srv.Kill()
+	err := s.Flush(ctxT(t, 30*time.Second))
+	require.Error(t, err)
+	assert.False(t, s.Healthy())
+	assert.False(t, s.Stats().Healthy)
+	calls := hl.get()
+	require.Len(t, calls, 2)
+	assert.False(t, calls[1].healthy)
+	assert.Error(t, calls[1].err)
+	_, err = s.Reserve(ctxT(t, opTimeout), r.Table, "k", nil, 1)
+	assert.ErrorIs(t, err, ErrUnavailable)
+
+	r.Table.SetLimits(failOpen) // what the limiter does while the store is down
+	admit(t, s, r, "k", 4)
+	admit(t, s, r, "k2", 2)
+	require.Error(t, s.Flush(ctxT(t, 30*time.Second)), "still down")
+	assert.Len(t, hl.get(), 2, "OnHealth is called on changes only")
+	_, own := estimate(t, r.Table, "k", s.Now())
+	assert.Equal(t, int64(7), own, "counts stay pending in the table")
+	_, own = estimate(t, r.Table, "k2", s.Now())
+	assert.Equal(t, int64(2), own)
+
+	srv.Restart()
+	r.Table.SetLimits(healthy)
+	flush(t, s)
+	assert.True(t, s.Healthy())
+	calls = hl.get()
+	require.Len(t, calls, 3)
+	assert.Equal(t, healthCall{true, nil}, calls[2])
+	// The 5 pushed before the kill died with the store's memory; everything
+	// still pending (3 before the kill, 4 during the outage) is pushed once.
+	assert.Equal(t, int64(7), total(t, c, r.KeyName("k")))
+	assert.Equal(t, int64(2), total(t, c, r.KeyName("k2")))
+	for _, k := range []string{"k", "k2"} {
+		_, own = estimate(t, r.Table, k, s.Now())
+		assert.Zero(t, own, "%s acknowledged", k)
+	}
+	flush(t, s)
+	flush(t, s)
+	assert.Equal(t, int64(7), total(t, c, r.KeyName("k")), "no double counting")
+	assert.Equal(t, int64(2), total(t, c, r.KeyName("k2")))
+	assert.Positive(t, s.Stats().Failures)
+	assert.Equal(t, 1, s.Instances(), "re-registered")
+}
+
+// TestLostReplyWithPersistence loses the reply of a batch the store applied,
+// then kills the store (persistent) while the syncer still holds the batch:
+// after the restart the batch is resent, recognised, and counted once.
+func TestLostReplyWithPersistence(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.WithPersistence())
+	c := srv.Client(t)
+	hook := &faultHook{}
+	c.AddHook(hook)
+	loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
+	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	s := startSyncer(t, testConfig(c, "A"), r)
+	name := r.KeyName("k")
+
+	admit(t, s, r, "k", 5)
+	flush(t, s)
+	require.Equal(t, int64(5), total(t, c, name))
+
+	admit(t, s, r, "k", 3)
+	hook.dropReplies.Store(true)
+	require.ErrorIs(t, s.Flush(ctxT(t, 30*time.Second)), errLost)
+	hook.dropReplies.Store(false)
+	assert.False(t, s.Healthy(), "an ambiguous failure marks the store unhealthy")
+	require.Equal(t, int64(8), total(t, c, name), "the store applied the batch whose reply was lost")
+	_, own := estimate(t, r.Table, "k", s.Now())
+	assert.Equal(t, int64(3), own, "unacknowledged: still pending")
+
+	srv.Kill()
+	r.Table.SetLimits(failOpen)
+	admit(t, s, r, "k", 4)
+	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
+	srv.Restart()
+	r.Table.SetLimits(healthy)
+	require.Equal(t, int64(8), total(t, c, name), "kept across the restart")
+
+	flush(t, s)
+	assert.Equal(t, int64(12), total(t, c, name), "the lost batch is not counted twice")
+	assert.Positive(t, s.Stats().Retried)
+	est, own := estimate(t, r.Table, "k", s.Now())
+	assert.Equal(t, 12.0, est)
+	assert.Zero(t, own)
+	flush(t, s)
+	assert.Equal(t, int64(12), total(t, c, name))
+}
+
+// TestLostReplyTwice loses the replies of two calls in a row for one key:
+// both batches are resent and recognised.
+func TestLostReplyTwice(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	hook := &faultHook{}
+	c.AddHook(hook)
+	loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
+	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	s := startSyncer(t, testConfig(c, "A"), r)
+	name := r.KeyName("k")
+
+	hook.dropReplies.Store(true)
+	admit(t, s, r, "k", 2)
+	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
+	admit(t, s, r, "k", 3)
+	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
+	require.Equal(t, int64(5), total(t, c, name), "both applied")
+	hook.dropReplies.Store(false)
+	admit(t, s, r, "k", 1)
+	flush(t, s)
+	assert.Equal(t, int64(6), total(t, c, name))
+	_, own := estimate(t, r.Table, "k", s.Now())
+	assert.Zero(t, own)
+}
+
+// TestLostReservationReply loses the reply of a call that carried a
+// reservation the store admitted: the caller got ErrUnavailable and counted
+// the admission locally (its fallback), so the syncer must undo the store's
+// admission once it learns of it.
+func TestLostReservationReply(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cases := []struct {
+		name string
+		lost int // calls in a row whose reply is lost
+	}{
+		{"reply lost once", 1},
+		{"replies lost twice", 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := srv.Client(t) // own client: the hook is per client
+			hook := &faultHook{}
+			c.AddHook(hook)
+			loadScript(t, c)
+			r := newRule(t, "strict", midGeometry(5), 100, 0)
+			cfg := testConfig(c, "A")
+			cfg.Prefix = "lost" + tc.name
+			s := startSyncer(t, cfg, r)
+			name := r.KeyName("k")
+
+			ref := overCap(t, s, r, "k")
+			hook.dropReplies.Store(true)
+			_, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 1)
+			require.ErrorIs(t, err, ErrUnavailable)
+			require.Equal(t, int64(1), total(t, c, name), "the store admitted it")
+			// The caller's fallback admits and counts it locally.
+			v := r.Table.AllowDegraded("k", s.Now(), 1, localcache.FailOpen)
+			require.Equal(t, localcache.Allowed, v.Status)
+			for i := 1; i < tc.lost; i++ {
+				require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
+			}
+			hook.dropReplies.Store(false)
+			flush(t, s) // resend: the store's admission is learnt, a correction queued
+			flush(t, s) // the correction is pushed
+			assert.Equal(t, int64(1), total(t, c, name), "one admission, counted once")
+			for j, n := range buckets(t, c, name) {
+				assert.GreaterOrEqual(t, n, int64(0), "bucket %d", j)
+			}
+		})
+	}
+}
+
+// TestCorrectionBucket loses the reply of an admitted reservation and learns
+// of it sub-windows later: the correction must undo the admission in the
+// bucket the store counted it in, not leave that bucket at +n and a later
+// one at −n (which would make the store's estimate n too low once the
+// admission's bucket leaves the window).
+func TestCorrectionBucket(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	hook := &faultHook{}
+	c.AddHook(hook)
+	loadScript(t, c)                            // else the first call gets NOSCRIPT, hidden by the hook
+	geo := window.NewSliding(4*time.Second, 20) // 200ms sub-windows
+	r := newRule(t, "strict", geo, 100, 0)
+	s := startSyncer(t, testConfig(c, "A"), r)
+	name := r.KeyName("k")
+
+	ref := overCap(t, s, r, "k")
+	hook.dropReplies.Store(true)
+	_, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 1)
+	require.ErrorIs(t, err, ErrUnavailable)
+	hook.dropReplies.Store(false)
+	require.Len(t, buckets(t, c, name), 1, "the store admitted it")
+	// The fallback counts it locally; its count is pushed like any other.
+	now := s.Now()
+	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", now, 1, localcache.FailOpen).Status)
+
+	time.Sleep(3 * time.Duration(geo.Sub())) // the syncer learns of the admission later
+	flush(t, s)
+	flush(t, s)
+	got := buckets(t, c, name)
+	nonzero := map[int64]int64{}
+	for j, n := range got {
+		assert.GreaterOrEqual(t, n, int64(0), "bucket %d of %v", j, got)
+		if n != 0 {
+			nonzero[j] = n
+		}
+	}
+	assert.Equal(t, map[int64]int64{geo.Index(now): 1}, nonzero,
+		"only the fallback's count is left, in its bucket: the admission is undone in its own")
+	assert.Equal(t, int64(1), s.Stats().Corrections)
+}
+
+// TestNoScriptLoadFails gets NOSCRIPT for a call carrying a reservation and
+// then fails to load the script: the caller gets ErrUnavailable and counts the
+// admission by its fallback, so the store must never decide that reservation
+// afterwards.
+func TestNoScriptLoadFails(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	hook := &faultHook{}
+	c.AddHook(hook)
+	loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
+	r := newRule(t, "strict", midGeometry(5), 100, 0)
+	s := startSyncer(t, testConfig(c, "A"), r)
+	name := r.KeyName("k")
+
+	ref := overCap(t, s, r, "k")
+	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
+	hook.failLoad.Store(true)
+	_, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 1)
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.True(t, s.Healthy(), "NOSCRIPT is an answer, not an outage")
+	require.Zero(t, total(t, c, name), "nothing executed")
+	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, localcache.FailOpen).Status)
+
+	hook.failLoad.Store(false)
+	flush(t, s)
+	flush(t, s)
+	assert.Equal(t, int64(1), total(t, c, name), "only the fallback's count: the store never decided the reservation")
+}

@@ -1,0 +1,249 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/window"
+)
+
+// opTimeout bounds every direct Redis call a test makes.
+const opTimeout = 10 * time.Second
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// midSubUs returns a sub-window length in µs such that the current time (µs,
+// from now) sits at phase 0.5 of bucket m: sub = ⌊2·now/(2m+1)⌋, so now/sub ≥
+// m+½, and for the seconds a test lasts (far less than sub/2) the bucket is m
+// and the phase just above ½. Tests can then place counts in known buckets
+// and know the weight of the oldest one without racing a bucket boundary.
+func midSubUs(nowUs, m int64) int64 {
+	return 2 * nowUs / (2*m + 1)
+}
+
+// storeTimeUs returns the store's TIME in µs.
+func storeTimeUs(t *testing.T, c redis.UniversalClient) int64 {
+	t.Helper()
+	tm, err := c.Time(ctxT(t, opTimeout)).Result()
+	require.NoError(t, err)
+	return tm.UnixMicro()
+}
+
+// midGeometry returns a geometry (sliding with buckets sub-windows, or fixed
+// when buckets is 0) whose current sub-window is hours long and half over, so
+// that no bucket boundary passes while a test runs.
+func midGeometry(buckets int) window.Sliding {
+	sub := midSubUs(time.Now().UnixMicro(), 100_000) * int64(time.Microsecond)
+	if buckets == 0 {
+		return window.NewFixed(time.Duration(sub))
+	}
+	return window.NewSliding(time.Duration(sub*int64(buckets)), buckets)
+}
+
+// newTable returns an Eventual table with the given cap, share = limit and
+// Healthy.
+func newTable(t *testing.T, geo window.Sliding, limit, capv int64) localcache.Table {
+	t.Helper()
+	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: limit, Eventual: true, Keys: localcache.NewKeys(1000)})
+	require.NoError(t, err)
+	tab.SetLimits(localcache.Limits{Cap: capv, Share: limit, Health: localcache.Healthy})
+	return tab
+}
+
+// newRule returns a Rule of a fresh table.
+func newRule(t *testing.T, name string, geo window.Sliding, limit, capv int64) *Rule {
+	t.Helper()
+	return &Rule{Name: name, Table: newTable(t, geo, limit, capv), Geometry: geo, Limit: limit}
+}
+
+// healthLog records OnHealth calls.
+type healthLog struct {
+	mu    sync.Mutex
+	calls []healthCall
+}
+
+type healthCall struct {
+	healthy bool
+	err     error
+}
+
+func (h *healthLog) record(ok bool, err error) {
+	h.mu.Lock()
+	h.calls = append(h.calls, healthCall{ok, err})
+	h.mu.Unlock()
+}
+
+func (h *healthLog) get() []healthCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]healthCall(nil), h.calls...)
+}
+
+// testConfig is the Config every end-to-end test starts from: Interval of an
+// hour, so that only Flush (and Reserve) syncs.
+func testConfig(c redis.UniversalClient, id string) Config {
+	return Config{
+		Client:     c,
+		Prefix:     "t",
+		InstanceID: id,
+		Interval:   time.Hour,
+		Timeout:    time.Second,
+		LocalNow:   func() int64 { return time.Now().UnixNano() },
+	}
+}
+
+// startSyncer creates and starts a Syncer and closes it in t.Cleanup (which
+// runs before the client's and the server's cleanups, registered earlier).
+func startSyncer(t *testing.T, cfg Config, rules ...*Rule) *Syncer {
+	t.Helper()
+	s, err := New(cfg, rules)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = s.Close(ctx) // the store may be dead by now: only the loop must end
+	})
+	require.NoError(t, s.Start(ctxT(t, opTimeout)))
+	return s
+}
+
+func flush(t *testing.T, s *Syncer) {
+	t.Helper()
+	require.NoError(t, s.Flush(ctxT(t, 30*time.Second)))
+}
+
+// admit admits n units of key on r's table, one at a time, and requires every
+// one to be Allowed.
+func admit(t *testing.T, s *Syncer, r *Rule, key string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		v := r.Table.AllowAt(key, s.Now(), 1)
+		require.Equal(t, localcache.Allowed, v.Status, "admission %d of %q", i, key)
+	}
+}
+
+// hash returns a Redis hash.
+func hash(t *testing.T, c redis.UniversalClient, key string) map[string]string {
+	t.Helper()
+	h, err := c.HGetAll(ctxT(t, opTimeout), key).Result()
+	require.NoError(t, err)
+	return h
+}
+
+// buckets returns the bucket fields of a limiter key's hash.
+func buckets(t *testing.T, c redis.UniversalClient, key string) map[int64]int64 {
+	t.Helper()
+	out := map[int64]int64{}
+	for f, v := range hash(t, c, key) {
+		if strings.HasPrefix(f, "i") || strings.HasPrefix(f, "r") {
+			continue // instance bookkeeping ("i:<id>", "r<seq>:<id>")
+		}
+		j, err := strconv.ParseInt(f, 10, 64)
+		require.NoError(t, err, "bucket field %q is not a decimal integer", f)
+		n, err := strconv.ParseInt(v, 10, 64)
+		require.NoError(t, err, "bucket %q holds %q", f, v)
+		out[j] = n
+	}
+	return out
+}
+
+// records returns an instance's stored reservation results in a limiter
+// key's hash: "<bits>:<bucket>" by sequence number.
+func records(t *testing.T, c redis.UniversalClient, key, inst string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for f, v := range hash(t, c, key) {
+		seq, id, ok := strings.Cut(strings.TrimPrefix(f, "r"), ":")
+		if !strings.HasPrefix(f, "r") || !ok || id != inst {
+			continue
+		}
+		if _, err := strconv.ParseInt(seq, 10, 64); err != nil {
+			continue
+		}
+		rest, ok := strings.CutPrefix(v, seq+":")
+		require.True(t, ok, "record %q=%q starts with its sequence number", f, v)
+		out[seq] = rest
+	}
+	return out
+}
+
+// total returns the sum of a limiter key's bucket fields.
+func total(t *testing.T, c redis.UniversalClient, key string) int64 {
+	t.Helper()
+	var sum int64
+	for _, n := range buckets(t, c, key) {
+		sum += n
+	}
+	return sum
+}
+
+// estimate returns a table's estimate and own count for key at now.
+func estimate(t *testing.T, tab localcache.Table, key string, now int64) (float64, int64) {
+	t.Helper()
+	est, own, ok := tab.Estimate(key, now)
+	require.True(t, ok, "key %q is not tracked", key)
+	return est, own
+}
+
+// loadScript loads syncScript into the store's script cache.
+func loadScript(t *testing.T, c redis.Scripter) {
+	t.Helper()
+	require.NoError(t, syncScript.Load(ctxT(t, opTimeout), c).Err())
+}
+
+// errLost is what faultHook reports for a pipeline whose replies it dropped:
+// not a redis.Error, so the syncer sees an ambiguous failure.
+var errLost = errors.New("test: reply lost")
+
+// faultHook injects failures into a real client: it can drop the replies of
+// pipelines that Redis has executed (a reply lost on the way back) and fail
+// SCRIPT LOAD.
+type faultHook struct {
+	dropReplies atomic.Bool
+	failLoad    atomic.Bool
+	dropped     atomic.Int64
+}
+
+func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if h.failLoad.Load() && len(args) >= 2 && strings.EqualFold(cmd.Name(), "script") &&
+			strings.EqualFold(args[1].(string), "load") {
+			err := errors.New("test: SCRIPT LOAD failed")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if h.dropReplies.Load() {
+			h.dropped.Add(1)
+			for _, c := range cmds {
+				c.SetErr(errLost)
+			}
+			return errLost
+		}
+		return err
+	}
+}
