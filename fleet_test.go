@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,51 +132,85 @@ func staggered(t *testing.T, ls []*sluice.Limiter, interval time.Duration, size 
 
 // TestFleetNoFalseDenials offers a key 0.9·Limit per window, spread evenly
 // over four instances: nothing may be denied, whatever the error budget.
+//
+// The offered load must really be smooth: a loaded test machine can stall a
+// sender and make it catch up in a burst, which pushes some window above
+// 0.9·Limit (and a sliding-window counter fed bunched traffic may then deny
+// by design). The test checks the traffic it actually sent, per sub-window,
+// and runs again if a stall bunched it.
 func TestFleetNoFalseDenials(t *testing.T) {
 	t.Parallel()
 	for _, eps := range []float64{0.01, 0.1} {
 		t.Run(policy.Mode(0).String()+"/eps="+ftoa(eps), func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
-			rule := policy.Rule{Name: "steady", Limit: 200, Window: time.Second}
-			// A generous Timeout: this test is about the algorithm never
-			// denying below 0.9·Limit, not about how fast a loaded test
-			// machine answers (a check that reaches its cap and gets no
-			// answer within Timeout is denied under FailLocal).
-			ls := fleet(t, 4, func() redis.UniversalClient { return srv.Client(t) }, sluice.Options{ErrorBudget: eps, Timeout: 2 * time.Second}, rule)
-			const perSecond = 180 // 0.9·Limit
-			every := time.Duration(len(ls)) * time.Second / perSecond
-			var denied, admitted atomic.Int64
-			var wg sync.WaitGroup
-			start := time.Now()
-			for i, l := range ls {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					offset := time.Duration(i) * every / time.Duration(len(ls))
-					for c := 0; ; c++ {
-						at := start.Add(offset + time.Duration(c)*every)
-						if at.Sub(start) > 3*time.Second {
-							return
-						}
-						time.Sleep(time.Until(at))
-						d, err := l.Allow(context.Background(), rule.Name, "k")
-						if err != nil {
-							t.Errorf("Allow: %v", err)
-							return
-						}
-						if d.Allowed {
-							admitted.Add(1)
-						} else {
-							denied.Add(1)
-						}
-					}
-				}()
+			for attempt := 1; ; attempt++ {
+				rule := policy.Rule{Name: "steady" + strconv.Itoa(attempt), Limit: 200, Window: time.Second}
+				smooth, denied, admitted := steadyRun(t, srv, eps, rule)
+				if !smooth && attempt < 5 {
+					t.Logf("attempt %d: a stalled sender bunched the traffic; running again", attempt)
+					continue
+				}
+				require.True(t, smooth, "the machine is too loaded to offer smooth traffic")
+				assert.Zero(t, denied, "denials of a key offered 0.9·Limit (admitted %d)", admitted)
+				return
 			}
-			wg.Wait()
-			assert.Zero(t, denied.Load(), "denials of a key offered 0.9·Limit (admitted %d)", admitted.Load())
 		})
 	}
+}
+
+// steadyRun offers 0.9·Limit per second for 3 s over four instances and
+// reports whether the traffic was smooth (no sub-window got more than 1.5×
+// its share), and the denials and admissions.
+func steadyRun(t *testing.T, srv *redistest.Server, eps float64, rule policy.Rule) (smooth bool, denied, admitted int64) {
+	ls := fleet(t, 4, func() redis.UniversalClient { return srv.Client(t) },
+		// A generous Timeout: this is about the algorithm, not latency.
+		sluice.Options{ErrorBudget: eps, Timeout: 2 * time.Second}, rule)
+	const perSecond = 180 // 0.9·Limit
+	every := time.Duration(len(ls)) * time.Second / perSecond
+	sub := rule.SubWindow()
+	var mu sync.Mutex
+	perSub := map[int64]int{}
+	var nDenied, nAdmitted atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			offset := time.Duration(i) * every / time.Duration(len(ls))
+			for c := 0; ; c++ {
+				at := start.Add(offset + time.Duration(c)*every)
+				if at.Sub(start) > 3*time.Second {
+					return
+				}
+				time.Sleep(time.Until(at))
+				sent := time.Now()
+				d, err := l.Allow(context.Background(), rule.Name, "k")
+				if err != nil {
+					t.Errorf("Allow: %v", err)
+					return
+				}
+				mu.Lock()
+				perSub[int64(sent.Sub(start)/sub)]++
+				mu.Unlock()
+				if d.Allowed {
+					nAdmitted.Add(1)
+				} else {
+					nDenied.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	share := float64(perSecond) * sub.Seconds()
+	smooth = true
+	for _, n := range perSub {
+		if float64(n) > 1.5*share {
+			smooth = false
+		}
+	}
+	return smooth, nDenied.Load(), nAdmitted.Load()
 }
 
 func ftoa(f float64) string {
