@@ -27,6 +27,7 @@ const (
 // 16 per slot, in a single allocation.
 type entry[A ring] struct {
 	state  atomic.Uint32
+	synced atomic.Uint32 // bumped by Settle once it has stored totals
 	budget atomic.Uint64 // tag: bucket+generation; count: most the current pend may reach
 	room   atomic.Uint64 // same tag; count: Limit minus the estimate without the current pend
 	next   atomic.Pointer[entry[A]]
@@ -94,19 +95,36 @@ func (t *table[A]) slotOf(j int64) int {
 
 func (t *table[A]) Tick(now int64) {
 	k := t.geo.Index(now)
-	tag := (k + int64(t.gen.Load())) & tagMask
 	t.now.Store(now)
 	t.reset.Store(int64(t.geo.ResetAfter(now)))
-	t.pos.Store(uint64(k&tagMask) | uint64(tag)<<24 | uint64(t.slotOf(k))<<48)
+	for {
+		// Read the generation after the position: a SetLimits that bumps it
+		// later publishes its own position after our load, so the swap
+		// fails rather than put the old generation's tag back (which would
+		// keep budgets cached under the old limits valid until the next
+		// Tick).
+		old := t.pos.Load()
+		tag := (k + int64(t.gen.Load())) & tagMask
+		if t.pos.CompareAndSwap(old, uint64(k&tagMask)|uint64(tag)<<24|uint64(t.slotOf(k))<<48) {
+			return
+		}
+	}
 }
 
 func (t *table[A]) Now() int64 { return t.now.Load() }
+
+// genStride is what SetLimits adds to the generation. A budget's tag is
+// bucket + generation (mod 2^24): with a stride of 1, the budget a check at
+// bucket k+1 cached under generation g would be valid for bucket k under g+1.
+// With 2^12+1, the tags of buckets less than 4097 apart collide only across
+// 4095 or more generations.
+const genStride = 1<<12 + 1
 
 func (t *table[A]) SetLimits(l Limits) {
 	t.capv.Store(l.Cap)
 	t.share.Store(l.Share)
 	t.health.Store(uint32(l.Health))
-	t.gen.Add(1)
+	t.gen.Add(genStride)
 	t.Tick(t.now.Load())
 }
 
@@ -305,26 +323,35 @@ func (t *table[A]) plan(e *entry[A], now int64, force *Health) plan {
 	if p.rotated = t.rotate(e, p.k, p.s); !p.rotated || p.health == FailClosed {
 		return p
 	}
-	v := t.scan(e, p.k, p.s, t.geo.Phase(now))
-	p.room = floorCount(float64(t.limit) - v.others)
-	p.budget = p.room
-	switch p.health {
-	case Healthy:
-		if !p.local {
-			p.budget = min(p.budget, t.capv.Load()-v.div)
+	for {
+		sq := e.synced.Load() // before the scan
+		v := t.scan(e, p.k, p.s, t.geo.Phase(now))
+		p.room = floorCount(float64(t.limit) - v.others)
+		p.budget = p.room
+		switch p.health {
+		case Healthy:
+			if !p.local {
+				p.budget = min(p.budget, t.capv.Load()-v.div)
+			}
+		case FailLocal:
+			p.shareBudget = floorCount(float64(t.share.Load()) - v.own)
+			p.budget = min(p.budget, p.shareBudget)
+		case FailOpen:
+			p.budget = maxCount / 2
 		}
-	case FailLocal:
-		p.shareBudget = floorCount(float64(t.share.Load()) - v.own)
-		p.budget = min(p.budget, p.shareBudget)
-	case FailOpen:
-		p.budget = maxCount / 2
-	}
-	p.budget = max0(p.budget)
-	if force == nil {
+		p.budget = max0(p.budget)
+		if force != nil {
+			return p
+		}
 		e.room.Store(pack(p.tag, p.room))
 		e.budget.Store(pack(p.tag, p.budget))
+		// A Settle that stored new totals after our scan may have stored
+		// its budget before ours: ours, from the superseded totals, must not
+		// outlive it, so compute again.
+		if e.synced.Load() == sq {
+			return p
+		}
 	}
-	return p
 }
 
 func floorCount(x float64) int64 {
@@ -483,6 +510,7 @@ func (t *table[A]) Settle(r Ref, now int64, acked []Bucket, first int64, totals 
 		}
 		e.glob[t.slotOf(j)].Store(pack(j, tot))
 	}
+	e.synced.Add(1) // see plan
 	// Budget from the new totals while pend still holds what they now
 	// include (counted twice: conservative), then lower pend, then widen.
 	t.plan(e, now, nil)

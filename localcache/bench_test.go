@@ -1,0 +1,133 @@
+package localcache
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+var benchGeo = window.NewSliding(time.Minute, 10)
+
+// benchTable returns a ticked table with a limit no benchmark exhausts.
+func benchTable(tb testing.TB, eventual bool, limit int64) Table {
+	t, err := New(Config{Geometry: benchGeo, Limit: limit, Eventual: eventual, Keys: NewKeys(1 << 20)})
+	require.NoError(tb, err)
+	t.Tick(base)
+	return t
+}
+
+// TestAllowDoesNotAllocate: the fast path (existing key, valid budget) and the
+// bucket's first check on an existing key do not allocate. Not parallel:
+// AllocsPerRun counts every goroutine's allocations (and refuses to run in a
+// parallel test); sequential tests run before the parallel ones start.
+func TestAllowDoesNotAllocate(t *testing.T) {
+	for _, eventual := range []bool{false, true} {
+		t.Run(fmt.Sprintf("eventual=%v", eventual), func(t *testing.T) {
+			tb := benchTable(t, eventual, maxCount/4)
+			require.Equal(t, Allowed, tb.Allow("hot", 1).Status) // creates the key and its budget
+			require.Zero(t, testing.AllocsPerRun(1000, func() { tb.Allow("hot", 1) }), "Allow")
+			require.Zero(t, testing.AllocsPerRun(1000, func() { tb.AllowAt("hot", base, 1) }), "AllowAt")
+			now := base
+			require.Zero(t, testing.AllocsPerRun(100, func() {
+				now += benchGeo.Sub() // a new bucket every time: the slow path
+				tb.AllowAt("hot", now, 1)
+			}), "slow path")
+		})
+	}
+}
+
+func BenchmarkAllowHotKey(b *testing.B) {
+	for _, eventual := range []bool{false, true} {
+		name := "local"
+		if eventual {
+			name = "eventual"
+		}
+		b.Run(name+"/serial", func(b *testing.B) {
+			tb := benchTable(b, eventual, maxCount/4)
+			b.ReportAllocs()
+			for b.Loop() {
+				tb.Allow("hot", 1)
+			}
+		})
+		b.Run(name+"/parallel", func(b *testing.B) {
+			tb := benchTable(b, eventual, maxCount/4)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tb.Allow("hot", 1)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkAllow10kKeys(b *testing.B) {
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%08d", i)
+	}
+	warm := func(b *testing.B) Table {
+		tb := benchTable(b, false, maxCount/4)
+		for _, k := range keys {
+			tb.Allow(k, 1)
+		}
+		return tb
+	}
+	b.Run("serial", func(b *testing.B) {
+		tb := warm(b)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			tb.Allow(keys[i], 1)
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		tb := warm(b)
+		b.ResetTimer()
+		var seq atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seq.Add(1)*7919) % len(keys)
+			for pb.Next() {
+				tb.Allow(keys[i], 1)
+				if i++; i == len(keys) {
+					i = 0
+				}
+			}
+		})
+	})
+}
+
+func BenchmarkDenyHotKey(b *testing.B) {
+	const limit = 100
+	fill := func(b *testing.B) Table {
+		tb := benchTable(b, false, limit)
+		for tb.Allow("hot", 1).Status == Allowed {
+		}
+		return tb
+	}
+	b.Run("serial", func(b *testing.B) {
+		tb := fill(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			tb.Allow("hot", 1)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		tb := fill(b)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				tb.Allow("hot", 1)
+			}
+		})
+	})
+}

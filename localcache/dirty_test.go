@@ -1,0 +1,197 @@
+package localcache
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// drainKeys drains tb and returns the sorted keys it returned.
+func drainKeys(tb Table) []string {
+	var keys []string
+	for _, r := range tb.Drain(nil) {
+		keys = append(keys, tb.Key(r))
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 6)
+	now := bucketStart(geo, 0)
+
+	t.Run("each admitted-to key once per Drain", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, 100, true)
+		for i := 0; i < 5; i++ {
+			for _, k := range []string{"a", "b", "c"} {
+				require.Equal(t, Allowed, tb.AllowAt(k, now, 1).Status)
+			}
+		}
+		require.Equal(t, []string{"a", "b", "c"}, drainKeys(tb))
+		require.Empty(t, drainKeys(tb), "drained keys are clean")
+
+		require.Equal(t, Allowed, tb.AllowAt("b", now, 1).Status)
+		require.Equal(t, Allowed, tb.AllowAt("b", now+1, 1).Status)
+		require.Equal(t, Allowed, tb.AllowAt("d", now, 1).Status)
+		require.Equal(t, []string{"b", "d"}, drainKeys(tb))
+
+		// Drain appends to dst.
+		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		dst := []Ref{nil}
+		dst = tb.Drain(dst)
+		require.Len(t, dst, 2)
+		require.Nil(t, dst[0])
+		require.Equal(t, "a", tb.Key(dst[1]))
+	})
+
+	t.Run("denials do not dirty", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, 10, true)
+		tb.SetLimits(Limits{Cap: 2, Share: 10, Health: Healthy})
+		require.Equal(t, OverLimit, tb.AllowAt("big", now, 11).Status)
+		require.Equal(t, OverCap, tb.AllowAt("capped", now, 3).Status)
+		tb.SetLimits(Limits{Cap: 2, Share: 10, Health: FailClosed})
+		require.Equal(t, StoreDown, tb.AllowAt("down", now, 1).Status)
+		require.Empty(t, drainKeys(tb))
+		_, ok := tb.Ref("untouched")
+		require.True(t, ok)
+		require.Empty(t, drainKeys(tb), "Ref alone does not dirty")
+	})
+
+	t.Run("MarkDirty requeues once", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, 100, true)
+		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		refs := tb.Drain(nil)
+		require.Len(t, refs, 1)
+		tb.MarkDirty(refs[0])
+		tb.MarkDirty(refs[0]) // already dirty: not queued twice
+		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		require.Equal(t, []string{"a"}, drainKeys(tb))
+
+		r, ok := tb.Ref("never-admitted")
+		require.True(t, ok)
+		tb.MarkDirty(r)
+		require.Equal(t, []string{"never-admitted"}, drainKeys(tb))
+	})
+
+	t.Run("Local tables never queue", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, 100, false)
+		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		r, _ := tb.Ref("a")
+		tb.MarkDirty(r)
+		require.Empty(t, tb.Drain(nil))
+		require.Equal(t, int64(1), pendingSum(tb, r, now), "Pending still reports a Local table's counts")
+	})
+
+	t.Run("Pending and Settle", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, 100, true)
+		k := geo.Index(now)
+		for i := int64(0); i < 3; i++ {
+			require.Equal(t, Allowed, tb.AllowAt("a", now+i*geo.Sub(), i+1).Status)
+		}
+		r, _ := tb.Ref("a")
+		later := now + 2*geo.Sub()
+		require.ElementsMatch(t, []Bucket{{k, 1}, {k + 1, 2}, {k + 2, 3}}, tb.Pending(r, later, nil))
+		// Buckets that left the window are not pending.
+		require.ElementsMatch(t, []Bucket{{k + 2, 3}}, tb.Pending(r, later+int64(geo.Span()-1)*geo.Sub(), nil))
+		require.Empty(t, tb.Pending(r, later+int64(geo.Span())*geo.Sub(), nil))
+
+		// A partial ack lowers pend by what it acks.
+		tb.Settle(r, later, []Bucket{{k, 1}, {k + 2, 2}}, k, []int64{1, 0, 2})
+		require.ElementsMatch(t, []Bucket{{k + 1, 2}, {k + 2, 1}}, tb.Pending(r, later, nil))
+		est, own, _ := tb.Estimate("a", later)
+		require.Equal(t, 6.0, est)
+		require.Equal(t, int64(3), own)
+
+		// An ack for a bucket whose slot has been reused is dropped.
+		far := now + int64(geo.Span()+1)*geo.Sub()
+		require.Equal(t, Allowed, tb.AllowAt("a", far, 5).Status)
+		kf := geo.Index(far)
+		tb.Settle(r, far, []Bucket{{kf - int64(geo.Span()), 5}}, kf, []int64{0})
+		require.Contains(t, tb.Pending(r, far, nil), Bucket{kf, 5})
+	})
+}
+
+// TestDrainConcurrent runs a simulated syncer (Drain, Pending, push, Settle)
+// against goroutines admitting to many keys: no admission is lost. While they
+// run, what is acked plus what is pending always equals what was admitted once
+// both sides stop; and a final sync leaves nothing pending, so every key that
+// was admitted to was drained after its last admission.
+func TestDrainConcurrent(t *testing.T) {
+	t.Parallel()
+	for _, capv := range []int64{NoCap, 7} {
+		t.Run(fmt.Sprintf("cap=%d", capv), func(t *testing.T) {
+			t.Parallel()
+			geo := window.NewSliding(time.Minute, 4)
+			const keys = 40
+			tb := mkTable(t, geo, 1<<30, true)
+			tb.SetLimits(Limits{Cap: capv, Share: 1 << 30, Health: Healthy})
+			store := newFakeStore()
+			now := bucketStart(geo, 0) + 17
+			var admitted [keys]atomic.Int64
+			var acked atomic.Int64
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					refs := tb.Drain(nil)
+					for _, r := range refs {
+						acked.Add(syncRef(tb, geo, store, r, now))
+					}
+				}
+			}()
+			hammer(func(gi int) {
+				rng := rand.New(rand.NewPCG(uint64(gi), 3))
+				for i := 0; i < 3000; i++ {
+					k := rng.IntN(keys)
+					n := 1 + rng.Int64N(3)
+					switch v := tb.AllowAt(fmt.Sprint("key-", k), now, n); v.Status {
+					case Allowed:
+						admitted[k].Add(n)
+					case OverCap:
+					default:
+						t.Errorf("unexpected %v", v.Status)
+					}
+				}
+			})
+			stop.Store(true)
+			wg.Wait()
+
+			var total, pending int64
+			for k := range admitted {
+				total += admitted[k].Load()
+				r, ok := tb.Ref(fmt.Sprint("key-", k))
+				require.True(t, ok)
+				p := pendingSum(tb, r, now)
+				require.LessOrEqual(t, p, capv)
+				pending += p
+			}
+			require.Equal(t, total, acked.Load()+pending, "admitted = acked + pending")
+
+			acked.Add(syncAll(tb, geo, store, now))
+			require.Equal(t, total, acked.Load(), "the last drain returned every key with pending counts")
+			for k := range admitted {
+				key := fmt.Sprint("key-", k)
+				est, own, _ := tb.Estimate(key, now)
+				require.Zero(t, own, key)
+				require.Equal(t, float64(admitted[k].Load()), est, key)
+			}
+			t.Logf("admitted %d units over %d keys", total, keys)
+		})
+	}
+}

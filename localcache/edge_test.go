@@ -1,0 +1,104 @@
+package localcache
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// TestTimeBehindRing: a check whose bucket's slot already holds a newer
+// bucket with counts (its time is more than a ring behind another check's)
+// is denied and not counted; within a window behind, checks still work.
+func TestTimeBehindRing(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 2) // span 3, ring 3
+	tb := mkTable(t, geo, 10, false)
+	t0 := bucketStart(geo, 0)
+	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	ahead := t0 + 3*geo.Sub() // same slot as t0
+	require.Equal(t, Allowed, tb.AllowAt("k", ahead, 2).Status)
+	v := tb.AllowAt("k", t0, 1)
+	require.Equal(t, OverLimit, v.Status)
+	require.Equal(t, geo.ResetAfter(t0), v.ResetAfter)
+	_, own, _ := tb.Estimate("k", ahead)
+	require.Equal(t, int64(2), own)
+	// One bucket behind the newest is fine.
+	require.Equal(t, Allowed, tb.AllowAt("k", ahead-geo.Sub(), 1).Status)
+	_, own, _ = tb.Estimate("k", ahead)
+	require.Equal(t, int64(3), own)
+}
+
+// TestSettleClamps: an ack larger than what is pending (a duplicate ack)
+// leaves zero, not a wrapped count; totals beyond the 40-bit counter
+// saturate, and the table then denies everything.
+func TestSettleClamps(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 2)
+	tb := mkTable(t, geo, 100, true)
+	now := bucketStart(geo, 0)
+	k := geo.Index(now)
+	require.Equal(t, Allowed, tb.AllowAt("k", now, 3).Status)
+	r, _ := tb.Ref("k")
+	tb.Settle(r, now, []Bucket{{k, 5}}, k, []int64{3})
+	require.Empty(t, tb.Pending(r, now, nil))
+	est, own, _ := tb.Estimate("k", now)
+	require.Zero(t, own)
+	require.Equal(t, 3.0, est)
+
+	tb.Settle(r, now, nil, k-2, []int64{1 << 45, 1 << 45, 1 << 45})
+	est, _, _ = tb.Estimate("k", now)
+	require.Equal(t, float64(3*maxCount), est)
+	v := tb.AllowAt("k", now, 1)
+	require.Equal(t, OverLimit, v.Status)
+	require.Zero(t, v.Remaining)
+}
+
+// TestFastPathFindsDeadOrGone: a key with a valid budget but nothing counted
+// (its last check was denied) can be swept within the bucket; a check that
+// then takes the fast path revives a dead entry, and moves to a fresh entry if
+// it finds it gone.
+func TestFastPathFindsDeadOrGone(t *testing.T) {
+	t.Parallel()
+	geo := window.NewFixed(time.Minute)
+	keys := NewKeys(10)
+	tb := newTableOf[[2]atomic.Uint64](Config{Geometry: geo, Limit: 10, Keys: keys})
+	now := bucketStart(geo, 0)
+	for _, key := range []string{"dead", "gone"} {
+		require.Equal(t, OverLimit, tb.AllowAt(key, now, 11).Status) // caches a budget, counts nothing
+	}
+	require.Zero(t, tb.Sweep(now))
+	dead, _ := tb.m.Load("dead")
+	gone, _ := tb.m.Load("gone")
+	require.Equal(t, stDead, dead.state.Load())
+	// The sweeper's second pass has marked "gone" but not yet removed it.
+	require.True(t, gone.state.CompareAndSwap(stDead, stGone))
+	keys.n.Add(-1)
+
+	v := tb.AllowAt("dead", now, 2)
+	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, int64(8), v.Remaining)
+	require.Equal(t, stClean, dead.state.Load(), "revived")
+
+	v = tb.AllowAt("gone", now, 3)
+	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, int64(7), v.Remaining)
+	fresh, _ := tb.m.Load("gone")
+	require.NotSame(t, gone, fresh)
+	require.Zero(t, countOf(gone.pend[tb.slotOf(geo.Index(now))].Load()), "undone on the gone entry")
+	_, own, _ := tb.Estimate("gone", now)
+	require.Equal(t, int64(3), own)
+	require.Equal(t, int64(2), keys.Len())
+	require.Equal(t, 2, tb.Len())
+}
+
+// TestEntrySize pins the documented entry size: 48 bytes plus 16 per slot.
+func TestEntrySize(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, uintptr(48+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
+	require.Equal(t, uintptr(48+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
+}

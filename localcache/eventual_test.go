@@ -1,0 +1,386 @@
+package localcache
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// admitUntil checks cost 1 for key at now until a check is not Allowed and
+// returns how many passed and the verdict that stopped it.
+func admitUntil(t *testing.T, tb Table, key string, now int64, max int) (int64, Verdict) {
+	t.Helper()
+	for i := 0; i < max; i++ {
+		if v := tb.AllowAt(key, now, 1); v.Status != Allowed {
+			return int64(i), v
+		}
+	}
+	t.Fatalf("%s: still admitting after %d", key, max)
+	return 0, Verdict{}
+}
+
+// TestEventualCap: an Eventual instance admits Cap units on its own, then
+// hands the key to the store (OverCap); once the syncer has acknowledged them
+// it admits Cap more, until the window (with the other instances' totals) is
+// full.
+func TestEventualCap(t *testing.T) {
+	t.Parallel()
+	for _, g := range referenceGeometries {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			const limit, capv = 100, 15
+			tb := mkTable(t, g.geo, limit, true)
+			tb.SetLimits(Limits{Cap: capv, Share: 50, Health: Healthy})
+			require.Equal(t, Limits{Cap: capv, Share: 50, Health: Healthy}, tb.Limits())
+			store := newFakeStore()
+			now := bucketStart(g.geo, 0) + 1
+			var total int64
+			for round := 0; ; round++ {
+				prev := total
+				got, v := admitUntil(t, tb, "k", now, 2*limit)
+				total += got
+				if prev+capv >= limit {
+					// The window binds before the cap does.
+					require.Equal(t, OverLimit, v.Status, "round %d", round)
+					require.Equal(t, int64(limit), total)
+					require.Zero(t, v.Remaining)
+					require.Positive(t, v.RetryAfter)
+					break
+				}
+				require.Equal(t, int64(capv), got, "round %d", round)
+				require.Equal(t, OverCap, v.Status, "round %d", round)
+				require.NotNil(t, v.Ref)
+				require.Equal(t, "k", tb.Key(v.Ref))
+				require.Equal(t, int64(limit)-total, v.Remaining, "OverCap still reports the window's room")
+				est, own, ok := tb.Estimate("k", now)
+				require.True(t, ok)
+				require.Equal(t, int64(capv), own)
+				require.InDelta(t, float64(total), est, 1e-9)
+				r, ok := tb.Ref("k")
+				require.True(t, ok)
+				require.Same(t, v.Ref, r)
+				require.Equal(t, int64(capv), pendingSum(tb, r, now))
+
+				require.Equal(t, int64(capv), syncAll(tb, g.geo, store, now))
+				est, own, _ = tb.Estimate("k", now)
+				require.Zero(t, own, "acknowledged counts leave pend")
+				require.InDelta(t, float64(total), est, 1e-9, "and are counted in glob")
+				require.Zero(t, pendingSum(tb, r, now))
+			}
+		})
+	}
+}
+
+// TestEventualOtherInstances: totals pushed by other instances reduce what is
+// left and make the window full.
+func TestEventualOtherInstances(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 6)
+	const limit = 100
+	tb := mkTable(t, geo, limit, true)
+	tb.SetLimits(Limits{Cap: NoCap, Share: limit, Health: Healthy})
+	store := newFakeStore()
+	now := bucketStart(geo, 0) + geo.Sub()/2
+	k := geo.Index(now)
+
+	v := tb.AllowAt("k", now, 10)
+	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, int64(90), v.Remaining)
+	store.add("k", k-1, 30) // another instance, earlier in the window
+	store.add("k", k, 40)
+	require.Equal(t, int64(10), syncAll(tb, geo, store, now))
+	est, own, _ := tb.Estimate("k", now)
+	require.Equal(t, 80.0, est)
+	require.Zero(t, own)
+
+	v = tb.AllowAt("k", now, 5)
+	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, int64(15), v.Remaining)
+	v = tb.AllowAt("k", now, 16)
+	require.Equal(t, OverLimit, v.Status, "only 15 left")
+	require.Equal(t, int64(15), v.Remaining)
+	ref := window.NewCounter(geo, limit)
+	ref.Add((k-1)*geo.Sub(), 30)
+	ref.Add(now, 55)
+	require.Equal(t, ref.RetryAfter(now, 16), int64(v.RetryAfter), "until enough of bucket k−1's 30 has left")
+	require.Greater(t, v.RetryAfter, time.Duration(geo.Sub()*4))
+	v = tb.AllowAt("k", now, 15)
+	require.Equal(t, Allowed, v.Status)
+	require.Zero(t, v.Remaining)
+	require.Equal(t, OverLimit, tb.AllowAt("k", now, 1).Status)
+
+	// Totals outside this instance's window are ignored.
+	r, _ := tb.Ref("k")
+	tb.Settle(r, now, nil, k+1, []int64{1000})
+	tb.Settle(r, now, nil, k-int64(geo.Span())-2, []int64{1000, 1000})
+	est, _, _ = tb.Estimate("k", now)
+	require.Equal(t, 100.0, est)
+
+	// A later sync showing the other instance's count lower (it was only
+	// ever an estimate) frees room at once.
+	require.Equal(t, int64(20), syncAll(tb, geo, store, now))
+	require.Equal(t, OverLimit, tb.AllowAt("k", now, 1).Status)
+	store.add("k", k, -40)
+	require.Empty(t, tb.Drain(nil))
+	tb.MarkDirty(r)
+	syncAll(tb, geo, store, now)
+	v = tb.AllowAt("k", now, 40)
+	require.Equal(t, Allowed, v.Status)
+}
+
+// TestEventualConcurrentCap: goroutines racing for one key never take its
+// unacknowledged count past Cap, with or without a syncer acknowledging
+// counts concurrently, and with a syncer every admitted unit is either acked
+// or still pending.
+func TestEventualConcurrentCap(t *testing.T) {
+	t.Parallel()
+	for _, syncing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("syncing=%v", syncing), func(t *testing.T) {
+			t.Parallel()
+			geo := window.NewSliding(time.Minute, 4)
+			const limit, capv = 1 << 20, 25
+			tb := mkTable(t, geo, limit, true)
+			tb.SetLimits(Limits{Cap: capv, Share: limit, Health: Healthy})
+			store := newFakeStore()
+			now := bucketStart(geo, 0)
+			var admitted, acked, overCap atomic.Int64
+			for step := 0; step < 12; step++ {
+				now += geo.Sub() / 3
+				var stop atomic.Bool
+				var wg sync.WaitGroup
+				if syncing {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for !stop.Load() {
+							acked.Add(syncAll(tb, geo, store, now))
+						}
+					}()
+				}
+				hammer(func(int) {
+					for i := 0; i < 200; i++ {
+						switch v := tb.AllowAt("hot", now, 1); v.Status {
+						case Allowed:
+							admitted.Add(1)
+						case OverCap:
+							overCap.Add(1)
+						default:
+							t.Errorf("unexpected %v", v.Status)
+						}
+					}
+				})
+				stop.Store(true)
+				wg.Wait()
+				r, _ := tb.Ref("hot")
+				own := ownCount(tb, "hot", now)
+				require.LessOrEqual(t, own, int64(capv), "step %d", step)
+				require.Equal(t, own, pendingSum(tb, r, now), "step %d", step)
+				require.Positive(t, overCap.Load(), "the cap was reached")
+				if !syncing {
+					require.Equal(t, int64(capv), admitted.Load())
+					return
+				}
+				require.Equal(t, admitted.Load(), acked.Load()+own, "step %d: admitted = acked + pending", step)
+			}
+			acked.Add(syncAll(tb, geo, store, now))
+			require.Equal(t, admitted.Load(), acked.Load())
+			t.Logf("admitted %d units with cap %d", admitted.Load(), capv)
+		})
+	}
+}
+
+// TestHealth covers the failure modes of an Eventual table.
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 1)
+	const limit = 100
+	t0 := bucketStart(geo, 0)
+
+	t.Run("FailLocal enforces Share on own counts", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, limit, true)
+		tb.SetLimits(Limits{Cap: 5, Share: 30, Health: FailLocal})
+		got, v := admitUntil(t, tb, "k", t0, 1000)
+		require.Equal(t, int64(30), got, "the cap does not apply while degraded; the share does")
+		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, int64(70), v.Remaining, "Remaining is the window's")
+		// Only a share's worth: retry when the share's own window frees up.
+		ref := window.NewCounter(geo, 30)
+		ref.Add(t0, 30)
+		require.Equal(t, ref.RetryAfter(t0, 1), int64(v.RetryAfter))
+		// Half a bucket later, half of the old bucket still counts.
+		t1 := t0 + geo.Sub() + geo.Sub()/2
+		got, _ = admitUntil(t, tb, "k", t1, 1000)
+		require.Equal(t, int64(15), got)
+		// A cost over the share can only wait for the reset.
+		v = tb.AllowAt("k", t1, 31)
+		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, v.ResetAfter, v.RetryAfter)
+	})
+
+	t.Run("FailLocal counts other instances against the limit", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, limit, true)
+		store := newFakeStore()
+		store.add("k", geo.Index(t0), 80)
+		r, _ := tb.Ref("k")
+		tb.MarkDirty(r)
+		syncAll(tb, geo, store, t0)
+		tb.SetLimits(Limits{Cap: NoCap, Share: 30, Health: FailLocal})
+		got, v := admitUntil(t, tb, "k", t0, 1000)
+		require.Equal(t, int64(20), got)
+		require.Equal(t, OverLimit, v.Status)
+		require.Zero(t, v.Remaining)
+	})
+
+	t.Run("FailOpen admits everything and counts it", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, limit, true)
+		tb.SetLimits(Limits{Cap: 5, Share: 10, Health: FailOpen})
+		for i := 0; i < 3*limit; i++ {
+			v := tb.AllowAt("k", t0, 1)
+			require.Equal(t, Allowed, v.Status)
+			require.GreaterOrEqual(t, v.Remaining, int64(0))
+		}
+		require.Equal(t, int64(3*limit), ownCount(tb, "k", t0))
+		refs := tb.Drain(nil)
+		require.Len(t, refs, 1)
+		require.Equal(t, int64(3*limit), pendingSum(tb, refs[0], t0), "to push later")
+		require.Equal(t, Allowed, tb.AllowAt("k", t0, limit).Status)
+	})
+
+	t.Run("FailClosed admits nothing", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, limit, true)
+		tb.SetLimits(Limits{Cap: NoCap, Share: 10, Health: FailClosed})
+		v := tb.AllowAt("k", t0, 1)
+		require.Equal(t, StoreDown, v.Status)
+		require.Equal(t, geo.ResetAfter(t0), v.ResetAfter)
+		require.Zero(t, ownCount(tb, "k", t0))
+		require.Empty(t, tb.Drain(nil))
+		tb.SetLimits(Limits{Cap: NoCap, Share: 10, Health: Healthy})
+		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	})
+
+	t.Run("Local tables ignore the store's health", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, limit, false)
+		for _, h := range []Health{FailClosed, FailLocal, FailOpen} {
+			tb.SetLimits(Limits{Cap: 1, Share: 1, Health: h})
+			require.Equal(t, Allowed, tb.AllowAt(fmt.Sprint(h), t0, 10).Status)
+		}
+		got, v := admitUntil(t, tb, "x", t0, 1000)
+		require.Equal(t, int64(limit), got)
+		require.Equal(t, OverLimit, v.Status)
+	})
+
+	t.Run("AllowDegraded ignores the table's health", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, limit, true)
+		tb.SetLimits(Limits{Cap: 3, Share: 20, Health: Healthy})
+		got, v := admitUntil(t, tb, "k", t0, 1000)
+		require.Equal(t, int64(3), got)
+		require.Equal(t, OverCap, v.Status)
+
+		// The store failed the OverCap check: the caller's failure mode
+		// decides, on own counts (3 already), never with OverCap.
+		for i := 0; i < 17; i++ {
+			require.Equal(t, Allowed, tb.AllowDegraded("k", t0, 1, FailLocal).Status, "i=%d", i)
+		}
+		v = tb.AllowDegraded("k", t0, 1, FailLocal)
+		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, StoreDown, tb.AllowDegraded("k", t0, 1, FailClosed).Status)
+		for i := 0; i < 2*limit; i++ {
+			require.Equal(t, Allowed, tb.AllowDegraded("k", t0, 1, FailOpen).Status)
+		}
+		require.Equal(t, int64(20+2*limit), ownCount(tb, "k", t0))
+		// The table itself is still Healthy with its cap.
+		require.Equal(t, OverLimit, tb.AllowAt("k", t0, 1).Status)
+		require.Equal(t, OverCap, tb.AllowAt("fresh", t0, 4).Status)
+
+		// And the other way round: a FailClosed table still admits by a
+		// degraded check's mode, without touching its cached budgets.
+		tb2 := mkTable(t, geo, limit, true)
+		tb2.SetLimits(Limits{Cap: 3, Share: 20, Health: FailClosed})
+		require.Equal(t, StoreDown, tb2.AllowAt("k", t0, 1).Status)
+		require.Equal(t, Allowed, tb2.AllowDegraded("k", t0, 1, FailOpen).Status)
+		require.Equal(t, StoreDown, tb2.AllowAt("k", t0, 1).Status)
+		require.Equal(t, StoreDown, tb2.AllowDegraded("other", t0, 1, FailClosed).Status)
+		for _, h := range []Health{FailLocal, FailOpen, FailClosed} {
+			for i := 0; i < 50; i++ {
+				assert.NotEqual(t, OverCap, tb2.AllowDegraded("k", t0, 1, h).Status)
+			}
+		}
+	})
+
+	t.Run("RetryAfter is -1 for a cost over the limit", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, limit, true)
+		v := tb.AllowAt("k", t0, limit+1)
+		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, time.Duration(-1), v.RetryAfter)
+		require.Equal(t, int64(limit), v.Remaining)
+	})
+}
+
+// TestKnownAllowDegradedHealthy: AllowDegraded is documented never to return
+// OverCap, but with h = Healthy on an Eventual table it does (the limiter only
+// ever passes a failure mode, so this is latent).
+func TestKnownAllowDegradedHealthy(t *testing.T) {
+	t.Parallel()
+	knownIssue(t, "AllowDegraded(h=Healthy) returns OverCap")
+	geo := window.NewSliding(time.Minute, 1)
+	tb := mkTable(t, geo, 100, true)
+	tb.SetLimits(Limits{Cap: 2, Share: 100, Health: Healthy})
+	for i := 0; i < 5; i++ {
+		require.NotEqual(t, OverCap, tb.AllowDegraded("k", base, 1, Healthy).Status, "i=%d", i)
+	}
+}
+
+// TestSetLimitsInvalidatesBudgets: limits bind from the next check, on both
+// Allow (time from Tick) and AllowAt, though the old budgets are cached.
+func TestSetLimitsInvalidatesBudgets(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 3)
+	now := bucketStart(geo, 0) + 7
+	for _, viaTick := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tick=%v", viaTick), func(t *testing.T) {
+			t.Parallel()
+			tb := mkTable(t, geo, 1000, true)
+			tb.Tick(now)
+			allow := func(n int64) Status {
+				if viaTick {
+					return tb.Allow("k", n).Status
+				}
+				return tb.AllowAt("k", now, n).Status
+			}
+			tb.SetLimits(Limits{Cap: NoCap, Share: 1000, Health: Healthy})
+			for i := 0; i < 50; i++ {
+				require.Equal(t, Allowed, allow(1))
+			}
+			tb.SetLimits(Limits{Cap: 50, Share: 1000, Health: Healthy})
+			require.Equal(t, OverCap, allow(1), "a lowered cap binds at once")
+			tb.SetLimits(Limits{Cap: 60, Share: 1000, Health: Healthy})
+			for i := 0; i < 10; i++ {
+				require.Equal(t, Allowed, allow(1), "a raised cap frees room at once")
+			}
+			require.Equal(t, OverCap, allow(1))
+			tb.SetLimits(Limits{Cap: NoCap, Share: 1000, Health: FailClosed})
+			require.Equal(t, StoreDown, allow(1))
+			tb.SetLimits(Limits{Cap: NoCap, Share: 70, Health: FailLocal})
+			for i := 0; i < 10; i++ {
+				require.Equal(t, Allowed, allow(1))
+			}
+			require.Equal(t, OverLimit, allow(1), "the share binds at once")
+			tb.SetLimits(Limits{Cap: NoCap, Share: 70, Health: Healthy})
+			require.Equal(t, Allowed, allow(1))
+		})
+	}
+}

@@ -1,0 +1,125 @@
+package localcache
+
+import (
+	"math"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// base is a fixed store time (2027-01-15) that every test starts from, so
+// that runs are deterministic.
+var base = int64(1_800_000_000) * int64(time.Second)
+
+// bucketStart returns the first nanosecond of the bucket after the one holding
+// base plus off buckets: a bucket-aligned time to build streams on.
+func bucketStart(geo window.Sliding, off int64) int64 {
+	return (geo.Index(base) + 1 + off) * geo.Sub()
+}
+
+// mkTable returns a table for geo and limit with its own key bound.
+func mkTable(t testing.TB, geo window.Sliding, limit int64, eventual bool) Table {
+	t.Helper()
+	tb, err := New(Config{Geometry: geo, Limit: limit, Eventual: eventual, Keys: NewKeys(1 << 20)})
+	require.NoError(t, err)
+	return tb
+}
+
+// pendingSum returns the sum of r's pending counts at now.
+func pendingSum(tb Table, r Ref, now int64) int64 {
+	var s int64
+	for _, b := range tb.Pending(r, now, nil) {
+		s += b.Count
+	}
+	return s
+}
+
+// ownCount returns Estimate's own count for key (0 if untracked).
+func ownCount(tb Table, key string, now int64) int64 {
+	_, own, _ := tb.Estimate(key, now)
+	return own
+}
+
+// fakeStore is the store side of a simulated syncer: per key, the fleet-wide
+// count of each bucket.
+type fakeStore struct {
+	mu     sync.Mutex
+	counts map[string]map[int64]int64
+}
+
+func newFakeStore() *fakeStore { return &fakeStore{counts: map[string]map[int64]int64{}} }
+
+// add counts n in bucket j of key, as another instance would.
+func (s *fakeStore) add(key string, j, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.counts[key]
+	if m == nil {
+		m = map[int64]int64{}
+		s.counts[key] = m
+	}
+	m[j] += n
+}
+
+// push adds buckets to key and returns the totals of the span buckets from
+// first, as the store's script would reply.
+func (s *fakeStore) push(key string, pend []Bucket, first int64, span int) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.counts[key]
+	if m == nil {
+		m = map[int64]int64{}
+		s.counts[key] = m
+	}
+	for _, b := range pend {
+		m[b.Index] += b.Count
+	}
+	totals := make([]int64, span)
+	for i := range totals {
+		totals[i] = m[first+int64(i)]
+	}
+	return totals
+}
+
+// syncRef does for one key what the syncer does: read its pending counts,
+// push them, and settle with the store's totals. It returns what it acked.
+func syncRef(tb Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int64 {
+	pend := tb.Pending(r, now, nil)
+	first := geo.Oldest(geo.Index(now))
+	totals := s.push(tb.Key(r), pend, first, geo.Span())
+	tb.Settle(r, now, pend, first, totals)
+	var acked int64
+	for _, b := range pend {
+		acked += b.Count
+	}
+	return acked
+}
+
+// syncAll drains tb and syncs every drained key; it returns the units acked.
+func syncAll(tb Table, geo window.Sliding, s *fakeStore, now int64) int64 {
+	var acked int64
+	for _, r := range tb.Drain(nil) {
+		acked += syncRef(tb, geo, s, r, now)
+	}
+	return acked
+}
+
+// wantRemaining is floor(L − E) clamped at 0, E the reference estimate.
+func wantRemaining(limit int64, est float64) int64 {
+	return max(int64(math.Floor(float64(limit)-est)), 0)
+}
+
+// knownIssue skips a test that reproduces a reported, unfixed issue unless
+// LOCALCACHE_KNOWN_ISSUES is set, so that the reproducer stays runnable
+// without breaking the suite.
+func knownIssue(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("LOCALCACHE_KNOWN_ISSUES") == "" {
+		t.Skipf("known issue (set LOCALCACHE_KNOWN_ISSUES=1 to run): %s", what)
+	}
+}
