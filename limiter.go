@@ -51,7 +51,7 @@ type rule struct {
 	policy.Rule
 	mode    policy.Mode // resolved: Eventual, Local or Strict
 	geo     window.Sliding
-	table   localcache.Table
+	table   *localcache.Table
 	precise bool // read the clock on each check
 }
 

@@ -14,7 +14,7 @@ import (
 var benchGeo = window.NewSliding(time.Minute, 10)
 
 // benchTable returns a ticked table with a limit no benchmark exhausts.
-func benchTable(tb testing.TB, eventual bool, limit int64) Table {
+func benchTable(tb testing.TB, eventual bool, limit int64) *Table {
 	t, err := New(Config{Geometry: benchGeo, Limit: limit, Eventual: eventual, Keys: NewKeys(1 << 20)})
 	require.NoError(tb, err)
 	t.Tick(base)
@@ -71,7 +71,7 @@ func BenchmarkAllow10kKeys(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user:%08d", i)
 	}
-	warm := func(b *testing.B) Table {
+	warm := func(b *testing.B) *Table {
 		tb := benchTable(b, false, maxCount/4)
 		for _, k := range keys {
 			tb.Allow(k, 1)
@@ -108,7 +108,7 @@ func BenchmarkAllow10kKeys(b *testing.B) {
 
 func BenchmarkDenyHotKey(b *testing.B) {
 	const limit = 100
-	fill := func(b *testing.B) Table {
+	fill := func(b *testing.B) *Table {
 		tb := benchTable(b, false, limit)
 		for tb.Allow("hot", 1).Status == Allowed {
 		}

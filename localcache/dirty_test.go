@@ -15,7 +15,7 @@ import (
 )
 
 // drainKeys drains tb and returns the sorted keys it returned.
-func drainKeys(tb Table) []string {
+func drainKeys(tb *Table) []string {
 	var keys []string
 	for _, r := range tb.Drain(nil) {
 		keys = append(keys, tb.Key(r))

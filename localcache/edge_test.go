@@ -66,7 +66,7 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	t.Parallel()
 	geo := window.NewFixed(time.Minute)
 	keys := NewKeys(10)
-	tb := newTableOf[[2]atomic.Uint64](Config{Geometry: geo, Limit: 10, Keys: keys})
+	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Keys: keys})
 	now := bucketStart(geo, 0)
 	for _, key := range []string{"dead", "gone"} {
 		require.Equal(t, OverLimit, tb.AllowAt(key, now, 11).Status) // caches a budget, counts nothing
@@ -89,16 +89,30 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	require.Equal(t, int64(7), v.Remaining)
 	fresh, _ := tb.m.Load("gone")
 	require.NotSame(t, gone, fresh)
-	require.Zero(t, countOf(gone.pend[tb.slotOf(geo.Index(now))].Load()), "undone on the gone entry")
+	require.Zero(t, countOf(tb.pend(gone, tb.slotOf(geo.Index(now))).Load()), "undone on the gone entry")
 	_, own, _ := tb.Estimate("gone", now)
 	require.Equal(t, int64(3), own)
 	require.Equal(t, int64(2), keys.Len())
 	require.Equal(t, 2, tb.Len())
 }
 
-// TestEntrySize pins the documented entry size: 48 bytes plus 16 per slot.
+// TestEntrySize pins the documented entry layout: a 48-byte header, then
+// pend and glob, 16 bytes per slot in all, in one allocation.
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
+	require.Equal(t, uintptr(48), hdrSize)
 	require.Equal(t, uintptr(48+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
 	require.Equal(t, uintptr(48+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
+	var e entry[[11]atomic.Uint64]
+	require.Equal(t, hdrSize, unsafe.Offsetof(e.pend))
+	require.Equal(t, hdrSize+11*8, unsafe.Offsetof(e.glob))
+	for slots := 2; slots <= 65; slots++ {
+		ring, alloc := entryAllocator(slots)
+		require.NotNil(t, alloc)
+		require.GreaterOrEqual(t, ring, slots)
+		h := alloc("k")
+		require.Equal(t, "k", h.key)
+	}
+	_, alloc := entryAllocator(66)
+	require.Nil(t, alloc)
 }

@@ -15,7 +15,7 @@ import (
 
 // admitUntil checks cost 1 for key at now until a check is not Allowed and
 // returns how many passed and the verdict that stopped it.
-func admitUntil(t *testing.T, tb Table, key string, now int64, max int) (int64, Verdict) {
+func admitUntil(t *testing.T, tb *Table, key string, now int64, max int) (int64, Verdict) {
 	t.Helper()
 	for i := 0; i < max; i++ {
 		if v := tb.AllowAt(key, now, 1); v.Status != Allowed {

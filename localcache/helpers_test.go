@@ -23,7 +23,7 @@ func bucketStart(geo window.Sliding, off int64) int64 {
 }
 
 // mkTable returns a table for geo and limit with its own key bound.
-func mkTable(t testing.TB, geo window.Sliding, limit int64, eventual bool) Table {
+func mkTable(t testing.TB, geo window.Sliding, limit int64, eventual bool) *Table {
 	t.Helper()
 	tb, err := New(Config{Geometry: geo, Limit: limit, Eventual: eventual, Keys: NewKeys(1 << 20)})
 	require.NoError(t, err)
@@ -31,7 +31,7 @@ func mkTable(t testing.TB, geo window.Sliding, limit int64, eventual bool) Table
 }
 
 // pendingSum returns the sum of r's pending counts at now.
-func pendingSum(tb Table, r Ref, now int64) int64 {
+func pendingSum(tb *Table, r Ref, now int64) int64 {
 	var s int64
 	for _, b := range tb.Pending(r, now, nil) {
 		s += b.Count
@@ -40,7 +40,7 @@ func pendingSum(tb Table, r Ref, now int64) int64 {
 }
 
 // ownCount returns Estimate's own count for key (0 if untracked).
-func ownCount(tb Table, key string, now int64) int64 {
+func ownCount(tb *Table, key string, now int64) int64 {
 	_, own, _ := tb.Estimate(key, now)
 	return own
 }
@@ -88,7 +88,7 @@ func (s *fakeStore) push(key string, pend []Bucket, first int64, span int) []int
 
 // syncRef does for one key what the syncer does: read its pending counts,
 // push them, and settle with the store's totals. It returns what it acked.
-func syncRef(tb Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int64 {
+func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int64 {
 	pend := tb.Pending(r, now, nil)
 	first := geo.Oldest(geo.Index(now))
 	totals := s.push(tb.Key(r), pend, first, geo.Span())
@@ -101,7 +101,7 @@ func syncRef(tb Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int64
 }
 
 // syncAll drains tb and syncs every drained key; it returns the units acked.
-func syncAll(tb Table, geo window.Sliding, s *fakeStore, now int64) int64 {
+func syncAll(tb *Table, geo window.Sliding, s *fakeStore, now int64) int64 {
 	var acked int64
 	for _, r := range tb.Drain(nil) {
 		acked += syncRef(tb, geo, s, r, now)
@@ -122,4 +122,12 @@ func knownIssue(t *testing.T, what string) {
 	if os.Getenv("LOCALCACHE_KNOWN_ISSUES") == "" {
 		t.Skipf("known issue (set LOCALCACHE_KNOWN_ISSUES=1 to run): %s", what)
 	}
+}
+
+// mustTable returns a table for cfg or fails the test.
+func mustTable(t testing.TB, cfg Config) *Table {
+	t.Helper()
+	tb, err := New(cfg)
+	require.NoError(t, err)
+	return tb
 }

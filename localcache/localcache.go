@@ -172,59 +172,11 @@ type Config struct {
 	Keys *Keys
 }
 
-// Table is the per-key state of one rule. All methods are safe for concurrent
-// use. Times are nanoseconds on the store clock.
-type Table interface {
-	// Allow checks cost n for key at the time of the last Tick.
-	Allow(key string, n int64) Verdict
-	// AllowAt checks cost n for key at time now.
-	AllowAt(key string, now int64, n int64) Verdict
-	// AllowDegraded checks cost n for key at now as if the store's health were
-	// h (the caller's failure mode after the store failed it), counting what
-	// it admits. It never returns OverCap and leaves cached budgets alone.
-	AllowDegraded(key string, now int64, n int64, h Health) Verdict
-	// Ref returns key's entry, creating it; ok is false if the cache is full
-	// and key is on the shared overflow entry.
-	Ref(key string) (r Ref, ok bool)
-	// Tick publishes the current time for Allow.
-	Tick(now int64)
-	// Now returns the time of the last Tick.
-	Now() int64
-	// SetLimits changes the cap, share and health, and invalidates every
-	// cached budget.
-	SetLimits(l Limits)
-	// Limits returns the current limits.
-	Limits() Limits
-	// Estimate returns the windowed estimate for key at now, and this
-	// instance's own unacknowledged count in the window; ok is false if the
-	// key is not tracked.
-	Estimate(key string, now int64) (est float64, own int64, ok bool)
-	// Drain appends the keys admitted to since the last Drain, marking them
-	// clean, and returns the extended slice.
-	Drain(dst []Ref) []Ref
-	// MarkDirty queues r for the next Drain again.
-	MarkDirty(r Ref)
-	// Key returns r's key.
-	Key(r Ref) string
-	// Pending appends r's unacknowledged counts in buckets still inside the
-	// window at now.
-	Pending(r Ref, now int64, dst []Bucket) []Bucket
-	// Settle records a sync of r: the totals of buckets first, first+1, … as
-	// the store returned them, and the counts it acknowledged (they leave
-	// pend); then refreshes r's budget at now.
-	Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64)
-	// Sweep evicts keys with nothing left in the window at now and returns how
-	// many it removed.
-	Sweep(now int64) int
-	// Len returns the number of keys tracked by this table.
-	Len() int
-}
-
 // ErrConfig is wrapped by New's errors.
 var ErrConfig = errors.New("localcache: bad config")
 
 // New returns a Table for cfg.
-func New(cfg Config) (Table, error) {
+func New(cfg Config) (*Table, error) {
 	if cfg.Keys == nil {
 		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
 	}

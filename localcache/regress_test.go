@@ -168,3 +168,30 @@ func TestSettleRacingPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleKeepsCountsTheStoreDropped: an instance whose clock runs a little
+// behind the store's pushes counts for a bucket the store has already left
+// (a fixed window's previous window); the store drops them and acknowledges
+// them. The instance must keep them in its view: if they left pend without
+// reaching glob, it would admit them again in that window.
+func TestSettleKeepsCountsTheStoreDropped(t *testing.T) {
+	t.Parallel()
+	geo := window.NewFixed(time.Second)
+	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Eventual: true, Keys: NewKeys(10)})
+	tb.SetLimits(Limits{Cap: 10, Share: 10, Health: Healthy})
+	now := bucketStart(geo, 0) + geo.Sub() - 1 // last ns of bucket k on our clock
+	k := geo.Index(now)
+	for range 10 {
+		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+	}
+	ref, ok := tb.Ref("a")
+	require.True(t, ok)
+	acked := tb.Pending(ref, now, nil)
+	require.Equal(t, []Bucket{{Index: k, Count: 10}}, acked)
+	// The store is already in bucket k+1: it returns only that bucket.
+	tb.Settle(ref, now, acked, k+1, []int64{0})
+	est, own, _ := tb.Estimate("a", now)
+	assert.Equal(t, 10.0, est, "the dropped counts stay in the view")
+	assert.Zero(t, own, "and leave pend")
+	assert.Equal(t, OverLimit, tb.AllowAt("a", now, 1).Status)
+}

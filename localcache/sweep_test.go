@@ -190,7 +190,7 @@ func TestSweepGoneEntry(t *testing.T) {
 	t.Parallel()
 	geo := window.NewFixed(time.Minute)
 	keys := NewKeys(10)
-	tb := newTableOf[[2]atomic.Uint64](Config{Geometry: geo, Limit: 10, Keys: keys})
+	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Keys: keys})
 	t0 := bucketStart(geo, 0)
 	require.Equal(t, Allowed, tb.AllowAt("a", t0, 4).Status)
 	old, ok := tb.m.Load("a")
@@ -209,13 +209,13 @@ func TestSweepGoneEntry(t *testing.T) {
 	fresh, ok := tb.m.Load("a")
 	require.True(t, ok)
 	require.NotSame(t, old, fresh)
-	require.Zero(t, countAt(old.pend[tb.slotOf(geo.Index(t1))].Load(), geo.Index(t1)), "the addition on the gone entry was undone")
+	require.Zero(t, countAt(tb.pend(old, tb.slotOf(geo.Index(t1))).Load(), geo.Index(t1)), "the addition on the gone entry was undone")
 	_, own, _ := tb.Estimate("a", t1)
 	require.Equal(t, int64(3), own)
 	require.Equal(t, int64(1), keys.Len())
 
 	// The sweeper's removal (as in Sweep) only removes the entry it marked.
-	tb.m.Compute("a", func(cur *entry[[2]atomic.Uint64], loaded bool) (*entry[[2]atomic.Uint64], bool) {
+	tb.m.Compute("a", func(cur *hdr, loaded bool) (*hdr, bool) {
 		return cur, !loaded || cur == old
 	})
 	require.Equal(t, 1, tb.Len())

@@ -1,10 +1,12 @@
 package localcache
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/puzpuzpuz/xsync/v3"
 
@@ -23,37 +25,55 @@ const (
 	stGone
 )
 
-// entry is one key's state; A is its ring of slots. Its size is 48 bytes plus
-// 16 per slot, in a single allocation.
-type entry[A ring] struct {
+// hdr is the fixed part of an entry, the same for every ring size. An entry
+// is one allocation (see newEntry): a hdr followed by its ring, pend[0..R)
+// then glob[0..R), each an atomic uint64. A *hdr is a pointer to the whole
+// entry: slot words are reached by offset from it (Table.pend, Table.glob),
+// so the hot path needs no knowledge of the ring size and no generics. Its
+// size is 48 bytes plus 16 per slot.
+type hdr struct {
 	state  atomic.Uint32
 	synced atomic.Uint32 // bumped by Settle once it has stored totals
 	budget atomic.Uint64 // tag: bucket+generation; count: most the current pend may reach
 	room   atomic.Uint64 // same tag; count: Limit minus the estimate without the current pend
-	next   atomic.Pointer[entry[A]]
+	next   atomic.Pointer[hdr]
 	key    string
-	pend   A
-	glob   A
 }
 
-func (*entry[A]) ref() {}
+// hdrSize is the offset of pend[0] in an entry.
+const hdrSize = unsafe.Sizeof(hdr{})
 
-// table is a Table whose entries have rings of type A.
-type table[A ring] struct {
+func (*hdr) ref() {}
+
+// pend returns slot i's pend word of e.
+func (t *Table) pend(e *hdr, i int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), hdrSize+uintptr(i)*8))
+}
+
+// glob returns slot i's glob word of e.
+func (t *Table) glob(e *hdr, i int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), t.globOff+uintptr(i)*8))
+}
+
+// Table is the per-key state of one rule. All methods are safe for concurrent
+// use. Times are nanoseconds on the store clock.
+type Table struct {
 	// Written once a tick, read by every check.
-	pos   atomic.Uint64 // k & tagMask | budget tag << 24 | slot << 48
+	pos   atomic.Uint64 // k & tagMask | budget tag << 24 | byte offset of pend[slot] << 48
 	now   atomic.Int64
 	reset atomic.Int64
 
-	m        *xsync.MapOf[string, *entry[A]]
+	m        *xsync.MapOf[string, *hdr]
+	newEntry func(key string) *hdr
 	geo      window.Sliding
 	limit    int64
-	ring     int // len(A)
-	span     int // buckets in a window: B+1, or 1 for a fixed window
+	ring     int     // slots per entry
+	globOff  uintptr // offset of glob[0]
+	span     int     // buckets in a window: B+1, or 1 for a fixed window
 	eventual bool
 	ok       uint32 // state of an entry that needs nothing after an admission
 	keys     *Keys
-	overflow *entry[A]
+	overflow *hdr
 
 	gen    atomic.Uint32
 	capv   atomic.Int64
@@ -63,15 +83,22 @@ type table[A ring] struct {
 	// The dirty list head is written by checks that dirty a clean key; keep it
 	// off the cache line every check reads (pos, now, reset).
 	_     [64]byte
-	dirty atomic.Pointer[entry[A]]
+	dirty atomic.Pointer[hdr]
 	_     [56]byte
 }
 
-func newTableOf[A ring](cfg Config) *table[A] {
-	t := &table[A]{
-		m:        xsync.NewMapOf[string, *entry[A]](),
+func newTable(cfg Config, slots int) (*Table, error) {
+	ring, alloc := entryAllocator(slots)
+	if alloc == nil {
+		return nil, fmt.Errorf("%w: %d slots is more than the largest ring", ErrConfig, slots)
+	}
+	t := &Table{
+		m:        xsync.NewMapOf[string, *hdr](),
+		newEntry: alloc,
 		geo:      cfg.Geometry,
 		limit:    cfg.Limit,
+		ring:     ring,
+		globOff:  hdrSize + uintptr(ring)*8,
 		span:     cfg.Geometry.Span(),
 		eventual: cfg.Eventual,
 		ok:       stClean,
@@ -80,20 +107,27 @@ func newTableOf[A ring](cfg Config) *table[A] {
 	if t.eventual {
 		t.ok = stDirty
 	}
-	t.overflow = &entry[A]{}
-	t.ring = len(t.overflow.pend)
+	t.overflow = t.newEntry("")
 	t.overflow.state.Store(t.ok)
 	t.capv.Store(NoCap)
 	t.share.Store(cfg.Limit)
-	return t
+	return t, nil
 }
 
-func (t *table[A]) slotOf(j int64) int {
+// posWord packs what a check needs of the time: the bucket, the budget tag
+// and where the bucket's pend word is.
+func (t *Table) posWord(k, tag int64) uint64 {
+	off := hdrSize + uintptr(t.slotOf(k))*8
+	return uint64(k&tagMask) | uint64(tag)<<24 | uint64(off)<<48
+}
+
+func (t *Table) slotOf(j int64) int {
 	r := int64(t.ring)
 	return int((j%r + r) % r)
 }
 
-func (t *table[A]) Tick(now int64) {
+// Tick publishes the current time for Allow.
+func (t *Table) Tick(now int64) {
 	k := t.geo.Index(now)
 	t.now.Store(now)
 	t.reset.Store(int64(t.geo.ResetAfter(now)))
@@ -105,13 +139,14 @@ func (t *table[A]) Tick(now int64) {
 		// Tick).
 		old := t.pos.Load()
 		tag := (k + int64(t.gen.Load())) & tagMask
-		if t.pos.CompareAndSwap(old, uint64(k&tagMask)|uint64(tag)<<24|uint64(t.slotOf(k))<<48) {
+		if t.pos.CompareAndSwap(old, t.posWord(k, tag)) {
 			return
 		}
 	}
 }
 
-func (t *table[A]) Now() int64 { return t.now.Load() }
+// Now returns the time of the last Tick.
+func (t *Table) Now() int64 { return t.now.Load() }
 
 // genStride is what SetLimits adds to the generation. A budget's tag is
 // bucket + generation (mod 2^24): with a stride of 1, the budget a check at
@@ -120,7 +155,9 @@ func (t *table[A]) Now() int64 { return t.now.Load() }
 // 4095 or more generations.
 const genStride = 1<<12 + 1
 
-func (t *table[A]) SetLimits(l Limits) {
+// SetLimits changes the cap, share and health, and invalidates every cached
+// budget.
+func (t *Table) SetLimits(l Limits) {
 	t.capv.Store(l.Cap)
 	t.share.Store(l.Share)
 	t.health.Store(uint32(l.Health))
@@ -128,42 +165,45 @@ func (t *table[A]) SetLimits(l Limits) {
 	t.Tick(t.now.Load())
 }
 
-func (t *table[A]) Limits() Limits {
+// Limits returns the current limits.
+func (t *Table) Limits() Limits {
 	return Limits{Cap: t.capv.Load(), Share: t.share.Load(), Health: Health(t.health.Load())}
 }
 
-func (t *table[A]) Allow(key string, n int64) Verdict {
+// Allow checks cost n for key at the time of the last Tick.
+func (t *Table) Allow(key string, n int64) Verdict {
 	return t.allow(key, n, t.pos.Load(), t.now.Load(), time.Duration(t.reset.Load()))
 }
 
-func (t *table[A]) AllowAt(key string, now int64, n int64) Verdict {
+// AllowAt checks cost n for key at time now.
+func (t *Table) AllowAt(key string, now int64, n int64) Verdict {
 	k := t.geo.Index(now)
 	tag := (k + int64(t.gen.Load())) & tagMask
-	p := uint64(k&tagMask) | uint64(tag)<<24 | uint64(t.slotOf(k))<<48
-	return t.allow(key, n, p, now, t.geo.ResetAfter(now))
+	return t.allow(key, n, t.posWord(k, tag), now, t.geo.ResetAfter(now))
 }
 
 // allow is the hot path: a valid budget and room in it cost one map load, two
 // loads and one atomic add on the entry, and a load of its state.
-func (t *table[A]) allow(key string, n int64, p uint64, now int64, reset time.Duration) Verdict {
+func (t *Table) allow(key string, n int64, p uint64, now int64, reset time.Duration) Verdict {
 	tag := int64(p>>24) & tagMask
-	s := int(p >> 48)
+	off := uintptr(p >> 48)
 	for {
 		e := t.lookup(key)
 		if bw := e.budget.Load(); tagOf(bw) == tag {
-			// A budget tagged for this bucket is only stored after pend[s]
-			// holds this bucket, so the addition lands in the right one.
-			if max := countOf(bw); countOf(e.pend[s].Load())+n <= max {
-				c := countOf(e.pend[s].Add(uint64(n)))
+			// A budget tagged for this bucket is only stored after the
+			// bucket's pend word holds it, so the addition lands there.
+			pw := (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), off))
+			if max := countOf(bw); countOf(pw.Load())+n <= max {
+				c := countOf(pw.Add(uint64(n)))
 				if c <= max {
 					if st := e.state.Load(); st != t.ok && !t.settleState(e, st) {
-						e.pend[s].Add(-uint64(n))
+						pw.Add(-uint64(n))
 						continue
 					}
 					rem := countOf(e.room.Load()) - c
 					return Verdict{Status: Allowed, Overflow: e == t.overflow, Remaining: max0(rem), ResetAfter: reset}
 				}
-				e.pend[s].Add(-uint64(n))
+				pw.Add(-uint64(n))
 			}
 		}
 		if v, ok := t.slow(e, now, n, nil); ok {
@@ -179,7 +219,7 @@ func max0(x int64) int64 {
 	return x
 }
 
-func (t *table[A]) lookup(key string) *entry[A] {
+func (t *Table) lookup(key string) *hdr {
 	if e, ok := t.m.Load(key); ok {
 		return e
 	}
@@ -188,7 +228,7 @@ func (t *table[A]) lookup(key string) *entry[A] {
 		return t.overflow
 	}
 	k := strings.Clone(key) // the caller's string may live in a reused buffer
-	e, loaded := t.m.LoadOrCompute(k, func() *entry[A] { return &entry[A]{key: k} })
+	e, loaded := t.m.LoadOrCompute(k, func() *hdr { return t.newEntry(k) })
 	if !loaded {
 		t.keys.n.Add(1)
 	}
@@ -198,7 +238,7 @@ func (t *table[A]) lookup(key string) *entry[A] {
 // settleState brings a just-admitted-to entry into its live state: it queues a
 // clean Eventual entry for the syncer and revives a dead one. It returns false
 // if the entry is gone: the caller must undo its addition and start over.
-func (t *table[A]) settleState(e *entry[A], st uint32) bool {
+func (t *Table) settleState(e *hdr, st uint32) bool {
 	for {
 		switch st {
 		case t.ok:
@@ -222,17 +262,17 @@ func (t *table[A]) settleState(e *entry[A], st uint32) bool {
 
 // replace installs a fresh entry for a gone entry's key, unless another one
 // already did.
-func (t *table[A]) replace(e *entry[A]) {
-	t.m.Compute(e.key, func(old *entry[A], loaded bool) (*entry[A], bool) {
+func (t *Table) replace(e *hdr) {
+	t.m.Compute(e.key, func(old *hdr, loaded bool) (*hdr, bool) {
 		if loaded && old != e {
 			return old, false
 		}
 		t.keys.n.Add(1)
-		return &entry[A]{key: e.key}, false
+		return t.newEntry(e.key), false
 	})
 }
 
-func (t *table[A]) push(e *entry[A]) {
+func (t *Table) push(e *hdr) {
 	for {
 		h := t.dirty.Load()
 		e.next.Store(h)
@@ -253,7 +293,7 @@ type view struct {
 // scan reads the ring at bucket k (slot s), phase phase. It reads each slot's
 // pend before its glob: Settle stores glob before it lowers pend, so a scan can
 // count an acknowledged count twice but never miss it.
-func (t *table[A]) scan(e *entry[A], k int64, s int, phase float64) (v view) {
+func (t *Table) scan(e *hdr, k int64, s int, phase float64) (v view) {
 	last := t.span - 1
 	for i := 0; i < t.span; i++ {
 		si := s - i
@@ -261,8 +301,8 @@ func (t *table[A]) scan(e *entry[A], k int64, s int, phase float64) (v view) {
 			si += t.ring
 		}
 		j := k - int64(i)
-		p := countAt(e.pend[si].Load(), j)
-		g := countAt(e.glob[si].Load(), j)
+		p := countAt(t.pend(e, si).Load(), j)
+		g := countAt(t.glob(e, si).Load(), j)
 		if i == 0 {
 			v.others += float64(g)
 			continue
@@ -281,9 +321,9 @@ func (t *table[A]) scan(e *entry[A], k int64, s int, phase float64) (v view) {
 // rotate makes slot s hold bucket k, dropping what an older bucket left there
 // (it is outside the window). It returns false if the slot holds a newer
 // bucket: the caller's time is more than a window behind another caller's.
-func (t *table[A]) rotate(e *entry[A], k int64, s int) bool {
+func (t *Table) rotate(e *hdr, k int64, s int) bool {
 	for {
-		w := e.pend[s].Load()
+		w := t.pend(e, s).Load()
 		tag := tagOf(w)
 		if tag == k&tagMask {
 			return true
@@ -291,7 +331,7 @@ func (t *table[A]) rotate(e *entry[A], k int64, s int) bool {
 		if distance(tag, k) < 0 && countOf(w) != 0 {
 			return false
 		}
-		if e.pend[s].CompareAndSwap(w, pack(k, 0)) {
+		if t.pend(e, s).CompareAndSwap(w, pack(k, 0)) {
 			return true
 		}
 	}
@@ -309,7 +349,7 @@ type plan struct {
 
 // plan rotates e to the bucket of now, computes its budget and, unless the
 // health is forced, stores it.
-func (t *table[A]) plan(e *entry[A], now int64, force *Health) plan {
+func (t *Table) plan(e *hdr, now int64, force *Health) plan {
 	g := t.gen.Load() // before the limits: a budget never outlives a SetLimits
 	p := plan{k: t.geo.Index(now), local: !t.eventual || e == t.overflow}
 	p.s = t.slotOf(p.k)
@@ -366,7 +406,7 @@ func floorCount(x float64) int64 {
 
 // slow recomputes e's budget at now and decides n exactly. ok is false if the
 // entry turned out to be gone and the check must start over.
-func (t *table[A]) slow(e *entry[A], now int64, n int64, force *Health) (v Verdict, ok bool) {
+func (t *Table) slow(e *hdr, now int64, n int64, force *Health) (v Verdict, ok bool) {
 	p := t.plan(e, now, force)
 	v = Verdict{Overflow: e == t.overflow, ResetAfter: t.geo.ResetAfter(now)}
 	if !p.rotated {
@@ -378,7 +418,7 @@ func (t *table[A]) slow(e *entry[A], now int64, n int64, force *Health) (v Verdi
 		return v, true
 	}
 	for {
-		w := e.pend[p.s].Load()
+		w := t.pend(e, p.s).Load()
 		if tagOf(w) != p.k&tagMask {
 			if !t.rotate(e, p.k, p.s) {
 				v.Status = OverLimit
@@ -391,16 +431,16 @@ func (t *table[A]) slow(e *entry[A], now int64, n int64, force *Health) (v Verdi
 			v.Remaining = max0(p.room - countOf(w))
 			break
 		}
-		if e.pend[p.s].CompareAndSwap(w, w+uint64(n)) {
+		if t.pend(e, p.s).CompareAndSwap(w, w+uint64(n)) {
 			if st := e.state.Load(); st != t.ok && !t.settleState(e, st) {
-				e.pend[p.s].Add(-uint64(n))
+				t.pend(e, p.s).Add(-uint64(n))
 				return v, false
 			}
 			v.Status, v.Remaining = Allowed, max0(p.room-c)
 			return v, true
 		}
 	}
-	cur := countOf(e.pend[p.s].Load()) + n
+	cur := countOf(t.pend(e, p.s).Load()) + n
 	if p.health == Healthy && !p.local && cur <= p.room {
 		v.Status, v.Ref = OverCap, e
 		return v, true
@@ -409,7 +449,7 @@ func (t *table[A]) slow(e *entry[A], now int64, n int64, force *Health) (v Verdi
 	if cur > p.room {
 		v.RetryAfter = t.geo.RetryAfter(now, t.limit, n, func(j int64) int64 {
 			si := t.slotOf(j)
-			return countAt(e.pend[si].Load(), j) + countAt(e.glob[si].Load(), j)
+			return countAt(t.pend(e, si).Load(), j) + countAt(t.glob(e, si).Load(), j)
 		})
 	}
 	if p.health == FailLocal && cur > p.shareBudget {
@@ -417,7 +457,7 @@ func (t *table[A]) slow(e *entry[A], now int64, n int64, force *Health) (v Verdi
 		ra := v.ResetAfter
 		if n <= share {
 			ra = t.geo.RetryAfter(now, share, n, func(j int64) int64 {
-				return countAt(e.pend[t.slotOf(j)].Load(), j)
+				return countAt(t.pend(e, t.slotOf(j)).Load(), j)
 			})
 		}
 		if v.RetryAfter >= 0 {
@@ -427,7 +467,10 @@ func (t *table[A]) slow(e *entry[A], now int64, n int64, force *Health) (v Verdi
 	return v, true
 }
 
-func (t *table[A]) AllowDegraded(key string, now int64, n int64, h Health) Verdict {
+// AllowDegraded checks cost n for key at now as if the store's health were h,
+// one of the failure modes (the caller's after the store failed it), counting
+// what it admits. It leaves cached budgets alone.
+func (t *Table) AllowDegraded(key string, now int64, n int64, h Health) Verdict {
 	for {
 		if v, ok := t.slow(t.lookup(key), now, n, &h); ok {
 			return v
@@ -435,12 +478,17 @@ func (t *table[A]) AllowDegraded(key string, now int64, n int64, h Health) Verdi
 	}
 }
 
-func (t *table[A]) Ref(key string) (Ref, bool) {
+// Ref returns key's entry, creating it; ok is false if the cache is full and
+// key is on the shared overflow entry.
+func (t *Table) Ref(key string) (Ref, bool) {
 	e := t.lookup(key)
 	return e, e != t.overflow
 }
 
-func (t *table[A]) Estimate(key string, now int64) (est float64, own int64, ok bool) {
+// Estimate returns the windowed estimate for key at now, and this instance's
+// own unacknowledged count in the window; ok is false if the key is not
+// tracked.
+func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool) {
 	e, ok := t.m.Load(key)
 	if !ok {
 		return 0, 0, false
@@ -448,11 +496,13 @@ func (t *table[A]) Estimate(key string, now int64) (est float64, own int64, ok b
 	k := t.geo.Index(now)
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
-	cur := countAt(e.pend[s].Load(), k)
+	cur := countAt(t.pend(e, s).Load(), k)
 	return v.others + float64(cur), v.div + cur, true
 }
 
-func (t *table[A]) Drain(dst []Ref) []Ref {
+// Drain appends the keys admitted to since the last Drain, marking them
+// clean, and returns the extended slice. Only one goroutine may drain.
+func (t *Table) Drain(dst []Ref) []Ref {
 	for e := t.dirty.Swap(nil); e != nil; {
 		next := e.next.Load()
 		e.next.Store(nil)
@@ -465,8 +515,9 @@ func (t *table[A]) Drain(dst []Ref) []Ref {
 	return dst
 }
 
-func (t *table[A]) MarkDirty(r Ref) {
-	e := r.(*entry[A])
+// MarkDirty queues r for the next Drain again.
+func (t *Table) MarkDirty(r Ref) {
+	e := r.(*hdr)
 	if e == t.overflow || !t.eventual {
 		return
 	}
@@ -482,13 +533,16 @@ func (t *table[A]) MarkDirty(r Ref) {
 	}
 }
 
-func (t *table[A]) Key(r Ref) string { return r.(*entry[A]).key }
+// Key returns r's key.
+func (t *Table) Key(r Ref) string { return r.(*hdr).key }
 
-func (t *table[A]) Pending(r Ref, now int64, dst []Bucket) []Bucket {
-	e := r.(*entry[A])
+// Pending appends r's unacknowledged counts in buckets still inside the
+// window at now.
+func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
+	e := r.(*hdr)
 	k := t.geo.Index(now)
 	for i := 0; i < t.ring; i++ {
-		w := e.pend[i].Load()
+		w := t.pend(e, i).Load()
 		c := countOf(w)
 		if c == 0 {
 			continue
@@ -500,15 +554,18 @@ func (t *table[A]) Pending(r Ref, now int64, dst []Bucket) []Bucket {
 	return dst
 }
 
-func (t *table[A]) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64) {
-	e := r.(*entry[A])
+// Settle records a sync of r: the totals of buckets first, first+1, … as the
+// store returned them, and the counts it acknowledged (they leave pend); then
+// refreshes r's budget at now.
+func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64) {
+	e := r.(*hdr)
 	k := t.geo.Index(now)
 	for i, tot := range totals {
 		j := first + int64(i)
 		if j > k || k-j >= int64(t.span) {
 			continue // not in this instance's window (clock offset): skip
 		}
-		e.glob[t.slotOf(j)].Store(pack(j, tot))
+		t.glob(e, t.slotOf(j)).Store(pack(j, tot))
 	}
 	e.synced.Add(1) // see plan
 	// Budget from the new totals while pend still holds what they now
@@ -516,12 +573,19 @@ func (t *table[A]) Settle(r Ref, now int64, acked []Bucket, first int64, totals 
 	t.plan(e, now, nil)
 	for _, b := range acked {
 		si := t.slotOf(b.Index)
+		if b.Index < first {
+			// The store had already moved this bucket out of its window
+			// and dropped the count (this clock runs a little behind the
+			// store's). The count is still real here: keep it in the view,
+			// or this instance would admit it again in that bucket.
+			t.addGlob(e, si, b.Index, b.Count)
+		}
 		for {
-			w := e.pend[si].Load()
+			w := t.pend(e, si).Load()
 			if tagOf(w) != b.Index&tagMask {
 				break // the bucket left the window and its slot was reused
 			}
-			if e.pend[si].CompareAndSwap(w, pack(b.Index, countOf(w)-b.Count)) {
+			if t.pend(e, si).CompareAndSwap(w, pack(b.Index, countOf(w)-b.Count)) {
 				break
 			}
 		}
@@ -529,22 +593,39 @@ func (t *table[A]) Settle(r Ref, now int64, acked []Bucket, first int64, totals 
 	t.plan(e, now, nil)
 }
 
-func (t *table[A]) idle(e *entry[A], k int64) bool {
+// addGlob adds n to slot si's glob word for bucket j.
+func (t *Table) addGlob(e *hdr, si int, j, n int64) {
+	g := t.glob(e, si)
+	for {
+		w := g.Load()
+		c := countAt(w, j)
+		if tagOf(w) != j&tagMask && distance(tagOf(w), j) < 0 {
+			return // the slot holds a newer bucket: j is long gone
+		}
+		if g.CompareAndSwap(w, pack(j, c+n)) {
+			return
+		}
+	}
+}
+
+func (t *Table) idle(e *hdr, k int64) bool {
 	span := int64(t.span)
 	for i := 0; i < t.ring; i++ {
-		if w := e.pend[i].Load(); countOf(w) != 0 && distance(tagOf(w), k) < span {
+		if w := t.pend(e, i).Load(); countOf(w) != 0 && distance(tagOf(w), k) < span {
 			return false
 		}
-		if w := e.glob[i].Load(); countOf(w) != 0 && distance(tagOf(w), k) < span {
+		if w := t.glob(e, i).Load(); countOf(w) != 0 && distance(tagOf(w), k) < span {
 			return false
 		}
 	}
 	return true
 }
 
-func (t *table[A]) Sweep(now int64) (removed int) {
+// Sweep evicts keys with nothing left in the window at now and returns how
+// many it removed.
+func (t *Table) Sweep(now int64) (removed int) {
 	k := t.geo.Index(now)
-	t.m.Range(func(key string, e *entry[A]) bool {
+	t.m.Range(func(key string, e *hdr) bool {
 		switch e.state.Load() {
 		case stClean:
 			if t.idle(e, k) {
@@ -553,7 +634,7 @@ func (t *table[A]) Sweep(now int64) (removed int) {
 		case stDead:
 			if t.idle(e, k) && e.state.CompareAndSwap(stDead, stGone) {
 				t.keys.n.Add(-1)
-				t.m.Compute(key, func(old *entry[A], loaded bool) (*entry[A], bool) {
+				t.m.Compute(key, func(old *hdr, loaded bool) (*hdr, bool) {
 					return old, !loaded || old == e
 				})
 				removed++
@@ -564,4 +645,5 @@ func (t *table[A]) Sweep(now int64) (removed int) {
 	return removed
 }
 
-func (t *table[A]) Len() int { return t.m.Size() }
+// Len returns the number of keys tracked by this table.
+func (t *Table) Len() int { return t.m.Size() }

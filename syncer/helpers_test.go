@@ -57,7 +57,7 @@ func midGeometry(buckets int) window.Sliding {
 
 // newTable returns an Eventual table with the given cap, share = limit and
 // Healthy.
-func newTable(t *testing.T, geo window.Sliding, limit, capv int64) localcache.Table {
+func newTable(t *testing.T, geo window.Sliding, limit, capv int64) *localcache.Table {
 	t.Helper()
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: limit, Eventual: true, Keys: localcache.NewKeys(1000)})
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ func total(t *testing.T, c redis.UniversalClient, key string) int64 {
 }
 
 // estimate returns a table's estimate and own count for key at now.
-func estimate(t *testing.T, tab localcache.Table, key string, now int64) (float64, int64) {
+func estimate(t *testing.T, tab *localcache.Table, key string, now int64) (float64, int64) {
 	t.Helper()
 	est, own, ok := tab.Estimate(key, now)
 	require.True(t, ok, "key %q is not tracked", key)

@@ -94,7 +94,7 @@ type Config struct {
 // Rule is what the syncer needs of one rule.
 type Rule struct {
 	Name     string
-	Table    localcache.Table
+	Table    *localcache.Table
 	Geometry window.Sliding
 	Limit    int64
 
@@ -136,7 +136,7 @@ type Stats struct {
 type Syncer struct {
 	cfg   Config
 	rules []*Rule
-	byTab map[localcache.Table]*Rule
+	byTab map[*localcache.Table]*Rule
 	reg   string // registry key
 
 	offset    atomic.Int64
@@ -231,7 +231,7 @@ func New(cfg Config, rules []*Rule) (*Syncer, error) {
 	s := &Syncer{
 		cfg:      cfg,
 		rules:    rules,
-		byTab:    make(map[localcache.Table]*Rule, len(rules)),
+		byTab:    make(map[*localcache.Table]*Rule, len(rules)),
 		reg:      cfg.Prefix + ":instances",
 		wake:     make(chan struct{}, 1),
 		flushReq: make(chan chan error),
@@ -523,7 +523,7 @@ func (s *Syncer) collect() []item {
 // ref is the key's local entry (nil if it has none): its pending counts travel
 // in the same call and its view is refreshed from the reply. On an error the
 // caller decides by its failure mode and counts what it admits locally.
-func (s *Syncer) Reserve(ctx context.Context, t localcache.Table, key string, ref localcache.Ref, n int64) (Result, error) {
+func (s *Syncer) Reserve(ctx context.Context, t *localcache.Table, key string, ref localcache.Ref, n int64) (Result, error) {
 	if s.closed.Load() {
 		return Result{}, ErrClosed
 	}
