@@ -53,6 +53,7 @@ type rule struct {
 	geo     window.Sliding
 	table   *localcache.Table
 	precise bool // read the clock on each check
+	ticked  bool // decided on the table's published time (no clock read)
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -226,6 +227,7 @@ func (l *Limiter) addRule(pr policy.Rule) (*rule, error) {
 		r.geo = window.NewSliding(pr.Window, pr.Buckets())
 	}
 	r.precise = time.Duration(r.geo.Sub()) < preciseBelow
+	r.ticked = !r.precise && l.clock == nil && r.mode != policy.Strict
 	t, err := localcache.New(localcache.Config{Geometry: r.geo, Limit: pr.Limit, Eventual: r.mode != policy.Local, Keys: l.keys})
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %v", policy.ErrInvalidRule, pr.Name, err)
@@ -367,27 +369,38 @@ func (l *Limiter) Allow(ctx context.Context, rule, key string) (Decision, error)
 // deadline. Strict rules always ask the store.
 func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (Decision, error) {
 	r := l.rule(rule)
-	if r == nil {
-		return Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
+	if r == nil || n < 1 || n > r.Limit || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
+		return l.reject(r, rule, key, n)
 	}
-	if n < 1 || n > r.Limit {
-		return Decision{Limit: r.Limit}, fmt.Errorf("%w: cost %d for rule %q: it must be between 1 and the rule's Limit %d", ErrInvalidCost, n, rule, r.Limit)
-	}
-	if len(key) > l.opts.MaxKeyLength {
-		return Decision{Limit: r.Limit}, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrKeyTooLong, len(key), l.opts.MaxKeyLength)
-	}
-	if l.closed.Load() {
-		return Decision{Limit: r.Limit}, ErrClosed
+	if r.ticked {
+		v := r.table.Allow(key, n)
+		if v.Status == localcache.Allowed {
+			return Decision{Allowed: true, Limit: r.Limit, Remaining: v.Remaining, ResetAfter: v.ResetAfter}, nil
+		}
+		return l.decide(ctx, r, key, n, v)
 	}
 	if r.mode == policy.Strict {
 		return l.strict(ctx, r, key, n)
 	}
-	var v localcache.Verdict
-	if l.clock == nil && !r.precise {
-		v = r.table.Allow(key, n)
-	} else {
-		v = r.table.AllowAt(key, l.now(), n)
+	return l.decide(ctx, r, key, n, r.table.AllowAt(key, l.now(), n))
+}
+
+// reject explains why a check could not be made.
+func (l *Limiter) reject(r *rule, name, key string, n int64) (Decision, error) {
+	switch {
+	case r == nil:
+		return Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, name)
+	case n < 1 || n > r.Limit:
+		return Decision{Limit: r.Limit}, fmt.Errorf("%w: cost %d for rule %q: it must be between 1 and the rule's Limit %d", ErrInvalidCost, n, name, r.Limit)
+	case len(key) > l.opts.MaxKeyLength:
+		return Decision{Limit: r.Limit}, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrKeyTooLong, len(key), l.opts.MaxKeyLength)
 	}
+	return Decision{Limit: r.Limit}, ErrClosed
+}
+
+// decide turns a table's verdict into a decision, handing checks at the cap
+// to the store.
+func (l *Limiter) decide(ctx context.Context, r *rule, key string, n int64, v localcache.Verdict) (Decision, error) {
 	switch v.Status {
 	case localcache.Allowed:
 		return Decision{Allowed: true, Limit: r.Limit, Remaining: v.Remaining, ResetAfter: v.ResetAfter}, nil

@@ -172,19 +172,20 @@ func (t *Table) Limits() Limits {
 
 // Allow checks cost n for key at the time of the last Tick.
 func (t *Table) Allow(key string, n int64) Verdict {
-	return t.allow(key, n, t.pos.Load(), t.now.Load(), time.Duration(t.reset.Load()))
+	return t.allow(key, n, t.pos.Load(), 0, true)
 }
 
 // AllowAt checks cost n for key at time now.
 func (t *Table) AllowAt(key string, now int64, n int64) Verdict {
 	k := t.geo.Index(now)
 	tag := (k + int64(t.gen.Load())) & tagMask
-	return t.allow(key, n, t.posWord(k, tag), now, t.geo.ResetAfter(now))
+	return t.allow(key, n, t.posWord(k, tag), now, false)
 }
 
 // allow is the hot path: a valid budget and room in it cost one map load, two
-// loads and one atomic add on the entry, and a load of its state.
-func (t *Table) allow(key string, n int64, p uint64, now int64, reset time.Duration) Verdict {
+// loads and one atomic add on the entry, and a load of its state. With ticked,
+// the time is the last Tick's (read only if needed); else it is now.
+func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Verdict {
 	tag := int64(p>>24) & tagMask
 	off := uintptr(p >> 48)
 	for {
@@ -200,11 +201,19 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, reset time.Durat
 						pw.Add(-uint64(n))
 						continue
 					}
-					rem := countOf(e.room.Load()) - c
-					return Verdict{Status: Allowed, Overflow: e == t.overflow, Remaining: max0(rem), ResetAfter: reset}
+					v := Verdict{Status: Allowed, Overflow: e == t.overflow, Remaining: max0(countOf(e.room.Load()) - c)}
+					if ticked {
+						v.ResetAfter = time.Duration(t.reset.Load())
+					} else {
+						v.ResetAfter = t.geo.ResetAfter(now)
+					}
+					return v
 				}
 				pw.Add(-uint64(n))
 			}
+		}
+		if ticked {
+			now = t.now.Load()
 		}
 		if v, ok := t.slow(e, now, n, nil); ok {
 			return v
