@@ -1,0 +1,74 @@
+// Command loadtest is the bundled load test of sluice: it runs a fleet of
+// sluice.Limiters against one Redis, offers them the traffic profiles of the
+// design brief, records every decision, and measures the fleet against exact
+// references.
+//
+// With no flags it needs nothing else running: it starts an embedded
+// Redis-compatible server (miniredis, a stand-in: accuracy figures hold, Redis
+// latency and memory do not), runs every profile for 5 s on 4 in-process
+// instances with a progress bar, and prints a report (about 45 s in all):
+//
+//	go run ./cmd/loadtest
+//
+// Against a real Redis or a Redis Cluster:
+//
+//	go run ./cmd/loadtest -redis redis://127.0.0.1:6380
+//	go run ./cmd/loadtest -redis 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+//	go run ./cmd/loadtest -redis 'redis://127.0.0.1:7000?addr=127.0.0.1:7001'
+//
+// A single address that turns out to be a cluster node (INFO cluster) is used
+// as a cluster seed.
+//
+// # The fleet
+//
+// -instances N limiters, each with its own go-redis client (connection pool),
+// local cache and syncer, each driven by -workers goroutines. With -procs each
+// instance runs in its own OS process: the binary re-executes itself with a
+// hidden flag, reads its configuration from stdin and streams its admission
+// records back over stdout, binary-encoded (package record); with the embedded
+// server the children connect to the parent's miniredis on loopback.
+//
+// # Measurements
+//
+// Every check is recorded (decision time on the store clock, key, instance,
+// cost, decision) into per-goroutine buffers without locks. The decision time
+// is the limiter's own: Decision.ResetAfter is a function of it, so it is
+// recovered exactly (modulo the sub-window) from ResetAfter and our reading of
+// the store clock (time.Now plus Limiter.Stats().Sync.Offset). Package oracle
+// then replays the merged stream, per key in time order, through an exact
+// sliding log (window.Log) and through the rule's own algorithm run centrally
+// (window.Counter), and reports over-admission (max over t of admitted in
+// (t−W, t] ÷ L − 1; max and p99 over the keys offered more than L), the
+// algorithm's own error (the central counter against the log), the fleet's
+// error (fleet minus central, and the fleet's admissions as the algorithm
+// counts them, which the error budget bounds), utilization, false denials and
+// wrong decisions. Alongside: checks/s, Allow latency (1 in 64 checks), Redis
+// commands and round trips per instance per second, urgent syncs, sync-cycle
+// latency, N̂, the spread of the instances' store clocks, and bytes per key
+// (local heap growth; MEMORY USAGE on a real Redis).
+//
+// # Output
+//
+// A table on stdout (-markdown for Markdown tables), JSON with -json, and
+// with -out DIR plots (SVG, or PNG with -png) and report.json: admitted per
+// sliding window against the limit over time for each scenario; with -sweep
+// (sync=…, instances=…, budget=…, precision=…, rate=…, keys=…) over-admission
+// and sync traffic against the swept parameter.
+//
+// # Simulation
+//
+// -sim runs the counting algorithms of package window on a virtual clock,
+// deterministic under -seed and much faster than real time, at the algorithm
+// level (no fleet): it reproduces the comparison of seed article 000 (100
+// requests per minute, random traffic: the exact sliding window against the
+// fixed window, the current + weighted previous window and 15 s sub-windows)
+// and goes on to the boundary attack and B = 1, 5, 10, 60.
+//
+// Every run is bounded: each scenario lasts -duration (at most 1 h; 30 days
+// of virtual time with -sim) and keeps at most -max-records records; children
+// are killed 30 s after their deadline. For diagnosis, LOADTEST_TIME_ALL=1
+// times every check (marking the slow ones in the records) and
+// LOADTEST_DUMP=prefix writes each scenario's records as CSV.
+//
+// docs/accuracy.md is generated from load-test runs by cmd/loadtest/accuracy.sh.
+package main

@@ -1,0 +1,400 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
+	"github.com/sluicehq/sluice/syncer"
+)
+
+// Counters are the syncer counters an instance accumulated during the run
+// (differences of sluice.Limiter.Stats().Sync between start and end).
+type Counters struct {
+	Cycles       int64 `json:"cycles"`
+	UrgentCycles int64 `json:"urgent_cycles"`
+	KeySyncs     int64 `json:"key_syncs"`
+	Reservations int64 `json:"reservations"`
+	RoundTrips   int64 `json:"round_trips"`
+	Commands     int64 `json:"commands"`
+	Failures     int64 `json:"failures"`
+	Corrections  int64 `json:"corrections"`
+	Retried      int64 `json:"retried"`
+}
+
+func countersOf(s syncer.Stats) Counters {
+	return Counters{s.Cycles, s.UrgentCycles, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried}
+}
+
+func (c Counters) sub(o Counters) Counters {
+	return Counters{c.Cycles - o.Cycles, c.UrgentCycles - o.UrgentCycles, c.KeySyncs - o.KeySyncs,
+		c.Reservations - o.Reservations, c.RoundTrips - o.RoundTrips, c.Commands - o.Commands,
+		c.Failures - o.Failures, c.Corrections - o.Corrections, c.Retried - o.Retried}
+}
+
+// Add returns c + o.
+func (c Counters) Add(o Counters) Counters {
+	return Counters{c.Cycles + o.Cycles, c.UrgentCycles + o.UrgentCycles, c.KeySyncs + o.KeySyncs,
+		c.Reservations + o.Reservations, c.RoundTrips + o.RoundTrips, c.Commands + o.Commands,
+		c.Failures + o.Failures, c.Corrections + o.Corrections, c.Retried + o.Retried}
+}
+
+// InstanceResult is what one instance reports.
+type InstanceResult struct {
+	Index    int           `json:"index"`
+	Checks   int64         `json:"checks"`
+	Admitted int64         `json:"admitted"`
+	Errors   int64         `json:"errors"`
+	ErrorMsg string        `json:"error_msg,omitempty"`
+	Active   time.Duration `json:"active"` // time serving traffic
+	// Truncated is set when the record budget ran out.
+	Truncated bool     `json:"truncated,omitempty"`
+	Sync      Counters `json:"sync"`
+	// Cycle holds LastCycle samples (one per observed full cycle).
+	Cycle Hist `json:"cycle"`
+	// CycleKeys is the largest LastCycleKeys seen.
+	CycleKeys int64 `json:"cycle_keys"`
+	// NHatMin, NHatMax: the range of N̂ seen while serving.
+	NHatMin  int64 `json:"nhat_min"`
+	NHatMax  int64 `json:"nhat_max"`
+	Degraded bool  `json:"degraded,omitempty"`
+	// Latency of Allow, 1 in 64 checks.
+	Latency Hist `json:"latency"`
+	// MaxLag is how late the worst check went out against its schedule.
+	MaxLag time.Duration `json:"max_lag"`
+	// MaxSkew is the largest gap between the recovered decision time and our
+	// own reading of the store clock after the check.
+	MaxSkew time.Duration `json:"max_skew"`
+	// OffsetMin, OffsetMax: the range of the limiter's store-clock offset
+	// (Stats().Sync.Offset) while serving. Instances on one machine share
+	// the wall clock, so differences between instances are measurement
+	// error: the instances' disagreement about the store's time.
+	OffsetMin time.Duration `json:"offset_min"`
+	OffsetMax time.Duration `json:"offset_max"`
+	// Ambiguous counts the sampled checks (1 in 64) that took so long
+	// that their decision time could be off by a period.
+	Ambiguous int64 `json:"ambiguous,omitempty"`
+	// Flushes and FlushMax: sync-burst flushes and the slowest.
+	Flushes  int           `json:"flushes,omitempty"`
+	FlushMax time.Duration `json:"flush_max,omitempty"`
+	// Keys is the number of keys tracked locally at the end.
+	Keys int64 `json:"keys"`
+	// Err is set if the instance could not run.
+	Err string `json:"err,omitempty"`
+}
+
+// skewClock is an instance clock off by d.
+type skewClock struct{ d time.Duration }
+
+func (c skewClock) Now() time.Time { return time.Now().Add(c.d) }
+
+// instance is one sluice.Limiter with its own client, workers and samplers.
+type instance struct {
+	idx    int
+	cfg    *Config
+	clk    *Clock
+	keys   []string
+	dist   *traffic.KeyDist
+	lim    *sluice.Limiter
+	cli    redis.UniversalClient
+	skew   int64
+	offset atomic.Int64
+	start  Counters
+	res    InstanceResult
+}
+
+func newInstance(cfg *Config, idx int, clk *Clock, keys []string, dist *traffic.KeyDist) *instance {
+	return &instance{idx: idx, cfg: cfg, clk: clk, keys: keys, dist: dist, skew: int64(idx) * int64(cfg.Skew),
+		res: InstanceResult{Index: idx}}
+}
+
+// open creates the limiter (registering the instance).
+func (in *instance) open() error {
+	cfg := in.cfg
+	in.cli = cfg.Target.Client()
+	opts := sluice.Options{
+		Redis:        in.cli,
+		Prefix:       cfg.Prefix,
+		SyncInterval: cfg.SyncInterval,
+		ErrorBudget:  cfg.ErrorBudget,
+		Timeout:      cfg.Timeout,
+		MinInstances: cfg.MinInstances,
+		InstanceID:   cfg.RunID + "-i" + strconv.Itoa(in.idx),
+	}
+	if cfg.Skew != 0 {
+		opts.Clock = skewClock{time.Duration(in.skew)}
+	}
+	l, err := sluice.New(opts, cfg.Rule)
+	if err != nil {
+		_ = in.cli.Close()
+		return err
+	}
+	in.lim = l
+	st := l.Stats()
+	in.offset.Store(int64(st.Sync.Offset))
+	in.start = countersOf(st.Sync)
+	return nil
+}
+
+// close closes the limiter and its client.
+func (in *instance) close() {
+	if in.lim != nil {
+		if err := in.lim.Close(); err != nil && in.res.ErrorMsg == "" {
+			in.res.ErrorMsg = "close: " + err.Error()
+		}
+	}
+	if in.cli != nil {
+		_ = in.cli.Close()
+	}
+}
+
+// workerState is one worker's tallies.
+type workerState struct {
+	checks, admitted, errors int64
+	ambiguous                int64
+	errMsg                   string
+	lat                      Hist
+	maxLag, maxSkew          int64
+	truncated                bool
+}
+
+// run serves the instance's traffic from its join to its leave offset (or
+// until stop closes), recording into buffers made by newBuf.
+func (in *instance) run(stop <-chan struct{}, budget *record.Budget, newBuf func(expect int) *record.Buffer) []*record.Buffer {
+	cfg := in.cfg
+	tp := &cfg.Traffic
+	join, leave := tp.Lifetime(in.idx)
+	if !in.clk.sleepUntil(cfg.T0+join, stop) {
+		return nil
+	}
+	if in.lim == nil {
+		if err := in.open(); err != nil {
+			in.res.Err = err.Error()
+			return nil
+		}
+	}
+	began := in.clk.Precise()
+	end := make(chan struct{})
+	var samplers sync.WaitGroup
+	samplers.Add(1)
+	go func() {
+		defer samplers.Done()
+		in.sample(end)
+	}()
+	if tp.Profile == traffic.SyncBurst {
+		samplers.Add(1)
+		go func() {
+			defer samplers.Done()
+			in.flusher(end, leave)
+		}()
+	}
+	expect := 1024
+	if tp.Rate > 0 {
+		expect = int(tp.Rate*float64(leave-join)/1e9/float64(tp.Instances*tp.Workers)*1.2) + 1024
+	}
+	bufs := make([]*record.Buffer, tp.Workers)
+	states := make([]workerState, tp.Workers)
+	var wg sync.WaitGroup
+	for w := range tp.Workers {
+		bufs[w] = newBuf(expect)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.worker(tp.NewStream(in.idx, w, in.dist), bufs[w], stop, leave, &states[w])
+		}()
+	}
+	wg.Wait()
+	in.res.Active = time.Duration(in.clk.Precise() - began)
+	close(end)
+	samplers.Wait()
+	for i := range states {
+		s := &states[i]
+		in.res.Checks += s.checks
+		in.res.Admitted += s.admitted
+		in.res.Errors += s.errors
+		in.res.Ambiguous += s.ambiguous
+		if in.res.ErrorMsg == "" {
+			in.res.ErrorMsg = s.errMsg
+		}
+		in.res.Latency.Merge(&s.lat)
+		in.res.MaxLag = max(in.res.MaxLag, time.Duration(s.maxLag))
+		in.res.MaxSkew = max(in.res.MaxSkew, time.Duration(s.maxSkew))
+		in.res.Truncated = in.res.Truncated || s.truncated
+	}
+	st := in.lim.Stats()
+	in.res.Sync = countersOf(st.Sync).sub(in.start)
+	in.res.Keys = st.Keys
+	_ = budget
+	return bufs
+}
+
+// worker issues the checks of one stream.
+func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan struct{}, leave int64, ws *workerState) {
+	cfg := in.cfg
+	t0 := cfg.T0
+	paced := cfg.Traffic.Paced()
+	rule := cfg.Rule.Name
+	geo := cfg.Geometry()
+	period := geo.Sub()
+	if geo.Fixed() {
+		period = int64(geo.Window())
+	}
+	margin := recoveryMargin(period)
+	ctx := context.Background()
+	inst := uint16(in.idx)
+	for i := 0; ; i++ {
+		if i&127 == 0 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+		now := in.clk.Now() - t0
+		if now >= leave {
+			return
+		}
+		c, ok := st.Next(now)
+		if !ok || c.At >= leave {
+			return
+		}
+		if paced {
+			if d := c.At - now; d > int64(200*time.Microsecond) {
+				if !in.clk.sleepUntil(t0+c.At, stop) {
+					return
+				}
+			} else if -d > ws.maxLag {
+				ws.maxLag = -d
+			}
+		}
+		sample := i&63 == 0 || debugTimes
+		var m0 int64
+		if sample {
+			m0 = in.clk.Mono()
+		}
+		d, err := in.lim.AllowN(ctx, rule, in.keys[c.Key], int64(c.Cost))
+		var flags uint8
+		if sample {
+			el := in.clk.Mono() - m0
+			if i&63 == 0 {
+				ws.lat.Add(el)
+			}
+			if debugTimes && el > 30_000 {
+				flags |= record.Slow
+			}
+		}
+		if err != nil {
+			ws.errors++
+			if ws.errMsg == "" {
+				ws.errMsg = err.Error()
+			}
+			if !errors.Is(err, sluice.ErrStoreUnavailable) {
+				continue // not a decision
+			}
+			flags |= record.Failed
+		}
+		ws.checks++
+		if d.Allowed {
+			ws.admitted += int64(c.Cost)
+			flags |= record.Allowed
+		}
+		done := in.clk.Precise()
+		if sample && done-m0base(in.clk, m0) > period-margin {
+			ws.ambiguous++ // the decision time cannot be told for sure
+		}
+		after := done + in.skew + in.offset.Load()
+		t := recoverTime(after, d.ResetAfter, period, margin)
+		if sk := abs(after - t); sk > ws.maxSkew {
+			ws.maxSkew = sk
+		}
+		if !buf.Add(record.Record{T: t, Key: c.Key, Cost: c.Cost, Inst: inst, Flags: flags}) {
+			ws.truncated = true
+			return
+		}
+	}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// sample refreshes the store-clock offset every few ms and samples the sync
+// statistics until end closes.
+func (in *instance) sample(end <-chan struct{}) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	var lastCycles int64 = -1
+	in.res.NHatMin = 1 << 62
+	in.res.OffsetMin, in.res.OffsetMax = 1<<62, -1<<62
+	for i := 0; ; i++ {
+		st := in.lim.Stats()
+		in.offset.Store(int64(st.Sync.Offset))
+		in.res.OffsetMin = min(in.res.OffsetMin, st.Sync.Offset+time.Duration(in.skew))
+		in.res.OffsetMax = max(in.res.OffsetMax, st.Sync.Offset+time.Duration(in.skew))
+		if i%10 == 0 {
+			if st.Sync.Cycles != lastCycles && st.Sync.Cycles > in.start.Cycles {
+				if lastCycles >= 0 {
+					in.res.Cycle.Add(int64(st.Sync.LastCycle))
+				}
+				lastCycles = st.Sync.Cycles
+			}
+			in.res.CycleKeys = max(in.res.CycleKeys, st.Sync.LastCycleKeys)
+			in.res.NHatMin = min(in.res.NHatMin, st.Instances)
+			in.res.NHatMax = max(in.res.NHatMax, st.Instances)
+			in.res.Degraded = in.res.Degraded || st.Degraded
+		}
+		select {
+		case <-end:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// flusher syncs the instance right before every sync-burst burst, so that
+// the whole fleet bursts on fresh, equal views and empty divergences.
+func (in *instance) flusher(end <-chan struct{}, leave int64) {
+	lead := int64(2 * time.Millisecond)
+	for _, b := range in.cfg.Traffic.BurstTimes() {
+		if b >= leave {
+			return
+		}
+		if !in.clk.sleepUntil(in.cfg.T0+b-lead, end) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s := in.clk.Precise()
+		err := in.lim.Flush(ctx)
+		cancel()
+		d := in.clk.Precise() - s
+		if err != nil {
+			if in.res.ErrorMsg == "" {
+				in.res.ErrorMsg = fmt.Sprintf("flush: %v", err)
+			}
+			continue
+		}
+		in.res.Flushes++
+		in.res.FlushMax = max(in.res.FlushMax, time.Duration(d))
+		lead = max(lead, min(2*d, int64(in.cfg.SyncInterval)))
+	}
+}
+
+// debugTimes times every check and flags those over 30µs (likely decided by
+// Redis) in the records; for diagnosis only (LOADTEST_TIME_ALL=1).
+var debugTimes = os.Getenv("LOADTEST_TIME_ALL") != ""
+
+// m0base converts a Mono reading to the clock's Unix ns.
+func m0base(c *Clock, mono int64) int64 { return c.baseN + mono }

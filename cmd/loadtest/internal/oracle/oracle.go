@@ -1,0 +1,431 @@
+// Package oracle measures a fleet's decisions against exact references: it
+// replays the merged stream of checks, key by key in time order, through an
+// exact sliding log (window.Log) and through the fleet's own algorithm run
+// centrally (window.Counter with the same geometry), and computes the
+// measurements of DESIGN.md:
+//
+//   - over-admission: per key, max over t of the cost admitted in (t−W, t],
+//     divided by L, minus 1 — for the fleet, and for the central algorithm
+//     (the algorithm's own error); and the fleet's admissions as the
+//     algorithm itself estimates them (max over t of E(t)/L − 1), which is what
+//     the error budget bounds;
+//   - utilization: for keys offered at least 2·L in some window, admitted ÷
+//     what the exact limiter admits;
+//   - false denials: denials of keys never offered more than 0.9·L in any
+//     window;
+//   - wrong decisions: the fraction of checks decided differently from the
+//     exact limiter replaying the same stream.
+package oracle
+
+import (
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
+	"github.com/sluicehq/sluice/window"
+)
+
+// Params describe the rule the records were decided under.
+type Params struct {
+	// Geometry is the rule's counting geometry (window.NewSliding or
+	// window.NewFixed).
+	Geometry window.Sliding
+	// Limit is L.
+	Limit int64
+}
+
+// Window returns W.
+func (p Params) Window() time.Duration { return p.Geometry.Window() }
+
+// KeyResult holds one key's measurements.
+type KeyResult struct {
+	Key    uint32 `json:"key"`
+	Checks int64  `json:"checks"`
+	// Offered, Admitted: total cost offered to and admitted by the fleet.
+	Offered  int64 `json:"offered"`
+	Admitted int64 `json:"admitted"`
+	// ExactAdmitted, CentralAdmitted: what the exact log and the central
+	// algorithm admit replaying the same checks.
+	ExactAdmitted   int64 `json:"exact_admitted"`
+	CentralAdmitted int64 `json:"central_admitted"`
+	// MaxOffered is the most cost offered in any window (t−W, t].
+	MaxOffered int64 `json:"max_offered"`
+	// MaxFleet, MaxCentral: the most admitted in any window.
+	MaxFleet   int64 `json:"max_fleet"`
+	MaxCentral int64 `json:"max_central"`
+	// MaxEstimate is the largest estimate E(t) of the fleet's admissions
+	// under the rule's own algorithm.
+	MaxEstimate float64 `json:"max_estimate"`
+	// Denied counts the fleet's denials; DeniedCentral the central
+	// algorithm's.
+	Denied        int64 `json:"denied"`
+	DeniedCentral int64 `json:"denied_central"`
+	// Wrong: fleet decisions unlike the exact log's; WrongAdmit the wrongly
+	// admitted among them. WrongCentral: central algorithm unlike exact.
+	// Disagree: fleet unlike central algorithm.
+	Wrong        int64 `json:"wrong"`
+	WrongAdmit   int64 `json:"wrong_admit"`
+	WrongCentral int64 `json:"wrong_central"`
+	Disagree     int64 `json:"disagree"`
+	First, Last  int64 `json:"-"`
+}
+
+// Over returns the fleet's over-admission of the key: MaxFleet/L − 1.
+func (k *KeyResult) Over(l int64) float64 { return float64(k.MaxFleet)/float64(l) - 1 }
+
+// OverCentral returns the central algorithm's over-admission.
+func (k *KeyResult) OverCentral(l int64) float64 { return float64(k.MaxCentral)/float64(l) - 1 }
+
+// OverEstimate returns the fleet's over-admission as its algorithm counts.
+func (k *KeyResult) OverEstimate(l int64) float64 { return k.MaxEstimate/float64(l) - 1 }
+
+// Summary aggregates a run.
+type Summary struct {
+	Checks   int64 `json:"checks"`
+	Admitted int64 `json:"admitted"`
+	Keys     int   `json:"keys"`
+	// LimitedKeys were offered more than L in some window: the keys the
+	// over-admission percentiles are taken over.
+	LimitedKeys int `json:"limited_keys"`
+
+	// Over-admission (fraction of L, ≥ 0) of the fleet, exact measure.
+	OverMax float64 `json:"over_max"`
+	OverP99 float64 `json:"over_p99"`
+	// The algorithm's own error: the central algorithm's over-admission.
+	AlgoOverMax float64 `json:"algo_over_max"`
+	AlgoOverP99 float64 `json:"algo_over_p99"`
+	// The fleet's error: per key, fleet minus central over-admission.
+	ExcessMax float64 `json:"excess_max"`
+	ExcessP99 float64 `json:"excess_p99"`
+	// EstimateOverMax is the fleet's over-admission in the algorithm's own
+	// estimate: what the error budget bounds (≤ ε).
+	EstimateOverMax float64 `json:"estimate_over_max"`
+	// WorstKey has the largest fleet over-admission (-1: none over).
+	WorstKey int64 `json:"worst_key"`
+	// HottestKey was offered the most.
+	HottestKey int64 `json:"hottest_key"`
+
+	// Utilization over HotKeys (offered ≥ 2·L in some window): admitted ÷
+	// exact admitted, summed over the keys, and the lowest per key (all 0
+	// when there are no hot keys).
+	HotKeys            int     `json:"hot_keys"`
+	Utilization        float64 `json:"utilization"`
+	UtilizationMin     float64 `json:"utilization_min"`
+	AlgoUtilization    float64 `json:"algo_utilization"`
+	AlgoUtilizationMin float64 `json:"algo_utilization_min"`
+
+	// QuietKeys were never offered more than 0.9·L in a window; their
+	// denials are false denials.
+	QuietKeys           int   `json:"quiet_keys"`
+	FalseDenials        int64 `json:"false_denials"`
+	FalseDenialKeys     int   `json:"false_denial_keys"`
+	AlgoFalseDenials    int64 `json:"algo_false_denials"`
+	AlgoFalseDenialKeys int   `json:"algo_false_denial_keys"`
+
+	// Decision rates: fleet vs exact (wrong decisions), split into wrongly
+	// admitted and wrongly denied; central algorithm vs exact; fleet vs
+	// central algorithm.
+	WrongRate      float64 `json:"wrong_rate"`
+	WrongAdmitRate float64 `json:"wrong_admit_rate"`
+	WrongDenyRate  float64 `json:"wrong_deny_rate"`
+	AlgoWrongRate  float64 `json:"algo_wrong_rate"`
+	DisagreeRate   float64 `json:"disagree_rate"`
+}
+
+// Analysis is the result of Analyze: the summary, every key's result, and
+// the records grouped by key in time order (for series).
+type Analysis struct {
+	Params  Params
+	Summary Summary
+	Keys    []KeyResult
+	recs    []record.Record
+	offs    map[uint32][2]int // key → [start, end) in recs
+}
+
+// Analyze sorts recs in place (by key, then time) and measures them.
+func Analyze(recs []record.Record, p Params) *Analysis {
+	a := &Analysis{Params: p, recs: recs, offs: map[uint32][2]int{}}
+	slices.SortFunc(recs, func(x, y record.Record) int {
+		switch {
+		case x.Key != y.Key:
+			return cmp(int64(x.Key), int64(y.Key))
+		case x.T != y.T:
+			return cmp(x.T, y.T)
+		}
+		return cmp(int64(x.Inst), int64(y.Inst))
+	})
+	var spans [][2]int
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].Key == recs[i].Key {
+			j++
+		}
+		spans = append(spans, [2]int{i, j})
+		a.offs[recs[i].Key] = [2]int{i, j}
+		i = j
+	}
+	a.Keys = make([]KeyResult, len(spans))
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	next := make(chan int, len(spans))
+	for i := range spans {
+		next <- i
+	}
+	close(next)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				a.Keys[i] = measureKey(recs[spans[i][0]:spans[i][1]], p)
+			}
+		}()
+	}
+	wg.Wait()
+	a.Summary = summarize(a.Keys, p)
+	return a
+}
+
+func cmp(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// windowMax tracks the largest sum of costs in any window (t−W, t] over a
+// stream of times in ascending order.
+type windowMax struct {
+	w     int64
+	times []int64
+	costs []int64
+	head  int
+	sum   int64
+	max   int64
+}
+
+func (m *windowMax) add(t, c int64) {
+	m.times = append(m.times, t)
+	m.costs = append(m.costs, c)
+	m.sum += c
+	for m.times[m.head] <= t-m.w {
+		m.sum -= m.costs[m.head]
+		m.head++
+	}
+	if m.sum > m.max {
+		m.max = m.sum
+	}
+	if m.head > 4096 && m.head*2 > len(m.times) {
+		m.times = append(m.times[:0], m.times[m.head:]...)
+		m.costs = append(m.costs[:0], m.costs[m.head:]...)
+		m.head = 0
+	}
+}
+
+// measureKey replays one key's records (sorted by time).
+func measureKey(rs []record.Record, p Params) KeyResult {
+	w := int64(p.Window())
+	k := KeyResult{Key: rs[0].Key, First: rs[0].T, Last: rs[len(rs)-1].T}
+	exact := window.NewLog(p.Window(), p.Limit)
+	central := window.NewCounter(p.Geometry, p.Limit)
+	est := window.NewCounter(p.Geometry, p.Limit)
+	offered := windowMax{w: w}
+	fleet := windowMax{w: w}
+	cent := windowMax{w: w}
+	for _, r := range rs {
+		c := int64(r.Cost)
+		k.Checks++
+		k.Offered += c
+		offered.add(r.T, c)
+		ex := exact.Allow(r.T, c)
+		ce := central.Allow(r.T, c)
+		fl := r.Admitted()
+		if ex {
+			k.ExactAdmitted += c
+		}
+		if ce {
+			k.CentralAdmitted += c
+			cent.add(r.T, c)
+		} else {
+			k.DeniedCentral++
+		}
+		if fl {
+			k.Admitted += c
+			fleet.add(r.T, c)
+			est.Add(r.T, c)
+			if e := est.Estimate(r.T); e > k.MaxEstimate {
+				k.MaxEstimate = e
+			}
+		} else {
+			k.Denied++
+		}
+		if fl != ex {
+			k.Wrong++
+			if fl {
+				k.WrongAdmit++
+			}
+		}
+		if ce != ex {
+			k.WrongCentral++
+		}
+		if fl != ce {
+			k.Disagree++
+		}
+	}
+	k.MaxOffered, k.MaxFleet, k.MaxCentral = offered.max, fleet.max, cent.max
+	return k
+}
+
+func summarize(keys []KeyResult, p Params) Summary {
+	l := p.Limit
+	s := Summary{Keys: len(keys), WorstKey: -1, HottestKey: -1, UtilizationMin: math.Inf(1), AlgoUtilizationMin: math.Inf(1)}
+	var over, algo, excess []float64
+	var hotAdm, hotCent, hotExact int64
+	var wrong, wrongAdmit, wrongCentral, disagree int64
+	worst, hottest := 0.0, int64(-1)
+	for i := range keys {
+		k := &keys[i]
+		s.Checks += k.Checks
+		s.Admitted += k.Admitted
+		wrong += k.Wrong
+		wrongAdmit += k.WrongAdmit
+		wrongCentral += k.WrongCentral
+		disagree += k.Disagree
+		s.EstimateOverMax = math.Max(s.EstimateOverMax, k.OverEstimate(l))
+		if k.Offered > hottest {
+			hottest, s.HottestKey = k.Offered, int64(k.Key)
+		}
+		if o := k.Over(l); o > worst {
+			worst, s.WorstKey = o, int64(k.Key)
+		}
+		if k.MaxOffered > l {
+			s.LimitedKeys++
+			over = append(over, math.Max(k.Over(l), 0))
+			algo = append(algo, math.Max(k.OverCentral(l), 0))
+			excess = append(excess, k.Over(l)-k.OverCentral(l))
+		}
+		if k.MaxOffered >= 2*l {
+			s.HotKeys++
+			hotAdm += k.Admitted
+			hotCent += k.CentralAdmitted
+			hotExact += k.ExactAdmitted
+			if k.ExactAdmitted > 0 {
+				u := float64(k.Admitted) / float64(k.ExactAdmitted)
+				uc := float64(k.CentralAdmitted) / float64(k.ExactAdmitted)
+				s.UtilizationMin = min(s.UtilizationMin, u)
+				s.AlgoUtilizationMin = min(s.AlgoUtilizationMin, uc)
+			}
+		}
+		if float64(k.MaxOffered) <= 0.9*float64(l) {
+			s.QuietKeys++
+			if k.Denied > 0 {
+				s.FalseDenials += k.Denied
+				s.FalseDenialKeys++
+			}
+			if k.DeniedCentral > 0 {
+				s.AlgoFalseDenials += k.DeniedCentral
+				s.AlgoFalseDenialKeys++
+			}
+		}
+	}
+	if math.IsInf(s.UtilizationMin, 1) {
+		s.UtilizationMin, s.AlgoUtilizationMin = 0, 0
+	}
+	s.OverMax, s.OverP99 = maxP99(over)
+	s.AlgoOverMax, s.AlgoOverP99 = maxP99(algo)
+	s.ExcessMax, s.ExcessP99 = maxP99(excess)
+	if hotExact > 0 {
+		s.Utilization = float64(hotAdm) / float64(hotExact)
+		s.AlgoUtilization = float64(hotCent) / float64(hotExact)
+	}
+	if s.Checks > 0 {
+		n := float64(s.Checks)
+		s.WrongRate = float64(wrong) / n
+		s.WrongAdmitRate = float64(wrongAdmit) / n
+		s.WrongDenyRate = float64(wrong-wrongAdmit) / n
+		s.AlgoWrongRate = float64(wrongCentral) / n
+		s.DisagreeRate = float64(disagree) / n
+	}
+	return s
+}
+
+// maxP99 returns the largest value and the 99th percentile (nearest rank).
+func maxP99(xs []float64) (mx, p99 float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	sort.Float64s(xs)
+	i := int(math.Ceil(0.99*float64(len(xs)))) - 1
+	return xs[len(xs)-1], xs[max(i, 0)]
+}
+
+// Series samples, for one key, the cost admitted in the window (t−W, t] by
+// the fleet, by the central algorithm and by the exact log, and the cost
+// offered, at every step from the key's first record to its last.
+type Series struct {
+	T       []float64 `json:"t"` // seconds since from
+	Fleet   []float64 `json:"fleet"`
+	Central []float64 `json:"central"`
+	Exact   []float64 `json:"exact"`
+	Offered []float64 `json:"offered"`
+}
+
+// Series returns the series of key, sampled every step from `from` to `to`
+// (store-clock ns); false if the key has no records.
+func (a *Analysis) Series(key uint32, from, to int64, step time.Duration) (Series, bool) {
+	off, ok := a.offs[key]
+	if !ok {
+		return Series{}, false
+	}
+	rs := a.recs[off[0]:off[1]]
+	p := a.Params
+	exact := window.NewLog(p.Window(), p.Limit)
+	central := window.NewCounter(p.Geometry, p.Limit)
+	// Decisions per record, then sliding sums sampled on the grid.
+	type ev struct {
+		t              int64
+		c              int64
+		fl, ce, ex, of bool
+	}
+	evs := make([]ev, len(rs))
+	for i, r := range rs {
+		c := int64(r.Cost)
+		evs[i] = ev{t: r.T, c: c, fl: r.Admitted(), ce: central.Allow(r.T, c), ex: exact.Allow(r.T, c), of: true}
+	}
+	w := int64(p.Window())
+	var s Series
+	var head, tail int
+	var sf, sc, se, so int64
+	for t := from; t <= to; t += int64(step) {
+		for tail < len(evs) && evs[tail].t <= t {
+			e := evs[tail]
+			sf, sc, se, so = sf+pick(e.fl, e.c), sc+pick(e.ce, e.c), se+pick(e.ex, e.c), so+e.c
+			tail++
+		}
+		for head < tail && evs[head].t <= t-w {
+			e := evs[head]
+			sf, sc, se, so = sf-pick(e.fl, e.c), sc-pick(e.ce, e.c), se-pick(e.ex, e.c), so-e.c
+			head++
+		}
+		s.T = append(s.T, float64(t-from)/1e9)
+		s.Fleet = append(s.Fleet, float64(sf))
+		s.Central = append(s.Central, float64(sc))
+		s.Exact = append(s.Exact, float64(se))
+		s.Offered = append(s.Offered, float64(so))
+	}
+	return s, true
+}
+
+func pick(b bool, c int64) int64 {
+	if b {
+		return c
+	}
+	return 0
+}

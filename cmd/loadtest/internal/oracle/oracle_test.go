@@ -1,0 +1,198 @@
+package oracle
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
+	"github.com/sluicehq/sluice/window"
+)
+
+const sec = int64(time.Second)
+
+func rec(t int64, key uint32, inst uint16, allowed bool) record.Record {
+	r := record.Record{T: t, Key: key, Cost: 1, Inst: inst}
+	if allowed {
+		r.Flags = record.Allowed
+	}
+	return r
+}
+
+func near(t *testing.T, name string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-9 {
+		t.Errorf("%s = %v, want %v", name, got, want)
+	}
+}
+
+// A fleet that admits everything offered at a boundary: 10 in the last
+// moment of one fixed window, 10 at the start of the next, L = 10 per second.
+func TestOverAdmissionBoundary(t *testing.T) {
+	p := Params{Geometry: window.NewFixed(time.Second), Limit: 10}
+	var rs []record.Record
+	for i := range 10 {
+		rs = append(rs, rec(sec-10+int64(i), 0, 0, true))
+		rs = append(rs, rec(sec+int64(i), 0, 1, true))
+	}
+	a := Analyze(rs, p)
+	s := a.Summary
+	if s.Checks != 20 || s.Admitted != 20 || s.Keys != 1 {
+		t.Fatalf("counts: %+v", s)
+	}
+	// 20 admitted within 20ns: twice the limit.
+	near(t, "OverMax", s.OverMax, 1)
+	// The fixed window run centrally admits the same 20: all its error.
+	near(t, "AlgoOverMax", s.AlgoOverMax, 1)
+	near(t, "ExcessMax", s.ExcessMax, 0)
+	// Each fixed window holds 10: within the bound in its own estimate.
+	near(t, "EstimateOverMax", s.EstimateOverMax, 0)
+	// The exact log admits the first 10 only: 10 wrong admissions.
+	near(t, "WrongRate", s.WrongRate, 0.5)
+	near(t, "WrongAdmitRate", s.WrongAdmitRate, 0.5)
+	near(t, "AlgoWrongRate", s.AlgoWrongRate, 0.5)
+	near(t, "DisagreeRate", s.DisagreeRate, 0)
+	// Offered 20 in a window ≥ 2L: a hot key; utilization 20/10.
+	if s.HotKeys != 1 {
+		t.Fatalf("HotKeys = %d", s.HotKeys)
+	}
+	near(t, "Utilization", s.Utilization, 2)
+	if s.LimitedKeys != 1 || s.QuietKeys != 0 || s.FalseDenials != 0 {
+		t.Errorf("classes: %+v", s)
+	}
+}
+
+// A key offered 8 per window (≤ 0.9·L) that the fleet denies twice: two false
+// denials; the exact log admits everything.
+func TestFalseDenials(t *testing.T) {
+	p := Params{Geometry: window.NewSliding(time.Second, 10), Limit: 10}
+	var rs []record.Record
+	for i := range 8 {
+		rs = append(rs, rec(int64(i)*sec/8, 3, 0, i%4 != 3))
+	}
+	// A second key, hot, correctly limited, to check the classes.
+	for i := range 30 {
+		rs = append(rs, rec(int64(i)*sec/30, 4, 1, i < 10))
+	}
+	s := Analyze(rs, p).Summary
+	if s.QuietKeys != 1 || s.FalseDenials != 2 || s.FalseDenialKeys != 1 {
+		t.Errorf("false denials: quiet %d, denials %d on %d keys", s.QuietKeys, s.FalseDenials, s.FalseDenialKeys)
+	}
+	if s.AlgoFalseDenials != 0 {
+		t.Errorf("the central algorithm denies a quiet key: %d", s.AlgoFalseDenials)
+	}
+	// Wrong: the two false denials of key 3; key 4 is decided as the exact
+	// log decides (the first 10 of 30 in one second).
+	near(t, "WrongRate", s.WrongRate, 2.0/38)
+	near(t, "WrongDenyRate", s.WrongDenyRate, 2.0/38)
+	near(t, "OverMax", s.OverMax, 0)
+	if s.HotKeys != 1 || s.LimitedKeys != 1 {
+		t.Errorf("hot %d limited %d", s.HotKeys, s.LimitedKeys)
+	}
+	near(t, "Utilization", s.Utilization, 1)
+}
+
+// The window is (t−W, t]: an admission exactly W after another does not
+// share a window with it.
+func TestWindowIsHalfOpen(t *testing.T) {
+	p := Params{Geometry: window.NewSliding(time.Second, 1), Limit: 1}
+	rs := []record.Record{rec(0, 0, 0, true), rec(sec, 0, 0, true), rec(2*sec-1, 0, 1, true)}
+	s := Analyze(rs, p).Summary
+	// (sec−1, 2sec−1] holds the admissions at sec and 2sec−1: 2 = 2L.
+	near(t, "OverMax", s.OverMax, 1)
+	rs = []record.Record{rec(0, 0, 0, true), rec(sec, 0, 0, true), rec(2*sec, 0, 1, true)}
+	near(t, "OverMax (spaced by W)", Analyze(rs, p).Summary.OverMax, 0)
+}
+
+// Two instances each admit the last unit of a window on a stale view: the
+// fleet exceeds L by one where the central algorithm would not; the excess is
+// the fleet's own error, and the estimate shows it too.
+func TestFleetExcess(t *testing.T) {
+	p := Params{Geometry: window.NewSliding(time.Second, 10), Limit: 4}
+	rs := []record.Record{
+		rec(10, 0, 0, true), rec(20, 0, 1, true), rec(30, 0, 0, true),
+		rec(40, 0, 0, true), rec(40, 0, 1, true), // both think they have the 4th
+		rec(50, 0, 1, false),
+	}
+	s := Analyze(rs, p).Summary
+	near(t, "OverMax", s.OverMax, 0.25)
+	near(t, "AlgoOverMax", s.AlgoOverMax, 0)
+	near(t, "ExcessMax", s.ExcessMax, 0.25)
+	near(t, "EstimateOverMax", s.EstimateOverMax, 0.25)
+	// Exact admits 10,20,30,40(inst 0) and denies the rest: one wrong
+	// admission (the second at 40).
+	near(t, "WrongRate", s.WrongRate, 1.0/6)
+	near(t, "DisagreeRate", s.DisagreeRate, 1.0/6)
+}
+
+// The sliding estimate: 10 admitted at the very end of bucket 0 with B = 1,
+// W = 1s, then 5 more at 1.5s: the estimate at 1.5s is 5 + 0.5·10 = 10, so a
+// limit of 10 holds in the estimate, while the exact window (0.5s, 1.5s]
+// holds 15.
+func TestEstimateMeasure(t *testing.T) {
+	p := Params{Geometry: window.NewSliding(time.Second, 1), Limit: 10}
+	var rs []record.Record
+	for i := range 10 {
+		rs = append(rs, rec(sec-1, 0, uint16(i%2), true))
+	}
+	for range 5 {
+		rs = append(rs, rec(sec+sec/2, 0, 0, true))
+	}
+	s := Analyze(rs, p).Summary
+	near(t, "EstimateOverMax", s.EstimateOverMax, 0)
+	near(t, "OverMax", s.OverMax, 0.5)
+	// The same algorithm centrally admits exactly these: its own error.
+	near(t, "AlgoOverMax", s.AlgoOverMax, 0.5)
+	near(t, "ExcessMax", s.ExcessMax, 0)
+}
+
+func TestCostsCount(t *testing.T) {
+	p := Params{Geometry: window.NewFixed(time.Second), Limit: 10}
+	rs := []record.Record{
+		{T: 1, Key: 0, Cost: 6, Flags: record.Allowed},
+		{T: 2, Key: 0, Cost: 6, Flags: record.Allowed}, // 12 > 10
+		{T: 3, Key: 0, Cost: 4},
+	}
+	a := Analyze(rs, p)
+	k := a.Keys[0]
+	if k.Offered != 16 || k.Admitted != 12 || k.ExactAdmitted != 10 || k.MaxOffered != 16 {
+		t.Errorf("key: %+v", k)
+	}
+	near(t, "OverMax", a.Summary.OverMax, 0.2)
+}
+
+func TestSeries(t *testing.T) {
+	p := Params{Geometry: window.NewFixed(time.Second), Limit: 2}
+	rs := []record.Record{rec(0, 7, 0, true), rec(sec/2, 7, 0, true), rec(sec*3/4, 7, 0, true)}
+	a := Analyze(rs, p)
+	s, ok := a.Series(7, 0, sec, time.Second/4)
+	if !ok {
+		t.Fatal("no series")
+	}
+	want := []float64{1, 1, 2, 3, 2} // at 0, .25, .5, .75, 1 (the first leaves at 1s)
+	for i, v := range want {
+		if s.Fleet[i] != v {
+			t.Errorf("fleet[%d] = %v, want %v (%v)", i, s.Fleet[i], v, s.Fleet)
+		}
+	}
+	if s.Exact[3] != 2 || s.Offered[3] != 3 {
+		t.Errorf("exact %v offered %v", s.Exact, s.Offered)
+	}
+	if _, ok := a.Series(8, 0, sec, time.Second); ok {
+		t.Error("series of an unknown key")
+	}
+}
+
+func TestMaxP99(t *testing.T) {
+	var xs []float64
+	for i := range 200 {
+		xs = append(xs, float64(i))
+	}
+	mx, p99 := maxP99(xs)
+	if mx != 199 || p99 != 197 {
+		t.Errorf("max %v p99 %v", mx, p99)
+	}
+	if mx, p99 := maxP99(nil); mx != 0 || p99 != 0 {
+		t.Error("empty")
+	}
+}

@@ -1,0 +1,67 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+)
+
+func TestCodec(t *testing.T) {
+	in := []Record{{T: -5, Key: 1, Cost: 2, Inst: 3, Flags: Allowed}, {T: 1 << 62, Key: 1<<32 - 1, Cost: 7, Inst: 65535, Flags: Failed}}
+	var b bytes.Buffer
+	if err := WriteRecords(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&b, []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	recs, doc, err := ReadFrame(&b, nil)
+	if err != nil || doc != nil || len(recs) != 2 || recs[0] != in[0] || recs[1] != in[1] {
+		t.Fatalf("records: %v %s %v", recs, doc, err)
+	}
+	recs, doc, err = ReadFrame(&b, recs)
+	if err != nil || string(doc) != `{"a":1}` || len(recs) != 2 {
+		t.Fatalf("json: %v %s %v", recs, doc, err)
+	}
+	if _, _, err = ReadFrame(&b, nil); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+	if _, _, err = ReadFrame(bytes.NewReader([]byte{'X', 0, 0, 0, 0}), nil); !errors.Is(err, ErrFrame) {
+		t.Fatalf("bad type: %v", err)
+	}
+	if _, _, err = ReadFrame(bytes.NewReader([]byte{'R', 1, 0, 0, 0, 1}), nil); !errors.Is(err, ErrFrame) {
+		t.Fatalf("short: %v", err)
+	}
+}
+
+func TestBufferBudget(t *testing.T) {
+	budget := NewBudget(2 * ChunkSize)
+	a, b := NewBuffer(budget, 10), NewBuffer(budget, 10)
+	n := 0
+	for a.Add(Record{T: int64(n)}) {
+		n++
+	}
+	if n != 2*ChunkSize-ChunkSize || !budget.Exhausted() {
+		// a drew its first chunk at creation, b drew one: a can fill its
+		// own chunk only.
+		t.Fatalf("a took %d records", n)
+	}
+	if !b.Add(Record{}) || b.Len() != 1 {
+		t.Fatal("b lost its chunk")
+	}
+	all := a.AppendTo(b.AppendTo(nil))
+	if len(all) != n+1 || all[1].T != 0 || all[n].T != int64(n-1) {
+		t.Fatalf("append: %d", len(all))
+	}
+	var got []Record
+	c := NewBuffer(nil, 0)
+	c.Flush = func(rs []Record) { got = append(got, rs...) }
+	for i := range ChunkSize + 3 {
+		c.Add(Record{T: int64(i)})
+	}
+	c.Close()
+	if len(got) != ChunkSize+3 || got[ChunkSize+2].T != ChunkSize+2 {
+		t.Fatalf("flushed %d", len(got))
+	}
+}

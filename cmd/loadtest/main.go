@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/sim"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
+)
+
+func main() {
+	// go-redis logs dial failures (an -outage, a store going away) on its
+	// own; the report says what happened instead.
+	redis.SetLogger(quietLogger{})
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// run is main with its streams, returning the exit code: 0 done, 1 the run
+// failed, 2 bad flags.
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\nRun with -h for the flags.\n", err)
+		return 2
+	}
+	if o.Child {
+		if err := fleet.Child(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(stderr, "loadtest child: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if o.PNG {
+		report.Ext = ".png"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r := &report.Run{
+		Command: "go run ./cmd/loadtest " + strings.Join(args, " "),
+		Go:      runtime.Version(),
+		CPUs:    runtime.NumCPU(),
+		Started: time.Now(),
+	}
+	r.Command = strings.TrimSpace(r.Command)
+	if o.Sim {
+		err = runSim(o, r, stderr)
+	} else {
+		err = runFleet(ctx, o, r, stderr)
+	}
+	r.Took = report.Dur(time.Since(r.Started).Round(time.Millisecond))
+	if err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		if len(r.Scenarios) == 0 && r.Sim == nil {
+			return 1
+		}
+	}
+	if o.JSON {
+		if werr := report.WriteJSON(stdout, r, false); werr != nil {
+			fmt.Fprintf(stderr, "loadtest: %v\n", werr)
+			return 1
+		}
+	} else {
+		report.Text(stdout, o.Markdown, r)
+		fmt.Fprintf(stdout, "\ntook %v\n", time.Duration(r.Took).Round(100*time.Millisecond))
+	}
+	if o.Out != "" {
+		if werr := writeOut(o, r); werr != nil {
+			fmt.Fprintf(stderr, "loadtest: -out: %v\n", werr)
+			return 1
+		}
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func runSim(o *options, r *report.Run, stderr io.Writer) error {
+	cfg := sim.Config{
+		Rule:      o.Rule,
+		RuleText:  o.RuleText,
+		Duration:  o.Duration,
+		Rate:      o.Rate,
+		Keys:      o.Keys,
+		Zipf:      o.Zipf,
+		Cost:      o.Cost,
+		Seed:      o.Seed,
+		Precision: o.Precision,
+		Profiles:  o.Profiles,
+		Explicit:  o.set["profile"],
+		Out:       o.Out,
+	}
+	if !o.Quiet {
+		fmt.Fprintln(stderr, "loadtest: simulating (virtual clock)…")
+	}
+	s, err := sim.Run(cfg)
+	r.Sim = s
+	r.Store = "none (simulation)"
+	return err
+}
+
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) error {
+	var target store.Target
+	var emb *store.Embedded
+	if o.Redis == "" {
+		var err error
+		emb, target, err = store.StartEmbedded()
+		if err != nil {
+			return err
+		}
+		defer emb.Close()
+		fmt.Fprintf(stderr, "loadtest: no -redis given: started an embedded Redis stand-in (miniredis) on %s.\n"+
+			"          It is a stand-in, not a real Redis: accuracy figures hold, Redis latency and memory do not.\n", target.Addrs[0])
+		r.Notes = append(r.Notes, "store: embedded miniredis, a stand-in for Redis (single-threaded Go, Lua via gopher-lua): accuracy figures are real, sync-cycle latency and Redis costs are not those of a real Redis; run with -redis for those")
+	} else {
+		var err error
+		if target, err = store.Parse(o.Redis); err != nil {
+			return err
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		target, err = target.Detect(dctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	r.Store = target.String()
+	r.LocalBytesPerKey = localBytesPerKey(o.Rule, 100_000)
+	runID := newRunID()
+	type point struct {
+		opts    options
+		profile string
+		sweep   string
+	}
+	var points []point
+	if o.Sweep != nil {
+		r.Sweep = o.Sweep.String()
+		for i := range o.Sweep.Values {
+			p := *o
+			o.Sweep.apply(&p, i)
+			for _, prof := range o.Profiles {
+				points = append(points, point{p, prof, o.Sweep.Param + "=" + o.Sweep.Values[i]})
+			}
+		}
+	} else {
+		for _, prof := range o.Profiles {
+			points = append(points, point{*o, prof, ""})
+		}
+	}
+	var total time.Duration
+	for _, p := range points {
+		total += p.opts.Duration
+	}
+	var bar *progressbar.ProgressBar
+	if !o.Quiet {
+		bar = progressbar.NewOptions64(total.Milliseconds(),
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	var done time.Duration
+	for i, p := range points {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("[%d/%d] %-10s %s", i+1, len(points), p.profile, p.sweep))
+		}
+		base := done
+		progress := func(f float64) {
+			if bar != nil {
+				_ = bar.Set64((base + time.Duration(f*float64(p.opts.Duration))).Milliseconds())
+			}
+		}
+		var hooks []fleet.Hooks
+		if p.opts.Outage > 0 && emb != nil {
+			at := p.opts.Duration * 2 / 5
+			d := p.opts.Outage
+			hooks = append(hooks, fleet.Hooks{At: at, Do: func() {
+				emb.Stop()
+				time.Sleep(d)
+				_ = emb.Restart()
+			}})
+		}
+		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, progress, hooks)
+		if sc != nil {
+			r.Scenarios = append(r.Scenarios, *sc)
+		}
+		if err != nil {
+			if bar != nil {
+				_ = bar.Clear()
+			}
+			return fmt.Errorf("scenario %s %s: %w", p.profile, p.sweep, err)
+		}
+		done += p.opts.Duration
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	return nil
+}
+
+// writeOut writes report.json and the plots.
+func writeOut(o *options, r *report.Run) error {
+	f, err := os.Create(filepath.Join(o.Out, "report.json"))
+	if err != nil {
+		return err
+	}
+	if err := report.WriteJSON(f, r, true); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if r.Sim != nil {
+		return nil // the simulation wrote its plots
+	}
+	if o.Sweep != nil {
+		xs := make([]float64, len(o.Sweep.Values))
+		for i := range xs {
+			xs[i] = o.Sweep.numeric(i)
+		}
+		if err := report.SweepPlots(o.Out, o.Sweep.Param, xs, o.Profiles, r.Scenarios); err != nil {
+			return err
+		}
+	}
+	if o.Sweep != nil {
+		return nil // the per-scenario window plots are in report.json
+	}
+	for _, s := range r.Scenarios {
+		if err := report.WindowPlot(filepath.Join(o.Out, "window-"+s.Name+report.Ext), &s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// TestMain lets the test binary serve as a -procs child: the fleet
+// re-executes os.Executable(), which is this binary under go test.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "-"+fleet.ChildFlag {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestParseFlagsDefaults(t *testing.T) {
+	o, err := parseFlags(nil, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Instances != 4 || o.Sync != 100*time.Millisecond || o.Budget != 0.01 || o.Duration != 5*time.Second ||
+		len(o.Profiles) != 8 || o.Rule.Limit != 1000 || o.Rule.Window != time.Second || o.Rule.Buckets() != 10 || o.Redis != "" {
+		t.Errorf("defaults: %+v", o)
+	}
+	o, err = parseFlags([]string{"-sim"}, &bytes.Buffer{})
+	if err != nil || o.Rule.Limit != 100 || o.Rule.Window != time.Minute || o.Duration != time.Hour {
+		t.Errorf("sim defaults: %+v %v", o, err)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-rule", "5/15m", "-budget", "5%", "-algorithm", "fixed", "-profile", "steady,boundary,steady",
+		"-sweep", "instances=2,4,8", "-instances", "8", "-procs", "-zipf", "0", "-duration", "2s", "-seed", "9", "-keys", "7"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Rule.Limit != 5 || o.Rule.Window != 15*time.Minute || o.Budget != 0.05 || o.Rule.Algorithm != policy.FixedWindow ||
+		strings.Join(o.Profiles, ",") != "steady,boundary" || o.Sweep.Param != "instances" || len(o.Sweep.Values) != 3 ||
+		!o.Procs || o.Seed != 9 || o.keysFor("zipf") != 7 {
+		t.Errorf("parsed: %+v", o)
+	}
+	for _, c := range []struct{ in, limit, window string }{
+		{"100/s", "100", "1s"}, {"1000/1m", "1000", "1m0s"}, {"100/min", "100", "1m0s"}, {"7/500ms", "7", "500ms"}, {"3/hour", "3", "1h0m0s"},
+	} {
+		l, w, err := parseRule(c.in)
+		if err != nil || itoa(l) != c.limit || w.String() != c.window {
+			t.Errorf("rule %q: %d %v %v", c.in, l, w, err)
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-rule", "100"}, "LIMIT/WINDOW"},
+		{[]string{"-rule", "0/1s"}, "positive integer"},
+		{[]string{"-rule", "100/fortnight"}, "not a duration"},
+		{[]string{"-rule", "10/1s", "-precision", "7"}, "whole microseconds"},
+		{[]string{"-budget", "2"}, "outside (0, 1]"},
+		{[]string{"-budget", "x"}, "percentage"},
+		{[]string{"-algorithm", "leaky"}, "sliding or fixed"},
+		{[]string{"-profile", "steady,nope"}, "one or more of"},
+		{[]string{"-instances", "0"}, "-instances"},
+		{[]string{"-sync", "10us"}, "at least 1ms"},
+		{[]string{"-sweep", "color=red"}, "unknown parameter"},
+		{[]string{"-sweep", "sync=fast"}, "bad value"},
+		{[]string{"-sweep", "budget=0.01,3"}, "bad value"},
+		{[]string{"-profile", "ramp", "-rate", "0"}, "needs -rate"},
+		{[]string{"-json", "-markdown"}, "exclude"},
+		{[]string{"-sim", "-redis", "127.0.0.1:1"}, "no meaning with -sim"},
+		{[]string{"-outage", "1s", "-redis", "127.0.0.1:1"}, "embedded"},
+		{[]string{"-duration", "2h"}, "-duration"},
+		{[]string{"-cost", "2000"}, "-cost"},
+		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"-nosuchflag"}, "not defined"},
+	} {
+		var stderr bytes.Buffer
+		code := run(c.args, &bytes.Buffer{}, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.msg)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run([]string{"-h"}, &bytes.Buffer{}, &stderr); code != 0 || !strings.Contains(stderr.String(), "boundary") || strings.Contains(stderr.String(), fleet.ChildFlag) {
+		t.Errorf("-h: exit %d, usage %q", code, stderr.String())
+	}
+}
+
+// runJSON runs the load test with args and decodes its JSON report.
+func runJSON(t *testing.T, args ...string) *report.Run {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(append(args, "-json", "-quiet"), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var r report.Run
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	return &r
+}
+
+// sane checks what every fleet scenario must report, whatever the timing:
+// traffic flowed and was recorded, keys hit their limits, no false denial,
+// and the fleet stayed within a generous multiple of its budget.
+func sane(t *testing.T, s *report.Scenario) {
+	t.Helper()
+	a, c := &s.Accuracy, &s.Cost
+	if a.Checks == 0 || a.Checks != c.Checks || a.Admitted == 0 || a.Admitted == a.Checks {
+		t.Errorf("%s: checks %d (instances %d), admitted %d", s.Name, a.Checks, c.Checks, a.Admitted)
+	}
+	if a.LimitedKeys == 0 {
+		t.Errorf("%s: no key reached its limit (%d quiet keys)", s.Name, a.QuietKeys)
+	}
+	if a.FalseDenials != 0 {
+		t.Errorf("%s: %d false denials", s.Name, a.FalseDenials)
+	}
+	if a.EstimateOverMax > 0.2 || a.OverMax > 1 {
+		t.Errorf("%s: over-admission %v (estimate %v)", s.Name, a.OverMax, a.EstimateOverMax)
+	}
+	if a.WrongRate < 0 || a.WrongRate > 0.5 || c.LatencySample == 0 || c.CommandsPerSec <= 0 || c.NHatMax < 1 {
+		t.Errorf("%s: wrong %v, latency samples %d, commands/s %v, N̂ %d", s.Name, a.WrongRate, c.LatencySample, c.CommandsPerSec, c.NHatMax)
+	}
+}
+
+// quick are the settings of the short runs: a 10% budget and a generous
+// timeout keep the local path busy (cap 1) and make the checks' results
+// independent of how loaded the machine is (a check that times out is
+// decided by the failure mode, which may deny a key below its limit).
+var quick = []string{"-rule", "50/500ms", "-budget", "10%", "-timeout", "2s", "-keys", "10"}
+
+// TestRunEmbedded runs the scenario code for about 4s on the embedded
+// store, in one process, with plots.
+func TestRunEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	r := runJSON(t, append(quick, "-profile", "steady,boundary", "-duration", "2s", "-rate", "2000", "-workers", "4", "-out", dir)...)
+	if len(r.Scenarios) != 2 || !strings.Contains(r.Store, "miniredis") || r.LocalBytesPerKey <= 0 {
+		t.Fatalf("report: %+v", r)
+	}
+	for i := range r.Scenarios {
+		sane(t, &r.Scenarios[i])
+	}
+	for _, f := range []string{"report.json", "window-steady.svg", "window-boundary.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	// report.json holds the series of the plotted keys.
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full report.Run
+	if err := json.Unmarshal(b, &full); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range full.Scenarios {
+		if s.Series == nil || len(s.Series.T) == 0 || s.SeriesKey < 0 {
+			t.Errorf("%s: no series", s.Name)
+		}
+	}
+}
+
+// TestRunProcs runs two instances as child processes for about 1s.
+func TestRunProcs(t *testing.T) {
+	r := runJSON(t, append(quick, "-procs", "-instances", "2", "-profile", "steady", "-duration", "1s", "-rate", "3000", "-workers", "2")...)
+	if len(r.Scenarios) != 1 || !r.Scenarios[0].Settings.Procs {
+		t.Fatalf("report: %+v", r)
+	}
+	sane(t, &r.Scenarios[0])
+	if n := len(r.Scenarios[0].Cost.PerInstance); n != 2 {
+		t.Errorf("%d instances reported", n)
+	}
+}
+
+// TestSweep runs a two-point sweep and writes its plots.
+func TestSweep(t *testing.T) {
+	dir := t.TempDir()
+	r := runJSON(t, append(quick, "-sweep", "budget=10%,5%", "-profile", "steady", "-duration", "500ms", "-rate", "2000", "-workers", "2", "-out", dir)...)
+	if len(r.Scenarios) != 2 || r.Scenarios[1].Settings.ErrorBudget != 0.05 || r.Scenarios[1].Settings.Sweep != "budget=5%" {
+		t.Fatalf("sweep: %+v", r.Scenarios)
+	}
+	for _, f := range []string{"sweep-budget-accuracy.svg", "sweep-budget-cost.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestSim runs a short simulation: deterministic, with the seed article's
+// comparison and the boundary attack, and its plots.
+func TestSim(t *testing.T) {
+	dir := t.TempDir()
+	a := runJSON(t, "-sim", "-duration", "20m", "-out", dir)
+	b := runJSON(t, "-sim", "-duration", "20m")
+	if a.Sim == nil || len(a.Sim.Counting) < 4 || len(a.Sim.Limiting) < 10 {
+		t.Fatalf("sim: %+v", a.Sim)
+	}
+	ja, _ := json.Marshal(a.Sim)
+	jb, _ := json.Marshal(b.Sim)
+	if !bytes.Equal(ja, jb) {
+		t.Error("the simulation is not deterministic under one seed")
+	}
+	for _, row := range a.Sim.Limiting {
+		acc := row.Accuracy
+		switch {
+		case row.Algorithm == "exact sliding log" && (acc.OverMax != 0 || acc.WrongRate != 0):
+			t.Errorf("the exact log errs: %+v", acc)
+		case row.Profile == "boundary" && row.Algorithm == "fixed window" && acc.OverMax < 0.9:
+			t.Errorf("the fixed window withstands the boundary attack: %v", acc.OverMax)
+		case row.Profile == "boundary" && strings.HasPrefix(row.Algorithm, "sliding B=1 ") && acc.OverMax < 0.8:
+			t.Errorf("B=1 withstands the boundary attack: %v", acc.OverMax)
+		}
+	}
+	for _, f := range []string{"sim-count-fixed.svg", "sim-count-b1.svg", "sim-count-b4.svg", "sim-boundary.svg", "sim-error-vs-b.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}

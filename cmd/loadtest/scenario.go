@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/syncer"
+)
+
+// fleetConfig builds the fleet configuration of one scenario.
+func fleetConfig(o *options, profile string, target store.Target, prefix, runID string) fleet.Config {
+	rule := o.Rule
+	if rule.Algorithm == policy.SlidingWindow {
+		rule.Precision = o.Precision
+	}
+	sub := rule.SubWindow()
+	return fleet.Config{
+		Target:       target,
+		Rule:         rule,
+		SyncInterval: o.Sync,
+		ErrorBudget:  o.Budget,
+		Timeout:      o.Timeout,
+		MinInstances: o.MinInstances,
+		Prefix:       prefix,
+		RunID:        runID,
+		MaxRecords:   o.MaxRecords,
+		Procs:        o.Procs,
+		Skew:         o.Skew,
+		Traffic: traffic.Params{
+			Profile:   profile,
+			Rate:      o.Rate,
+			Duration:  o.Duration,
+			Window:    rule.Window,
+			Sub:       sub,
+			Limit:     rule.Limit,
+			Keys:      o.keysFor(profile),
+			Zipf:      o.Zipf,
+			MaxCost:   o.Cost,
+			Instances: o.Instances,
+			Workers:   o.Workers,
+			Sync:      o.Sync,
+			Seed:      o.Seed,
+		},
+	}
+}
+
+// ruleText describes a rule: "100/1s sliding B=10".
+func ruleText(r policy.Rule) string {
+	if r.Algorithm == policy.FixedWindow {
+		return fmt.Sprintf("%d/%v fixed", r.Limit, r.Window)
+	}
+	return fmt.Sprintf("%d/%v sliding B=%d", r.Limit, r.Window, r.Buckets())
+}
+
+// runScenario runs one profile on the fleet and measures it.
+func runScenario(ctx context.Context, o *options, profile, sweep string, target store.Target, prefix, runID string, progress func(float64), hooks []fleet.Hooks) (*report.Scenario, error) {
+	cfg := fleetConfig(o, profile, target, prefix, runID)
+	if err := cfg.Traffic.Validate(); err != nil {
+		return nil, err
+	}
+	res, err := fleet.Run(ctx, cfg, progress, hooks...)
+	if res == nil {
+		return nil, err
+	}
+	defer cleanupRedis(target, prefix)
+	sc := &report.Scenario{
+		Name: profile,
+		Settings: report.Settings{
+			Profile: profile, Rule: ruleText(cfg.Rule), Limit: cfg.Rule.Limit, Window: cfg.Rule.Window,
+			Algorithm: cfg.Rule.Algorithm.String(), Precision: cfg.Rule.Buckets(),
+			SyncInterval: cfg.SyncInterval, ErrorBudget: cfg.ErrorBudget, Instances: cfg.Traffic.Instances,
+			Workers: cfg.Traffic.Workers, Procs: cfg.Procs, Keys: cfg.Traffic.Keys, Zipf: cfg.Traffic.Zipf,
+			Rate: cfg.Traffic.Rate, Duration: cfg.Traffic.Duration, Seed: cfg.Traffic.Seed, Sweep: sweep,
+		},
+	}
+	if !target.Embedded {
+		sc.Cost.RedisBytesPerKey = redisBytesPerKey(target, prefix, cfg.Rule, res.Records)
+	}
+	fillCost(sc, res, &cfg)
+	if f := os.Getenv("LOADTEST_DUMP"); f != "" {
+		dump(f+"-"+profile+".csv", res.Records)
+	}
+	a := oracle.Analyze(res.Records, oracle.Params{Geometry: cfg.Geometry(), Limit: cfg.Rule.Limit})
+	sc.Accuracy = a.Summary
+	var urgent int64
+	for _, in := range res.Instances {
+		urgent += in.Sync.UrgentCycles
+	}
+	sc.Cost.UrgentPerWindow = float64(urgent) / (cfg.Traffic.Duration.Seconds() / cfg.Rule.Window.Seconds())
+	key := a.Summary.WorstKey
+	if key < 0 {
+		key = a.Summary.HottestKey
+	}
+	sc.SeriesKey = key
+	if key >= 0 {
+		step := max(cfg.Rule.Window/200, time.Millisecond)
+		if s, ok := a.Series(uint32(key), res.StoreT0, res.StoreT0+int64(cfg.Traffic.Duration), step); ok {
+			sc.Series = &s
+		}
+	}
+	nhat := int64(max(cfg.Traffic.Instances, cfg.MinInstances))
+	if capv := int64(math.Floor(cfg.ErrorBudget * float64(cfg.Rule.Limit) / float64(nhat+1))); capv == 0 {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("ε·L/(N̂+1) = %.2g < 1: the divergence cap is 0, so every check is decided by Redis (batched); raise the limit or ε to see local decisions", cfg.ErrorBudget*float64(cfg.Rule.Limit)/float64(nhat+1)))
+	}
+	if sc.Cost.TimedOut > 0 {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("%s of the sampled checks waited the whole -timeout %v for Redis (such a check is then denied under fail-local, or decided by the failure mode)", pctText(sc.Cost.TimedOut), cfg.Timeout))
+	}
+	if res.Truncated {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("the record budget (-max-records %d) ran out: workers stopped early", o.MaxRecords))
+	}
+	if sc.Cost.Errors > 0 {
+		msg := ""
+		for _, in := range res.Instances {
+			if in.ErrorMsg != "" {
+				msg = in.ErrorMsg
+				break
+			}
+		}
+		sc.Notes = append(sc.Notes, fmt.Sprintf("%d checks returned an error (first: %s)", sc.Cost.Errors, msg))
+	}
+	if lag := time.Duration(sc.Cost.MaxLag); lag > cfg.Rule.Window/10 && o.Rate > 0 {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("the workers fell up to %v behind the schedule: the machine could not offer the asked rate", lag.Round(time.Millisecond)))
+	}
+	if sc.Cost.Ambiguous > 0 {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("%d of the sampled checks (1 in 64) took ¾ of a sub-window or more: the decision times of such checks (recovered from Decision.ResetAfter) may be off by one sub-window", sc.Cost.Ambiguous))
+	}
+	if sc.Cost.Degraded {
+		sc.Notes = append(sc.Notes, "an instance saw the store as unreachable (failure mode in force) during the run")
+	}
+	res.Records = nil
+	return sc, err
+}
+
+// fillCost computes throughput, latency and sync traffic.
+func fillCost(sc *report.Scenario, res *fleet.Result, cfg *fleet.Config) {
+	c := &sc.Cost
+	var lat, cycle fleet.Hist
+	var sum fleet.Counters
+	var serving float64
+	c.NHatMin = 1 << 62
+	omin, omax := time.Duration(1<<62), time.Duration(-1<<62)
+	for _, in := range res.Instances {
+		if in.OffsetMax >= in.OffsetMin {
+			omin, omax = min(omin, in.OffsetMin), max(omax, in.OffsetMax)
+		}
+		c.Checks += in.Checks
+		c.Errors += in.Errors
+		lat.Merge(&in.Latency)
+		cycle.Merge(&in.Cycle)
+		sum = sum.Add(in.Sync)
+		secs := in.Active.Seconds()
+		serving += secs
+		if secs > 0 {
+			c.PerInstance = append(c.PerInstance, float64(in.Checks)/secs)
+		}
+		c.CycleKeys = max(c.CycleKeys, in.CycleKeys)
+		if in.NHatMax > 0 {
+			c.NHatMin = min(c.NHatMin, in.NHatMin)
+			c.NHatMax = max(c.NHatMax, in.NHatMax)
+		}
+		c.MaxLag = max(c.MaxLag, report.Dur(in.MaxLag))
+		c.MaxSkew = max(c.MaxSkew, report.Dur(in.MaxSkew))
+		c.Degraded = c.Degraded || in.Degraded
+		c.Ambiguous += in.Ambiguous
+	}
+	if c.NHatMax == 0 {
+		c.NHatMin = 0
+	}
+	if omax >= omin {
+		c.ClockSpread = report.Dur(omax - omin)
+	}
+	c.ChecksPerSec = float64(c.Checks) / cfg.Traffic.Duration.Seconds()
+	c.LatencyP50 = report.Dur(lat.Quantile(0.5))
+	c.LatencyP99 = report.Dur(lat.Quantile(0.99))
+	c.LatencyP999 = report.Dur(lat.Quantile(0.999))
+	c.LatencyMax = report.Dur(lat.Max)
+	c.LatencySample = lat.N
+	c.TimedOut = lat.ShareAtLeast(int64(cfg.Timeout))
+	if serving > 0 {
+		c.CommandsPerSec = float64(sum.Commands) / serving
+		c.RoundTripsPerSec = float64(sum.RoundTrips) / serving
+		c.KeySyncsPerSec = float64(sum.KeySyncs) / serving
+		c.UrgentPerSec = float64(sum.UrgentCycles) / serving
+		c.ReservationsPerSec = float64(sum.Reservations) / serving
+	}
+	c.Failures = sum.Failures
+	c.CycleP50 = report.Dur(cycle.Quantile(0.5))
+	c.CycleMax = report.Dur(cycle.Max)
+	c.Truncated = res.Truncated
+	c.Wall = report.Dur(res.Wall)
+}
+
+// localBytesPerKey measures the heap growth per key of a limiter's local
+// cache: a limiter without a store, n distinct keys checked once.
+func localBytesPerKey(rule policy.Rule, n int) float64 {
+	rule.Mode = policy.Local
+	l, err := sluice.New(sluice.Options{MaxKeys: n + 1}, rule)
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	keys := fleet.KeyNames(n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ctx := context.Background()
+	for _, k := range keys {
+		_, _ = l.Allow(ctx, rule.Name, k)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keys)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+}
+
+// redisKeyName is the Redis key of a limiter key (docs/design.md, "Redis
+// layout"); the syncer does not export it for a rule outside a limiter.
+func redisKeyName(prefix string, rule policy.Rule, key string) string {
+	b := []byte(prefix + ":{" + rule.Name + ":")
+	b = syncer.EncodeKey(b, key)
+	return string(b) + "}:" + strconv.FormatInt(rule.SubWindow().Microseconds(), 10)
+}
+
+// redisBytesPerKey averages MEMORY USAGE over up to 64 keys of the run.
+func redisBytesPerKey(t store.Target, prefix string, rule policy.Rule, recs []record.Record) float64 {
+	seen := map[uint32]bool{}
+	for i := len(recs) - 1; i >= 0 && len(seen) < 64; i-- {
+		seen[recs[i].Key] = true
+	}
+	keys := make([]int, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, int(k))
+	}
+	sort.Ints(keys)
+	c := t.Client()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var sum, n int64
+	for _, k := range keys {
+		b, err := c.MemoryUsage(ctx, redisKeyName(prefix, rule, "k"+strconv.Itoa(k)), 0).Result()
+		if err != nil {
+			continue // expired, or not supported
+		}
+		sum += b
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}
+
+// cleanupRedis deletes the run's registry key (limiter keys expire by
+// themselves within a window and a second).
+func cleanupRedis(t store.Target, prefix string) {
+	c := t.Client()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = c.Del(ctx, prefix+":instances").Err()
+}
+
+func pctText(f float64) string {
+	if f < 0.001 {
+		return fmt.Sprintf("%.3f%%", 100*f)
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// dump writes records as CSV, for diagnosis (LOADTEST_DUMP=prefix).
+func dump(file string, recs []record.Record) {
+	f, err := os.Create(file)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	defer w.Flush()
+	fmt.Fprintln(w, "t,key,cost,inst,flags")
+	for _, r := range recs {
+		fmt.Fprintf(w, "%d,%d,%d,%d,%d\n", r.T, r.Key, r.Cost, r.Inst, r.Flags)
+	}
+}
