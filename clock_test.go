@@ -2,7 +2,10 @@ package sluice_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +94,108 @@ func TestSkewedClocksAgree(t *testing.T) {
 		assert.Equal(t, perWindow[j], n, "window %d in Redis", j)
 	}
 	t.Logf("admitted %d; per window %v", admitted, perWindow)
+}
+
+// TestSkewedClocksSliding is TestSkewedClocksAgree for a sliding window
+// (1s in 10 sub-windows of 100ms): four instances with local clocks off by
+// up to ±2s — twenty sub-windows — hammer one key. Watching Redis's
+// per-bucket totals during the run shows that they agree on the store
+// clock's buckets: every count lands in a bucket of the run's store-time
+// span (a local clock would put them twenty buckets away, where Redis drops
+// or clamps them), the buckets add up to exactly what was admitted, and every
+// ten consecutive buckets — the window as the estimate sees it at a bucket
+// boundary — hold at most Limit·(1+ErrorBudget).
+func TestSkewedClocksSliding(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	rule := policy.Rule{Name: "skew", Limit: 200, Window: time.Second, Precision: 10}
+	const eps = 0.05
+	skews := []time.Duration{-2 * time.Second, -time.Second, time.Second, 2 * time.Second}
+	ls := make([]*sluice.Limiter, len(skews))
+	for i, skew := range skews {
+		l, err := sluice.New(sluice.Options{Redis: srv.Client(t), Clock: skewedClock(skew), ErrorBudget: eps, MinInstances: len(skews)}, rule)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	flushAll(t, ls)
+	ctx := context.Background()
+	sub := rule.SubWindow().Microseconds()
+	storeBucket := func() int64 {
+		tm, err := direct.Time(ctx).Result()
+		require.NoError(t, err)
+		return tm.UnixMicro() / sub
+	}
+	name := redisKey("sluice", rule, "k")
+	seen := map[int64]int64{} // last total seen per bucket
+	watch := func() {
+		h, err := direct.HGetAll(ctx, name).Result()
+		require.NoError(t, err)
+		for f, v := range h {
+			if strings.Contains(f, ":") {
+				continue
+			}
+			j, err := strconv.ParseInt(f, 10, 64)
+			require.NoError(t, err)
+			n, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(t, err)
+			seen[j] = n
+		}
+	}
+
+	first := storeBucket()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for _, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := l.Allow(ctx, rule.Name, "k")
+				if !assert.NoError(t, err) {
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+	}
+	// Buckets stay in the hash for about a window after they end: polling
+	// every 20ms sees each one's final total.
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		watch()
+	}
+	close(stop)
+	wg.Wait()
+	flushAll(t, ls)
+	flushAll(t, ls)
+	watch()
+	last := storeBucket()
+
+	var total int64
+	for j, n := range seen {
+		total += n
+		assert.True(t, j >= first && j <= last, "bucket %d outside the run's store-time buckets [%d, %d]", j, first, last)
+	}
+	assert.Equal(t, admitted.Load(), total, "Redis's buckets hold exactly what was admitted")
+	bound := int64(float64(rule.Limit) * (1 + eps))
+	b := int64(rule.Buckets())
+	for j := first; j+b-1 <= last; j++ {
+		var w int64
+		for i := range b {
+			w += seen[j+i]
+		}
+		assert.LessOrEqual(t, w, bound, "buckets %d..%d", j, j+b-1)
+	}
+	assert.Greater(t, last-first, 2*b, "the run spans more than two windows")
+	t.Logf("admitted %d over buckets %d..%d: %v", admitted.Load(), first, last, seen)
 }

@@ -153,6 +153,11 @@ type Syncer struct {
 	done     chan struct{}
 	stopped  chan struct{}
 	start    sync.Once
+	// life is the context of the loop's store round trips; Close cancels it
+	// when its own context ends, so that a round trip to a hung store does
+	// not hold Close for as long as the client keeps retrying.
+	life context.Context
+	kill context.CancelFunc
 
 	// Owned by the loop goroutine.
 	seq   int64
@@ -239,6 +244,7 @@ func New(cfg Config, rules []*Rule) (*Syncer, error) {
 		stopped:  make(chan struct{}),
 		state:    make(map[keyID]*keyState),
 	}
+	s.life, s.kill = context.WithCancel(context.Background())
 	for _, r := range rules {
 		sub := r.Geometry.Sub()
 		if sub < int64(time.Microsecond) || sub%int64(time.Microsecond) != 0 {
@@ -342,10 +348,16 @@ func (s *Syncer) Flush(ctx context.Context) error {
 
 // Close flushes, stops the loop and removes the instance from the registry.
 // Waiting reservations fail with ErrClosed. It is idempotent.
+//
+// Close waits for the final flush until ctx ends. Then it cancels the store
+// round trip in flight: a client whose socket reads ignore context deadlines
+// (go-redis without ContextTimeoutEnabled) still finishes the read it is in,
+// but does not retry, so Close returns at most one read timeout after ctx.
 func (s *Syncer) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	defer s.kill()
 	s.start.Do(func() {}) // a later Start must not launch the loop
 	var err error
 	if s.running.Load() {
@@ -359,6 +371,9 @@ func (s *Syncer) Close(ctx context.Context) error {
 			}
 		case <-ctx.Done():
 			err = ctx.Err()
+		}
+		if ctx.Err() != nil {
+			s.kill()
 		}
 		close(s.done)
 		<-s.stopped
@@ -451,19 +466,34 @@ func (s *Syncer) registry(ctx context.Context, remove bool) error {
 func (s *Syncer) cycle() error {
 	start := time.Now()
 	s.stats.cycles.Add(1)
-	ctx := context.Background()
+	ctx := s.life
 	if err := s.heartbeat(ctx); err != nil {
 		s.setHealth(false, err)
 		s.failWaiters(ErrUnavailable)
 		return err
 	}
 	s.setHealth(true, nil)
+	beat := time.Now()
 	items := s.collect()
 	var err error
 	for i := 0; i < len(items); i += s.cfg.Batch {
 		s.serveUrgent()
 		end := min(i+s.cfg.Batch, len(items))
-		if err = s.syncKeys(ctx, items[i:end]); err != nil {
+		// A cycle that outlasts the heartbeat period (a key flood, a slow
+		// store) heartbeats on the way: else the instance's registry entry
+		// expires mid-cycle, the others undercount N̂ and widen their caps.
+		if time.Since(beat) >= s.beatEvery() {
+			if err = s.heartbeat(ctx); err != nil {
+				s.setHealth(false, err)
+				s.failWaiters(ErrUnavailable)
+				end = i // nothing of this batch was sent
+			}
+			beat = time.Now()
+		}
+		if err == nil {
+			err = s.syncKeys(ctx, items[i:end])
+		}
+		if err != nil {
 			// The store failed mid-cycle: leave the rest queued.
 			for _, it := range items[end:] {
 				if it.ref != nil {
@@ -477,6 +507,12 @@ func (s *Syncer) cycle() error {
 	s.stats.lastCycle.Store(int64(time.Since(start)))
 	s.stats.lastCycleKeys.Store(int64(len(items)))
 	return err
+}
+
+// beatEvery is how often a long cycle heartbeats: every Interval, and at
+// least three times per InstanceTTL.
+func (s *Syncer) beatEvery() time.Duration {
+	return min(s.cfg.Interval, s.cfg.InstanceTTL/3)
 }
 
 // item is one key to sync, with the reservations waiting on it.
@@ -651,7 +687,7 @@ func (s *Syncer) serveUrgent() {
 	}
 	for i := 0; i < len(items); i += s.cfg.Batch {
 		end := min(i+s.cfg.Batch, len(items))
-		if err := s.syncKeys(context.Background(), items[i:end]); err != nil {
+		if err := s.syncKeys(s.life, items[i:end]); err != nil {
 			for _, it := range items[end:] {
 				for _, w := range it.ws {
 					s.finish(w, Result{}, ErrUnavailable)
