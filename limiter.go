@@ -508,8 +508,12 @@ func (l *Limiter) Flush(ctx context.Context) error {
 
 // Close flushes pending counts to the store, stops the background work and
 // leaves the registry. Later checks return ErrClosed. Close is idempotent and
-// safe to call concurrently with checks; it waits at most about Timeout plus
-// one store round trip per pipeline of pending keys.
+// safe to call concurrently with checks: a check that starts after Close
+// returns ErrClosed, one already under way completes (if it is decided
+// locally after the final flush, its count never reaches the store). The final
+// flush gets max(10·Timeout, 5s); then the round trip in flight is abandoned,
+// so Close returns within that plus one client read timeout even if the store
+// hangs.
 func (l *Limiter) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return nil

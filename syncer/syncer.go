@@ -159,7 +159,8 @@ type Syncer struct {
 	life context.Context
 	kill context.CancelFunc
 
-	// Owned by the loop goroutine.
+	// Owned by the loop goroutine (and Start, before it runs).
+	clock offsetFilter
 	seq   int64
 	state map[keyID]*keyState
 	prev  []item // keys pushed in the last full cycle, to pull once more
@@ -451,13 +452,36 @@ func (s *Syncer) registry(ctx context.Context, remove bool) error {
 		return nil
 	}
 	store := sec*int64(time.Second) + usec*int64(time.Microsecond)
-	s.offset.Store(store - (sent+recv)/2)
+	s.offset.Store(s.clock.sample(store-(sent+recv)/2, recv-sent))
 	n = max(n, 1)
 	s.instances.Store(n)
 	if s.cfg.OnInstances != nil {
 		s.cfg.OnInstances(int(n))
 	}
 	return nil
+}
+
+// offsetFilter keeps the clock offsets of the last few heartbeats and
+// answers the one measured with the shortest round trip: the midpoint of a
+// round trip is off by half its asymmetry, which a short one bounds best (as
+// NTP does). A window of eight heartbeats follows a store clock that steps
+// within a second at the default interval.
+type offsetFilter struct {
+	off, rtt [8]int64
+	n, next  int
+}
+
+func (f *offsetFilter) sample(off, rtt int64) int64 {
+	f.off[f.next], f.rtt[f.next] = off, rtt
+	f.next = (f.next + 1) % len(f.off)
+	f.n = min(f.n+1, len(f.off))
+	best := 0
+	for i := 1; i < f.n; i++ {
+		if f.rtt[i] < f.rtt[best] {
+			best = i
+		}
+	}
+	return f.off[best]
 }
 
 // cycle is one full sync: heartbeat, then every dirty key and every key with
