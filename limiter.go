@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
@@ -342,6 +343,15 @@ func failHealth(m FailureMode) localcache.Health {
 }
 
 func (l *Limiter) rule(name string) *rule {
+	// Callers usually pass the same string constant the rule was built
+	// with: the same bytes at the same address are the same name, without a
+	// byte comparison.
+	p := unsafe.StringData(name)
+	for _, r := range l.fast {
+		if unsafe.StringData(r.Name) == p && len(r.Name) == len(name) {
+			return r
+		}
+	}
 	for _, r := range l.fast {
 		if r.Name == name {
 			return r
@@ -373,11 +383,10 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (Decisi
 		return l.reject(r, rule, key, n)
 	}
 	if r.ticked {
-		v := r.table.Allow(key, n)
-		if v.Status == localcache.Allowed {
-			return Decision{Allowed: true, Limit: r.Limit, Remaining: v.Remaining, ResetAfter: v.ResetAfter}, nil
+		if rem, ok := r.table.TryAllow(key, n); ok {
+			return Decision{Allowed: true, Limit: r.Limit, Remaining: rem, ResetAfter: r.table.ResetAfter()}, nil
 		}
-		return l.decide(ctx, r, key, n, v)
+		return l.decide(ctx, r, key, n, r.table.Allow(key, n))
 	}
 	if r.mode == policy.Strict {
 		return l.strict(ctx, r, key, n)
@@ -405,7 +414,11 @@ func (l *Limiter) decide(ctx context.Context, r *rule, key string, n int64, v lo
 	case localcache.Allowed:
 		return Decision{Allowed: true, Limit: r.Limit, Remaining: v.Remaining, ResetAfter: v.ResetAfter}, nil
 	case localcache.OverCap:
-		return l.reserve(ctx, r, key, v.Ref, n)
+		ref, ok := r.table.Ref(key)
+		if !ok {
+			ref = nil
+		}
+		return l.reserve(ctx, r, key, ref, n)
 	case localcache.StoreDown:
 		return Decision{Limit: r.Limit, ResetAfter: v.ResetAfter}, ErrStoreUnavailable
 	}

@@ -61,7 +61,8 @@ const (
 	OverLimit
 	// OverCap means the cost fits the window as this instance sees it, but
 	// admitting it locally would take the instance's unsynced count past the
-	// divergence cap: the store must decide (Eventual tables only).
+	// divergence cap: the store must decide (Eventual tables only; Ref gives
+	// the key's entry to hand to the syncer).
 	OverCap
 	// StoreDown means the table is degraded with FailClosed.
 	StoreDown
@@ -97,8 +98,6 @@ type Verdict struct {
 	// RetryAfter is, for OverLimit, how long until the same cost could pass if
 	// nothing else were admitted; -1 if it never can.
 	RetryAfter time.Duration
-	// Ref is the entry checked, for OverCap (to hand to the syncer).
-	Ref Ref
 }
 
 // Ref is an opaque reference to one key's entry, handed to the syncer. Only the

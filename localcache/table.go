@@ -175,6 +175,53 @@ func (t *Table) Allow(key string, n int64) Verdict {
 	return t.allow(key, n, t.pos.Load(), 0, true)
 }
 
+// TryAllow is the fast path of Allow on its own: it admits cost n for key at
+// the time of the last Tick if the key's cached budget is valid and has room,
+// and reports the window's remaining room. When ok is false nothing was
+// counted: call Allow. Its small result keeps the common case cheap for
+// callers that build their own decision.
+func (t *Table) TryAllow(key string, n int64) (remaining int64, ok bool) {
+	p := t.pos.Load()
+	e, found := t.m.Load(key)
+	if !found {
+		return 0, false
+	}
+	bw := e.budget.Load()
+	if tagOf(bw) != int64(p>>24)&tagMask {
+		return 0, false
+	}
+	c, added := t.add(e, uintptr(p>>48), countOf(bw), n)
+	if !added {
+		return 0, false
+	}
+	return max0(countOf(e.room.Load()) - c), true
+}
+
+// add adds n to the pend word at offset off of e if the result stays within
+// max, and brings e into its live state; it returns the new count. A
+// compare-and-swap, not an add and an undo: the syncer may read pend at any
+// moment, and must never push a count that is then taken back.
+func (t *Table) add(e *hdr, off uintptr, max, n int64) (int64, bool) {
+	pw := (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), off))
+	for {
+		w := pw.Load()
+		c := countOf(w) + n
+		if c > max {
+			return 0, false
+		}
+		if pw.CompareAndSwap(w, w+uint64(n)) {
+			if st := e.state.Load(); st != t.ok && !t.settleState(e, st) {
+				pw.Add(-uint64(n)) // a gone entry: nobody syncs it any more
+				return 0, false
+			}
+			return c, true
+		}
+	}
+}
+
+// ResetAfter returns the ResetAfter of a check at the time of the last Tick.
+func (t *Table) ResetAfter() time.Duration { return time.Duration(t.reset.Load()) }
+
 // AllowAt checks cost n for key at time now.
 func (t *Table) AllowAt(key string, now int64, n int64) Verdict {
 	k := t.geo.Index(now)
@@ -193,23 +240,14 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 		if bw := e.budget.Load(); tagOf(bw) == tag {
 			// A budget tagged for this bucket is only stored after the
 			// bucket's pend word holds it, so the addition lands there.
-			pw := (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), off))
-			if max := countOf(bw); countOf(pw.Load())+n <= max {
-				c := countOf(pw.Add(uint64(n)))
-				if c <= max {
-					if st := e.state.Load(); st != t.ok && !t.settleState(e, st) {
-						pw.Add(-uint64(n))
-						continue
-					}
-					v := Verdict{Status: Allowed, Overflow: e == t.overflow, Remaining: max0(countOf(e.room.Load()) - c)}
-					if ticked {
-						v.ResetAfter = time.Duration(t.reset.Load())
-					} else {
-						v.ResetAfter = t.geo.ResetAfter(now)
-					}
-					return v
+			if c, ok := t.add(e, off, countOf(bw), n); ok {
+				v := Verdict{Status: Allowed, Overflow: e == t.overflow, Remaining: max0(countOf(e.room.Load()) - c)}
+				if ticked {
+					v.ResetAfter = time.Duration(t.reset.Load())
+				} else {
+					v.ResetAfter = t.geo.ResetAfter(now)
 				}
-				pw.Add(-uint64(n))
+				return v
 			}
 		}
 		if ticked {
@@ -451,7 +489,7 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *Health) (v Verdict, ok b
 	}
 	cur := countOf(t.pend(e, p.s).Load()) + n
 	if p.health == Healthy && !p.local && cur <= p.room {
-		v.Status, v.Ref = OverCap, e
+		v.Status = OverCap
 		return v, true
 	}
 	v.Status = OverLimit

@@ -20,8 +20,9 @@ func overCap(t *testing.T, s *Syncer, r *Rule, key string) localcache.Ref {
 	t.Helper()
 	v := r.Table.AllowAt(key, s.Now(), 1)
 	require.Equal(t, localcache.OverCap, v.Status)
-	require.NotNil(t, v.Ref)
-	return v.Ref
+	ref, ok := r.Table.Ref(key)
+	require.True(t, ok)
+	return ref
 }
 
 // TestReserveAdmitsExactlyLimit sends reservations for one key from many
@@ -120,7 +121,8 @@ func TestReservePushesPending(t *testing.T) {
 	admit(t, s, r, "k", 6) // up to the cap, unsynced
 	v := r.Table.AllowAt("k", s.Now(), 4)
 	require.Equal(t, localcache.OverCap, v.Status)
-	res, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", v.Ref, 4)
+	ref, _ := r.Table.Ref("k")
+	res, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 4)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted, "6 pushed + 4 reserved = 10 fits")
 	assert.Zero(t, res.Remaining)
@@ -132,7 +134,7 @@ func TestReservePushesPending(t *testing.T) {
 	assert.Zero(t, own, "the pending counts were acknowledged")
 	assert.Equal(t, 10.0, est)
 
-	res, err = s.Reserve(ctxT(t, opTimeout), r.Table, "k", v.Ref, 1)
+	res, err = s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 1)
 	require.NoError(t, err)
 	assert.False(t, res.Admitted)
 	flush(t, s)
