@@ -383,8 +383,11 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (Decisi
 		return l.reject(r, rule, key, n)
 	}
 	if r.ticked {
-		if rem, ok := r.table.TryAllow(key, n); ok {
-			return Decision{Allowed: true, Limit: r.Limit, Remaining: rem, ResetAfter: r.table.ResetAfter()}, nil
+		switch v, res := r.table.TryAllow(key, n); res {
+		case localcache.TryAllowed:
+			return Decision{Allowed: true, Limit: r.Limit, Remaining: v, ResetAfter: r.table.ResetAfter()}, nil
+		case localcache.TryDenied:
+			return Decision{Limit: r.Limit, ResetAfter: r.table.ResetAfter(), RetryAfter: time.Duration(v)}, nil
 		}
 		return l.decide(ctx, r, key, n, r.table.Allow(key, n))
 	}

@@ -175,26 +175,47 @@ func (t *Table) Allow(key string, n int64) Verdict {
 	return t.allow(key, n, t.pos.Load(), 0, true)
 }
 
-// TryAllow is the fast path of Allow on its own: it admits cost n for key at
-// the time of the last Tick if the key's cached budget is valid and has room,
-// and reports the window's remaining room. When ok is false nothing was
-// counted: call Allow. Its small result keeps the common case cheap for
-// callers that build their own decision.
-func (t *Table) TryAllow(key string, n int64) (remaining int64, ok bool) {
+// TryResult says what TryAllow did.
+type TryResult uint8
+
+const (
+	// TryUnknown: nothing was decided or counted; call Allow.
+	TryUnknown TryResult = iota
+	// TryAllowed: admitted and counted; the value is the window's remaining
+	// room.
+	TryAllowed
+	// TryDenied: denied (the key's denial of cost 1 is cached and still
+	// holds); the value is RetryAfter in ns.
+	TryDenied
+)
+
+// TryAllow is the fast path of Allow on its own, at the time of the last
+// Tick: it admits cost n for key if the key's cached budget is valid and has
+// room, denies it if the key's cached denial still holds, and otherwise
+// decides nothing (TryUnknown: call Allow). Its small result keeps the common
+// cases cheap for callers that build their own decision.
+func (t *Table) TryAllow(key string, n int64) (int64, TryResult) {
 	p := t.pos.Load()
 	e, found := t.m.Load(key)
 	if !found {
-		return 0, false
+		return 0, TryUnknown
 	}
 	bw := e.budget.Load()
-	if tagOf(bw) != int64(p>>24)&tagMask {
-		return 0, false
+	tag := int64(p>>24) & tagMask
+	if tagOf(bw) != tag {
+		return 0, TryUnknown
 	}
 	c, added := t.add(e, uintptr(p>>48), countOf(bw), n)
-	if !added {
-		return 0, false
+	rw := e.room.Load()
+	if added {
+		return max0(roomOf(rw) - c), TryAllowed
 	}
-	return max0(countOf(e.room.Load()) - c), true
+	if n == 1 && tagOf(rw) == tag {
+		if ra := cachedDenial(rw, t.now.Load()); ra > 0 {
+			return int64(ra), TryDenied
+		}
+	}
+	return 0, TryUnknown
 }
 
 // add adds n to the pend word at offset off of e if the result stays within
@@ -241,7 +262,7 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 			// A budget tagged for this bucket is only stored after the
 			// bucket's pend word holds it, so the addition lands there.
 			if c, ok := t.add(e, off, countOf(bw), n); ok {
-				v := Verdict{Status: Allowed, Overflow: e == t.overflow, Remaining: max0(countOf(e.room.Load()) - c)}
+				v := Verdict{Status: Allowed, Overflow: e == t.overflow, Remaining: max0(roomOf(e.room.Load()) - c)}
 				if ticked {
 					v.ResetAfter = time.Duration(t.reset.Load())
 				} else {
@@ -511,7 +532,52 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *Health) (v Verdict, ok b
 			v.RetryAfter = max(v.RetryAfter, ra)
 		}
 	}
+	if n == 1 && force == nil {
+		t.cacheDenial(e, p.tag, now, v.RetryAfter)
+	}
 	return v, true
+}
+
+// A denial of cost 1 is cached in the room word: the denyFlag bit and the
+// retry time in µs, modulo 2^39. Until then every cost is denied (nothing can
+// be admitted to the key in its bucket, and only a Settle or SetLimits, which
+// store a new room word or bump the tag, change that), so TryAllow can deny
+// without the slow path. A deny path no slower than the allow path keeps a
+// flood of denied requests cheap.
+const (
+	denyFlag  = 1 << 39
+	denyMask  = denyFlag - 1
+	denyLimit = 1 << 37 // µs: only retry times well inside the modulus are cached
+)
+
+func (t *Table) cacheDenial(e *hdr, tag, now int64, retryAfter time.Duration) {
+	us := (int64(retryAfter) + 999) / 1000
+	if retryAfter <= 0 || us >= denyLimit {
+		return
+	}
+	e.room.Store(pack(tag, denyFlag|((now/1000+us)&denyMask)))
+}
+
+// roomOf returns the room in room word rw (0 while it caches a denial).
+func roomOf(rw uint64) int64 {
+	if c := countOf(rw); c&denyFlag == 0 {
+		return c
+	}
+	return 0
+}
+
+// cachedDenial returns how long a cached denial in room word rw still holds
+// at now, or 0.
+func cachedDenial(rw uint64, now int64) time.Duration {
+	c := countOf(rw)
+	if c&denyFlag == 0 {
+		return 0
+	}
+	d := (c - now/1000) & denyMask // µs until the retry time, modulo 2^39
+	if d == 0 || d >= denyLimit {
+		return 0 // reached, or long past
+	}
+	return time.Duration(d) * time.Microsecond
 }
 
 // AllowDegraded checks cost n for key at now as if the store's health were h,
