@@ -106,13 +106,16 @@ func TestEntrySize(t *testing.T) {
 	var e entry[[11]atomic.Uint64]
 	require.Equal(t, hdrSize, unsafe.Offsetof(e.pend))
 	require.Equal(t, hdrSize+11*8, unsafe.Offsetof(e.glob))
+	var le localEntry[[11]atomic.Uint64]
+	require.Equal(t, hdrSize, unsafe.Offsetof(le.pend))
+	require.Equal(t, uintptr(48+8*11), unsafe.Sizeof(le), "a Local entry has no glob")
 	for slots := 2; slots <= 65; slots++ {
-		ring, alloc := entryAllocator(slots)
+		ring, alloc := entryAllocator(slots, slots%2 == 0)
 		require.NotNil(t, alloc)
 		require.GreaterOrEqual(t, ring, slots)
 		h := alloc("k")
 		require.Equal(t, "k", h.key)
 	}
-	_, alloc := entryAllocator(66)
+	_, alloc := entryAllocator(66, true)
 	require.Nil(t, alloc)
 }

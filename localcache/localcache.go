@@ -11,7 +11,7 @@
 //   - glob: the bucket's fleet-wide total, as last pulled from the store.
 //
 // The estimate for the window is the sliding-window formula of package window
-// over glob+pend. A word whose tag is not the bucket asked for counts as zero,
+// over glob+pend. A Local table's entries have no glob words. A word whose tag is not the bucket asked for counts as zero,
 // so buckets leave the window without anyone clearing them.
 //
 // # Hot path

@@ -50,10 +50,18 @@ func (t *Table) pend(e *hdr, i int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), hdrSize+uintptr(i)*8))
 }
 
-// glob returns slot i's glob word of e.
+// glob returns slot i's glob word of e. A Local table's entries have none:
+// it returns a word that stays zero (a Local table never stores totals).
 func (t *Table) glob(e *hdr, i int) *atomic.Uint64 {
+	if !t.eventual {
+		return &noGlob
+	}
 	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), t.globOff+uintptr(i)*8))
 }
+
+// noGlob is the glob word of every slot of a Local table's entries; nothing
+// writes it.
+var noGlob atomic.Uint64
 
 // Table is the per-key state of one rule. All methods are safe for concurrent
 // use. Times are nanoseconds on the store clock.
@@ -88,7 +96,7 @@ type Table struct {
 }
 
 func newTable(cfg Config, slots int) (*Table, error) {
-	ring, alloc := entryAllocator(slots)
+	ring, alloc := entryAllocator(slots, cfg.Eventual)
 	if alloc == nil {
 		return nil, fmt.Errorf("%w: %d slots is more than the largest ring", ErrConfig, slots)
 	}
