@@ -270,9 +270,13 @@ func (l *Limiter) background() {
 	defer l.wg.Done()
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
-	sweepEvery := time.Second
+	// Sweep about once per window of the shortest rule: keys are evicted
+	// only once nothing of theirs is left in the window, so sweeping more
+	// often finds little, and a sweep walks every key. A full cache asks
+	// for an early sweep.
+	sweepEvery := time.Minute
 	for _, r := range l.rules {
-		sweepEvery = min(sweepEvery, max(r.Window, 100*time.Millisecond))
+		sweepEvery = min(sweepEvery, max(r.Window, time.Second))
 	}
 	lastSweep := time.Now()
 	for {

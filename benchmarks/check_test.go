@@ -1,0 +1,664 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/puzpuzpuz/xsync/v3"
+	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	ulule "github.com/ulule/limiter/v3"
+	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// The key sets of the per-key benchmarks. Each is built on first use, outside
+// every timed loop, and its draws are checked by TestDistributions.
+var (
+	setOnce  = map[string]*sync.Once{"hot": {}, "10k": {}, "1M-zipf": {}}
+	setCache sync.Map
+	setNames = []string{"hot", "10k", "1M-zipf"}
+)
+
+func keySet(name string) *KeySet {
+	setOnce[name].Do(func() {
+		var ks *KeySet
+		switch name {
+		case "hot":
+			ks = Hot()
+		case "10k":
+			ks = Uniform("10k", 10_000, 20, 1)
+		case "1M-zipf":
+			ks = Zipf("1M-zipf", ZipfKeys, ZipfS, 22, 2)
+		}
+		setCache.Store(name, ks)
+	})
+	v, _ := setCache.Load(name)
+	return v.(*KeySet)
+}
+
+// The rule and limits that keep the allow path admitting for as long as a
+// benchmark runs (about 4.3e9 per hour per key, with a divergence cap of
+// about 2.1e9 for sluice), and the deny path denying (a limit of 1 per hour,
+// used up before the timed loop).
+const (
+	allowLimit = policy.MaxLimit
+	denyLimit  = 1
+	ruleName   = "api"
+	window     = time.Hour
+)
+
+// remoteGoroutines is the number of goroutines of a parallel benchmark whose
+// checks go to Redis (the issue's redis_rate figures use 32).
+const remoteGoroutines = 32
+
+// fill runs f on every key with many goroutines, so that limiters whose
+// checks go to Redis can be filled in seconds; it fails b on the first error.
+func fill(b *testing.B, keys []string, workers int, f func(key string) error) {
+	b.Helper()
+	if len(keys) == 0 {
+		return
+	}
+	start := time.Now()
+	defer func() { b.Logf("filled %d keys in %v", len(keys), time.Since(start).Round(time.Millisecond)) }()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var first atomic.Pointer[error]
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(keys) || first.Load() != nil {
+					return
+				}
+				if err := f(keys[i]); err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		b.Fatal(*e)
+	}
+}
+
+// remoteDraws is the number of draws the remote benchmarks walk (the first
+// ones of the key set's sample): a Redis round trip costs the same whatever
+// the local caches hold, and the deny path only has to fill the keys these
+// draws reach (store round trips run at thousands per second, too slow to
+// fill 1M keys in every run).
+const remoteDraws = 1 << 16
+
+// warmPool opens n connections of c's pool before timing.
+func warmPool(b *testing.B, c *redis.Client, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Ping(context.Background()).Err(); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// undrawn returns the keys of ks that its sample never draws.
+func undrawn(ks *KeySet) []string {
+	drawn := make([]bool, len(ks.Keys))
+	for _, j := range ks.Idx {
+		drawn[j] = true
+	}
+	var keys []string
+	for i, k := range ks.Keys {
+		if !drawn[i] {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func wantWord(want bool) string {
+	if want {
+		return "denied on the allow path"
+	}
+	return "admitted on the deny path"
+}
+
+// BenchmarkCheck measures one per-key check of each in-process limiter, and
+// the floor, on every key set, serial and parallel, on the allow path (a key
+// far from its limit) and the deny path (a key at its limit). Names:
+// set=<key set>/path=<allow|deny>/lib=<limiter>/mode=<serial|parallel>.
+//
+// sluice-eventual runs with the default 100 ms SyncInterval, the syncer
+// pushing what the loop admits; sluice-eventual-idle has SyncInterval 1h
+// (the check alone). The deny path is measured with the idle syncer only
+// (see benchSluice). The floor has no deny path.
+func BenchmarkCheck(b *testing.B) {
+	for _, set := range setNames {
+		b.Run("set="+set, func(b *testing.B) {
+			ks := keySet(set)
+			for _, path := range []string{"allow", "deny"} {
+				b.Run("path="+path, func(b *testing.B) {
+					want := path == "allow"
+					if want {
+						b.Run("lib=floor", func(b *testing.B) { benchFloor(b, ks) })
+						b.Run("lib=sluice-eventual", func(b *testing.B) { benchSluice(b, ks, want, policy.Eventual, 0, 1) })
+					}
+					b.Run("lib=sluice-eventual-idle", func(b *testing.B) { benchSluice(b, ks, want, policy.Eventual, time.Hour, 1) })
+					b.Run("lib=sluice-local", func(b *testing.B) { benchSluice(b, ks, want, policy.Local, 0, 1) })
+					b.Run("lib=sethvargo", func(b *testing.B) { benchSethvargo(b, ks, want) })
+					b.Run("lib=xrate-xsync", func(b *testing.B) { benchXRate(b, ks, want) })
+					b.Run("lib=ulule", func(b *testing.B) { benchUlule(b, ks, want) })
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkCheckRemote measures checks that make a Redis round trip each:
+// sluice Strict rules and go-redis/redis_rate. Parallel runs use
+// remoteGoroutines goroutines.
+func BenchmarkCheckRemote(b *testing.B) {
+	par := max(1, (remoteGoroutines+runtime.GOMAXPROCS(0)-1)/runtime.GOMAXPROCS(0))
+	for _, set := range setNames {
+		b.Run("set="+set, func(b *testing.B) {
+			ks := keySet(set).Head(remoteDraws)
+			for _, path := range []string{"allow", "deny"} {
+				b.Run("path="+path, func(b *testing.B) {
+					want := path == "allow"
+					b.Run("lib=sluice-strict", func(b *testing.B) { benchSluice(b, ks, want, policy.Strict, 0, par) })
+					b.Run("lib=redis_rate", func(b *testing.B) { benchRedisRate(b, ks, want, par) })
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkTimeNow is time.Now alone, for scale: a limiter that reads the
+// clock on every check pays at least this.
+func BenchmarkTimeNow(b *testing.B) {
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		var t time.Time
+		for b.Loop() {
+			t = time.Now()
+		}
+		_ = t
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var t time.Time
+			for pb.Next() {
+				t = time.Now()
+			}
+			_ = t
+		})
+	})
+}
+
+// benchFloor is the floor: an xsync.MapOf load plus one atomic add.
+func benchFloor(b *testing.B, ks *KeySet) {
+	runtime.GC()
+	m := xsync.NewMapOf[string, *atomic.Int64](xsync.WithPresize(len(ks.Keys)))
+	for _, k := range ks.Keys {
+		m.Store(k, new(atomic.Int64))
+	}
+	runtime.GC()
+	s, mask := ks.Sample, ks.Mask
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			v, _ := m.Load(s[i&mask])
+			if v.Add(1) <= 0 {
+				b.Fatal("floor overflowed")
+			}
+		}
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var g atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			i := ks.Start(g.Add(1))
+			for pb.Next() {
+				v, _ := m.Load(s[i&mask])
+				if v.Add(1) <= 0 {
+					b.Error("floor overflowed")
+					return
+				}
+				i++
+			}
+		})
+	})
+}
+
+// benchSluice measures Limiter.Allow for a rule in mode. Eventual and Strict
+// rules get a real Redis; syncEvery 0 is the default SyncInterval (the
+// syncer runs in the background during the benchmark). On the allow path
+// the error budget is 1 and the limit policy.MaxLimit, so Eventual checks
+// stay local. On the deny path every key the timed loops can draw is at its
+// limit before timing.
+//
+// Setup, per mode, all through the public API:
+//   - Local, allow and deny: one check on every key (deny: Limit 1, so that
+//     check fills it).
+//   - Eventual, allow: one check on every key, then Flush, so that the
+//     timed loops start from a synced steady state (with the default
+//     interval the syncer then syncs, in the background, whatever the loops
+//     admit).
+//   - Eventual, deny (only with an idle syncer): Limit 2, so the divergence
+//     cap is ⌊1·2/(1+1)⌋ = 1 and both units can be admitted locally: one
+//     check on every key the sample draws, Flush (the totals come back as
+//     1), one more check on each of them. Those keys are then full (1
+//     synced + 1 pending) and every check of them is denied locally; the
+//     syncer is idle (SyncInterval 1h), so nothing moves while timing. The
+//     set's other keys are then tracked with one check each (never synced,
+//     never checked again). Filling through the store instead would take
+//     one reservation per key, which runs at a few thousand per second.
+//   - Strict: every check is a store round trip. Allow: nothing to warm.
+//     Deny: Limit 1, and one check on every key the remote sample draws
+//     (see remoteDraws), concurrently so that the syncer batches them.
+func benchSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEvery time.Duration, par int) {
+	runtime.GC()
+	opts := sluice.Options{ErrorBudget: 1, SyncInterval: syncEvery, MaxKeys: 2 * len(ks.Keys)}
+	var c *redis.Client
+	if mode != policy.Local {
+		srv := sharedRedis(b)
+		c = srv.Client(4 * remoteGoroutines)
+		opts.Redis, opts.Prefix = c, newPrefix()
+		warmPool(b, c, 2*remoteGoroutines)
+	}
+	rule := policy.Rule{Name: ruleName, Limit: allowLimit, Window: window, Mode: mode}
+	if !want {
+		rule.Limit = 1
+		if mode == policy.Eventual {
+			rule.Limit = 2
+		}
+	}
+	l, err := sluice.New(opts, rule)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Cleanups run last-in first-out: the client is closed before the
+	// limiter, so that Close does not spend half a minute pushing the
+	// counts of up to 1M keys that the next benchmark does not need.
+	b.Cleanup(func() { _ = l.Close() })
+	if c != nil {
+		b.Cleanup(func() { _ = c.Close() })
+	}
+	ctx := context.Background()
+	admit := func(k string) error {
+		d, err := l.Allow(ctx, ruleName, k)
+		if err == nil && !d.Allowed {
+			err = fmt.Errorf("key %s denied while filling: %+v", k, d)
+		}
+		return err
+	}
+	flush := func() {
+		start := time.Now()
+		if err := l.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("flushed in %v", time.Since(start).Round(time.Millisecond))
+	}
+	switch {
+	case mode == policy.Local:
+		fill(b, ks.Keys, 1, admit)
+	case mode == policy.Eventual && want:
+		fill(b, ks.Keys, 1, admit)
+		if syncEvery < time.Hour {
+			flush()
+		}
+	case mode == policy.Eventual:
+		if syncEvery < time.Hour {
+			b.Fatal("the Eventual deny path is set up with an idle syncer only")
+		}
+		// Only the keys the sample draws are filled (and so synced); the
+		// others are tracked afterwards, pending and never synced: the idle
+		// syncer never pushes them and the loops never check them.
+		drawn := ks.Drawn()
+		fill(b, drawn, 1, admit)
+		flush()
+		fill(b, drawn, 1, admit)
+		fill(b, undrawn(ks), 1, admit)
+	case mode == policy.Strict && !want:
+		fill(b, ks.Drawn(), 256, func(k string) error {
+			// A reservation that times out under the fill's load is decided
+			// by the failure mode, which may deny a fresh key: retry it.
+			var err error
+			for range 5 {
+				if err = admit(k); err == nil {
+					return nil
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			return err
+		})
+		flush()
+	}
+	runtime.GC()
+	s, mask := ks.Sample, ks.Mask
+	if mode == policy.Strict {
+		benchStrict(b, l, ks, want, par)
+		return
+	}
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		timed(func() {
+			for i := 0; b.Loop(); i++ {
+				if d, err := l.Allow(ctx, ruleName, s[i&mask]); d.Allowed != want || err != nil {
+					b.Fatalf("%s: %s (%+v, %v)", s[i&mask], wantWord(want), d, err)
+				}
+			}
+		})
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(par)
+		var g atomic.Uint64
+		timed(func() {
+			b.RunParallel(func(pb *testing.PB) {
+				i := ks.Start(g.Add(1))
+				for pb.Next() {
+					if d, err := l.Allow(ctx, ruleName, s[i&mask]); d.Allowed != want || err != nil {
+						b.Errorf("%s: %s (%+v, %v)", s[i&mask], wantWord(want), d, err)
+						return
+					}
+					i++
+				}
+			})
+		})
+	})
+}
+
+// timed runs f with the pprof label phase=timed, which the goroutines it
+// starts inherit: `go tool pprof -tagfocus=phase=timed` then shows the checks
+// alone, without the setup and the background goroutines (syncer, ticker,
+// sweeper), which a plain profile includes.
+func timed(f func()) {
+	pprof.Do(context.Background(), pprof.Labels("phase", "timed"), func(context.Context) { f() })
+}
+
+// odd counts the checks of a remote benchmark that were not decided as the
+// path expects (or failed). A check through the store that takes longer than
+// sluice's Timeout (50 ms by default, easily reached by 32 goroutines on a
+// loaded 2-core machine) is decided by the failure mode instead, which can
+// deny a key far from its limit; that is a finding to report, not a reason to
+// throw the run away. The metric unexpected/op is the fraction of such checks.
+type odd struct {
+	n     atomic.Int64
+	first atomic.Pointer[string]
+}
+
+func (o *odd) note(what string) {
+	if o.n.Add(1) == 1 {
+		o.first.Store(&what)
+	}
+}
+
+func (o *odd) report(b *testing.B) {
+	n := o.n.Load()
+	b.ReportMetric(float64(n)/float64(b.N), "unexpected/op")
+	if f := o.first.Load(); f != nil {
+		b.Logf("%d of %d checks not decided as expected; first: %s", n, b.N, *f)
+	}
+}
+
+// benchStrict is benchSluice's loops for Strict rules, which go to Redis.
+func benchStrict(b *testing.B, l *sluice.Limiter, ks *KeySet, want bool, par int) {
+	ctx := context.Background()
+	s, mask := ks.Sample, ks.Mask
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		var o odd
+		for i := 0; b.Loop(); i++ {
+			if d, err := l.Allow(ctx, ruleName, s[i&mask]); d.Allowed != want || err != nil {
+				o.note(fmt.Sprintf("%s: %s (%+v, %v)", s[i&mask], wantWord(want), d, err))
+			}
+		}
+		o.report(b)
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(par)
+		var o odd
+		var g atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			i := ks.Start(g.Add(1))
+			for pb.Next() {
+				if d, err := l.Allow(ctx, ruleName, s[i&mask]); d.Allowed != want || err != nil {
+					o.note(fmt.Sprintf("%s: %s (%+v, %v)", s[i&mask], wantWord(want), d, err))
+				}
+				i++
+			}
+		})
+		o.report(b)
+	})
+}
+
+// benchSethvargo measures github.com/sethvargo/go-limiter's memorystore (a
+// token bucket per key behind one RWMutex-guarded map).
+func benchSethvargo(b *testing.B, ks *KeySet, want bool) {
+	runtime.GC()
+	cfg := &memorystore.Config{Tokens: allowLimit, Interval: window}
+	if !want {
+		cfg.Tokens = denyLimit
+	}
+	st, err := memorystore.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close(context.Background()) })
+	ctx := context.Background()
+	for _, k := range ks.Keys {
+		if _, _, _, ok, err := st.Take(ctx, k); !ok || err != nil {
+			b.Fatalf("fill %s: %v %v", k, ok, err)
+		}
+	}
+	runStore(b, ks, want, st)
+}
+
+// runStore is split out so the loops call the concrete store's method
+// through the limiter.Store interface, as its users do.
+func runStore(b *testing.B, ks *KeySet, want bool, st limiter.Store) {
+	ctx := context.Background()
+	runtime.GC()
+	s, mask := ks.Sample, ks.Mask
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, _, _, ok, err := st.Take(ctx, s[i&mask]); ok != want || err != nil {
+				b.Fatalf("%s: %s (%v)", s[i&mask], wantWord(want), err)
+			}
+		}
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var g atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			i := ks.Start(g.Add(1))
+			for pb.Next() {
+				if _, _, _, ok, err := st.Take(ctx, s[i&mask]); ok != want || err != nil {
+					b.Errorf("%s: %s (%v)", s[i&mask], wantWord(want), err)
+					return
+				}
+				i++
+			}
+		})
+	})
+}
+
+// benchXRate measures golang.org/x/time/rate with one *rate.Limiter per key
+// in an xsync.MapOf (the same map as the floor and sluice, so that the
+// difference is the limiter). The rate is finite (a limit of rate.Inf would
+// skip the arithmetic); Allow reads time.Now on every call.
+func benchXRate(b *testing.B, ks *KeySet, want bool) {
+	runtime.GC()
+	newLim := func() *rate.Limiter {
+		if want {
+			return rate.NewLimiter(rate.Limit(float64(allowLimit)/window.Seconds()), allowLimit)
+		}
+		return rate.NewLimiter(rate.Every(window), denyLimit)
+	}
+	m := xsync.NewMapOf[string, *rate.Limiter](xsync.WithPresize(len(ks.Keys)))
+	get := func(k string) *rate.Limiter {
+		if l, ok := m.Load(k); ok {
+			return l
+		}
+		l, _ := m.LoadOrCompute(k, newLim)
+		return l
+	}
+	for _, k := range ks.Keys {
+		if !get(k).Allow() {
+			b.Fatalf("fill %s denied", k)
+		}
+	}
+	runtime.GC()
+	s, mask := ks.Sample, ks.Mask
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if get(s[i&mask]).Allow() != want {
+				b.Fatalf("%s: %s", s[i&mask], wantWord(want))
+			}
+		}
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var g atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			i := ks.Start(g.Add(1))
+			for pb.Next() {
+				if get(s[i&mask]).Allow() != want {
+					b.Errorf("%s: %s", s[i&mask], wantWord(want))
+					return
+				}
+				i++
+			}
+		})
+	})
+}
+
+// benchUlule measures github.com/ulule/limiter/v3 with its memory store (a
+// fixed-window counter per key).
+func benchUlule(b *testing.B, ks *KeySet, want bool) {
+	runtime.GC()
+	r := ulule.Rate{Period: window, Limit: allowLimit}
+	if !want {
+		r.Limit = denyLimit
+	}
+	lim := ulule.New(ululemem.NewStore(), r)
+	ctx := context.Background()
+	for _, k := range ks.Keys {
+		if c, err := lim.Get(ctx, k); c.Reached || err != nil {
+			b.Fatalf("fill %s: %+v %v", k, c, err)
+		}
+	}
+	runtime.GC()
+	s, mask := ks.Sample, ks.Mask
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if c, err := lim.Get(ctx, s[i&mask]); c.Reached == want || err != nil {
+				b.Fatalf("%s: %s (%v)", s[i&mask], wantWord(want), err)
+			}
+		}
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var g atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			i := ks.Start(g.Add(1))
+			for pb.Next() {
+				if c, err := lim.Get(ctx, s[i&mask]); c.Reached == want || err != nil {
+					b.Errorf("%s: %s (%v)", s[i&mask], wantWord(want), err)
+					return
+				}
+				i++
+			}
+		})
+	})
+}
+
+// benchRedisRate measures github.com/go-redis/redis_rate/v10 (GCRA in a Lua
+// script, one round trip per check) on the shared Redis.
+func benchRedisRate(b *testing.B, ks *KeySet, want bool, par int) {
+	runtime.GC()
+	srv := sharedRedis(b)
+	c := srv.Client(4 * remoteGoroutines)
+	b.Cleanup(func() { _ = c.Close() })
+	warmPool(b, c, 2*remoteGoroutines)
+	lim := redis_rate.NewLimiter(c)
+	limit := redis_rate.Limit{Rate: allowLimit, Burst: allowLimit, Period: window}
+	if !want {
+		limit = redis_rate.Limit{Rate: denyLimit, Burst: denyLimit, Period: window}
+	}
+	prefix := newPrefix() + ":"
+	ctx := context.Background()
+	if !want {
+		// Only the deny path needs the keys used up first; on the allow path
+		// redis_rate keeps no state worth warming (one string per key).
+		fill(b, ks.Drawn(), 4*remoteGoroutines, func(k string) error {
+			res, err := lim.Allow(ctx, prefix+k, limit)
+			if err == nil && res.Allowed != 1 {
+				err = fmt.Errorf("key %s denied while filling", k)
+			}
+			return err
+		})
+	}
+	// The prefixed keys are built here, outside the timed loops.
+	s := make([]string, len(ks.Sample))
+	keys := make(map[string]string, len(ks.Keys))
+	for i, k := range ks.Sample {
+		p, ok := keys[k]
+		if !ok {
+			p = prefix + k
+			keys[k] = p
+		}
+		s[i] = p
+	}
+	mask := ks.Mask
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		var o odd
+		for i := 0; b.Loop(); i++ {
+			if res, err := lim.Allow(ctx, s[i&mask], limit); err != nil || (res.Allowed == 1) != want {
+				o.note(fmt.Sprintf("%s: %s (%v)", s[i&mask], wantWord(want), err))
+			}
+		}
+		o.report(b)
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(par)
+		var o odd
+		var g atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			i := ks.Start(g.Add(1))
+			for pb.Next() {
+				if res, err := lim.Allow(ctx, s[i&mask], limit); err != nil || (res.Allowed == 1) != want {
+					o.note(fmt.Sprintf("%s: %s (%v)", s[i&mask], wantWord(want), err))
+				}
+				i++
+			}
+		})
+		o.report(b)
+	})
+}

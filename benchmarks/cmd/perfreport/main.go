@@ -1,0 +1,815 @@
+// Command perfreport turns the output of benchmarks/run.sh into
+// docs/performance.md: the side-by-side tables, the ratios to the floor and
+// to each peer (all from the same run), the issue's targets with a verdict,
+// the machine and versions, and how to reproduce.
+//
+// Usage:
+//
+//	perfreport -results results.txt -meta meta.txt [-benchstat bs.txt] [-dist dist.txt] -o ../docs/performance.md
+//
+// results.txt is raw `go test -bench` output (several runs concatenated);
+// meta.txt holds "key: value" lines written by run.sh.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+	"golang.org/x/perf/benchmath"
+)
+
+func main() {
+	results := flag.String("results", "", "raw benchmark output (required)")
+	meta := flag.String("meta", "", "key: value metadata lines")
+	bs := flag.String("benchstat", "", "benchstat output to append")
+	dist := flag.String("dist", "", "go test -v -run TestDistributions output")
+	out := flag.String("o", "", "output file (default stdout)")
+	flag.Parse()
+	if *results == "" {
+		fmt.Fprintln(os.Stderr, "perfreport: -results is required")
+		os.Exit(2)
+	}
+	f, err := os.Open(*results)
+	if err != nil {
+		fail(err)
+	}
+	data, err := Parse(f, *results)
+	f.Close()
+	if err != nil {
+		fail(err)
+	}
+	r := &Report{Data: data, Meta: map[string]string{}}
+	if *meta != "" {
+		r.Meta, r.MetaOrder = readMeta(*meta)
+	}
+	if *bs != "" {
+		b, err := os.ReadFile(*bs)
+		if err != nil {
+			fail(err)
+		}
+		r.Benchstat = string(b)
+	}
+	if *dist != "" {
+		b, err := os.ReadFile(*dist)
+		if err != nil {
+			fail(err)
+		}
+		r.Dist = distLines(string(b))
+	}
+	var buf bytes.Buffer
+	r.Write(&buf)
+	if *out == "" {
+		os.Stdout.Write(buf.Bytes())
+		return
+	}
+	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "perfreport:", err)
+	os.Exit(1)
+}
+
+// Data holds every measured value: Data[name][unit] = values, where name is
+// the benchmark name without "Benchmark" and the GOMAXPROCS suffix, e.g.
+// "Check/set=hot/path=allow/lib=floor/mode=serial", and units are tidied
+// (ns/op is sec/op in seconds).
+type Data map[string]map[string][]float64
+
+// Parse reads raw benchmark output.
+func Parse(r io.Reader, name string) (Data, error) {
+	d := Data{}
+	br := benchfmt.NewReader(r, name)
+	for br.Scan() {
+		res, ok := br.Result().(*benchfmt.Result)
+		if !ok {
+			continue // syntax errors are log lines: ignore
+		}
+		n := strings.TrimPrefix(res.Name.String(), "Benchmark")
+		if i := strings.LastIndexByte(n, '-'); i >= 0 && isDigits(n[i+1:]) {
+			n = n[:i]
+		}
+		if d[n] == nil {
+			d[n] = map[string][]float64{}
+		}
+		for _, v := range res.Values {
+			d[n][v.Unit] = append(d[n][v.Unit], v.Value)
+		}
+	}
+	return d, br.Err()
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Stat is a median with its 95% confidence interval (as benchstat computes
+// it), and the number of samples.
+type Stat struct {
+	Median, Lo, Hi float64
+	N              int
+	OK             bool
+}
+
+// Get returns the summary of name's unit.
+func (d Data) Get(name, unit string) Stat {
+	vs := d[name][unit]
+	if len(vs) == 0 {
+		return Stat{}
+	}
+	cp := append([]float64(nil), vs...)
+	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(cp, &benchmath.DefaultThresholds), 0.95)
+	return Stat{Median: s.Center, Lo: s.Lo, Hi: s.Hi, N: len(vs), OK: true}
+}
+
+// CI returns the half-width of the confidence interval in percent of the
+// median, or -1 when there are too few samples for one.
+func (s Stat) CI() float64 {
+	if !s.OK || math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) || s.Median == 0 {
+		return -1
+	}
+	return 100 * math.Max(s.Hi/s.Median-1, 1-s.Lo/s.Median)
+}
+
+// Report is everything the document is made of.
+type Report struct {
+	Data      Data
+	Meta      map[string]string
+	MetaOrder []string
+	Benchstat string
+	Dist      []string
+}
+
+func readMeta(path string) (map[string]string, []string) {
+	m := map[string]string{}
+	var order []string
+	f, err := os.Open(path)
+	if err != nil {
+		fail(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if _, dup := m[k]; !dup {
+			order = append(order, k)
+		}
+		m[k] = v
+	}
+	return m, order
+}
+
+func distLines(s string) []string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if _, rest, ok := strings.Cut(line, "dist_test.go:"); ok {
+			if _, msg, ok := strings.Cut(rest, ": "); ok {
+				out = append(out, msg)
+			}
+		}
+	}
+	return out
+}
+
+// The layout of the per-key tables.
+var (
+	sets     = []string{"hot", "10k", "1M-zipf"}
+	setNames = map[string]string{"hot": "1 hot key", "10k": "10k keys, uniform", "1M-zipf": "1M keys, Zipf 1.1"}
+	modes    = []string{"serial", "parallel"}
+	// lib, column title, benchmark (Check or CheckRemote)
+	allowLibs = []libCol{
+		{"floor", "floor", "Check"},
+		{"sluice-eventual", "sluice eventual", "Check"},
+		{"sluice-eventual-idle", "sluice eventual, idle syncer", "Check"},
+		{"sluice-local", "sluice local", "Check"},
+		{"sethvargo", "sethvargo memorystore", "Check"},
+		{"xrate-xsync", "x/time/rate + xsync map", "Check"},
+		{"ulule", "ulule memory", "Check"},
+		{"sluice-strict", "sluice strict", "CheckRemote"},
+		{"redis_rate", "redis_rate", "CheckRemote"},
+	}
+	localPeers = []string{"sethvargo", "xrate-xsync", "ulule"}
+)
+
+type libCol struct{ lib, title, bench string }
+
+func checkName(bench, set, path, lib, mode string) string {
+	return fmt.Sprintf("%s/set=%s/path=%s/lib=%s/mode=%s", bench, set, path, lib, mode)
+}
+
+func (r *Report) ns(bench, set, path, lib, mode string) Stat {
+	s := r.Data.Get(checkName(bench, set, path, lib, mode), "sec/op")
+	s.Median *= 1e9
+	s.Lo *= 1e9
+	s.Hi *= 1e9
+	return s
+}
+
+func (r *Report) libBench(lib string) string {
+	for _, c := range allowLibs {
+		if c.lib == lib {
+			return c.bench
+		}
+	}
+	return "Check"
+}
+
+func (r *Report) nsOf(set, path, lib, mode string) Stat {
+	return r.ns(r.libBench(lib), set, path, lib, mode)
+}
+
+func fmtNs(s Stat) string {
+	if !s.OK {
+		return "—"
+	}
+	v := fmtDur(s.Median)
+	if ci := s.CI(); ci >= 0 {
+		v += fmt.Sprintf(" ±%.0f%%", ci)
+	}
+	return v
+}
+
+func fmtDur(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3g s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3g ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.3g µs", ns/1e3)
+	case ns >= 100:
+		return fmt.Sprintf("%.0f ns", ns)
+	}
+	return fmt.Sprintf("%.1f ns", ns)
+}
+
+func ratio(a, b Stat) (float64, bool) {
+	if !a.OK || !b.OK || b.Median == 0 {
+		return 0, false
+	}
+	return a.Median / b.Median, true
+}
+
+func fmtRatio(x float64, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f×", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f×", x)
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+// fastestPeer returns the fastest local peer's time on a row, and its name.
+func (r *Report) fastestPeer(set, path, mode string) (Stat, string) {
+	var best Stat
+	name := ""
+	for _, p := range localPeers {
+		s := r.nsOf(set, path, p, mode)
+		if s.OK && (!best.OK || s.Median < best.Median) {
+			best, name = s, p
+		}
+	}
+	return best, name
+}
+
+func (r *Report) has(name string) bool { return r.Data[name] != nil }
+
+// Write renders the document.
+func (r *Report) Write(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	m := r.Meta
+	p("# sluice performance\n\n")
+	p("Generated by `benchmarks/run.sh%s` on %s. Every number below comes from that one run on one machine: sluice, the floor and the peers were measured side by side, and every ratio is computed from the same run. Re-run the script to refresh this page; do not edit it by hand.\n\n",
+		ifs(m["mode"] == "quick", " -quick", ""), orDash(m["date"]))
+	p("Cells are medians of %s runs with their 95%% confidence interval (as `benchstat` computes it; none is shown for fewer than 6 runs). Per-key checks are in ns per check (ns/op); parallel runs use `b.RunParallel` with GOMAXPROCS goroutines, %s for the checks that go to Redis, so their ns/op is wall time per check across all goroutines (checks/s = 10⁹ / ns).\n\n",
+		orDash(m["count"]), orDash(m["remote_goroutines"])+" goroutines")
+	if m["machine_note"] != "" {
+		p("> **Machine state:** %s\n\n", m["machine_note"])
+	}
+
+	r.writeTargets(p)
+	r.writeCheckTables(p)
+	r.writeRatios(p)
+	r.writeSync(p)
+	r.writeMemory(p)
+	r.writeSetup(p)
+	r.writeEnv(p)
+	if r.Benchstat != "" {
+		p("## Appendix: benchstat\n\n<details><summary>benchstat output of the same run</summary>\n\n```\n%s\n```\n\n</details>\n", strings.TrimRight(r.Benchstat, "\n"))
+	}
+}
+
+type printer func(string, ...any)
+
+func ifs(c bool, a, b string) string {
+	if c {
+		return a
+	}
+	return b
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func verdict(ok, known bool) string {
+	switch {
+	case !known:
+		return "not measured"
+	case ok:
+		return "**met**"
+	}
+	return "**missed**"
+}
+
+func (r *Report) writeCheckTables(p printer) {
+	for _, path := range []string{"allow", "deny"} {
+		if path == "allow" {
+			p("## Per-key check: allow path\n\nA key far from its limit: the check admits. ns per check; lower is better.\n\n")
+		} else {
+			p("## Per-key check: deny path\n\nA key at its limit: the check denies. ns per check; lower is better. (No floor: the floor has no limit.)\n\n")
+		}
+		var cols []libCol
+		for _, c := range allowLibs {
+			for _, set := range sets {
+				if r.nsOf(set, path, c.lib, "serial").OK || r.nsOf(set, path, c.lib, "parallel").OK {
+					cols = append(cols, c)
+					break
+				}
+			}
+		}
+		p("| key set | mode |")
+		for _, c := range cols {
+			p(" %s |", c.title)
+		}
+		p("\n|---|---|")
+		for range cols {
+			p("--:|")
+		}
+		p("\n")
+		for _, set := range sets {
+			for _, mode := range modes {
+				p("| %s | %s |", setNames[set], mode)
+				for _, c := range cols {
+					p(" %s |", fmtNs(r.nsOf(set, path, c.lib, mode)))
+				}
+				p("\n")
+			}
+		}
+		if path == "allow" {
+			for _, mode := range modes {
+				if s := r.timeNow(mode); s.OK {
+					p("\nFor scale, `time.Now()` alone, %s: %s.", mode, fmtNs(s))
+				}
+			}
+			p("\n\n")
+		} else {
+			p("\n")
+		}
+		r.writeUnexpected(p, path)
+		r.writeAllocs(p, path, cols)
+	}
+}
+
+// writeUnexpected lists the checks through Redis that were not decided as
+// the path expects (the remote benchmarks count them instead of failing).
+func (r *Report) writeUnexpected(p printer, path string) {
+	var parts []string
+	known := false
+	for _, lib := range []string{"sluice-strict", "redis_rate"} {
+		for _, set := range sets {
+			for _, mode := range modes {
+				vs := r.Data[checkName("CheckRemote", set, path, lib, mode)]["unexpected/op"]
+				if vs == nil {
+					continue
+				}
+				known = true
+				var sum float64
+				for _, v := range vs {
+					sum += v
+				}
+				if sum > 0 {
+					parts = append(parts, fmt.Sprintf("%s %s %s: %.3g%% (mean of %d runs)", libTitle(lib), setNames[set], mode, 100*sum/float64(len(vs)), len(vs)))
+				}
+			}
+		}
+	}
+	switch {
+	case !known:
+	case len(parts) == 0:
+		p("Every check through Redis was decided as expected.\n\n")
+	default:
+		want := "denied"
+		if path == "deny" {
+			want = "admitted"
+		}
+		p("**Checks through Redis not decided as expected** (%s, or failed; counted, not fatal): %s. For sluice strict these are checks whose round trip exceeded `Options.Timeout` (50 ms) and were decided by the failure mode.\n\n", want, strings.Join(parts, "; "))
+	}
+}
+
+func (r *Report) timeNow(mode string) Stat {
+	s := r.Data.Get("TimeNow/mode="+mode, "sec/op")
+	s.Median *= 1e9
+	s.Lo *= 1e9
+	s.Hi *= 1e9
+	return s
+}
+
+// writeAllocs lists, per library, the range of B/op and allocs/op over the
+// rows of one path.
+func (r *Report) writeAllocs(p printer, path string, cols []libCol) {
+	p("<details><summary>Allocations on the %s path (B/op, allocs/op; min–max over key sets and modes)</summary>\n\n| library | B/op | allocs/op |\n|---|--:|--:|\n", path)
+	for _, c := range cols {
+		var bmin, bmax, amin, amax = math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+		for _, set := range sets {
+			for _, mode := range modes {
+				n := checkName(c.bench, set, path, c.lib, mode)
+				if s := r.Data.Get(n, "B/op"); s.OK {
+					bmin, bmax = math.Min(bmin, s.Median), math.Max(bmax, s.Median)
+				}
+				if s := r.Data.Get(n, "allocs/op"); s.OK {
+					amin, amax = math.Min(amin, s.Median), math.Max(amax, s.Median)
+				}
+			}
+		}
+		if math.IsInf(bmin, 1) {
+			continue
+		}
+		p("| %s | %s | %s |\n", c.title, rng(bmin, bmax), rng(amin, amax))
+	}
+	p("\nB/op and allocs/op count every allocation in the process while the loop runs, including background goroutines: for *sluice eventual* that is the syncer pushing what the loop admits, not the check itself (allocs/op rounds down to whole allocations per check).\n\n</details>\n\n")
+}
+
+func rng(a, b float64) string {
+	if a == b {
+		return fmt.Sprintf("%.0f", a)
+	}
+	return fmt.Sprintf("%.0f–%.0f", a, b)
+}
+
+func (r *Report) writeRatios(p printer) {
+	p("## Ratios (same run)\n\n")
+	p("**sluice ÷ floor** (allow path; 1.00× = as fast as a bare map load plus one atomic add; lower is better):\n\n")
+	p("| key set | mode | eventual | eventual, idle syncer | local |\n|---|---|--:|--:|--:|\n")
+	for _, set := range sets {
+		for _, mode := range modes {
+			f := r.nsOf(set, "allow", "floor", mode)
+			p("| %s | %s |", setNames[set], mode)
+			for _, lib := range []string{"sluice-eventual", "sluice-eventual-idle", "sluice-local"} {
+				p(" %s |", fmtRatio(ratio(r.nsOf(set, "allow", lib, mode), f)))
+			}
+			p("\n")
+		}
+	}
+	p("\n**peer ÷ sluice eventual** (how many times faster sluice's default mode is than each peer; above 1.00× sluice is faster):\n\n")
+	for _, path := range []string{"allow", "deny"} {
+		sl := "sluice-eventual"
+		if path == "deny" {
+			sl = "sluice-eventual-idle"
+			p("\nDeny path (sluice eventual with an idle syncer: see *Setup*):\n\n")
+		}
+		p("| key set | mode | sethvargo | x/time/rate | ulule | fastest local peer | redis_rate |\n|---|---|--:|--:|--:|--:|--:|\n")
+		for _, set := range sets {
+			for _, mode := range modes {
+				s := r.nsOf(set, path, sl, mode)
+				p("| %s | %s |", setNames[set], mode)
+				for _, peer := range localPeers {
+					p(" %s |", fmtRatio(ratio(r.nsOf(set, path, peer, mode), s)))
+				}
+				best, name := r.fastestPeer(set, path, mode)
+				x, ok := ratio(best, s)
+				p(" %s |", ifs(ok, fmtRatio(x, ok)+" ("+name+")", "—"))
+				p(" %s |\n", fmtRatio(ratio(r.nsOf(set, path, "redis_rate", mode), s)))
+			}
+		}
+	}
+	p("\n**deny ÷ allow** (same library, same key set and mode; at most 1.00× means denying costs no more than admitting):\n\n")
+	p("| key set | mode | sluice eventual, idle syncer | sluice local | sethvargo | x/time/rate | ulule |\n|---|---|--:|--:|--:|--:|--:|\n")
+	for _, set := range sets {
+		for _, mode := range modes {
+			p("| %s | %s |", setNames[set], mode)
+			for _, lib := range []string{"sluice-eventual-idle", "sluice-local", "sethvargo", "xrate-xsync", "ulule"} {
+				p(" %s |", fmtRatio(ratio(r.nsOf(set, "deny", lib, mode), r.nsOf(set, "allow", lib, mode))))
+			}
+			p("\n")
+		}
+	}
+	p("\n")
+}
+
+func (r *Report) syncStat(size, unit string) Stat {
+	return r.Data.Get("Sync/dirty="+size, unit)
+}
+
+func (r *Report) writeSync(p printer) {
+	sizes := []string{"1k", "10k", "100k"}
+	incr := r.Data.Get("RedisINCR/P=64", "ops/s")
+	incr1 := r.Data.Get("RedisINCR/P=1", "ops/s")
+	p("## Sync against a real Redis\n\n")
+	p("One sluice instance, SyncInterval 1h (nothing syncs by itself): each iteration admits once on N keys (untimed), then `Flush` runs one full cycle that pushes and pulls every dirty key (timed). Counters from `Stats().Sync` and Redis `INFO` before and after. A key-sync is one key pushed and pulled (one script call).\n\n")
+	p("| dirty keys per cycle | cycle latency (Flush) | key-syncs/s | key-syncs per cycle | round trips per cycle | commands sent per key-sync | Redis commands per key-sync | Redis bytes in+out per key-sync | Redis CPU per key-sync | Redis memory per key | Go allocations per key-sync |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, sz := range sizes {
+		lat := r.syncStat(sz, "sec/op")
+		if !lat.OK {
+			continue
+		}
+		lat.Median, lat.Lo, lat.Hi = lat.Median*1e9, lat.Lo*1e9, lat.Hi*1e9
+		allocs := "—"
+		if a, kc := r.syncStat(sz, "allocs/op"), r.syncStat(sz, "keysyncs/cycle"); a.OK && kc.OK && kc.Median > 0 {
+			allocs = fmt.Sprintf("%.1f (%.0f B)", a.Median/kc.Median, r.syncStat(sz, "B/op").Median/kc.Median)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", sz, fmtNs(lat),
+			fmtNum(r.syncStat(sz, "keysyncs/s"), "%.0f"),
+			fmtNum(r.syncStat(sz, "keysyncs/cycle"), "%.0f"),
+			fmtNum(r.syncStat(sz, "roundtrips/cycle"), "%.0f"),
+			fmtNum(r.syncStat(sz, "cmds/keysync"), "%.2f"),
+			fmtNum(r.syncStat(sz, "redis-cmds/keysync"), "%.2f"),
+			fmtNum(r.syncStat(sz, "bytes/keysync"), "%.0f B"),
+			fmtNum(r.syncStat(sz, "redis-cpu-us/keysync"), "%.1f µs"),
+			fmtNum(r.syncStat(sz, "redis-B/key"), "%.0f B"), allocs)
+	}
+	p("\n*Redis commands per key-sync* counts what Redis executed (INFO `total_commands_processed`), which includes the commands the sync script calls inside Redis; *commands sent* is what the syncer put on the wire (its `Stats().Sync.Commands`, heartbeat included). Bytes are INFO `total_net_input_bytes + total_net_output_bytes`, less the INFO calls themselves. Redis memory per key is the INFO `used_memory` growth when N new keys are first synced, divided by N.\n\n")
+	if incr.OK {
+		p("Same Redis, same run: `redis-benchmark -t incr -P 64 -n 1000000 -q`: **%s INCR/s**", fmtNum(incr, "%.0f"))
+		if c := r.Data.Get("RedisINCR/P=64", "redis-cpu-us/op"); c.OK {
+			p(" (Redis CPU %.2f µs per INCR)", c.Median)
+		}
+		if incr1.OK {
+			p("; unpipelined (`-t incr -n 100000`): %s INCR/s", fmtNum(incr1, "%.0f"))
+		}
+		p(". Redis CPU is INFO `used_cpu_user + used_cpu_sys`; where it is close to the wall time, Redis, single-threaded, is the bottleneck.\n\n")
+		p("| dirty keys per cycle | key-syncs/s ÷ INCR/s at -P 64 |\n|--:|--:|\n")
+		for _, sz := range sizes {
+			if ks := r.syncStat(sz, "keysyncs/s"); ks.OK {
+				x, ok := ratio(ks, incr)
+				p("| %s | %s |\n", sz, fmtPct(x, ok))
+			}
+		}
+		p("\n")
+	}
+}
+
+func fmtNum(s Stat, format string) string {
+	if !s.OK {
+		return "—"
+	}
+	v := fmt.Sprintf(format, s.Median)
+	if ci := s.CI(); ci >= 0 {
+		v += fmt.Sprintf(" ±%.0f%%", ci)
+	}
+	return v
+}
+
+func fmtPct(x float64, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f%%", 100*x)
+}
+
+var memLibs = []struct{ lib, title string }{
+	{"floor", "floor (xsync.MapOf + *atomic.Int64)"},
+	{"sluice-local", "sluice local (sliding window, 10 sub-windows)"},
+	{"sluice-local-fixed", "sluice local (fixed window)"},
+	{"sethvargo", "sethvargo memorystore"},
+	{"xrate-xsync", "x/time/rate + xsync map"},
+	{"ulule", "ulule memory"},
+}
+
+func (r *Report) writeMemory(p printer) {
+	p("## Memory per tracked key (local, 1M keys)\n\n")
+	p("`runtime.GC` and `ReadMemStats` before; one check on each of 1M new keys of exactly 16 bytes (each key string built fresh, one 16-byte allocation); `runtime.GC` and `ReadMemStats` after, limiter alive. The delta therefore holds exactly one 16-byte copy of each key, whoever owns it (sluice clones the key it stores); the *without key* column subtracts it.\n\n")
+	p("| library | HeapAlloc per key | without the key | HeapInuse per key |\n|---|--:|--:|--:|\n")
+	for _, l := range memLibs {
+		n := "Memory/lib=" + l.lib
+		a := r.Data.Get(n, "heapalloc-B/key")
+		if !a.OK {
+			continue
+		}
+		k := r.Data.Get(n, "key-B/key")
+		p("| %s | %.0f B | %.0f B | %.0f B |\n", l.title, a.Median, a.Median-k.Median, r.Data.Get(n, "heapinuse-B/key").Median)
+	}
+	p("\n")
+}
+
+func (r *Report) writeTargets(p printer) {
+	p("## Targets\n\nThe targets of the issue \"Performance: be the fastest Go limiter, measured side by side\", against this run. *sluice eventual* is the default configuration (Redis, 100 ms sync interval, the syncer running during the benchmark); *idle syncer* is the same with SyncInterval 1h, i.e. the check alone.\n\n")
+	p("| target | measured | verdict |\n|---|---|---|\n")
+
+	// 1. zero allocations.
+	{
+		var worst float64
+		var worstB float64
+		known := false
+		for _, lib := range []string{"sluice-eventual", "sluice-eventual-idle"} {
+			for _, set := range sets {
+				for _, mode := range modes {
+					n := checkName("Check", set, "allow", lib, mode)
+					if a := r.Data.Get(n, "allocs/op"); a.OK {
+						known = true
+						worst = math.Max(worst, a.Median)
+						worstB = math.Max(worstB, r.Data.Get(n, "B/op").Median)
+					}
+				}
+			}
+		}
+		p("| Allow (eventual) does not allocate | at most %.0f allocs/op (B/op up to %.0f: the background syncer, see the allocation tables) | %s |\n", worst, worstB, verdict(worst == 0, known))
+	}
+	// 2. within 1.3x floor.
+	for _, lib := range []string{"sluice-eventual", "sluice-eventual-idle"} {
+		worst, where, known := 0.0, "", true
+		var parts []string
+		for _, set := range sets {
+			for _, mode := range modes {
+				x, ok := ratio(r.nsOf(set, "allow", lib, mode), r.nsOf(set, "allow", "floor", mode))
+				if !ok {
+					known = false
+					continue
+				}
+				parts = append(parts, fmt.Sprintf("%s %s %s", set, mode, fmtRatio(x, ok)))
+				if x > worst {
+					worst, where = x, set+" "+mode
+				}
+			}
+		}
+		measured := "—"
+		if where != "" {
+			measured = fmt.Sprintf("worst %s (%s); %s", fmtRatio(worst, true), where, strings.Join(parts, ", "))
+		}
+		p("| Allow within 1.3× the floor on every key set, serial and parallel (%s) | %s | %s |\n", libTitle(lib), measured, verdict(worst <= 1.3, known && where != ""))
+	}
+	// 3/4. vs fastest local peer.
+	for _, lib := range []string{"sluice-eventual", "sluice-eventual-idle"} {
+		for _, group := range []struct {
+			sets []string
+			need float64
+			text string
+		}{
+			{[]string{"hot", "10k"}, 1.5, "≥1.5× faster than the fastest local peer on the hot key and 10k keys"},
+			{[]string{"1M-zipf"}, 1.0, "no slower than the fastest local peer on 1M Zipf keys"},
+		} {
+			worst, known := math.Inf(1), false
+			var parts []string
+			for _, set := range group.sets {
+				for _, mode := range modes {
+					best, name := r.fastestPeer(set, "allow", mode)
+					x, ok := ratio(best, r.nsOf(set, "allow", lib, mode))
+					if !ok {
+						continue
+					}
+					known = true
+					worst = math.Min(worst, x)
+					parts = append(parts, fmt.Sprintf("%s %s %s vs %s", set, mode, fmtRatio(x, ok), name))
+				}
+			}
+			p("| %s (%s) | %s | %s |\n", group.text, libTitle(lib), strings.Join(parts, "; "), verdict(worst >= group.need, known))
+		}
+	}
+	// 5. deny no slower than allow.
+	for _, lib := range []string{"sluice-eventual-idle", "sluice-local"} {
+		worst, known := 0.0, false
+		var parts []string
+		for _, set := range sets {
+			for _, mode := range modes {
+				x, ok := ratio(r.nsOf(set, "deny", lib, mode), r.nsOf(set, "allow", lib, mode))
+				if !ok {
+					continue
+				}
+				known = true
+				worst = math.Max(worst, x)
+				parts = append(parts, fmt.Sprintf("%s %s %s", set, mode, fmtRatio(x, ok)))
+			}
+		}
+		p("| Deny no slower than allow (%s; deny ÷ allow) | %s | %s |\n", libTitle(lib), strings.Join(parts, ", "), verdict(worst <= 1.0, known))
+	}
+	// 6. 10M checks/s on 10k keys.
+	for _, lib := range []string{"sluice-eventual", "sluice-eventual-idle"} {
+		s := r.nsOf("10k", "allow", lib, "parallel")
+		rate := 0.0
+		if s.OK {
+			rate = 1e9 / s.Median
+		}
+		p("| ≥10M checks/s in total on 10k keys (%s, parallel) | %.1fM checks/s | %s |\n", libTitle(lib), rate/1e6, verdict(rate >= 10e6, s.OK))
+	}
+	// 7. 500x redis_rate.
+	{
+		worst, known := math.Inf(1), false
+		var parts []string
+		for _, set := range sets {
+			for _, mode := range modes {
+				x, ok := ratio(r.nsOf(set, "allow", "redis_rate", mode), r.nsOf(set, "allow", "sluice-eventual", mode))
+				if !ok {
+					continue
+				}
+				known = true
+				worst = math.Min(worst, x)
+				parts = append(parts, fmt.Sprintf("%s %s %s", set, mode, fmtRatio(x, ok)))
+			}
+		}
+		p("| ≥500× faster than redis_rate (sluice eventual) | %s | %s |\n", strings.Join(parts, ", "), verdict(worst >= 500, known))
+	}
+	// 8. sync rate vs INCR -P 64.
+	{
+		incr := r.Data.Get("RedisINCR/P=64", "ops/s")
+		best, bestSz := Stat{}, ""
+		var parts []string
+		for _, sz := range []string{"1k", "10k", "100k"} {
+			ks := r.syncStat(sz, "keysyncs/s")
+			if !ks.OK {
+				continue
+			}
+			x, ok := ratio(ks, incr)
+			parts = append(parts, fmt.Sprintf("%s dirty: %.0f/s = %s", sz, ks.Median, fmtPct(x, ok)))
+			if !best.OK || ks.Median > best.Median {
+				best, bestSz = ks, sz
+			}
+		}
+		x, ok := ratio(best, incr)
+		p("| Syncer ≥30%% of redis-benchmark -P 64 INCR/s in key-syncs/s (INCR: %s/s) | %s | %s |\n", fmtNum(incr, "%.0f"), strings.Join(parts, "; "), verdict(ok && x >= 0.3, ok && bestSz != ""))
+	}
+	// 9. 10k cycle < 50ms.
+	{
+		s := r.syncStat("10k", "sec/op")
+		p("| 10k-dirty-key sync cycle < 50 ms | %s | %s |\n", fmtDur(s.Median*1e9), verdict(s.Median < 0.05, s.OK))
+	}
+	// 10. ≤200 bytes/key.
+	{
+		a := r.Data.Get("Memory/lib=sluice-local", "heapalloc-B/key")
+		k := r.Data.Get("Memory/lib=sluice-local", "key-B/key")
+		p("| ≤200 bytes per tracked key locally (sluice local, 1M keys) | %.0f B with its 16-B key copy, %.0f B without | %s |\n", a.Median, a.Median-k.Median, verdict(a.Median <= 200, a.OK))
+	}
+	p("\n")
+}
+
+func libTitle(lib string) string {
+	for _, c := range allowLibs {
+		if c.lib == lib {
+			return c.title
+		}
+	}
+	return lib
+}
+
+func (r *Report) writeSetup(p printer) {
+	p("## Setup\n\n")
+	p("- **Key sets** (`benchmarks/keys.go`), built before any timed loop; the loops walk a precomputed sample of draws (`sample[i & mask]`), so no key is built and no random number drawn while timing. Keys are 16 bytes (`k:` and 14 digits). *1 hot key*; *10k keys* drawn uniformly (2²⁰ draws); *1M keys* with P(rank r) ∝ r^-1.1 (2²² draws; ranks mapped to keys by a random permutation). Every key of a set is tracked before timing, by every library. `TestDistributions` checks the samples:\n")
+	for _, d := range r.Dist {
+		p("  - %s\n", d)
+	}
+	p("- **Floor**: an `xsync.MapOf[string, *atomic.Int64]` load plus one atomic add, on the same samples.\n")
+	p("- **sluice** (this tree, through the public `Limiter.Allow`): rule Window 1h, default sliding window of 10 sub-windows. Allow path: Limit `policy.MaxLimit`, ErrorBudget 1, so the divergence cap (about 2.1·10⁹) is never reached and every check is local. *Eventual*: a real Redis (throwaway `redis-server` on a free loopback port), default SyncInterval 100 ms; every key is tracked and `Flush`ed before timing, then the syncer pushes what the loop admits while it runs, on the same 2 cores. *Idle syncer*: SyncInterval 1h (the check alone). *Local*: no Redis. *Strict*: every check is one store round trip (batched across goroutines by the syncer).\n")
+	p("- **Deny path**: sluice local Limit 1, used up by one check per key. Sluice eventual: Limit 2 with an idle syncer (cap ⌊1·2/2⌋ = 1): one check on every key the sample draws, `Flush`, one more check on each; those keys are then full (1 synced + 1 pending) and denied locally, and nothing syncs while timing; the set's other keys are then tracked with one check each. (Filling through the store would take a reservation per key, at a few thousand per second, and the default 100 ms syncer would push the pending halves during the loop, so the deny path is measured with the idle syncer only.) Peers: a limit of 1 per hour, used up by one check.\n")
+	p("- **Peers**: `github.com/sethvargo/go-limiter/memorystore` (Tokens = limit, Interval 1h); `golang.org/x/time/rate` with one `*rate.Limiter` per key in an **xsync.MapOf** (the same map as the floor and sluice, so the difference is the limiter; finite rate, `Allow()` reads `time.Now`); `github.com/ulule/limiter/v3` memory store (Period 1h); `github.com/go-redis/redis_rate/v10` on the same Redis (GCRA script, one round trip per check, pool of 128 connections).\n")
+	p("- **Remote checks** (sluice strict, redis_rate) walk the first 2¹⁶ draws of each sample (17k distinct keys for the Zipf set) so that the deny-path keys can be filled in seconds; a round trip costs the same whatever the local caches hold.\n")
+	p("- Every benchmark calls `b.ReportAllocs()`. The loops check every decision: in process, an allow-path denial or a deny-path admission fails the run; through Redis, such decisions are counted (metric `unexpected/op`, listed under the tables), since a slow round trip legitimately ends in sluice's failure mode.\n\n")
+}
+
+func (r *Report) writeEnv(p printer) {
+	p("## Machine, versions, reproduction\n\n| | |\n|---|---|\n")
+	keys := append([]string(nil), r.MetaOrder...)
+	if len(keys) == 0 {
+		for k := range r.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+	}
+	for _, k := range keys {
+		if k == "machine_note" || k == "reproduce" {
+			continue
+		}
+		p("| %s | %s |\n", k, strings.ReplaceAll(r.Meta[k], "|", "\\|"))
+	}
+	p("\nTo reproduce (needs `redis-server` and `redis-benchmark` in PATH, Go 1.26):\n\n```sh\ncd benchmarks\n./run.sh          # full run, about 12 minutes on an idle 2-core machine; writes ../docs/performance.md\n./run.sh -quick   # about 5 minutes: 3 repetitions, shorter runs\n./run.sh -profile # also CPU profiles of the sluice benchmarks (pprof -top) in the output directory\n```\n\n")
+	p("The raw results and benchstat's output are kept in the output directory the script prints (`-out DIR` to choose it). To compare two runs: `go tool benchstat old/results.txt new/results.txt` inside `benchmarks/`. Single benchmarks: `go test -run '^$' -bench 'BenchmarkCheck/set=10k/path=allow' -count 10 .`\n\n")
+	p("A 2-core VM is noisy: differences within the confidence intervals are not differences. The `redis-server` under test runs on the same two cores as the benchmark (and, for eventual mode, as the syncer).\n\n")
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/sluicehq/sluice/benchmarks
+cpu: Test CPU
+BenchmarkCheck/set=hot/path=allow/lib=floor/mode=serial-2 	100	10.0 ns/op	0 B/op	0 allocs/op
+BenchmarkCheck/set=hot/path=allow/lib=floor/mode=serial-2 	100	12.0 ns/op	0 B/op	0 allocs/op
+BenchmarkCheck/set=hot/path=allow/lib=sluice-eventual/mode=serial-2 	100	11.0 ns/op	0 B/op	0 allocs/op
+BenchmarkCheck/set=hot/path=allow/lib=sluice-eventual/mode=serial-2 	100	13.0 ns/op	0 B/op	0 allocs/op
+BenchmarkCheck/set=hot/path=allow/lib=sethvargo/mode=serial-2 	100	70.0 ns/op	0 B/op	0 allocs/op
+BenchmarkCheck/set=hot/path=deny/lib=sluice-eventual-idle/mode=serial-2 	100	200 ns/op	0 B/op	0 allocs/op
+BenchmarkCheckRemote/set=hot/path=allow/lib=redis_rate/mode=serial-2 	100	40000 ns/op	700 B/op	22 allocs/op
+BenchmarkSync/dirty=10k-2 	7	169442882 ns/op	345.1 bytes/keysync	1.000 cmds/keysync	10000 keysyncs/cycle	59017 keysyncs/s	201.3 redis-B/key	6.001 redis-cmds/keysync	41.00 roundtrips/cycle
+BenchmarkRedisINCR/P=64-2 	1	837604234 ns/op	1278944 ops/s
+BenchmarkMemory/lib=sluice-local-2 	1	1000 ns/op	300 heapalloc-B/key	310 heapinuse-B/key	16 key-B/key
+--- BENCH: BenchmarkRedisINCR/P=64-2
+    sync_test.go:149: INCR: 1912045.88 requests per second, p50=1.383 msec
+`
+
+func TestReport(t *testing.T) {
+	d, err := Parse(strings.NewReader(sample), "sample")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Get("Check/set=hot/path=allow/lib=floor/mode=serial", "sec/op"); !s.OK || s.N != 2 || math.Abs(s.Median-11e-9) > 1e-15 {
+		t.Fatalf("floor: %+v", s)
+	}
+	r := &Report{Data: d, Meta: map[string]string{"date": "today", "CPU": "Test CPU"}, Dist: []string{"slope -1.1"}}
+	var buf bytes.Buffer
+	r.Write(&buf)
+	doc := buf.String()
+	for _, want := range []string{
+		"| 1 hot key | serial | 11.0 ns |", // floor median
+		"5.83× (sethvargo)",                // 70/12: peer ÷ sluice
+		"3333×",                            // redis_rate ÷ sluice: 40000/12
+		"169 ms",                           // 10k cycle
+		"| 10k | 4.6% |",                   // 59017 / 1278944
+		"300 B with its 16-B key copy, 284 B without", // memory target
+		"| Test CPU |",
+		"slope -1.1",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(doc)
+	}
+}

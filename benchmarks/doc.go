@@ -1,0 +1,19 @@
+// Package benchmarks measures sluice side by side with the bare floor and
+// with other Go rate limiters, in one run on one machine.
+//
+// It is its own module (github.com/sluicehq/sluice/benchmarks, with a replace
+// directive to ../) so that the peers it compares against never enter the
+// main module's dependencies. The package itself only holds helpers: the key
+// sets and their precomputed draws, and a throwaway redis-server starter. The
+// measurements are Go benchmarks in the _test files:
+//
+//	BenchmarkCheck        per-key checks of the in-process limiters and the floor
+//	BenchmarkCheckRemote  per-key checks that go to Redis (sluice Strict, redis_rate)
+//	BenchmarkTimeNow      time.Now alone, for scale
+//	BenchmarkSync         the syncer against a real Redis: key-syncs/s, cycle latency, bytes
+//	BenchmarkRedisINCR    redis-benchmark INCR against the same Redis, for scale
+//	BenchmarkMemory       local bytes per tracked key at 1M keys
+//
+// run.sh runs them all and writes ../docs/performance.md. `go test ./...`
+// runs only the fast checks (TestDistributions and friends). Unix only.
+package benchmarks

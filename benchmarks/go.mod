@@ -1,0 +1,26 @@
+module github.com/sluicehq/sluice/benchmarks
+
+go 1.26.0
+
+require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/puzpuzpuz/xsync/v3 v3.5.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sethvargo/go-limiter v0.7.1
+	github.com/sluicehq/sluice v0.0.0
+	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
+	golang.org/x/time v0.16.0
+)
+
+require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace github.com/sluicehq/sluice => ../
+
+tool golang.org/x/perf/cmd/benchstat

@@ -1,0 +1,248 @@
+package benchmarks
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Redis is a throwaway redis-server on a free loopback port, without
+// persistence, in its own temporary directory. It never uses port 6379, so a
+// Redis the machine may run for other purposes is never touched.
+type Redis struct {
+	Port int
+	Bin  string // the redis-server binary
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// ErrNoRedis means redis-server is not installed.
+var ErrNoRedis = errors.New("redis-server not found in PATH (apt-get install redis-server)")
+
+// StartRedis starts redis-server on a free 127.0.0.1 port and waits until it
+// answers PING. Stop kills it; the process also dies with its parent on Linux.
+func StartRedis() (*Redis, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNoRedis
+	}
+	var last error
+	for range 5 {
+		r, err := startOnce(bin)
+		if err == nil {
+			return r, nil
+		}
+		last = err
+	}
+	return nil, last
+}
+
+func freePort() (int, error) {
+	for range 10 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if p != 6379 {
+			return p, nil
+		}
+	}
+	return 0, errors.New("no free port")
+}
+
+func startOnce(bin string) (*Redis, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no",
+		"--dir", dir, "--logfile", "redis.log",
+	)
+	cmd.Dir = dir
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	r := &Redis{Port: port, Bin: bin, dir: dir, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(r.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-r.done:
+			log, _ := os.ReadFile(dir + "/redis.log")
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("redis-server on port %d exited: %s", port, lastLine(string(log)))
+		default:
+		}
+		c, err := net.DialTimeout("tcp", r.Addr(), 200*time.Millisecond)
+		if err == nil {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			_, _ = c.Write([]byte("PING\r\n"))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			_ = c.Close()
+			if strings.HasPrefix(line, "+PONG") {
+				return r, nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.Stop()
+	return nil, fmt.Errorf("redis-server on port %d did not answer PING", port)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// Addr is the server's address.
+func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.Port) }
+
+// Client returns a new client. poolSize 0 means go-redis's default.
+func (r *Redis) Client(poolSize int) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:         r.Addr(),
+		PoolSize:     poolSize,
+		DialTimeout:  5 * time.Second,
+		ReadTimeout:  30 * time.Second,
+		WriteTimeout: 30 * time.Second,
+		// Maintenance notifications are a Redis Cloud feature; the probe is
+		// noise against a local server.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
+// Stop kills the server (its whole process group) and removes its directory.
+func (r *Redis) Stop() {
+	if r == nil || r.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+	_ = r.cmd.Process.Kill()
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+	}
+	_ = os.RemoveAll(r.dir)
+	r.cmd = nil
+}
+
+// Version returns the server's version.
+func (r *Redis) Version(ctx context.Context, c *redis.Client) string {
+	info, err := Info(ctx, c, "server")
+	if err != nil {
+		return "?"
+	}
+	return info["redis_version"]
+}
+
+// Info returns the fields of INFO section.
+func Info(ctx context.Context, c *redis.Client, section string) (map[string]string, error) {
+	s, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string)
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+// InfoInt returns an integer field of INFO section.
+func InfoInt(ctx context.Context, c *redis.Client, section, field string) (int64, error) {
+	m, err := Info(ctx, c, section)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m[field]
+	if !ok {
+		return 0, fmt.Errorf("INFO %s has no %s", section, field)
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// NetBytes returns the server's total_net_input_bytes + total_net_output_bytes.
+func NetBytes(ctx context.Context, c *redis.Client) (int64, error) {
+	m, err := Info(ctx, c, "stats")
+	if err != nil {
+		return 0, err
+	}
+	in, err1 := strconv.ParseInt(m["total_net_input_bytes"], 10, 64)
+	out, err2 := strconv.ParseInt(m["total_net_output_bytes"], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return in + out, nil
+}
+
+// CPUSeconds returns the server's used_cpu_user + used_cpu_sys (INFO cpu):
+// the CPU time Redis has spent, main thread and background threads.
+func CPUSeconds(ctx context.Context, c *redis.Client) (float64, error) {
+	m, err := Info(ctx, c, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	u, err1 := strconv.ParseFloat(m["used_cpu_user"], 64)
+	s, err2 := strconv.ParseFloat(m["used_cpu_sys"], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return u + s, nil
+}
+
+// RedisBenchmark runs redis-benchmark against the server with the given
+// extra arguments (-q is added) and returns the requests per second of the
+// first test it reports.
+func (r *Redis) RedisBenchmark(ctx context.Context, args ...string) (float64, string, error) {
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		return 0, "", errors.New("redis-benchmark not found in PATH (apt-get install redis-tools)")
+	}
+	full := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(r.Port), "-q"}, args...)
+	out, err := exec.CommandContext(ctx, bin, full...).CombinedOutput()
+	if err != nil {
+		return 0, string(out), fmt.Errorf("redis-benchmark %v: %w: %s", full, err, out)
+	}
+	// Output (with -q) ends with lines like "INCR: 1234567.89 requests per
+	// second, p50=0.311 msec"; progress lines end in '\r'.
+	text := string(out)
+	for _, line := range strings.Split(strings.ReplaceAll(text, "\r", "\n"), "\n") {
+		_, rest, ok := strings.Cut(line, ": ")
+		if !ok || !strings.Contains(rest, "requests per second") || strings.Contains(rest, "rps=") {
+			continue
+		}
+		f := strings.Fields(rest)
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			return v, strings.TrimSpace(line), nil
+		}
+	}
+	return 0, text, fmt.Errorf("redis-benchmark: no rate in output %q", text)
+}
