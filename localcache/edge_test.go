@@ -96,25 +96,33 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	require.Equal(t, 2, tb.Len())
 }
 
-// TestEntrySize pins the documented entry layout: a 48-byte header, then
-// pend and glob, 16 bytes per slot in all, in one allocation.
+// TestEntrySize pins the documented entry layout: a 24-byte header, then
+// pend, then in an Eventual entry glob and the 24-byte tail (link and key): 24
+// bytes plus 8 per slot for a Local entry, 48 plus 16 per slot for an
+// Eventual one, each in one allocation.
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, uintptr(48), hdrSize)
+	require.Equal(t, uintptr(24), hdrSize)
 	require.Equal(t, uintptr(48+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
 	require.Equal(t, uintptr(48+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
 	var e entry[[11]atomic.Uint64]
 	require.Equal(t, hdrSize, unsafe.Offsetof(e.pend))
 	require.Equal(t, hdrSize+11*8, unsafe.Offsetof(e.glob))
+	require.Equal(t, hdrSize+11*16, unsafe.Offsetof(e.tail))
 	var le localEntry[[11]atomic.Uint64]
 	require.Equal(t, hdrSize, unsafe.Offsetof(le.pend))
-	require.Equal(t, uintptr(48+8*11), unsafe.Sizeof(le), "a Local entry has no glob")
+	require.Equal(t, uintptr(24+8*11), unsafe.Sizeof(le), "a Local entry has no glob and no tail")
 	for slots := 2; slots <= 65; slots++ {
-		ring, alloc := entryAllocator(slots, slots%2 == 0)
-		require.NotNil(t, alloc)
-		require.GreaterOrEqual(t, ring, slots)
-		h := alloc("k")
-		require.Equal(t, "k", h.key)
+		for _, eventual := range []bool{false, true} {
+			ring, alloc := entryAllocator(slots, eventual)
+			require.NotNil(t, alloc)
+			require.GreaterOrEqual(t, ring, slots)
+			h := alloc("k")
+			if eventual {
+				tb := &Table{tailOff: hdrSize + uintptr(ring)*16}
+				require.Equal(t, "k", tb.tail(h).key)
+			}
+		}
 	}
 	_, alloc := entryAllocator(66, true)
 	require.Nil(t, alloc)

@@ -3,7 +3,8 @@ package localcache
 import "sync/atomic"
 
 // entry is the memory layout of one key's state in an Eventual table, with a
-// ring of len(A) slots: a hdr, then pend[len(A)], then glob[len(A)]. Only
+// ring of len(A) slots: a hdr, then pend[len(A)], then glob[len(A)], then the
+// tail (dirty-list link and key). Only
 // allocation uses it (one type per ring size, so an entry is one allocation
 // with its slots inline and the garbage collector knows where its pointers
 // are); everything else goes through the *hdr at its start.
@@ -11,6 +12,7 @@ type entry[A ring] struct {
 	hdr
 	pend A
 	glob A
+	tail
 }
 
 // localEntry is the layout in a Local table: nothing is ever pulled from a
@@ -179,8 +181,6 @@ func alloc[A ring](key string) *hdr {
 	return &e.hdr
 }
 
-func allocLocal[A ring](key string) *hdr {
-	e := &localEntry[A]{}
-	e.key = key
-	return &e.hdr
+func allocLocal[A ring](string) *hdr {
+	return &(&localEntry[A]{}).hdr
 }

@@ -228,12 +228,12 @@ func TestSweepGoneEntry(t *testing.T) {
 	keys.n.Add(-1)
 	tb.m.Delete("a")
 	require.Equal(t, 0, tb.Len())
-	tb.replace(fresh)
+	tb.replace(fresh, "a")
 	require.Equal(t, 1, tb.Len())
 	require.Equal(t, int64(1), keys.Len())
 	again, _ := tb.m.Load("a")
 	require.NotSame(t, fresh, again)
-	tb.replace(fresh) // another checker that found the same gone entry
+	tb.replace(fresh, "a") // another checker that found the same gone entry
 	same, _ := tb.m.Load("a")
 	require.Same(t, again, same)
 	require.Equal(t, int64(1), keys.Len())

@@ -27,17 +27,24 @@ const (
 
 // hdr is the fixed part of an entry, the same for every ring size. An entry
 // is one allocation (see newEntry): a hdr followed by its ring, pend[0..R)
-// then glob[0..R), each an atomic uint64. A *hdr is a pointer to the whole
-// entry: slot words are reached by offset from it (Table.pend, Table.glob),
-// so the hot path needs no knowledge of the ring size and no generics. Its
-// size is 48 bytes plus 16 per slot.
+// then, in an Eventual table, glob[0..R) and a tail; each slot word an atomic
+// uint64. A *hdr is a pointer to the whole entry: slot words and the tail are
+// reached by offset from it (Table.pend, Table.glob, Table.tail), so the hot
+// path needs no knowledge of the ring size and no generics. An entry takes 24
+// bytes plus 8 per slot in a Local table, 48 bytes plus 16 per slot in an
+// Eventual one.
 type hdr struct {
 	state  atomic.Uint32
 	synced atomic.Uint32 // bumped by Settle once it has stored totals
 	budget atomic.Uint64 // tag: bucket+generation; count: most the current pend may reach
 	room   atomic.Uint64 // same tag; count: Limit minus the estimate without the current pend
-	next   atomic.Pointer[hdr]
-	key    string
+}
+
+// tail is what only an Eventual table's entries carry, after their ring: the
+// dirty-list link and the key, for the syncer.
+type tail struct {
+	next atomic.Pointer[hdr]
+	key  string
 }
 
 // hdrSize is the offset of pend[0] in an entry.
@@ -59,6 +66,11 @@ func (t *Table) glob(e *hdr, i int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), t.globOff+uintptr(i)*8))
 }
 
+// tail returns e's tail (Eventual tables only).
+func (t *Table) tail(e *hdr) *tail {
+	return (*tail)(unsafe.Add(unsafe.Pointer(e), t.tailOff))
+}
+
 // noGlob is the glob word of every slot of a Local table's entries; nothing
 // writes it.
 var noGlob atomic.Uint64
@@ -77,6 +89,7 @@ type Table struct {
 	limit    int64
 	ring     int     // slots per entry
 	globOff  uintptr // offset of glob[0]
+	tailOff  uintptr // offset of the tail (Eventual)
 	span     int     // buckets in a window: B+1, or 1 for a fixed window
 	eventual bool
 	ok       uint32 // state of an entry that needs nothing after an admission
@@ -107,6 +120,7 @@ func newTable(cfg Config, slots int) (*Table, error) {
 		limit:    cfg.Limit,
 		ring:     ring,
 		globOff:  hdrSize + uintptr(ring)*8,
+		tailOff:  hdrSize + uintptr(ring)*16,
 		span:     cfg.Geometry.Span(),
 		eventual: cfg.Eventual,
 		ok:       stClean,
@@ -285,6 +299,7 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 		if v, ok := t.slow(e, now, n, nil); ok {
 			return v
 		}
+		t.replace(e, key) // e is gone: start over on a fresh entry
 	}
 }
 
@@ -313,14 +328,14 @@ func (t *Table) lookup(key string) *hdr {
 
 // settleState brings a just-admitted-to entry into its live state: it queues a
 // clean Eventual entry for the syncer and revives a dead one. It returns false
-// if the entry is gone: the caller must undo its addition and start over.
+// if the entry is gone: the caller must undo its addition and start over on a
+// fresh entry (replace).
 func (t *Table) settleState(e *hdr, st uint32) bool {
 	for {
 		switch st {
 		case t.ok:
 			return true
 		case stGone:
-			t.replace(e)
 			return false
 		case stClean, stDead:
 			if e.state.CompareAndSwap(st, t.ok) {
@@ -336,22 +351,22 @@ func (t *Table) settleState(e *hdr, st uint32) bool {
 	}
 }
 
-// replace installs a fresh entry for a gone entry's key, unless another one
-// already did.
-func (t *Table) replace(e *hdr) {
-	t.m.Compute(e.key, func(old *hdr, loaded bool) (*hdr, bool) {
+// replace installs a fresh entry for key, whose entry e is gone, unless
+// another check already did.
+func (t *Table) replace(e *hdr, key string) {
+	t.m.Compute(key, func(old *hdr, loaded bool) (*hdr, bool) {
 		if loaded && old != e {
 			return old, false
 		}
 		t.keys.n.Add(1)
-		return t.newEntry(e.key), false
+		return t.newEntry(strings.Clone(key)), false
 	})
 }
 
 func (t *Table) push(e *hdr) {
 	for {
 		h := t.dirty.Load()
-		e.next.Store(h)
+		t.tail(e).next.Store(h)
 		if t.dirty.CompareAndSwap(h, e) {
 			return
 		}
@@ -593,9 +608,11 @@ func cachedDenial(rw uint64, now int64) time.Duration {
 // what it admits. It leaves cached budgets alone.
 func (t *Table) AllowDegraded(key string, now int64, n int64, h Health) Verdict {
 	for {
-		if v, ok := t.slow(t.lookup(key), now, n, &h); ok {
+		e := t.lookup(key)
+		if v, ok := t.slow(e, now, n, &h); ok {
 			return v
 		}
+		t.replace(e, key)
 	}
 }
 
@@ -625,8 +642,8 @@ func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool
 // clean, and returns the extended slice. Only one goroutine may drain.
 func (t *Table) Drain(dst []Ref) []Ref {
 	for e := t.dirty.Swap(nil); e != nil; {
-		next := e.next.Load()
-		e.next.Store(nil)
+		next := t.tail(e).next.Load()
+		t.tail(e).next.Store(nil)
 		// Clean before the syncer reads pend: a later admission dirties
 		// the entry again and queues it anew.
 		e.state.CompareAndSwap(stDirty, stClean)
@@ -655,7 +672,7 @@ func (t *Table) MarkDirty(r Ref) {
 }
 
 // Key returns r's key.
-func (t *Table) Key(r Ref) string { return r.(*hdr).key }
+func (t *Table) Key(r Ref) string { return t.tail(r.(*hdr)).key }
 
 // Pending appends r's unacknowledged counts in buckets still inside the
 // window at now.
