@@ -2,8 +2,6 @@ package sluice_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,19 +125,9 @@ func TestSkewedClocksSliding(t *testing.T) {
 		require.NoError(t, err)
 		return tm.UnixMicro() / sub
 	}
-	name := redisKey("sluice", rule, "k")
 	seen := map[int64]int64{} // last total seen per bucket
 	watch := func() {
-		h, err := direct.HGetAll(ctx, name).Result()
-		require.NoError(t, err)
-		for f, v := range h {
-			if strings.Contains(f, ":") {
-				continue
-			}
-			j, err := strconv.ParseInt(f, 10, 64)
-			require.NoError(t, err)
-			n, err := strconv.ParseInt(v, 10, 64)
-			require.NoError(t, err)
+		for j, n := range buckets(t, direct, "sluice", rule.Name, "k", rule.SubWindow()) {
 			seen[j] = n
 		}
 	}
