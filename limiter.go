@@ -377,7 +377,7 @@ func (l *Limiter) Allow(ctx context.Context, rule, key string) (Decision, error)
 // FailClosed (the Decision is then a denial).
 //
 // Within this instance's share of the error budget a check is local: one map
-// lookup and one atomic add, no allocation, no lock, no I/O. A check that
+// lookup and one compare-and-swap, no allocation, no lock, no I/O. A check that
 // would take the instance past its share is decided by the store, batched
 // with the key's pending counts, and waits at most Options.Timeout or ctx's
 // deadline. Strict rules always ask the store.

@@ -9,11 +9,11 @@
 //	cap = ErrorBudget · Limit / (N̂ + 1)
 //
 // where N̂ is the number of live instances in the registry. Within the cap a
-// check costs one atomic add; at the cap the check is handed to Redis, batched
-// with the key's pending counts (an urgent sync), so the fleet as a whole never
-// admits more than Limit·(1+ErrorBudget) per window while N̂ is at least the
-// real fleet size. The background syncer (package syncer) pushes every key's
-// counts and pulls the merged totals once a SyncInterval.
+// check costs one compare-and-swap; at the cap the check is handed to Redis,
+// batched with the key's pending counts (an urgent sync), so the fleet as a
+// whole never admits more than Limit·(1+ErrorBudget) per window while N̂ is at
+// least the real fleet size. The background syncer (package syncer) pushes
+// every key's counts and pulls the merged totals once a SyncInterval.
 //
 // See docs/design.md for the architecture, the Redis layout and the accuracy
 // argument.

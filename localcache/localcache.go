@@ -1,4 +1,4 @@
-// Package localcache keeps each rule's per-key state in a lock-free map: what this instance admitted per sub-window, the merged totals pulled from the store, and a budget that lets a check pass with one atomic add.
+// Package localcache keeps each rule's per-key state in a lock-free map: what this instance admitted per sub-window, the merged totals pulled from the store, and a budget that lets a check pass with one compare-and-swap.
 //
 // # Model
 //
@@ -23,10 +23,11 @@
 // boundaries, at syncs and when limits change, so the budget stays valid until
 // then; it is tagged with the bucket index plus a generation that SetLimits
 // bumps. A check that finds a valid budget loads the current pend word, adds
-// its cost with one atomic add if the sum stays within the budget, and reads the
-// entry's state to see whether the syncer must hear of it: no lock, no
-// allocation, no clock read (Tick publishes the time). Anything else (a new
-// bucket, a new key, a denial, a stale budget) takes the slow path, which
+// its cost with one compare-and-swap if the sum stays within the budget, and
+// reads the entry's state to see whether the syncer must hear of it: no lock,
+// no allocation, no clock read (Tick publishes the time). A denial of cost 1
+// is cached the same way until its retry time. Anything else (a new bucket, a
+// new key, a first denial, a stale budget) takes the slow path, which
 // recomputes the budget from the ring.
 //
 // # Bounds

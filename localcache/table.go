@@ -273,8 +273,8 @@ func (t *Table) AllowAt(key string, now int64, n int64) Verdict {
 }
 
 // allow is the hot path: a valid budget and room in it cost one map load, two
-// loads and one atomic add on the entry, and a load of its state. With ticked,
-// the time is the last Tick's (read only if needed); else it is now.
+// loads and one compare-and-swap on the entry, and a load of its state. With
+// ticked, the time is the last Tick's (read only if needed); else it is now.
 func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Verdict {
 	tag := int64(p>>24) & tagMask
 	off := uintptr(p >> 48)
