@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/sim"
@@ -130,6 +131,9 @@ func newRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// embeddedTimeout is the default -timeout on the embedded stand-in.
+const embeddedTimeout = 250 * time.Millisecond
+
 func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) error {
 	var target store.Target
 	var emb *store.Embedded
@@ -143,6 +147,14 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 		fmt.Fprintf(stderr, "loadtest: no -redis given: started an embedded Redis stand-in (miniredis) on %s.\n"+
 			"          It is a stand-in, not a real Redis: accuracy figures hold, Redis latency and memory do not.\n", target.Addrs[0])
 		r.Notes = append(r.Notes, "store: embedded miniredis, a stand-in for Redis (single-threaded Go, Lua via gopher-lua): accuracy figures are real, sync-cycle latency and Redis costs are not those of a real Redis; run with -redis for those")
+		if !o.set["timeout"] {
+			// The stand-in runs the sync script about fifty times slower
+			// than Redis; with the library's 50ms default, checks at their
+			// cap would time out on the stand-in's queue, not on anything
+			// the limiter does.
+			o.Timeout = embeddedTimeout
+			r.Notes = append(r.Notes, fmt.Sprintf("-timeout defaults to %v on the embedded stand-in (the library's default is %v: pass -timeout to use it)", embeddedTimeout, sluice.DefaultTimeout))
+		}
 	} else {
 		var err error
 		if target, err = store.Parse(o.Redis); err != nil {
