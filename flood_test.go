@@ -277,10 +277,16 @@ func TestHostileKeys(t *testing.T) {
 		all = append(all, iter.Val())
 	}
 	require.NoError(t, iter.Err())
-	assert.Len(t, all, len(keys)+1, "one hash per key, plus the registry: no two keys share a hash")
+	assert.Len(t, all, len(keys)+2, "one hash per key, plus the registry and the bulk marker: no two keys share a hash")
 	for _, name := range all {
 		require.True(t, strings.HasPrefix(name, prefix+":"), "%q escapes the prefix", name)
 		if name == prefix+":instances" {
+			continue
+		}
+		if strings.HasPrefix(name, prefix+":bulk:") {
+			typ, err := direct.Type(ctx, name).Result()
+			require.NoError(t, err)
+			assert.Equal(t, "string", typ, "the bulk marker holds a sequence number")
 			continue
 		}
 		assert.Equal(t, 1, strings.Count(name, "{"), "%q: one '{'", name)

@@ -131,26 +131,45 @@ func TestLostReplyWithPersistence(t *testing.T) {
 // both batches are resent and recognised.
 func TestLostReplyTwice(t *testing.T) {
 	t.Parallel()
-	c := redistest.Start(t).Client(t)
-	hook := &faultHook{}
-	c.AddHook(hook)
-	loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
-	s := startSyncer(t, testConfig(c, "A"), r)
-	name := r.KeyName("k")
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			c := redistest.Start(t).Client(t)
+			hook := &faultHook{}
+			c.AddHook(hook)
+			loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
+			r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+			cfg := testConfig(c, "A")
+			cfg.perKey = path.perKey
+			s := startSyncer(t, cfg, r)
+			name := r.KeyName("k")
 
-	hook.dropReplies.Store(true)
-	admit(t, s, r, "k", 2)
-	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
-	admit(t, s, r, "k", 3)
-	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
-	require.Equal(t, int64(5), total(t, c, name), "both applied")
-	hook.dropReplies.Store(false)
-	admit(t, s, r, "k", 1)
-	flush(t, s)
-	assert.Equal(t, int64(6), total(t, c, name))
-	_, own := estimate(t, r.Table, "k", s.Now())
-	assert.Zero(t, own)
+			hook.dropReplies.Store(true)
+			admit(t, s, r, "k", 2)
+			require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
+			require.Equal(t, int64(2), total(t, c, name), "applied, reply lost")
+			admit(t, s, r, "k", 3)
+			require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
+			if path.perKey {
+				// The resend travels with a new batch in one call.
+				require.Equal(t, int64(5), total(t, c, name), "both applied")
+			} else {
+				// The unanswered bulk call is resent alone, recognised,
+				// and its reply lost again: nothing new is pushed before
+				// it is answered.
+				require.Equal(t, int64(2), total(t, c, name), "resend skipped, nothing new pushed")
+			}
+			_, own := estimate(t, r.Table, "k", s.Now())
+			assert.Equal(t, int64(5), own, "nothing acknowledged yet")
+			hook.dropReplies.Store(false)
+			admit(t, s, r, "k", 1)
+			flush(t, s)
+			assert.Equal(t, int64(6), total(t, c, name))
+			_, own = estimate(t, r.Table, "k", s.Now())
+			assert.Zero(t, own)
+			assert.Positive(t, s.Stats().Retried)
+		})
+	}
 }
 
 // TestLostReservationReply loses the reply of a call that carried a

@@ -200,11 +200,19 @@ func estimate(t *testing.T, tab *localcache.Table, key string, now int64) (float
 	return est, own
 }
 
-// loadScript loads syncScript into the store's script cache.
+// loadScript loads syncScript and bulkScript into the store's script cache.
 func loadScript(t *testing.T, c redis.Scripter) {
 	t.Helper()
 	require.NoError(t, syncScript.Load(ctxT(t, opTimeout), c).Err())
+	require.NoError(t, bulkScript.Load(ctxT(t, opTimeout), c).Err())
 }
+
+// paths are the two ways a standalone store is synced: the bulk path (the
+// default there) and the per-key path (a cluster's, forced by perKey).
+var paths = []struct {
+	name   string
+	perKey bool
+}{{"bulk", false}, {"per-key", true}}
 
 // errLost is what faultHook reports for a pipeline whose replies it dropped:
 // not a redis.Error, so the syncer sees an ambiguous failure.

@@ -31,7 +31,7 @@ func overCap(t *testing.T, s *Syncer, r *Rule, key string) localcache.Ref {
 func TestReserveAdmitsExactlyLimit(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
-	require.NoError(t, syncScript.Load(ctxT(t, opTimeout), c).Err())
+	loadScript(t, c)
 	cases := []struct {
 		name string
 		geo  window.Sliding

@@ -178,3 +178,117 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', nowms))
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
 return {t[1], t[2], redis.call('ZCARD', KEYS[1])}
 `)
+
+// bulkScript pushes one instance's counts for many keys, of any rules, in
+// one call, on a standalone store (a cluster would refuse keys of different
+// slots in one call). It serves the cycle's common case: keys with counts to
+// push and nothing else outstanding (no unanswered per-key batch, no
+// correction, no reservation). The pulls travel as plain HMGETs after it in
+// the same pipeline, which the store runs in order.
+//
+// Retry safety is per call, not per key: KEYS[1] is the instance's marker,
+// holding the sequence number of the last bulk call applied (and, after a
+// colon, the keys of it that failed). A call whose number is not above it ran
+// before (its reply was lost, or go-redis retried the pipeline) and is
+// skipped whole; if it is that last call, the reply repeats its failed keys. The syncer sends at most one bulk call
+// per pipeline and resends an unanswered one, with its number, before it
+// pushes anything else: calls run in the order of their numbers, so a skipped
+// call is always one that ran.
+//
+// Per key it adds the counts (a bucket past the store's current one is
+// counted in the current one; one already out of the window is dropped, as
+// in syncScript), refreshes the key's TTL and, once the hash has grown past
+// its rule's field bound, removes buckets out of the window and per-key
+// bookkeeping past its TTL (syncScript's rules). A key's writes run under
+// pcall: a key that is not a hash (written by something else) fails alone,
+// before anything of it is written, and its index is returned, so its counts
+// stay pending and are never taken for pushed. (A bucket field holding a
+// non-integer fails alone too, and its count is dropped.)
+//
+// KEYS: the marker, then the limiter keys. ARGV: seq, marker TTL ms, rule
+// count, then per rule: sub-window µs, span, key TTL ms, field bound; then
+// per limiter key: its rule (1-based), the number of (bucket, count) pairs,
+// and the pairs.
+//
+// Returns: now µs, 1 if applied now or 0 if applied before, then the 1-based
+// indices (counting the limiter keys only) of keys whose writes failed (for a
+// call applied before: as recorded in the marker).
+var bulkScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local seq = tonumber(ARGV[1])
+local mark = redis.call('GET', KEYS[1]) or ''
+local last = tonumber(string.match(mark, '^%d+') or '0')
+if seq <= last then
+  local out = {now, 0}
+  if seq == last then
+    for x in string.gmatch(string.match(mark, ':(.*)$') or '', '%d+') do
+      out[#out + 1] = tonumber(x)
+    end
+  end
+  return out
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local rules = {}
+local i = 4
+for r = 1, tonumber(ARGV[3]) do
+  local sub = tonumber(ARGV[i])
+  local span = tonumber(ARGV[i + 1])
+  local k = math.floor(now / sub)
+  rules[r] = {k = k, ks = string.format('%.0f', k), oldest = k - span + 1, ttl = ARGV[i + 2],
+    expire_before = now - tonumber(ARGV[i + 2]) * 1000, bound = tonumber(ARGV[i + 3])}
+  i = i + 4
+end
+local out = {now, 1}
+local failed = {}
+for x = 2, #KEYS do
+  local key = KEYS[x]
+  local rule = rules[tonumber(ARGV[i])]
+  local np = tonumber(ARGV[i + 1])
+  i = i + 2
+  local k, oldest = rule.k, rule.oldest
+  local ok, wrote = true, false
+  for p = 1, np do
+    local js = ARGV[i]
+    local j = tonumber(js)
+    i = i + 2
+    if j > k then j, js = k, rule.ks end
+    if ok and j >= oldest then
+      local r = redis.pcall('HINCRBY', key, js, ARGV[i - 1])
+      if type(r) == 'table' and r.err then
+        if not wrote then ok = false end
+      else
+        wrote = true
+      end
+    end
+  end
+  if not ok then
+    out[#out + 1] = x - 1
+    failed[#failed + 1] = x - 1
+  elseif wrote then
+    redis.call('PEXPIRE', key, rule.ttl)
+    if redis.call('HLEN', key) > rule.bound then
+      local names = redis.call('HKEYS', key)
+      for f = 1, #names do
+        local name = names[f]
+        local c1 = string.byte(name, 1)
+        if c1 == 105 or c1 == 114 then
+          local ts = tonumber(string.match(redis.call('HGET', key, name) or '', '^%d+'))
+          if ts == nil or ts < rule.expire_before then
+            redis.call('HDEL', key, name)
+          end
+        else
+          local j = tonumber(name)
+          if j == nil or j < oldest then
+            redis.call('HDEL', key, name)
+          end
+        end
+      end
+    end
+  end
+end
+if #failed > 0 then
+  redis.call('SET', KEYS[1], ARGV[1] .. ':' .. table.concat(failed, ','), 'PX', ARGV[2])
+end
+return out
+`)

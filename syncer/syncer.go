@@ -36,6 +36,7 @@
 package syncer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,6 +90,9 @@ type Config struct {
 	// OnHealth is called when the store's health changes (err is nil when it
 	// becomes healthy).
 	OnHealth func(healthy bool, err error)
+
+	// perKey forces the per-key path on a standalone store (tests).
+	perKey bool
 }
 
 // Rule is what the syncer needs of one rule.
@@ -159,13 +163,21 @@ type Syncer struct {
 	life context.Context
 	kill context.CancelFunc
 
+	// bulk is true on a standalone store: keys that only push and pull take
+	// the bulk path (see bulk.go). markers are the instance's bulk sequence
+	// key, kept markerTTL ms.
+	bulk      bool
+	markers   [bulkLanes]string
+	markerTTL int64
+
 	// Owned by the loop goroutine (and Start, before it runs).
-	clock offsetFilter
-	seq   int64
-	state map[keyID]*keyState
-	prev  []item // keys pushed in the last full cycle, to pull once more
-	refs  []localcache.Ref
-	buf   []localcache.Bucket
+	clock   offsetFilter
+	unacked []*bulkCall // bulk calls sent without a usable reply, to resend first
+	seq     int64
+	state   map[keyID]*keyState
+	prev    []item // keys pushed in the last full cycle, to pull once more
+	refs    []localcache.Ref
+	buf     []localcache.Bucket
 
 	stats struct {
 		cycles, urgentCycles, keySyncs, reservations, roundTrips, commands,
@@ -259,7 +271,14 @@ func New(cfg Config, rules []*Rule) (*Syncer, error) {
 		// for clock offsets.
 		r.ttlMs = (int64(r.Geometry.Window())+sub)/int64(time.Millisecond) + 1000
 		s.byTab[r.Table] = r
+		s.markerTTL = max(s.markerTTL, 2*r.ttlMs)
 	}
+	_, s.bulk = cfg.Client.(*redis.Client)
+	s.bulk = s.bulk && !cfg.perKey
+	for i := range s.markers {
+		s.markers[i] = string(EncodeKey([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
+	}
+	s.markerTTL = max(s.markerTTL, 2*cfg.InstanceTTL.Milliseconds())
 	s.instances.Store(1)
 	return s, nil
 }
@@ -497,35 +516,97 @@ func (s *Syncer) cycle() error {
 		return err
 	}
 	s.setHealth(true, nil)
+	// A bulk call left unanswered by an earlier cycle goes first: nothing
+	// else is pushed before the store has it.
+	if err := s.resendBulk(ctx); err != nil {
+		return err
+	}
 	beat := time.Now()
 	items := s.collect()
 	var err error
-	for i := 0; i < len(items); i += s.cfg.Batch {
-		s.serveUrgent()
+	// On the bulk path the pipelines overlap: batches take turns on
+	// bulkLanes lanes, each with its own marker, so while the store runs one
+	// lane's call the loop settles another's reply and builds the next
+	// call. A lane sends a call only once its previous one has its reply
+	// (see bulkScript: a lane's calls must run in order).
+	var fly [bulkLanes]*bulkCall
+	// landAll waits for and settles every call in flight, oldest first. It
+	// returns the first send error (that call and any after it are queued
+	// for a resend).
+	landAll := func() error {
+		var first error
+		for {
+			c := oldest(fly[:])
+			if c == nil {
+				return first
+			}
+			fly[c.lane] = nil
+			if err := s.landBulk(c); err != nil {
+				first = cmp.Or(first, err)
+			} else {
+				_ = s.settleBulk(c) // a reply it cannot read: queued for a resend
+			}
+		}
+	}
+	for b, i := 0, 0; i < len(items); b, i = b+1, i+s.cfg.Batch {
 		end := min(i+s.cfg.Batch, len(items))
+		simple, rest := s.split(items[i:end])
 		// A cycle that outlasts the heartbeat period (a key flood, a slow
 		// store) heartbeats on the way: else the instance's registry entry
 		// expires mid-cycle, the others undercount N̂ and widen their caps.
-		if time.Since(beat) >= s.beatEvery() {
-			if err = s.heartbeat(ctx); err != nil {
-				s.setHealth(false, err)
-				s.failWaiters(ErrUnavailable)
-				end = i // nothing of this batch was sent
+		beatDue := time.Since(beat) >= s.beatEvery()
+		if beatDue || s.hasUrgent() {
+			// Reservations may concern keys of the calls in flight: let
+			// them land first, and send nothing else meanwhile.
+			if err = landAll(); err != nil {
+				s.requeue(items[i:]) // nothing of this batch was sent
+				break
 			}
-			beat = time.Now()
-		}
-		if err == nil {
-			err = s.syncKeys(ctx, items[i:end])
-		}
-		if err != nil {
-			// The store failed mid-cycle: leave the rest queued.
-			for _, it := range items[end:] {
-				if it.ref != nil {
-					it.id.rule.Table.MarkDirty(it.ref)
+			s.serveUrgent()
+			if beatDue {
+				if err = s.heartbeat(ctx); err != nil {
+					s.setHealth(false, err)
+					s.failWaiters(ErrUnavailable)
+					s.requeue(items[i:])
+					break
 				}
+				beat = time.Now()
 			}
-			break
 		}
+		// Built after the reservations are served: a reservation pushes
+		// its key's pending counts, which must not travel twice.
+		var next *bulkCall
+		if len(simple) > 0 {
+			next = s.newBulk(simple, s.Now())
+			next.lane = b % bulkLanes
+		}
+		var landed *bulkCall
+		if next != nil && fly[next.lane] != nil {
+			landed, fly[next.lane] = fly[next.lane], nil
+			if err = s.landBulk(landed); err != nil {
+				s.requeue(items[i:])
+				break
+			}
+		}
+		if next != nil {
+			s.startBulk(ctx, next)
+			fly[next.lane] = next
+		}
+		if landed != nil {
+			// A reply it cannot read leaves the call queued for a resend,
+			// which the store recognises as run; the cycle goes on.
+			_ = s.settleBulk(landed)
+		}
+		if len(rest) > 0 {
+			if err = s.syncPerKey(ctx, rest); err != nil {
+				// The store failed mid-cycle: leave the rest queued.
+				s.requeue(items[end:])
+				break
+			}
+		}
+	}
+	if lerr := landAll(); err == nil {
+		err = lerr
 	}
 	s.serveUrgent()
 	s.stats.lastCycle.Store(int64(time.Since(start)))
@@ -722,6 +803,19 @@ func (s *Syncer) serveUrgent() {
 	}
 }
 
+// requeue hands back items that were not sent: keys are marked dirty again
+// and waiters answered ErrUnavailable (they decide by their failure mode).
+func (s *Syncer) requeue(items []item) {
+	for _, it := range items {
+		if it.ref != nil {
+			it.id.rule.Table.MarkDirty(it.ref)
+		}
+		for _, w := range it.ws {
+			s.finish(w, Result{}, ErrUnavailable)
+		}
+	}
+}
+
 // call is one key's script call within a pipeline.
 type call struct {
 	it      item
@@ -812,9 +906,48 @@ func (s *Syncer) args(c *call) []any {
 	return args
 }
 
-// syncKeys sends one pipeline of calls for items and applies the replies. It
-// returns the first store error.
+// syncKeys syncs items and waits for the answers: first any unanswered bulk
+// call, then the bulk-path items in one bulk call, then the others in one
+// pipeline of per-key calls. It returns the first store error; items not
+// sent are queued again.
 func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
+	if err := s.resendBulk(ctx); err != nil {
+		s.requeue(items)
+		return err
+	}
+	simple, rest := s.split(items)
+	if err := s.syncBulk(ctx, simple); err != nil {
+		s.requeue(rest)
+		return err
+	}
+	return s.syncPerKey(ctx, rest)
+}
+
+// split separates the items that take the bulk path from the others.
+func (s *Syncer) split(items []item) (simple, rest []item) {
+	if !s.bulk {
+		return nil, items
+	}
+	for _, it := range items {
+		if s.bulkable(it) {
+			simple = append(simple, it)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	return simple, rest
+}
+
+// hasUrgent reports whether reservations wait to be sent.
+func (s *Syncer) hasUrgent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.urgent) > 0
+}
+
+// syncPerKey sends one pipeline of per-key calls for items and applies the
+// replies. It returns the first store error.
+func (s *Syncer) syncPerKey(ctx context.Context, items []item) error {
 	now := s.Now()
 	calls := make([]call, 0, len(items))
 	for _, it := range items {

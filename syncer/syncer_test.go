@@ -59,7 +59,7 @@ func TestFlushPushesAndPulls(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	// Load the script first: otherwise whichever subtest syncs first gets
 	// NOSCRIPT and one more round trip.
-	require.NoError(t, syncScript.Load(ctxT(t, opTimeout), c).Err())
+	loadScript(t, c)
 	cases := []struct {
 		name string
 		geo  window.Sliding
@@ -69,78 +69,93 @@ func TestFlushPushesAndPulls(t *testing.T) {
 		{"fixed", midGeometry(0)},
 	}
 	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := newRule(t, "rule"+strconv.Itoa(i), tc.geo, 1000, localcache.NoCap)
-			var instances atomic.Int64
-			cfg := testConfig(c, "inst-"+strconv.Itoa(i))
-			cfg.Prefix = "p" + strconv.Itoa(i) // own registry
-			cfg.OnInstances = func(n int) { instances.Store(int64(n)) }
-			s := startSyncer(t, cfg, r)
-			st := s.Stats()
-			assert.Equal(t, int64(1), st.RoundTrips, "Start: one heartbeat")
-			assert.Equal(t, int64(1), st.Commands)
-			assert.True(t, st.Healthy)
-			assert.Equal(t, int64(1), instances.Load())
-			assert.Less(t, st.Offset.Abs(), time.Second, "same host: tiny offset")
+		for pi, path := range paths {
+			t.Run(tc.name+"/"+path.name, func(t *testing.T) {
+				t.Parallel()
+				id := strconv.Itoa(2*i + pi)
+				r := newRule(t, "rule"+id, tc.geo, 1000, localcache.NoCap)
+				var instances atomic.Int64
+				cfg := testConfig(c, "inst-"+id)
+				cfg.perKey = path.perKey
+				cfg.Prefix = "p" + id // own registry
+				cfg.OnInstances = func(n int) { instances.Store(int64(n)) }
+				s := startSyncer(t, cfg, r)
+				st := s.Stats()
+				assert.Equal(t, int64(1), st.RoundTrips, "Start: one heartbeat")
+				assert.Equal(t, int64(1), st.Commands)
+				assert.True(t, st.Healthy)
+				assert.Equal(t, int64(1), instances.Load())
+				assert.Less(t, st.Offset.Abs(), time.Second, "same host: tiny offset")
 
-			keys := map[string]int{"a": 5, "b:{x}": 1, "c d": 17}
-			for k, n := range keys {
-				admit(t, s, r, k, n)
-			}
-			flush(t, s)
-			now := s.Now()
-			for k, n := range keys {
-				name := r.KeyName(k)
-				assert.Equal(t, int64(n), total(t, c, name), "store total of %q", k)
-				bs := buckets(t, c, name)
-				assert.Equal(t, map[int64]int64{tc.geo.Index(now): int64(n)}, bs, "one bucket: the current one")
-				h := hash(t, c, name)
-				seq, err := strconv.ParseInt(h["i:"+cfg.InstanceID], 10, 64)
-				require.NoError(t, err)
-				assert.InDelta(t, now/1000, seq, 1e7, "sequence numbers are store µs")
-				assert.Len(t, h, 2, "one bucket, the sequence number, no reservation record: %v", h)
-				est, own := estimate(t, r.Table, k, now)
-				assert.Equal(t, float64(n), est, "table view of %q", k)
-				assert.Zero(t, own, "acknowledged counts leave pend")
-				pttl, err := c.PTTL(ctxT(t, opTimeout), name).Result()
-				require.NoError(t, err)
-				assert.Greater(t, pttl, tc.geo.Window(), "the key lives at least a window")
-			}
-			st = s.Stats()
-			assert.Equal(t, int64(1), st.Cycles)
-			assert.Equal(t, int64(3), st.KeySyncs)
-			assert.Equal(t, int64(3), st.LastCycleKeys)
-			assert.Equal(t, int64(3), st.RoundTrips, "Start + heartbeat + one pipeline")
-			assert.Equal(t, int64(5), st.Commands, "2 heartbeats + 3 script calls")
-			assert.Zero(t, st.Failures)
-			assert.Zero(t, st.Reservations)
-			assert.Zero(t, st.Corrections)
-			assert.Zero(t, st.Retried)
-			assert.Zero(t, st.UrgentCycles)
-			assert.Positive(t, st.LastCycle)
-			assert.Equal(t, int64(1), st.Instances)
+				keys := map[string]int{"a": 5, "b:{x}": 1, "c d": 17}
+				for k, n := range keys {
+					admit(t, s, r, k, n)
+				}
+				flush(t, s)
+				now := s.Now()
+				for k, n := range keys {
+					name := r.KeyName(k)
+					assert.Equal(t, int64(n), total(t, c, name), "store total of %q", k)
+					bs := buckets(t, c, name)
+					assert.Equal(t, map[int64]int64{tc.geo.Index(now): int64(n)}, bs, "one bucket: the current one")
+					h := hash(t, c, name)
+					if path.perKey {
+						seq, err := strconv.ParseInt(h["i:"+cfg.InstanceID], 10, 64)
+						require.NoError(t, err)
+						assert.InDelta(t, now/1000, seq, 1e7, "sequence numbers are store µs")
+						assert.Len(t, h, 2, "one bucket, the sequence number, no reservation record: %v", h)
+					} else {
+						assert.Len(t, h, 1, "one bucket: the bulk path keeps its sequence number in the marker: %v", h)
+					}
+					est, own := estimate(t, r.Table, k, now)
+					assert.Equal(t, float64(n), est, "table view of %q", k)
+					assert.Zero(t, own, "acknowledged counts leave pend")
+					pttl, err := c.PTTL(ctxT(t, opTimeout), name).Result()
+					require.NoError(t, err)
+					assert.Greater(t, pttl, tc.geo.Window(), "the key lives at least a window")
+				}
+				st = s.Stats()
+				assert.Equal(t, int64(1), st.Cycles)
+				assert.Equal(t, int64(3), st.KeySyncs)
+				assert.Equal(t, int64(3), st.LastCycleKeys)
+				assert.Equal(t, int64(3), st.RoundTrips, "Start + heartbeat + one pipeline")
+				if path.perKey {
+					assert.Equal(t, int64(5), st.Commands, "2 heartbeats + 3 script calls")
+				} else {
+					assert.Equal(t, int64(6), st.Commands, "2 heartbeats + 1 bulk call + 3 HMGETs")
+					seq, err := c.Get(ctxT(t, opTimeout), s.markers[0]).Int64()
+					require.NoError(t, err)
+					assert.InDelta(t, now/1000, seq, 1e7, "the marker holds the last bulk call's number, in store µs")
+				}
+				assert.Zero(t, st.Failures)
+				assert.Zero(t, st.Reservations)
+				assert.Zero(t, st.Corrections)
+				assert.Zero(t, st.Retried)
+				assert.Zero(t, st.UrgentCycles)
+				assert.Positive(t, st.LastCycle)
+				assert.Equal(t, int64(1), st.Instances)
 
-			// The next cycle pulls the keys pushed in the last one once more
-			// (the follow-up pull), the one after does nothing.
-			flush(t, s)
-			st = s.Stats()
-			assert.Equal(t, int64(6), st.KeySyncs)
-			assert.Equal(t, int64(3), st.LastCycleKeys)
-			flush(t, s)
-			st = s.Stats()
-			assert.Equal(t, int64(6), st.KeySyncs)
-			assert.Zero(t, st.LastCycleKeys)
-			assert.Equal(t, int64(3), st.Cycles)
-			for k, n := range keys {
-				assert.Equal(t, int64(n), total(t, c, r.KeyName(k)), "no double counting of %q", k)
-			}
+				// The next cycle pulls the keys pushed in the last one once more
+				// (the follow-up pull), the one after does nothing.
+				flush(t, s)
+				st = s.Stats()
+				assert.Equal(t, int64(6), st.KeySyncs)
+				assert.Equal(t, int64(3), st.LastCycleKeys)
+				flush(t, s)
+				st = s.Stats()
+				assert.Equal(t, int64(6), st.KeySyncs)
+				assert.Zero(t, st.LastCycleKeys)
+				assert.Equal(t, int64(3), st.Cycles)
+				for k, n := range keys {
+					assert.Equal(t, int64(n), total(t, c, r.KeyName(k)), "no double counting of %q", k)
+				}
 
-			// More traffic is added on top.
-			admit(t, s, r, "a", 2)
-			flush(t, s)
-			assert.Equal(t, int64(keys["a"]+2), total(t, c, r.KeyName("a")))
-		})
+				// More traffic is added on top.
+				admit(t, s, r, "a", 2)
+				flush(t, s)
+				assert.Equal(t, int64(keys["a"]+2), total(t, c, r.KeyName("a")))
+			})
+		}
 	}
 }
 

@@ -1,0 +1,313 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/localcache"
+)
+
+// The bulk path: on a standalone store, the keys of a cycle that only push
+// and pull travel as one bulkScript call per pipeline (the pushes, retry-safe
+// per call) followed by one HMGET per key (the pulls). Everything else (keys
+// with an unanswered per-key batch or a correction, and reservations) takes
+// the per-key path of syncScript. See bulkScript for the protocol.
+
+// bulkLanes is how many bulk calls a cycle keeps in flight at once, each on
+// its own lane (and marker): two keep the store busy while the syncer settles
+// one reply and builds the next call.
+const bulkLanes = 2
+
+// bulkCall is one bulkScript call and the pulls that follow it.
+type bulkCall struct {
+	seq   int64
+	lane  int
+	rules []*Rule         // the rules of keys, in ARGV order
+	keys  []bulkKey       // keys with counts first (in KEYS order), then pull-only keys
+	push  int             // len of the keys with counts
+	sent  int             // times sent
+	cmd   *redis.Cmd      // the script call of the last send
+	done  chan struct{}   // closed when the last send has its reply
+	lo    map[*Rule]int64 // first bucket each key's HMGET asked for, at the last send
+}
+
+type bulkKey struct {
+	it     item
+	name   string
+	rule   int // index in bulkCall.rules
+	deltas []localcache.Bucket
+	pull   *redis.SliceCmd
+}
+
+// bulkable reports whether it can take the bulk path: a key with local state
+// and nothing outstanding on the per-key path.
+func (s *Syncer) bulkable(it item) bool {
+	return s.bulk && it.ref != nil && len(it.ws) == 0 && s.state[it.id] == nil
+}
+
+// newBulk prepares a call for items (all bulkable): their pending counts to
+// push and their totals to pull.
+func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
+	c := &bulkCall{lo: make(map[*Rule]int64, 1)}
+	ruleIdx := make(map[*Rule]int, 1)
+	var pullOnly []bulkKey
+	for _, it := range items {
+		r := it.id.rule
+		ri, ok := ruleIdx[r]
+		if !ok {
+			ri = len(c.rules)
+			ruleIdx[r] = ri
+			c.rules = append(c.rules, r)
+		}
+		k := bulkKey{it: it, name: r.KeyName(it.id.key), rule: ri}
+		s.buf = r.Table.Pending(it.ref, now, s.buf[:0])
+		if len(s.buf) == 0 {
+			pullOnly = append(pullOnly, k)
+			continue
+		}
+		k.deltas = append([]localcache.Bucket(nil), s.buf...)
+		c.keys = append(c.keys, k)
+	}
+	c.push = len(c.keys)
+	c.keys = append(c.keys, pullOnly...)
+	c.seq = s.nextSeq(now)
+	return c
+}
+
+// bulkArgs returns the call's script keys and arguments.
+func (s *Syncer) bulkArgs(c *bulkCall) ([]string, []any) {
+	keys := make([]string, 0, 1+c.push)
+	keys = append(keys, s.markers[c.lane])
+	args := make([]any, 0, 3+4*len(c.rules)+4*c.push)
+	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL, len(c.rules))
+	for _, r := range c.rules {
+		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound())
+	}
+	for _, k := range c.keys[:c.push] {
+		keys = append(keys, k.name)
+		args = append(args, k.rule+1, len(k.deltas))
+		for _, d := range k.deltas {
+			args = append(args, d.Index, d.Count)
+		}
+	}
+	return keys, args
+}
+
+// fieldBound is how many fields a key's hash may hold before bulkScript
+// cleans it: the window's buckets, one being filled, and room for the
+// bookkeeping of a few instances on the per-key path.
+func (r *Rule) fieldBound() int { return 2*r.span + 32 }
+
+// sendBulk sends c in one pipeline, loading the script once if the store
+// does not have it.
+func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
+	send := func() {
+		now := s.Now()
+		pipe := s.cfg.Client.Pipeline()
+		keys, args := s.bulkArgs(c)
+		c.cmd = bulkScript.EvalSha(ctx, pipe, keys, args...)
+		fields := make([][]string, len(c.rules))
+		for i, r := range c.rules {
+			// From a bucket before the store's window to one past it:
+			// the store's clock decides which ones are the window.
+			kc := r.Geometry.Index(now)
+			lo := kc - int64(r.span)
+			c.lo[r] = lo
+			f := make([]string, r.span+2)
+			for j := range f {
+				f[j] = strconv.FormatInt(lo+int64(j), 10)
+			}
+			fields[i] = f
+		}
+		for i := range c.keys {
+			k := &c.keys[i]
+			k.pull = pipe.HMGet(ctx, k.name, fields[k.rule]...)
+		}
+		s.stats.roundTrips.Add(1)
+		s.stats.commands.Add(int64(1 + len(c.keys)))
+		if c.sent > 0 {
+			s.stats.retried.Add(1)
+		}
+		c.sent++
+		_, _ = pipe.Exec(ctx) // errors are per command
+	}
+	send()
+	if isNoScript(c.cmd.Err()) {
+		c.sent-- // not executed
+		if err := bulkScript.Load(ctx, s.cfg.Client).Err(); err != nil {
+			return // the NOSCRIPT error stands: the call is resent later
+		}
+		send()
+	}
+}
+
+// syncBulk pushes and pulls items (all bulkable) on the bulk path and waits
+// for the answer. On an error the call is kept, to be resent as it is by
+// resendBulk before anything else is pushed.
+func (s *Syncer) syncBulk(ctx context.Context, items []item) error {
+	if len(items) == 0 {
+		return nil
+	}
+	c := s.newBulk(items, s.Now())
+	s.startBulk(ctx, c)
+	if err := s.landBulk(c); err != nil {
+		return err
+	}
+	return s.settleBulk(c)
+}
+
+// oldest returns the call of the smallest sequence number in cs, or nil.
+func oldest(cs []*bulkCall) *bulkCall {
+	var o *bulkCall
+	for _, c := range cs {
+		if c != nil && (o == nil || c.seq < o.seq) {
+			o = c
+		}
+	}
+	return o
+}
+
+// resendBulk resends the unanswered bulk calls, oldest first, and stops at
+// the first that fails (it and the newer ones stay unanswered).
+func (s *Syncer) resendBulk(ctx context.Context) error {
+	for len(s.unacked) > 0 {
+		c := s.unacked[0]
+		s.unacked = s.unacked[1:]
+		s.startBulk(ctx, c)
+		if err := s.landBulk(c); err != nil {
+			// landBulk queued c behind the rest: put it back in front.
+			s.unacked = append([]*bulkCall{c}, s.unacked[:len(s.unacked)-1]...)
+			return err
+		}
+		if err := s.settleBulk(c); err != nil {
+			return err
+		}
+	}
+	s.unacked = nil
+	return nil
+}
+
+// startBulk sends c in the background; landBulk waits for its reply. The
+// loop builds the next call and settles the previous one meanwhile, so the
+// syncer's work overlaps the store's. Only the send runs in the background:
+// c and the syncer's state are touched by the loop alone.
+func (s *Syncer) startBulk(ctx context.Context, c *bulkCall) {
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+		defer cancel()
+		s.sendBulk(ctx, c)
+	}()
+}
+
+// landBulk waits for c's reply. If the call failed, c is queued to be resent
+// (it may or may not have run) and the error returned; the store is marked
+// unhealthy unless Redis itself answered the error.
+func (s *Syncer) landBulk(c *bulkCall) error {
+	<-c.done
+	err := c.cmd.Err()
+	if err == nil {
+		return nil
+	}
+	s.unacked = append(s.unacked, c)
+	s.stats.failures.Add(1)
+	err = fmt.Errorf("syncer: push: %w", err)
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		s.setHealth(false, err)
+	}
+	return err
+}
+
+// settleBulk applies a landed call's reply. A reply it cannot read leaves
+// the call queued for a resend, which the store recognises as run.
+func (s *Syncer) settleBulk(c *bulkCall) error {
+	if err := s.applyBulk(c); err != nil {
+		s.unacked = append(s.unacked, c)
+		s.stats.failures.Add(1)
+		return fmt.Errorf("syncer: push: %w", err)
+	}
+	return nil
+}
+
+// applyBulk settles every key of an answered call: its counts are
+// acknowledged (unless its writes failed) and its view refreshed from its
+// HMGET.
+func (s *Syncer) applyBulk(c *bulkCall) error {
+	v, err := c.cmd.Slice()
+	if err != nil {
+		return err
+	}
+	if len(v) < 2 {
+		return fmt.Errorf("unexpected reply of %d values", len(v))
+	}
+	nowUs, ok := v[0].(int64)
+	if !ok {
+		return fmt.Errorf("unexpected reply value %v", v[0])
+	}
+	var failed map[int]bool
+	for _, x := range v[2:] {
+		i, ok := x.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected reply value %v", x)
+		}
+		if failed == nil {
+			failed = map[int]bool{}
+		}
+		failed[int(i)-1] = true
+	}
+	nowStore := nowUs * int64(time.Microsecond)
+	totals := make([]int64, 0, 16)
+	for i := range c.keys {
+		k := &c.keys[i]
+		r := c.rules[k.rule]
+		oldest := r.Geometry.Index(nowStore) - int64(r.span) + 1
+		acked := k.deltas
+		if failed[i] {
+			acked = nil
+			r.Table.MarkDirty(k.it.ref) // still pending: try again next cycle
+		}
+		tot, ok := pulled(k.pull, oldest-c.lo[r], r.span, totals[:0])
+		if !ok {
+			tot = nil
+			r.Table.MarkDirty(k.it.ref) // pull again next cycle
+		}
+		r.Table.Settle(k.it.ref, s.Now(), acked, oldest, tot)
+		if len(k.deltas) > 0 {
+			s.prev = append(s.prev, k.it)
+		}
+		s.stats.keySyncs.Add(1)
+	}
+	return nil
+}
+
+// pulled reads span totals from an HMGET reply, starting at field off; ok is
+// false if the reply failed or the store's window is not inside the fields
+// asked for (a clock far off).
+func pulled(cmd *redis.SliceCmd, off int64, span int, dst []int64) ([]int64, bool) {
+	vals, err := cmd.Result()
+	if err != nil || off < 0 || off+int64(span) > int64(len(vals)) {
+		return dst, false
+	}
+	for _, x := range vals[off : off+int64(span)] {
+		var n int64
+		switch x := x.(type) {
+		case nil:
+		case string:
+			var err error
+			if n, err = strconv.ParseInt(x, 10, 64); err != nil {
+				return dst, false
+			}
+		default:
+			return dst, false
+		}
+		dst = append(dst, n)
+	}
+	return dst, true
+}
