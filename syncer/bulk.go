@@ -39,6 +39,7 @@ type bulkCall struct {
 type bulkKey struct {
 	it     item
 	name   string
+	boxed  any // name as an interface value, boxed once for every HMGET
 	rule   int // index in bulkCall.rules
 	deltas []localcache.Bucket
 	pull   *redis.SliceCmd
@@ -56,6 +57,8 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 	c := &bulkCall{lo: make(map[*Rule]int64, 1)}
 	ruleIdx := make(map[*Rule]int, 1)
 	var pullOnly []bulkKey
+	// One backing array for every key's deltas: usually one bucket each.
+	all := make([]localcache.Bucket, 0, len(items))
 	for _, it := range items {
 		r := it.id.rule
 		ri, ok := ruleIdx[r]
@@ -65,12 +68,15 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 			c.rules = append(c.rules, r)
 		}
 		k := bulkKey{it: it, name: r.KeyName(it.id.key), rule: ri}
+		k.boxed = k.name
 		s.buf = r.Table.Pending(it.ref, now, s.buf[:0])
 		if len(s.buf) == 0 {
 			pullOnly = append(pullOnly, k)
 			continue
 		}
-		k.deltas = append([]localcache.Bucket(nil), s.buf...)
+		start := len(all)
+		all = append(all, s.buf...)
+		k.deltas = all[start:len(all):len(all)]
 		c.keys = append(c.keys, k)
 	}
 	c.push = len(c.keys)
@@ -111,22 +117,34 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 		pipe := s.cfg.Client.Pipeline()
 		keys, args := s.bulkArgs(c)
 		c.cmd = bulkScript.EvalSha(ctx, pipe, keys, args...)
-		fields := make([][]string, len(c.rules))
+		// The HMGET arguments of every key, in one array, the fields
+		// boxed once per rule: go-redis's HMGet would allocate each field
+		// of each key anew.
+		fields := make([][]any, len(c.rules))
+		n := 0
 		for i, r := range c.rules {
 			// From a bucket before the store's window to one past it:
 			// the store's clock decides which ones are the window.
 			kc := r.Geometry.Index(now)
 			lo := kc - int64(r.span)
 			c.lo[r] = lo
-			f := make([]string, r.span+2)
+			f := make([]any, r.span+2)
 			for j := range f {
 				f[j] = strconv.FormatInt(lo+int64(j), 10)
 			}
 			fields[i] = f
 		}
 		for i := range c.keys {
+			n += 2 + len(fields[c.keys[i].rule])
+		}
+		hm := make([]any, 0, n)
+		for i := range c.keys {
 			k := &c.keys[i]
-			k.pull = pipe.HMGet(ctx, k.name, fields[k.rule]...)
+			start := len(hm)
+			hm = append(hm, "hmget", k.boxed)
+			hm = append(hm, fields[k.rule]...)
+			k.pull = redis.NewSliceCmd(ctx, hm[start:len(hm):len(hm)]...)
+			_ = pipe.Process(ctx, k.pull)
 		}
 		s.stats.roundTrips.Add(1)
 		s.stats.commands.Add(int64(1 + len(c.keys)))

@@ -105,8 +105,9 @@ func TestBulkScript(t *testing.T) {
 }
 
 // TestBulkScriptCleanup lets a hash grow past the field bound: the next push
-// removes the buckets out of the window and stale bookkeeping, and keeps the
-// rest.
+// that starts a bucket removes the buckets out of the window and stale
+// bookkeeping, keeps the rest, and refreshes the TTL; a push into a bucket
+// that exists does neither.
 func TestBulkScriptCleanup(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -118,21 +119,32 @@ func TestBulkScriptCleanup(t *testing.T) {
 	fresh := itoa(nowUs)
 	require.NoError(t, c.HSet(ctx, "h",
 		itoa(k-4), "1", itoa(k-3), "1", itoa(k-2), "1", // out of the window
-		itoa(k-1), "1", itoa(k), "2",
+		itoa(k-1), "1",
 		"i:old", stale, "i:fresh", fresh, "r1:fresh", fresh+":1:5",
 	).Err())
-	_, applied, failed := runBulk(t, c, "m", fresh, []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 1}}})
+	_, applied, failed := runBulk(t, c, "m", fresh, []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 2}}})
 	require.Equal(t, int64(1), applied)
 	require.Empty(t, failed)
 	assert.Equal(t, map[string]string{
-		itoa(k - 1): "1", itoa(k): "3",
+		itoa(k - 1): "1", itoa(k): "2",
 		"i:fresh": fresh, "r1:fresh": fresh + ":1:5",
 	}, hash(t, c, "h"))
+	pttl, err := c.PTTL(ctx, "h").Result()
+	require.NoError(t, err)
+	assert.Greater(t, pttl, 50*time.Second, "a started bucket refreshes the TTL")
 
-	// Under the bound nothing is removed (the cleanup is amortised).
+	// A push into the bucket that exists: no cleanup, no TTL refresh.
 	require.NoError(t, c.HSet(ctx, "h", itoa(k-5), "1").Err())
+	for range 4 {
+		require.NoError(t, c.HSet(ctx, "h", "i:x"+itoa(int64(len(hash(t, c, "h")))), fresh).Err())
+	}
+	require.NoError(t, c.PExpire(ctx, "h", 20*time.Second).Err())
 	runBulk(t, c, "m", itoa(nowUs+1), []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 1}}})
-	assert.Equal(t, "1", c.HGet(ctx, "h", itoa(k-5)).Val())
+	assert.Equal(t, "1", c.HGet(ctx, "h", itoa(k-5)).Val(), "not cleaned")
+	assert.Equal(t, "3", c.HGet(ctx, "h", itoa(k)).Val())
+	pttl, err = c.PTTL(ctx, "h").Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, pttl, 20*time.Second, "not refreshed")
 }
 
 // TestBulkPathWrongTypeKey syncs a key whose Redis key was overwritten with a

@@ -197,9 +197,15 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1])}
 //
 // Per key it adds the counts (a bucket past the store's current one is
 // counted in the current one; one already out of the window is dropped, as
-// in syncScript), refreshes the key's TTL and, once the hash has grown past
-// its rule's field bound, removes buckets out of the window and per-key
-// bookkeeping past its TTL (syncScript's rules). A key's writes run under
+// in syncScript). When a push starts a bucket (HINCRBY returns the count it
+// added), it refreshes the key's TTL and, if the hash has grown past its
+// rule's field bound, removes buckets out of the window and per-key
+// bookkeeping past its TTL (syncScript's rules). Refreshing only then is
+// enough: the TTL is a window and a sub-window (plus a second) from the
+// moment the newest bucket was started, so the key outlives every bucket it
+// holds; and the hash only grows when a field is added. For a rule whose
+// sub-window spans many sync intervals this saves two of the four calls per
+// key. A key's writes run under
 // pcall: a key that is not a hash (written by something else) fails alone,
 // before anything of it is written, and its index is returned, so its counts
 // stay pending and are never taken for pushed. (A bucket field holding a
@@ -247,7 +253,7 @@ for x = 2, #KEYS do
   local np = tonumber(ARGV[i + 1])
   i = i + 2
   local k, oldest = rule.k, rule.oldest
-  local ok, wrote = true, false
+  local ok, wrote, grew = true, false, false
   for p = 1, np do
     local js = ARGV[i]
     local j = tonumber(js)
@@ -259,13 +265,14 @@ for x = 2, #KEYS do
         if not wrote then ok = false end
       else
         wrote = true
+        if r == tonumber(ARGV[i - 1]) then grew = true end
       end
     end
   end
   if not ok then
     out[#out + 1] = x - 1
     failed[#failed + 1] = x - 1
-  elseif wrote then
+  elseif grew then
     redis.call('PEXPIRE', key, rule.ttl)
     if redis.call('HLEN', key) > rule.bound then
       local names = redis.call('HKEYS', key)
