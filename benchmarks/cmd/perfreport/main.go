@@ -32,6 +32,7 @@ func main() {
 	bs := flag.String("benchstat", "", "benchstat output to append")
 	dist := flag.String("dist", "", "go test -v -run TestDistributions output")
 	out := flag.String("o", "", "output file (default stdout)")
+	notes := flag.String("notes", "", "hand-written Markdown to include before the setup (what was tried)")
 	flag.Parse()
 	if *results == "" {
 		fmt.Fprintln(os.Stderr, "perfreport: -results is required")
@@ -63,6 +64,13 @@ func main() {
 			fail(err)
 		}
 		r.Dist = distLines(string(b))
+	}
+	if *notes != "" {
+		b, err := os.ReadFile(*notes)
+		if err != nil {
+			fail(err)
+		}
+		r.Notes = string(b)
 	}
 	var buf bytes.Buffer
 	r.Write(&buf)
@@ -156,6 +164,7 @@ type Report struct {
 	MetaOrder []string
 	Benchstat string
 	Dist      []string
+	Notes     string // hand-written section(s), included as they are
 }
 
 func readMeta(path string) (map[string]string, []string) {
@@ -319,6 +328,9 @@ func (r *Report) Write(w io.Writer) {
 	r.writeRatios(p)
 	r.writeSync(p)
 	r.writeMemory(p)
+	if r.Notes != "" {
+		p("%s\n\n", strings.TrimRight(r.Notes, "\n"))
+	}
 	r.writeSetup(p)
 	r.writeEnv(p)
 	if r.Benchstat != "" {
@@ -536,7 +548,7 @@ func (r *Report) writeSync(p printer) {
 	incr := r.Data.Get("RedisINCR/P=64", "ops/s")
 	incr1 := r.Data.Get("RedisINCR/P=1", "ops/s")
 	p("## Sync against a real Redis\n\n")
-	p("One sluice instance, SyncInterval 1h (nothing syncs by itself): each iteration admits once on N keys (untimed), then `Flush` runs one full cycle that pushes and pulls every dirty key (timed). Counters from `Stats().Sync` and Redis `INFO` before and after. A key-sync is one key pushed and pulled (one script call).\n\n")
+	p("One sluice instance, SyncInterval 1h (nothing syncs by itself): each iteration admits once on N keys (untimed), then `Flush` runs one full cycle that pushes and pulls every dirty key (timed). Counters from `Stats().Sync` and Redis `INFO` before and after. A key-sync is one key pushed and pulled. On this standalone Redis every key takes the *bulk path* (docs/design.md): one script call per pipeline of 256 keys adds the counts, then one `HMGET` per key pulls its window; the benchmark's rule has a 1-hour window, so nearly every push lands in a bucket that exists and skips the TTL refresh. Keys with a reservation, a correction or an unanswered per-key batch, and every key on a Redis Cluster, take one sync-script call each instead.\n\n")
 	p("| dirty keys per cycle | cycle latency (Flush) | key-syncs/s | key-syncs per cycle | round trips per cycle | commands sent per key-sync | Redis commands per key-sync | Redis bytes in+out per key-sync | Redis CPU per key-sync | Redis memory per key | Go allocations per key-sync |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, sz := range sizes {
 		lat := r.syncStat(sz, "sec/op")
@@ -577,6 +589,25 @@ func (r *Report) writeSync(p printer) {
 		}
 		p("\n")
 	}
+	r.writeCapacity(p, sizes)
+}
+
+// writeCapacity says how many dirty keys per sync interval one Redis keeps
+// up with, from the slowest key-sync rate of the run, and what happens
+// beyond.
+func (r *Report) writeCapacity(p printer, sizes []string) {
+	slowest := Stat{}
+	for _, sz := range sizes {
+		if ks := r.syncStat(sz, "keysyncs/s"); ks.OK && (!slowest.OK || ks.Median < slowest.Median) {
+			slowest = ks
+		}
+	}
+	if !slowest.OK {
+		return
+	}
+	p("### How many dirty keys one Redis keeps up with\n\n")
+	p("At the slowest rate of this run, %.0f key-syncs/s, one instance's syncer keeps up with about **%.0f dirty keys per 100 ms interval** (%.0f per 1 s interval), with Redis and the instance on the same 2 cores. Several instances share one Redis: divide by their number (Redis CPU per key-sync, above, is what they share).\n\n", slowest.Median, slowest.Median/10, slowest.Median)
+	p("Beyond that, cycles stretch; they never overlap and nothing is lost. One goroutine runs the cycles, so a cycle that outlasts the interval delays the next (a tick that comes meanwhile starts the next cycle as soon as it ends; further ticks are dropped, not queued). Counts admitted while a cycle runs stay pending in the entry and go out with the next cycle; a key admitted during its own sync is marked dirty again. An instance keeps heartbeating during a long cycle (every interval), so it stays counted in N̂. What stretching costs is accuracy headroom, not the bound: an instance that reaches its cap ⌊ε·L/(N̂+1)⌋ of unsynced counts on a key hands further checks of that key to Redis (reservations, served between pipelines of the long cycle), so checks on the hottest keys get slower while the fleet stays within its budget.\n\n")
 }
 
 func fmtNum(s Stat, format string) string {

@@ -33,7 +33,8 @@ func TestReport(t *testing.T) {
 	if s := d.Get("Check/set=hot/path=allow/lib=floor/mode=serial", "sec/op"); !s.OK || s.N != 2 || math.Abs(s.Median-11e-9) > 1e-15 {
 		t.Fatalf("floor: %+v", s)
 	}
-	r := &Report{Data: d, Meta: map[string]string{"date": "today", "CPU": "Test CPU"}, Dist: []string{"slope -1.1"}}
+	r := &Report{Data: d, Meta: map[string]string{"date": "today", "CPU": "Test CPU"}, Dist: []string{"slope -1.1"},
+		Notes: "## What was tried\n\nA table.\n"}
 	var buf bytes.Buffer
 	r.Write(&buf)
 	doc := buf.String()
@@ -45,11 +46,17 @@ func TestReport(t *testing.T) {
 		"| 10k | 4.6% |",                   // 59017 / 1278944
 		"300 B with its 16-B key copy, 284 B without", // memory target
 		"| Test CPU |",
+		"dirty keys per 100 ms interval",
+		"they never overlap and nothing is lost",
 		"slope -1.1",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	notes, setup := strings.Index(doc, "## What was tried"), strings.Index(doc, "## Setup")
+	if notes < 0 || setup < 0 || notes > setup || strings.Index(doc, "## Memory") > notes {
+		t.Errorf("the notes belong between the memory table and the setup (at %d, setup at %d)", notes, setup)
 	}
 	if t.Failed() {
 		t.Log(doc)
