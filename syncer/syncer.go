@@ -9,7 +9,9 @@
 // counts, decides any reservations (checks that had to be decided by the
 // store), and returns the window's totals: push and pull in one atomic step.
 // Calls travel in pipelines of Config.Batch keys; a cluster client splits them
-// by node.
+// by node. On a standalone store the keys that only push and pull take the
+// bulk path instead (bulk.go): one script call per pipeline adds every key's
+// counts, and an HMGET per key pulls its window.
 //
 // Pushes are retry-safe. Each call carries a sequence number, increasing per
 // instance; the script records the last one applied per instance and key, and
@@ -121,10 +123,10 @@ type Result struct {
 type Stats struct {
 	Cycles        int64         // full sync cycles run
 	UrgentCycles  int64         // out-of-cycle syncs run for reservations
-	KeySyncs      int64         // per-key script calls answered
+	KeySyncs      int64         // keys pushed and pulled (per-key calls and bulk-path keys answered)
 	Reservations  int64         // reservations decided by the store
 	RoundTrips    int64         // pipelines and single calls sent
-	Commands      int64         // commands sent (script calls and heartbeats)
+	Commands      int64         // commands sent (script calls, bulk-path HMGETs and heartbeats)
 	Failures      int64         // round trips that failed
 	Corrections   int64         // correction counts pushed
 	Retried       int64         // batches resent after an ambiguous failure
