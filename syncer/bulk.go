@@ -105,9 +105,12 @@ func (s *Syncer) bulkArgs(c *bulkCall) ([]string, []any) {
 }
 
 // fieldBound is how many fields a key's hash may hold before bulkScript
-// cleans it: the window's buckets, one being filled, and room for the
-// bookkeeping of a few instances on the per-key path.
-func (r *Rule) fieldBound() int { return 2*r.span + 32 }
+// cleans it, which it checks only when a push starts a bucket: the window's
+// buckets and the one that just left it. A busy key is then cleaned every
+// other bucket and holds about span fields, as the sync script keeps it
+// (per-key bookkeeping fields make it clean at every new bucket: one HKEYS
+// per key per sub-window).
+func (r *Rule) fieldBound() int { return r.span + 1 }
 
 // sendBulk sends c in one pipeline, loading the script once if the store
 // does not have it.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/window"
 )
 
 // bulkRule is the per-rule part of a bulkScript call.
@@ -253,4 +254,26 @@ func TestReserveDuringBulkCycles(t *testing.T) {
 	require.Positive(t, reserved.Load(), "the harness reserved while cycles ran")
 	assert.Equal(t, admitted+reserved.Load(), sum, "every admission and reservation counted once")
 	assert.Zero(t, s.Stats().Failures)
+}
+
+// TestBulkPathKeepsHashesSmall pushes a busy key through many buckets on the
+// bulk path: its hash never holds more than the window's buckets and the one
+// that just left it, as on the per-key path.
+func TestBulkPathKeepsHashesSmall(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	geo := window.NewSliding(60*time.Millisecond, 3) // 20 ms buckets, span 4
+	r := &Rule{Name: "api", Table: newTable(t, geo, 1_000_000, localcache.NoCap), Geometry: geo, Limit: 1_000_000}
+	s := startSyncer(t, testConfig(c, "A"), r)
+	require.True(t, s.bulk)
+	name := r.KeyName("k")
+	most := 0
+	for i := 0; i < 40; i++ {
+		admit(t, s, r, "k", 1)
+		flush(t, s)
+		most = max(most, len(hash(t, c, name)))
+		time.Sleep(7 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, most, geo.Span()+1, "fields of the hash at most")
+	assert.GreaterOrEqual(t, most, 2, "harness: the key spans buckets")
 }
