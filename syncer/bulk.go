@@ -39,8 +39,9 @@ type bulkCall struct {
 type bulkKey struct {
 	it     item
 	name   string
-	boxed  any // name as an interface value, boxed once for every HMGET
-	rule   int // index in bulkCall.rules
+	boxed  any  // name as an interface value, boxed once for every HMGET
+	rule   int  // index in bulkCall.rules
+	drop   bool // remove this instance's reservation records of the key
 	deltas []localcache.Bucket
 	pull   *redis.SliceCmd
 }
@@ -67,10 +68,11 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 			ruleIdx[r] = ri
 			c.rules = append(c.rules, r)
 		}
-		k := bulkKey{it: it, name: r.KeyName(it.id.key), rule: ri}
+		k := bulkKey{it: it, name: r.KeyName(it.id.key), rule: ri, drop: s.recs[it.id]}
+		delete(s.recs, it.id)
 		k.boxed = k.name
 		s.buf = r.Table.Pending(it.ref, now, s.buf[:0])
-		if len(s.buf) == 0 {
+		if len(s.buf) == 0 && !k.drop {
 			pullOnly = append(pullOnly, k)
 			continue
 		}
@@ -89,14 +91,18 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 func (s *Syncer) bulkArgs(c *bulkCall) ([]string, []any) {
 	keys := make([]string, 0, 1+c.push)
 	keys = append(keys, s.markers[c.lane])
-	args := make([]any, 0, 3+4*len(c.rules)+4*c.push)
-	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL, len(c.rules))
+	args := make([]any, 0, 4+4*len(c.rules)+5*c.push)
+	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL, s.cfg.InstanceID, len(c.rules))
 	for _, r := range c.rules {
 		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound())
 	}
 	for _, k := range c.keys[:c.push] {
 		keys = append(keys, k.name)
-		args = append(args, k.rule+1, len(k.deltas))
+		drop := 0
+		if k.drop {
+			drop = 1
+		}
+		args = append(args, k.rule+1, drop, len(k.deltas))
 		for _, d := range k.deltas {
 			args = append(args, d.Index, d.Count)
 		}

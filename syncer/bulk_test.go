@@ -28,6 +28,7 @@ type bulkPush struct {
 	key    string
 	rule   int // 1-based
 	deltas [][2]int64
+	drop   bool // clean now: the caller left a reservation record
 }
 
 // runBulk calls bulkScript the way Syncer.bulkArgs does and returns now µs,
@@ -35,13 +36,17 @@ type bulkPush struct {
 func runBulk(t *testing.T, c redis.Scripter, marker, seq string, rules []bulkRule, keys ...bulkPush) (int64, int64, []int64) {
 	t.Helper()
 	ks := []string{marker}
-	args := []any{seq, 60_000, len(rules)}
+	args := []any{seq, 60_000, "me", len(rules)}
 	for _, r := range rules {
 		args = append(args, r.sub, r.span, r.ttl, r.bound)
 	}
 	for _, k := range keys {
 		ks = append(ks, k.key)
-		args = append(args, k.rule, len(k.deltas))
+		drop := 0
+		if k.drop {
+			drop = 1
+		}
+		args = append(args, k.rule, drop, len(k.deltas))
 		for _, d := range k.deltas {
 			args = append(args, d[0], d[1])
 		}
@@ -68,9 +73,9 @@ func TestBulkScript(t *testing.T) {
 	require.NoError(t, c.Set(ctx, "str", "x", 0).Err())
 	seq := itoa(nowUs)
 	push := []bulkPush{
-		{"a", 1, [][2]int64{{k, 3}, {k - 2, 4}, {k - 3, 5} /* out of the window */, {k + 7, 1} /* future: current */}},
-		{"str", 1, [][2]int64{{k, 1}}},
-		{"b", 2, [][2]int64{{k, 2}, {k - 1, 9} /* out of a span-1 window */}},
+		{"a", 1, [][2]int64{{k, 3}, {k - 2, 4}, {k - 3, 5} /* out of the window */, {k + 7, 1} /* future: current */}, false},
+		{"str", 1, [][2]int64{{k, 1}}, false},
+		{"b", 2, [][2]int64{{k, 2}, {k - 1, 9} /* out of a span-1 window */}, false},
 	}
 	now, applied, failed := runBulk(t, c, "m", seq, rules, push...)
 	assert.InDelta(t, nowUs, now, float64(5*time.Second/time.Microsecond), "now is the store's TIME in µs")
@@ -99,7 +104,7 @@ func TestBulkScript(t *testing.T) {
 	assert.Equal(t, seq+":2", c.Get(ctx, "m").Val())
 
 	// A newer call is applied on top.
-	_, applied, _ = runBulk(t, c, "m", itoa(nowUs+1), rules, bulkPush{"a", 1, [][2]int64{{k, 1}}})
+	_, applied, _ = runBulk(t, c, "m", itoa(nowUs+1), rules, bulkPush{"a", 1, [][2]int64{{k, 1}}, false})
 	assert.Equal(t, int64(1), applied)
 	assert.Equal(t, "5", c.HGet(ctx, "a", itoa(k)).Val())
 	assert.Equal(t, itoa(nowUs+1), c.Get(ctx, "m").Val(), "no failed keys")
@@ -107,8 +112,8 @@ func TestBulkScript(t *testing.T) {
 
 // TestBulkScriptCleanup lets a hash grow past the field bound: the next push
 // that starts a bucket removes the buckets out of the window and stale
-// bookkeeping, keeps the rest, and refreshes the TTL; a push into a bucket
-// that exists does neither.
+// bookkeeping and the caller's reservation records, keeps the rest, and
+// refreshes the TTL; a push into a bucket that exists does neither.
 func TestBulkScriptCleanup(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -122,13 +127,15 @@ func TestBulkScriptCleanup(t *testing.T) {
 		itoa(k-4), "1", itoa(k-3), "1", itoa(k-2), "1", // out of the window
 		itoa(k-1), "1",
 		"i:old", stale, "i:fresh", fresh, "r1:fresh", fresh+":1:5",
+		"i:me", fresh, "r2:me", fresh+":1:5", // the caller's
 	).Err())
-	_, applied, failed := runBulk(t, c, "m", fresh, []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 2}}})
+	_, applied, failed := runBulk(t, c, "m", fresh, []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 2}}, false})
 	require.Equal(t, int64(1), applied)
 	require.Empty(t, failed)
 	assert.Equal(t, map[string]string{
 		itoa(k - 1): "1", itoa(k): "2",
 		"i:fresh": fresh, "r1:fresh": fresh + ":1:5",
+		"i:me": fresh, // the caller's reservation record goes, its sequence number stays
 	}, hash(t, c, "h"))
 	pttl, err := c.PTTL(ctx, "h").Result()
 	require.NoError(t, err)
@@ -140,9 +147,21 @@ func TestBulkScriptCleanup(t *testing.T) {
 		require.NoError(t, c.HSet(ctx, "h", "i:x"+itoa(int64(len(hash(t, c, "h")))), fresh).Err())
 	}
 	require.NoError(t, c.PExpire(ctx, "h", 20*time.Second).Err())
-	runBulk(t, c, "m", itoa(nowUs+1), []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 1}}})
+	runBulk(t, c, "m", itoa(nowUs+1), []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 1}}, false})
 	assert.Equal(t, "1", c.HGet(ctx, "h", itoa(k-5)).Val(), "not cleaned")
 	assert.Equal(t, "3", c.HGet(ctx, "h", itoa(k)).Val())
+	pttl, err = c.PTTL(ctx, "h").Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, pttl, 20*time.Second, "not refreshed")
+
+	// Asked to (the caller left a reservation record), a push into the
+	// bucket that exists cleans too, without refreshing the TTL.
+	require.NoError(t, c.HSet(ctx, "h", "r3:me", fresh+":1:5").Err())
+	runBulk(t, c, "m", itoa(nowUs+2), []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 1}}, true})
+	h := hash(t, c, "h")
+	assert.NotContains(t, h, "r3:me")
+	assert.NotContains(t, h, itoa(k-5))
+	assert.Equal(t, "4", h[itoa(k)])
 	pttl, err = c.PTTL(ctx, "h").Result()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, pttl, 20*time.Second, "not refreshed")

@@ -200,7 +200,9 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1])}
 // in syncScript). When a push starts a bucket (HINCRBY returns the count it
 // added), it refreshes the key's TTL and, if the hash has grown past its
 // rule's field bound, removes buckets out of the window and per-key
-// bookkeeping past its TTL (syncScript's rules). Refreshing only then is
+// bookkeeping past its TTL (syncScript's rules), and the calling instance's
+// reservation records (it has their replies, or it would not push the key on
+// the bulk path; its "i:" field stays, to recognise a late per-key call). Refreshing only then is
 // enough: the TTL is a window and a sub-window (plus a second) from the
 // moment the newest bucket was started, so the key outlives every bucket it
 // holds; and the hash only grows when a field is added. For a rule whose
@@ -211,10 +213,11 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1])}
 // stay pending and are never taken for pushed. (A bucket field holding a
 // non-integer fails alone too, and its count is dropped.)
 //
-// KEYS: the marker, then the limiter keys. ARGV: seq, marker TTL ms, rule
-// count, then per rule: sub-window µs, span, key TTL ms, field bound; then
-// per limiter key: its rule (1-based), the number of (bucket, count) pairs,
-// and the pairs.
+// KEYS: the marker, then the limiter keys. ARGV: seq, marker TTL ms, instance
+// id, rule count, then per rule: sub-window µs, span, key TTL ms, field bound;
+// then per limiter key: its rule (1-based), "1" to clean it now (the instance
+// left a reservation record there), the number of (bucket, count) pairs, and
+// the pairs.
 //
 // Returns: now µs, 1 if applied now or 0 if applied before, then the 1-based
 // indices (counting the limiter keys only) of keys whose writes failed (for a
@@ -235,9 +238,10 @@ if seq <= last then
   return out
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local mine = ':' .. ARGV[3]
 local rules = {}
-local i = 4
-for r = 1, tonumber(ARGV[3]) do
+local i = 5
+for r = 1, tonumber(ARGV[4]) do
   local sub = tonumber(ARGV[i])
   local span = tonumber(ARGV[i + 1])
   local k = math.floor(now / sub)
@@ -250,8 +254,9 @@ local failed = {}
 for x = 2, #KEYS do
   local key = KEYS[x]
   local rule = rules[tonumber(ARGV[i])]
-  local np = tonumber(ARGV[i + 1])
-  i = i + 2
+  local drop = ARGV[i + 1] == '1'
+  local np = tonumber(ARGV[i + 2])
+  i = i + 3
   local k, oldest = rule.k, rule.oldest
   local ok, wrote, grew = true, false, false
   for p = 1, np do
@@ -272,14 +277,20 @@ for x = 2, #KEYS do
   if not ok then
     out[#out + 1] = x - 1
     failed[#failed + 1] = x - 1
-  elseif grew then
-    redis.call('PEXPIRE', key, rule.ttl)
-    if redis.call('HLEN', key) > rule.bound then
+  elseif grew or drop then
+    if grew then
+      redis.call('PEXPIRE', key, rule.ttl)
+    end
+    if drop or redis.call('HLEN', key) > rule.bound then
       local names = redis.call('HKEYS', key)
       for f = 1, #names do
         local name = names[f]
         local c1 = string.byte(name, 1)
-        if c1 == 105 or c1 == 114 then
+        if c1 == 114 and string.sub(name, -#mine) == mine then
+          -- This instance's reservation records: it has their replies,
+          -- or it would not push this key on the bulk path.
+          redis.call('HDEL', key, name)
+        elseif c1 == 105 or c1 == 114 then
           local ts = tonumber(string.match(redis.call('HGET', key, name) or '', '^%d+'))
           if ts == nil or ts < rule.expire_before then
             redis.call('HDEL', key, name)

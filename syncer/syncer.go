@@ -177,9 +177,13 @@ type Syncer struct {
 	unacked []*bulkCall // bulk calls sent without a usable reply, to resend first
 	seq     int64
 	state   map[keyID]*keyState
-	prev    []item // keys pushed in the last full cycle, to pull once more
-	refs    []localcache.Ref
-	buf     []localcache.Bucket
+	// recs holds the keys whose store hash keeps a reservation record of
+	// this instance that is no longer needed: the next bulk push of the
+	// key removes it.
+	recs map[keyID]bool
+	prev []item // keys pushed in the last full cycle, to pull once more
+	refs []localcache.Ref
+	buf  []localcache.Bucket
 
 	stats struct {
 		cycles, urgentCycles, keySyncs, reservations, roundTrips, commands,
@@ -258,6 +262,7 @@ func New(cfg Config, rules []*Rule) (*Syncer, error) {
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		state:    make(map[keyID]*keyState),
+		recs:     make(map[keyID]bool),
 	}
 	s.life, s.kill = context.WithCancel(context.Background())
 	for _, r := range rules {
@@ -1065,6 +1070,9 @@ func (s *Syncer) apply(c *call) error {
 		acked = append(acked, b.deltas...)
 		if status == 2 || len(b.costs) == 0 {
 			continue
+		}
+		if s.bulk {
+			s.recs[c.it.id] = true
 		}
 		k := r.Geometry.Index(nowStore)
 		if status == 1 {
