@@ -296,3 +296,47 @@ func TestBulkPathKeepsHashesSmall(t *testing.T) {
 	assert.LessOrEqual(t, most, geo.Span()+1, "fields of the hash at most")
 	assert.GreaterOrEqual(t, most, 2, "harness: the key spans buckets")
 }
+
+// TestReserveAfterLostBulkReply loses the reply of a bulk call (the store
+// applied it), then reserves on one of its keys: the reservation's sync
+// resends the bulk call first, so the key's pending counts, already in the
+// store, are acknowledged and not pushed again with the reservation.
+func TestReserveAfterLostBulkReply(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	hook := &faultHook{}
+	c.AddHook(hook)
+	loadScript(t, c)
+	r := newRule(t, "api", midGeometry(4), 100, 10)
+	s := startSyncer(t, testConfig(c, "A"), r)
+	name := r.KeyName("k")
+
+	admit(t, s, r, "k", 6)
+	admit(t, s, r, "other", 2)
+	hook.dropReplies.Store(true)
+	require.ErrorIs(t, s.Flush(ctxT(t, 30*time.Second)), errLost)
+	hook.dropReplies.Store(false)
+	require.Equal(t, int64(6), total(t, c, name), "the store applied the bulk call")
+	require.Len(t, s.unacked, 1, "kept for a resend")
+	_, own := estimate(t, r.Table, "k", s.Now())
+	require.Equal(t, int64(6), own, "unacknowledged")
+
+	// A reservation resends the bulk call before its own call: the
+	// store recognises it and nothing is counted twice.
+	ref, ok := r.Table.Ref("k")
+	require.True(t, ok)
+	// The store is back (as a heartbeat would find it) but no cycle ran:
+	// the unanswered bulk call is still queued when the reservation comes.
+	require.False(t, s.Healthy())
+	s.setHealth(true, nil)
+	res, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 3)
+	require.NoError(t, err)
+	assert.True(t, res.Admitted)
+	assert.Equal(t, int64(9), total(t, c, name), "6 pushed once + 3 reserved")
+	assert.Equal(t, int64(2), total(t, c, r.KeyName("other")))
+	assert.Empty(t, s.unacked)
+	flush(t, s)
+	_, own = estimate(t, r.Table, "k", s.Now())
+	assert.Zero(t, own)
+	assert.Equal(t, int64(9), total(t, c, name))
+}
