@@ -68,7 +68,8 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 			ruleIdx[r] = ri
 			c.rules = append(c.rules, r)
 		}
-		k := bulkKey{it: it, name: r.KeyName(it.id.key), rule: ri, drop: s.recs[it.id]}
+		_, drop := s.recs[it.id]
+		k := bulkKey{it: it, name: r.KeyName(it.id.key), rule: ri, drop: drop}
 		delete(s.recs, it.id)
 		k.boxed = k.name
 		s.buf = r.Table.Pending(it.ref, now, s.buf[:0])

@@ -340,3 +340,21 @@ func TestReserveAfterLostBulkReply(t *testing.T) {
 	assert.Zero(t, own)
 	assert.Equal(t, int64(9), total(t, c, name))
 }
+
+// TestPruneRecs forgets reservation records older than their key's TTL (the
+// store has dropped them with the key) and keeps the others.
+func TestPruneRecs(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	r := newRule(t, "api", midGeometry(4), 100, 10)
+	now := time.Now().UnixNano()
+	cfg := testConfig(c, "A")
+	cfg.LocalNow = func() int64 { return now }
+	s, err := New(cfg, []*Rule{r}) // not started: the test owns the loop's state
+	require.NoError(t, err)
+	ttl := r.ttlMs * int64(time.Millisecond)
+	s.recs[keyID{r, "old"}] = now - ttl - 1
+	s.recs[keyID{r, "fresh"}] = now - ttl + int64(time.Second)
+	s.pruneRecs()
+	assert.Equal(t, map[keyID]int64{{r, "fresh"}: now - ttl + int64(time.Second)}, s.recs)
+}

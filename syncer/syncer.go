@@ -178,9 +178,10 @@ type Syncer struct {
 	seq     int64
 	state   map[keyID]*keyState
 	// recs holds the keys whose store hash keeps a reservation record of
-	// this instance that is no longer needed: the next bulk push of the
-	// key removes it.
-	recs map[keyID]bool
+	// this instance that is no longer needed, with the local time it was
+	// made: the next bulk push of the key removes it, or the key's TTL
+	// does (then the entry is dropped here too: see pruneRecs).
+	recs map[keyID]int64
 	prev []item // keys pushed in the last full cycle, to pull once more
 	refs []localcache.Ref
 	buf  []localcache.Bucket
@@ -262,7 +263,7 @@ func New(cfg Config, rules []*Rule) (*Syncer, error) {
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		state:    make(map[keyID]*keyState),
-		recs:     make(map[keyID]bool),
+		recs:     make(map[keyID]int64),
 	}
 	s.life, s.kill = context.WithCancel(context.Background())
 	for _, r := range rules {
@@ -528,6 +529,7 @@ func (s *Syncer) cycle() error {
 	if err := s.resendBulk(ctx); err != nil {
 		return err
 	}
+	s.pruneRecs()
 	beat := time.Now()
 	items := s.collect()
 	var err error
@@ -619,6 +621,21 @@ func (s *Syncer) cycle() error {
 	s.stats.lastCycle.Store(int64(time.Since(start)))
 	s.stats.lastCycleKeys.Store(int64(len(items)))
 	return err
+}
+
+// pruneRecs forgets the reservation records that the store has expired
+// with their keys: a key that went idle after a reservation is never pushed
+// on the bulk path again, and recs must not grow with every such key.
+func (s *Syncer) pruneRecs() {
+	if len(s.recs) == 0 {
+		return
+	}
+	now := s.cfg.LocalNow()
+	for id, at := range s.recs {
+		if now-at > id.rule.ttlMs*int64(time.Millisecond) {
+			delete(s.recs, id)
+		}
+	}
 }
 
 // beatEvery is how often a long cycle heartbeats: every Interval, and at
@@ -1072,7 +1089,7 @@ func (s *Syncer) apply(c *call) error {
 			continue
 		}
 		if s.bulk {
-			s.recs[c.it.id] = true
+			s.recs[c.it.id] = s.cfg.LocalNow()
 		}
 		k := r.Geometry.Index(nowStore)
 		if status == 1 {
