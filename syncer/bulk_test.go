@@ -358,3 +358,40 @@ func TestPruneRecs(t *testing.T) {
 	s.pruneRecs()
 	assert.Equal(t, map[keyID]int64{{r, "fresh"}: now - ttl + int64(time.Second)}, s.recs)
 }
+
+// TestPerKeyErrorDoesNotStallCycles gives the per-key path a key whose
+// Redis key is not a hash (its calls fail with WRONGTYPE, a reply from a
+// healthy store): the cycle goes on with the other keys, in later
+// pipelines too, instead of stopping at the failed one every time.
+func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
+	t.Parallel()
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			c := redistest.Start(t).Client(t)
+			loadScript(t, c)
+			r := newRule(t, "api", midGeometry(4), 1000, 5)
+			cfg := testConfig(c, "A")
+			cfg.Batch = 1 // one key per pipeline
+			cfg.perKey = path.perKey
+			s := startSyncer(t, cfg, r)
+			require.NoError(t, c.Set(ctxT(t, opTimeout), r.KeyName("bad"), "x", 0).Err())
+			// A reservation on the bad key fails (WRONGTYPE) and leaves a
+			// batch outstanding: from now on the key takes the per-key
+			// path, first in every cycle.
+			admit(t, s, r, "bad", 5)
+			ref, ok := r.Table.Ref("bad")
+			require.True(t, ok)
+			_, err := s.Reserve(ctxT(t, opTimeout), r.Table, "bad", ref, 1)
+			require.Error(t, err)
+			for _, k := range []string{"a", "b", "c"} {
+				admit(t, s, r, k, 2)
+			}
+			require.Error(t, s.Flush(ctxT(t, 30*time.Second)), "the bad key's call fails")
+			assert.True(t, s.Healthy(), "Redis answered: the store is healthy")
+			for _, k := range []string{"a", "b", "c"} {
+				assert.Equal(t, int64(2), total(t, c, r.KeyName(k)), "%s synced despite the bad key", k)
+			}
+		})
+	}
+}

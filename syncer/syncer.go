@@ -567,14 +567,16 @@ func (s *Syncer) cycle() error {
 		if beatDue || s.hasUrgent() {
 			// Reservations may concern keys of the calls in flight: let
 			// them land first, and send nothing else meanwhile.
-			if err = landAll(); err != nil {
+			if lerr := landAll(); lerr != nil {
+				err = cmp.Or(err, lerr)
 				s.requeue(items[i:]) // nothing of this batch was sent
 				break
 			}
 			s.serveUrgent()
 			if beatDue {
-				if err = s.heartbeat(ctx); err != nil {
-					s.setHealth(false, err)
+				if herr := s.heartbeat(ctx); herr != nil {
+					err = cmp.Or(err, herr)
+					s.setHealth(false, herr)
 					s.failWaiters(ErrUnavailable)
 					s.requeue(items[i:])
 					break
@@ -592,7 +594,8 @@ func (s *Syncer) cycle() error {
 		var landed *bulkCall
 		if next != nil && fly[next.lane] != nil {
 			landed, fly[next.lane] = fly[next.lane], nil
-			if err = s.landBulk(landed); err != nil {
+			if lerr := s.landBulk(landed); lerr != nil {
+				err = cmp.Or(err, lerr)
 				s.requeue(items[i:])
 				break
 			}
@@ -607,15 +610,20 @@ func (s *Syncer) cycle() error {
 			_ = s.settleBulk(landed)
 		}
 		if len(rest) > 0 {
-			if err = s.syncPerKey(ctx, rest); err != nil {
-				// The store failed mid-cycle: leave the rest queued.
-				s.requeue(items[end:])
-				break
+			if perr := s.syncPerKey(ctx, rest); perr != nil {
+				err = cmp.Or(err, perr)
+				// Redis answered with an error for some keys (their
+				// batches are kept): go on with the others. A store
+				// that failed leaves the rest queued.
+				if !s.healthy.Load() {
+					s.requeue(items[end:])
+					break
+				}
 			}
 		}
 	}
-	if lerr := landAll(); err == nil {
-		err = lerr
+	if lerr := landAll(); lerr != nil {
+		err = cmp.Or(err, lerr)
 	}
 	s.serveUrgent()
 	s.stats.lastCycle.Store(int64(time.Since(start)))
@@ -816,7 +824,7 @@ func (s *Syncer) serveUrgent() {
 	}
 	for i := 0; i < len(items); i += s.cfg.Batch {
 		end := min(i+s.cfg.Batch, len(items))
-		if err := s.syncKeys(s.life, items[i:end]); err != nil {
+		if err := s.syncKeys(s.life, items[i:end]); err != nil && !s.healthy.Load() {
 			for _, it := range items[end:] {
 				for _, w := range it.ws {
 					s.finish(w, Result{}, ErrUnavailable)
