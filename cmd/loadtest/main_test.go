@@ -122,11 +122,20 @@ func runJSON(t *testing.T, args ...string) *report.Run {
 func sane(t *testing.T, s *report.Scenario) {
 	t.Helper()
 	a, c := &s.Accuracy, &s.Cost
-	if a.Checks == 0 || a.Checks != c.Checks || a.Admitted == 0 || a.Admitted == a.Checks {
+	if a.Checks == 0 || a.Checks != c.Checks || a.Admitted == 0 {
 		t.Errorf("%s: checks %d (instances %d), admitted %d", s.Name, a.Checks, c.Checks, a.Admitted)
 	}
-	if a.LimitedKeys == 0 {
-		t.Errorf("%s: no key reached its limit (%d quiet keys)", s.Name, a.QuietKeys)
+	switch lag := time.Duration(c.MaxLag); {
+	case a.LimitedKeys > 0 && a.Admitted == a.Checks:
+		t.Errorf("%s: %d keys offered above their limit, yet all %d checks admitted", s.Name, a.LimitedKeys, a.Checks)
+	case a.LimitedKeys == 0 && lag > quickWindow/10:
+		// A loaded machine (the race detector, other packages' tests on
+		// the same cores) could not offer the asked rate: no key was
+		// offered above its limit, so there was nothing to limit. The
+		// other checks stand.
+		t.Logf("%s: the workers fell %v behind and no key was offered above its limit (%d checks): limiting not exercised", s.Name, lag, a.Checks)
+	case a.LimitedKeys == 0:
+		t.Errorf("%s: no key reached its limit (%d quiet keys), though the workers kept to the schedule (lag %v)", s.Name, a.QuietKeys, lag)
 	}
 	if a.FalseDenials != 0 {
 		t.Errorf("%s: %d false denials", s.Name, a.FalseDenials)
@@ -144,6 +153,9 @@ func sane(t *testing.T, s *report.Scenario) {
 // independent of how loaded the machine is (a check that times out is
 // decided by the failure mode, which may deny a key below its limit).
 var quick = []string{"-rule", "50/500ms", "-budget", "10%", "-timeout", "2s", "-keys", "10"}
+
+// quickWindow is the window of quick's rule.
+const quickWindow = 500 * time.Millisecond
 
 // TestRunEmbedded runs the scenario code for about 4s on the embedded
 // store, in one process, with plots.
