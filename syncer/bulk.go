@@ -27,13 +27,13 @@ const bulkLanes = 2
 type bulkCall struct {
 	seq   int64
 	lane  int
-	rules []*Rule         // the rules of keys, in ARGV order
-	keys  []bulkKey       // keys with counts first (in KEYS order), then pull-only keys
-	push  int             // len of the keys with counts
-	sent  int             // times sent
-	cmd   *redis.Cmd      // the script call of the last send
-	done  chan struct{}   // closed when the last send has its reply
-	lo    map[*Rule]int64 // first bucket each key's HMGET asked for, at the last send
+	rules []*Rule       // the rules of keys, in ARGV order
+	keys  []bulkKey     // keys with counts first (in KEYS order), then pull-only keys
+	push  int           // len of the keys with counts
+	sent  int           // times sent
+	cmd   *redis.Cmd    // the script call of the last send
+	done  chan struct{} // closed when the last send has its reply
+	lo    []int64       // per rule (as rules): first bucket its keys' HMGETs asked for, at the last send
 }
 
 type bulkKey struct {
@@ -55,7 +55,7 @@ func (s *Syncer) bulkable(it item) bool {
 // newBulk prepares a call for items (all bulkable): their pending counts to
 // push and their totals to pull.
 func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
-	c := &bulkCall{lo: make(map[*Rule]int64, 1)}
+	c := &bulkCall{}
 	ruleIdx := make(map[*Rule]int, 1)
 	var pullOnly []bulkKey
 	// One backing array for every key's deltas: usually one bucket each.
@@ -131,13 +131,14 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 		// boxed once per rule: go-redis's HMGet would allocate each field
 		// of each key anew.
 		fields := make([][]any, len(c.rules))
+		c.lo = make([]int64, len(c.rules))
 		n := 0
 		for i, r := range c.rules {
 			// From a bucket before the store's window to one past it:
 			// the store's clock decides which ones are the window.
 			kc := r.Geometry.Index(now)
 			lo := kc - int64(r.span)
-			c.lo[r] = lo
+			c.lo[i] = lo
 			f := make([]any, r.span+2)
 			for j := range f {
 				f[j] = strconv.FormatInt(lo+int64(j), 10)
@@ -301,7 +302,7 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 			acked = nil
 			r.Table.MarkDirty(k.it.ref) // still pending: try again next cycle
 		}
-		tot, ok := pulled(k.pull, oldest-c.lo[r], r.span, totals[:0])
+		tot, ok := pulled(k.pull, oldest-c.lo[k.rule], r.span, totals[:0])
 		if !ok {
 			tot = nil
 			r.Table.MarkDirty(k.it.ref) // pull again next cycle
