@@ -85,8 +85,11 @@ type faultCase struct {
 	persist bool
 	// defaults gives the limiters go-redis's default client options.
 	defaults bool
-	inject   func(t *testing.T, x *toxi, srv *redistest.Server)
-	heal     func(t *testing.T, x *toxi, srv *redistest.Server)
+	// toxics are added to the proxy to inject the fault and removed to
+	// heal it; faults that are not toxics use inject and heal instead.
+	toxics []toxic
+	inject func(t *testing.T, x *toxi, srv *redistest.Server)
+	heal   func(t *testing.T, x *toxi, srv *redistest.Server)
 	// degrades: the limiters must notice the store failing and switch to
 	// FailLocal. Otherwise the store is slow but answers, and the error
 	// budget's bound must hold.
@@ -95,27 +98,26 @@ type faultCase struct {
 	lost bool
 }
 
+// toxic is one toxiproxy toxic: its name, type, stream and attributes.
+type toxic struct {
+	name, typ, stream string
+	attrs             map[string]any
+}
+
 // faultCases are the faults TestFaults injects.
 var faultCases = []faultCase{
 	{
 		name: "latency-jitter",
-		inject: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.add(t, "lat-up", "latency", "upstream", map[string]any{"latency": 25, "jitter": 25})
-			x.add(t, "lat-down", "latency", "downstream", map[string]any{"latency": 25, "jitter": 25})
-		},
-		heal: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.remove(t, "lat-up")
-			x.remove(t, "lat-down")
+		toxics: []toxic{
+			{"lat-up", "latency", "upstream", map[string]any{"latency": 25, "jitter": 25}},
+			{"lat-down", "latency", "downstream", map[string]any{"latency": 25, "jitter": 25}},
 		},
 	},
 	{
 		// Every reply arrives after the syncer's op timeout (1s): commands
 		// run, their replies come too late, the client gives up.
-		name: "latency-beyond-timeout",
-		inject: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.add(t, "slow", "latency", "downstream", map[string]any{"latency": 1500})
-		},
-		heal:     func(t *testing.T, x *toxi, _ *redistest.Server) { x.remove(t, "slow") },
+		name:     "latency-beyond-timeout",
+		toxics:   []toxic{{"slow", "latency", "downstream", map[string]any{"latency": 1500}}},
 		degrades: true,
 	},
 	{
@@ -124,52 +126,36 @@ var faultCases = []faultCase{
 		// options (3s read timeout, context deadline not on the socket).
 		name:     "blackhole-default-client",
 		defaults: true,
-		inject: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.add(t, "hole", "timeout", "upstream", map[string]any{"timeout": 0})
-		},
-		heal:     func(t *testing.T, x *toxi, _ *redistest.Server) { x.remove(t, "hole") },
+		toxics:   []toxic{{"hole", "timeout", "upstream", map[string]any{"timeout": 0}}},
 		degrades: true,
 	},
 	{
 		// Redis executes every command but no reply comes back: pushes are
 		// applied and the limiters do not know.
-		name: "reply-dropped",
-		inject: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.add(t, "drop", "timeout", "downstream", map[string]any{"timeout": 0})
-		},
-		heal:     func(t *testing.T, x *toxi, _ *redistest.Server) { x.remove(t, "drop") },
+		name:     "reply-dropped",
+		toxics:   []toxic{{"drop", "timeout", "downstream", map[string]any{"timeout": 0}}},
 		degrades: true,
 	},
 	{
 		// A command resets its connection before it reaches Redis.
-		name: "reset-before-command",
-		inject: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.add(t, "rst", "reset_peer", "upstream", map[string]any{"timeout": 0})
-		},
-		heal:     func(t *testing.T, x *toxi, _ *redistest.Server) { x.remove(t, "rst") },
+		name:     "reset-before-command",
+		toxics:   []toxic{{"rst", "reset_peer", "upstream", map[string]any{"timeout": 0}}},
 		degrades: true,
 	},
 	{
 		// Redis runs the command, then the connection is reset instead of
 		// the reply arriving.
-		name: "reset-after-command",
-		inject: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.add(t, "rst", "reset_peer", "downstream", map[string]any{"timeout": 0})
-		},
-		heal:     func(t *testing.T, x *toxi, _ *redistest.Server) { x.remove(t, "rst") },
+		name:     "reset-after-command",
+		toxics:   []toxic{{"rst", "reset_peer", "downstream", map[string]any{"timeout": 0}}},
 		degrades: true,
 	},
 	{
 		// 16 KB/s each way: a sync cycle of this test's keys takes tens
 		// of milliseconds instead of one, reservations wait longer.
 		name: "bandwidth",
-		inject: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.add(t, "bw-up", "bandwidth", "upstream", map[string]any{"rate": 16})
-			x.add(t, "bw-down", "bandwidth", "downstream", map[string]any{"rate": 16})
-		},
-		heal: func(t *testing.T, x *toxi, _ *redistest.Server) {
-			x.remove(t, "bw-up")
-			x.remove(t, "bw-down")
+		toxics: []toxic{
+			{"bw-up", "bandwidth", "upstream", map[string]any{"rate": 16}},
+			{"bw-down", "bandwidth", "downstream", map[string]any{"rate": 16}},
 		},
 	},
 	{
@@ -292,7 +278,12 @@ func runFault(t *testing.T, fc faultCase) {
 	}
 
 	// The fault, under traffic.
-	fc.inject(t, x, srv)
+	for _, tx := range fc.toxics {
+		x.add(t, tx.name, tx.typ, tx.stream, tx.attrs)
+	}
+	if fc.inject != nil {
+		fc.inject(t, x, srv)
+	}
 	injected := time.Now()
 	var (
 		slow     slowest
@@ -369,7 +360,12 @@ func runFault(t *testing.T, fc faultCase) {
 	}
 
 	// Heal: the syncer recovers by itself.
-	fc.heal(t, x, srv)
+	for _, tx := range fc.toxics {
+		x.remove(t, tx.name)
+	}
+	if fc.heal != nil {
+		fc.heal(t, x, srv)
+	}
 	waitFor(t, 15*time.Second, "every limiter to see the store again", degraded(ls, false))
 	flushAll(t, ls)
 	flushAll(t, ls)
