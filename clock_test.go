@@ -48,36 +48,27 @@ func TestSkewedClocksAgree(t *testing.T) {
 	// multiple of the window length.
 	perWindow := map[int64]int64{}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	time.AfterFunc(2500*time.Millisecond, func() { close(stop) })
+	shifts := make([]time.Duration, len(ls))
 	for i, l := range ls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			shift := skews[i] + l.Stats().Sync.Offset
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				d, err := l.Allow(context.Background(), rule.Name, "k")
-				if !assert.NoError(t, err) {
-					return
-				}
-				if d.Allowed {
-					end := time.Now().Add(shift + d.ResetAfter).UnixNano()
-					w := int64(rule.Window)
-					mu.Lock()
-					perWindow[(end+w/2)/w-1]++
-					mu.Unlock()
-				}
-				time.Sleep(200 * time.Microsecond)
-			}
-		}()
+		shifts[i] = skews[i] + l.Stats().Sync.Offset
 	}
-	wg.Wait()
+	perLimiter(ls, stop, func(i int, l *sluice.Limiter, _ int) bool {
+		d, err := l.Allow(context.Background(), rule.Name, "k")
+		if !assert.NoError(t, err) {
+			return false
+		}
+		if d.Allowed {
+			end := time.Now().Add(shifts[i] + d.ResetAfter).UnixNano()
+			w := int64(rule.Window)
+			mu.Lock()
+			perWindow[(end+w/2)/w-1]++
+			mu.Unlock()
+		}
+		time.Sleep(200 * time.Microsecond)
+		return true
+	})()
 	bound := int64(float64(rule.Limit) * 1.05)
 	require.GreaterOrEqual(t, len(perWindow), 2, "the run spans several windows")
 	var admitted int64
@@ -134,36 +125,25 @@ func TestSkewedClocksSliding(t *testing.T) {
 
 	first := storeBucket()
 	var admitted atomic.Int64
-	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for _, l := range ls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				d, err := l.Allow(ctx, rule.Name, "k")
-				if !assert.NoError(t, err) {
-					return
-				}
-				if d.Allowed {
-					admitted.Add(1)
-				}
-				time.Sleep(200 * time.Microsecond)
-			}
-		}()
-	}
+	wait := perLimiter(ls, stop, func(_ int, l *sluice.Limiter, _ int) bool {
+		d, err := l.Allow(ctx, rule.Name, "k")
+		if !assert.NoError(t, err) {
+			return false
+		}
+		if d.Allowed {
+			admitted.Add(1)
+		}
+		time.Sleep(200 * time.Microsecond)
+		return true
+	})
 	// Buckets stay in the hash for about a window after they end: polling
 	// every 20ms sees each one's final total.
 	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		watch()
 	}
 	close(stop)
-	wg.Wait()
+	wait()
 	flushAll(t, ls)
 	flushAll(t, ls)
 	watch()

@@ -354,36 +354,25 @@ func TestClusterDisruption(t *testing.T) {
 		var slow slowest
 		var errs atomic.Int64
 		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for _, l := range ls {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					for _, k := range keys {
-						var d sluice.Decision
-						var err error
-						slow.time(func() { d, err = l.Allow(ctx, ruleOf(k).Name, k) })
-						if err != nil {
-							errs.Add(1)
-						} else if d.Allowed {
-							mu.Lock()
-							admitted[k]++
-							mu.Unlock()
-						}
-					}
-					time.Sleep(time.Millisecond)
+		wait := perLimiter(ls, stop, func(_ int, l *sluice.Limiter, _ int) bool {
+			for _, k := range keys {
+				var d sluice.Decision
+				var err error
+				slow.time(func() { d, err = l.Allow(ctx, ruleOf(k).Name, k) })
+				if err != nil {
+					errs.Add(1)
+				} else if d.Allowed {
+					mu.Lock()
+					admitted[k]++
+					mu.Unlock()
 				}
-			}()
-		}
+			}
+			time.Sleep(time.Millisecond)
+			return true
+		})
 		during()
 		close(stop)
-		wg.Wait()
+		wait()
 		assert.Zero(t, errs.Load(), "checks returned errors under FailLocal")
 		assert.Less(t, time.Duration(slow.ns.Load()), timeout+time.Second, "a check took too long")
 		return time.Duration(slow.ns.Load())

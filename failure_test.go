@@ -144,32 +144,21 @@ func TestOutagePersistentStore(t *testing.T) {
 	ls := fleet(t, 4, func() redis.UniversalClient { return srv.Client(t) }, opts, rule)
 	var admitted atomic.Int64
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, l := range ls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				d, err := l.Allow(context.Background(), rule.Name, "k")
-				if err == nil && d.Allowed {
-					admitted.Add(1)
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
-		}()
-	}
+	wait := perLimiter(ls, stop, func(_ int, l *sluice.Limiter, _ int) bool {
+		d, err := l.Allow(context.Background(), rule.Name, "k")
+		if err == nil && d.Allowed {
+			admitted.Add(1)
+		}
+		time.Sleep(100 * time.Microsecond)
+		return true
+	})
 	time.Sleep(300 * time.Millisecond) // syncs in flight while we kill
 	srv.Kill()
 	time.Sleep(300 * time.Millisecond)
 	srv.Restart()
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
-	wg.Wait()
+	wait()
 	waitFor(t, 10*time.Second, "recovery", degraded(ls, false))
 	flushAll(t, ls)
 	flushAll(t, ls)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -291,40 +290,29 @@ func runFault(t *testing.T, fc faultCase) {
 		coldAdm  = make([][cold]atomic.Int64, n)
 		errs     atomic.Int64
 		stop     = make(chan struct{})
-		wg       sync.WaitGroup
 		firstErr atomic.Value
 	)
-	for i, l := range ls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := 0; ; it++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key, ci := "hot", -1
-				if it%10 == 0 {
-					ci = (it / 10) % cold
-					key = coldKey(ci)
-				}
-				var d sluice.Decision
-				var err error
-				slow.time(func() { d, err = l.Allow(ctx, rule.Name, key) })
-				switch {
-				case err != nil:
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				case d.Allowed && ci < 0:
-					hot[i].Add(1)
-				case d.Allowed:
-					coldAdm[i][ci].Add(1)
-				}
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
+	wait := perLimiter(ls, stop, func(i int, l *sluice.Limiter, it int) bool {
+		key, ci := "hot", -1
+		if it%10 == 0 {
+			ci = (it / 10) % cold
+			key = coldKey(ci)
+		}
+		var d sluice.Decision
+		var err error
+		slow.time(func() { d, err = l.Allow(ctx, rule.Name, key) })
+		switch {
+		case err != nil:
+			errs.Add(1)
+			firstErr.CompareAndSwap(nil, err)
+		case d.Allowed && ci < 0:
+			hot[i].Add(1)
+		case d.Allowed:
+			coldAdm[i][ci].Add(1)
+		}
+		time.Sleep(time.Millisecond)
+		return true
+	})
 	if fc.degrades {
 		waitFor(t, 15*time.Second, "every limiter to notice the fault", degraded(ls, true))
 		time.Sleep(500 * time.Millisecond) // traffic while degraded
@@ -332,7 +320,7 @@ func runFault(t *testing.T, fc faultCase) {
 		time.Sleep(1500 * time.Millisecond)
 	}
 	close(stop)
-	wg.Wait()
+	wait()
 	faultFor := time.Since(injected)
 
 	assert.Zero(t, errs.Load(), "checks returned errors under FailLocal: %v", firstErr.Load())

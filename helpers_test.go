@@ -69,6 +69,30 @@ func sum(m map[int64]int64) (s int64) {
 	return s
 }
 
+// perLimiter runs step over and over, in one goroutine per limiter, until
+// stop closes or step returns false; it is the loop's iteration count. The
+// returned func waits for every goroutine.
+func perLimiter(ls []*sluice.Limiter, stop <-chan struct{}, step func(i int, l *sluice.Limiter, it int) bool) (wait func()) {
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := 0; ; it++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !step(i, l, it) {
+					return
+				}
+			}
+		}()
+	}
+	return wg.Wait
+}
+
 // hammer runs g goroutines per limiter calling Allow on key until stop
 // closes; it returns the admitted count per limiter.
 func hammer(t *testing.T, ls []*sluice.Limiter, g int, rule, key string, start []chan struct{}, stop chan struct{}) []int64 {
