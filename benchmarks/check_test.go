@@ -159,6 +159,7 @@ func BenchmarkCheck(b *testing.B) {
 					want := path == "allow"
 					if want {
 						b.Run("lib=floor", func(b *testing.B) { benchFloor(b, ks) })
+						b.Run("lib=floor-api", func(b *testing.B) { benchFloorAPI(b, ks) })
 						b.Run("lib=sluice-eventual", func(b *testing.B) { benchSluice(b, ks, want, policy.Eventual, 0, 1) })
 					}
 					b.Run("lib=sluice-eventual-idle", func(b *testing.B) { benchSluice(b, ks, want, policy.Eventual, time.Hour, 1) })
@@ -241,6 +242,61 @@ func benchFloor(b *testing.B, ks *KeySet) {
 				v, _ := m.Load(s[i&mask])
 				if v.Add(1) <= 0 {
 					b.Error("floor overflowed")
+					return
+				}
+				i++
+			}
+		})
+	})
+}
+
+// floorAPI is the floor behind sluice's API: the same map load and atomic
+// add, in a method with Limiter.AllowN's signature that returns a Decision.
+// It prices the API contract itself. Decision has five fields, one more than
+// the Go compiler keeps in registers (ssa: at most 4 fields per struct), so
+// every caller stores the returned fields to the stack and copies them with
+// 16-byte moves that span two 8-byte stores: a store-forwarding stall of a
+// few ns per call on amd64, whatever the limiter does inside (tried.md).
+// Not inlined, like AllowN, which is far over the inlining budget.
+type floorAPI struct {
+	m *xsync.MapOf[string, *atomic.Int64]
+}
+
+//go:noinline
+func (f *floorAPI) AllowN(_ context.Context, _, key string, n int64) (sluice.Decision, error) {
+	v, ok := f.m.Load(key)
+	if !ok {
+		return sluice.Decision{}, fmt.Errorf("floor-api: unknown key %q", key)
+	}
+	return sluice.Decision{Allowed: true, Limit: allowLimit, Remaining: allowLimit - v.Add(n), ResetAfter: window}, nil
+}
+
+// benchFloorAPI measures floorAPI with benchSluice's loops (allow path).
+func benchFloorAPI(b *testing.B, ks *KeySet) {
+	runtime.GC()
+	f := &floorAPI{m: xsync.NewMapOf[string, *atomic.Int64](xsync.WithPresize(len(ks.Keys)))}
+	for _, k := range ks.Keys {
+		f.m.Store(k, new(atomic.Int64))
+	}
+	runtime.GC()
+	ctx := context.Background()
+	s, mask := ks.Sample, ks.Mask
+	b.Run("mode=serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if d, err := f.AllowN(ctx, ruleName, s[i&mask], 1); !d.Allowed || err != nil {
+				b.Fatalf("%s: %+v, %v", s[i&mask], d, err)
+			}
+		}
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var g atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			i := ks.Start(g.Add(1))
+			for pb.Next() {
+				if d, err := f.AllowN(ctx, ruleName, s[i&mask], 1); !d.Allowed || err != nil {
+					b.Errorf("%s: %+v, %v", s[i&mask], d, err)
 					return
 				}
 				i++

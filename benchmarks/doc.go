@@ -8,6 +8,7 @@
 // measurements are Go benchmarks in the _test files:
 //
 //	BenchmarkCheck        per-key checks of the in-process limiters and the floor
+//	                      (bare, and behind sluice's API)
 //	BenchmarkCheckRemote  per-key checks that go to Redis (sluice Strict, redis_rate)
 //	BenchmarkTimeNow      time.Now alone, for scale
 //	BenchmarkSync         the syncer against a real Redis: key-syncs/s, cycle latency, bytes

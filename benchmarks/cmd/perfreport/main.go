@@ -211,6 +211,7 @@ var (
 	// lib, column title, benchmark (Check or CheckRemote)
 	allowLibs = []libCol{
 		{"floor", "floor", "Check"},
+		{"floor-api", "floor behind the API", "Check"},
 		{"sluice-eventual", "sluice eventual", "Check"},
 		{"sluice-eventual-idle", "sluice eventual, idle syncer", "Check"},
 		{"sluice-local", "sluice local", "Check"},
@@ -503,6 +504,18 @@ func (r *Report) writeRatios(p printer) {
 			p("\n")
 		}
 	}
+	p("\n**sluice ÷ floor behind the API** (*floor behind the API* is the floor inside a non-inlined method with `AllowN`'s signature that returns a `Decision`: what any limiter with this API pays at least. Its first column, ÷ the floor, is the price of the API contract itself; the others are what sluice adds to it):\n\n")
+	p("| key set | mode | floor behind the API ÷ floor | eventual | eventual, idle syncer | local |\n|---|---|--:|--:|--:|--:|\n")
+	for _, set := range sets {
+		for _, mode := range modes {
+			f := r.nsOf(set, "allow", "floor-api", mode)
+			p("| %s | %s | %s |", setNames[set], mode, fmtRatio(ratio(f, r.nsOf(set, "allow", "floor", mode))))
+			for _, lib := range []string{"sluice-eventual", "sluice-eventual-idle", "sluice-local"} {
+				p(" %s |", fmtRatio(ratio(r.nsOf(set, "allow", lib, mode), f)))
+			}
+			p("\n")
+		}
+	}
 	p("\n**peer ÷ sluice eventual** (how many times faster sluice's default mode is than each peer; above 1.00× sluice is faster):\n\n")
 	for _, path := range []string{"allow", "deny"} {
 		sl := "sluice-eventual"
@@ -699,6 +712,20 @@ func (r *Report) writeTargets(p printer) {
 		}
 		p("| Allow within 1.3× the floor on every key set, serial and parallel (%s) | %s | %s |\n", libTitle(lib), measured, verdict(worst <= 1.3, known && where != ""))
 	}
+	// 2b. context for 2: the same against the floor behind the API.
+	{
+		worst, where := 0.0, ""
+		for _, set := range sets {
+			for _, mode := range modes {
+				if x, ok := ratio(r.nsOf(set, "allow", "sluice-eventual-idle", mode), r.nsOf(set, "allow", "floor-api", mode)); ok && x > worst {
+					worst, where = x, set+" "+mode
+				}
+			}
+		}
+		if where != "" {
+			p("| (context, not a target) idle syncer within 1.3× the floor behind the API | worst %s (%s) | — |\n", fmtRatio(worst, true), where)
+		}
+	}
 	// 3/4. vs fastest local peer.
 	for _, lib := range []string{"sluice-eventual", "sluice-eventual-idle"} {
 		for _, group := range []struct {
@@ -817,7 +844,7 @@ func (r *Report) writeSetup(p printer) {
 	for _, d := range r.Dist {
 		p("  - %s\n", d)
 	}
-	p("- **Floor**: an `xsync.MapOf[string, *atomic.Int64]` load plus one atomic add, on the same samples.\n")
+	p("- **Floor**: an `xsync.MapOf[string, *atomic.Int64]` load plus one atomic add, on the same samples. *Floor behind the API*: the same inside a non-inlined method with `Limiter.AllowN`'s signature that returns a `Decision`, called by the same loop as sluice; `Decision`'s five fields are one more than Go keeps in registers, so every caller of such an API pays a store-forwarding stall (see *What was tried*).\n")
 	p("- **sluice** (this tree, through the public `Limiter.Allow`): rule Window 1h, default sliding window of 10 sub-windows. Allow path: Limit `policy.MaxLimit`, ErrorBudget 1, so the divergence cap (about 2.1·10⁹) is never reached and every check is local. *Eventual*: a real Redis (throwaway `redis-server` on a free loopback port), default SyncInterval 100 ms; every key is tracked and `Flush`ed before timing, then the syncer pushes what the loop admits while it runs, on the same 2 cores. *Idle syncer*: SyncInterval 1h (the check alone). *Local*: no Redis. *Strict*: every check is one store round trip (batched across goroutines by the syncer).\n")
 	p("- **Deny path**: sluice local Limit 1, used up by one check per key. Sluice eventual: Limit 2 with an idle syncer (cap ⌊1·2/2⌋ = 1): one check on every key the sample draws, `Flush`, one more check on each; those keys are then full (1 synced + 1 pending) and denied locally, and nothing syncs while timing; the set's other keys are then tracked with one check each. (Filling through the store would take a reservation per key, at a few thousand per second, and the default 100 ms syncer would push the pending halves during the loop, so the deny path is measured with the idle syncer only.) Peers: a limit of 1 per hour, used up by one check.\n")
 	p("- **Peers**: `github.com/sethvargo/go-limiter/memorystore` (Tokens = limit, Interval 1h); `golang.org/x/time/rate` with one `*rate.Limiter` per key in an **xsync.MapOf** (the same map as the floor and sluice, so the difference is the limiter; finite rate, `Allow()` reads `time.Now`); `github.com/ulule/limiter/v3` memory store (Period 1h); `github.com/go-redis/redis_rate/v10` on the same Redis (GCRA script, one round trip per check, pool of 128 connections).\n")
