@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -39,7 +40,6 @@ type bulkCall struct {
 type bulkKey struct {
 	it     item
 	name   string
-	boxed  any  // name as an interface value, boxed once for every HMGET
 	rule   int  // index in bulkCall.rules
 	drop   bool // remove this instance's reservation records of the key
 	deltas []localcache.Bucket
@@ -55,7 +55,7 @@ func (s *Syncer) bulkable(it item) bool {
 // newBulk prepares a call for items (all bulkable): their pending counts to
 // push and their totals to pull.
 func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
-	c := &bulkCall{}
+	c := &bulkCall{keys: make([]bulkKey, 0, len(items))}
 	ruleIdx := make(map[*Rule]int, 1)
 	var pullOnly []bulkKey
 	// One backing array for every key's deltas: usually one bucket each.
@@ -69,9 +69,8 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 			c.rules = append(c.rules, r)
 		}
 		_, drop := s.recs[it.id]
-		k := bulkKey{it: it, name: r.KeyName(it.id.key), rule: ri, drop: drop}
+		k := bulkKey{it: it, rule: ri, drop: drop}
 		delete(s.recs, it.id)
-		k.boxed = k.name
 		s.buf = r.Table.Pending(it.ref, now, s.buf[:0])
 		if len(s.buf) == 0 && !k.drop {
 			pullOnly = append(pullOnly, k)
@@ -84,31 +83,60 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 	}
 	c.push = len(c.keys)
 	c.keys = append(c.keys, pullOnly...)
+	c.names()
 	c.seq = s.nextSeq(now)
 	return c
 }
 
-// bulkArgs returns the call's script keys and arguments.
-func (s *Syncer) bulkArgs(c *bulkCall) ([]string, []any) {
-	keys := make([]string, 0, 1+c.push)
-	keys = append(keys, s.markers[c.lane])
-	args := make([]any, 0, 4+4*len(c.rules)+5*c.push)
+// names sets the Redis key name of every key of c, all in one allocation:
+// a cycle builds a name for every dirty key, and one string each was the
+// largest share of the syncer's allocations.
+func (c *bulkCall) names() {
+	ends := make([]int, len(c.keys))
+	var b []byte
+	for i := range c.keys {
+		k := &c.keys[i]
+		b = c.rules[k.rule].AppendKeyName(b, k.it.id.key)
+		ends[i] = len(b)
+	}
+	all := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	start := 0
+	for i, end := range ends {
+		c.keys[i].name = all[start:end]
+		start = end
+	}
+}
+
+// bulkArgs returns the call's EVALSHA command. Key names and bucket words go
+// in by pointer (go-redis writes *string and *int64 as their values): boxing
+// them would allocate one interface value each, and c's keys and deltas are
+// not written once the call is built.
+func (s *Syncer) bulkArgs(c *bulkCall) []any {
+	n := 0
+	for _, k := range c.keys[:c.push] {
+		n += 3 + 2*len(k.deltas)
+	}
+	args := make([]any, 0, 5+c.push+4+4*len(c.rules)+n)
+	args = append(args, "evalsha", bulkScript.Hash(), 1+c.push, &s.markers[c.lane])
+	for i := range c.keys[:c.push] {
+		args = append(args, &c.keys[i].name)
+	}
 	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL, s.cfg.InstanceID, len(c.rules))
 	for _, r := range c.rules {
 		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound())
 	}
-	for _, k := range c.keys[:c.push] {
-		keys = append(keys, k.name)
+	for i := range c.keys[:c.push] {
+		k := &c.keys[i]
 		drop := 0
 		if k.drop {
 			drop = 1
 		}
 		args = append(args, k.rule+1, drop, len(k.deltas))
-		for _, d := range k.deltas {
-			args = append(args, d.Index, d.Count)
+		for j := range k.deltas {
+			args = append(args, &k.deltas[j].Index, &k.deltas[j].Count)
 		}
 	}
-	return keys, args
+	return args
 }
 
 // fieldBound is how many fields a key's hash may hold before bulkScript
@@ -125,8 +153,8 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 	send := func() {
 		now := s.Now()
 		pipe := s.cfg.Client.Pipeline()
-		keys, args := s.bulkArgs(c)
-		c.cmd = bulkScript.EvalSha(ctx, pipe, keys, args...)
+		c.cmd = redis.NewCmd(ctx, s.bulkArgs(c)...)
+		_ = pipe.Process(ctx, c.cmd)
 		// The HMGET arguments of every key, in one array, the fields
 		// boxed once per rule: go-redis's HMGet would allocate each field
 		// of each key anew.
@@ -152,7 +180,7 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 		for i := range c.keys {
 			k := &c.keys[i]
 			start := len(hm)
-			hm = append(hm, "hmget", k.boxed)
+			hm = append(hm, "hmget", &k.name)
 			hm = append(hm, fields[k.rule]...)
 			k.pull = redis.NewSliceCmd(ctx, hm[start:len(hm):len(hm)]...)
 			_ = pipe.Process(ctx, k.pull)

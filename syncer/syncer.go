@@ -47,6 +47,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -296,11 +297,15 @@ func New(cfg Config, rules []*Rule) (*Syncer, error) {
 // Cluster hash tag, so everything of one limiter key lives in one slot; the
 // sub-window length keeps rules whose geometry changed from mixing buckets.
 func (r *Rule) KeyName(key string) string {
-	b := make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8)
-	b = append(b, r.prefix...)
-	b = EncodeKey(b, key)
-	b = append(b, r.suffix...)
-	return string(b)
+	b := r.AppendKeyName(make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8), key)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+}
+
+// AppendKeyName appends the Redis key of a limiter key (see KeyName) to dst.
+func (r *Rule) AppendKeyName(dst []byte, key string) []byte {
+	dst = append(dst, r.prefix...)
+	dst = EncodeKey(dst, key)
+	return append(dst, r.suffix...)
 }
 
 // Start registers the instance (one round trip, bounded by ctx) and starts the
