@@ -28,11 +28,18 @@ func Key(i int) string {
 // Benchmarks walk Sample (its length is a power of two, so i&Mask indexes it)
 // and never generate keys or random numbers in the timed loop.
 type KeySet struct {
-	Name   string
-	Keys   []string // the distinct keys
-	Idx    []int32  // the draws, as indexes into Keys
-	Sample []string // the draws: Sample[i] == Keys[Idx[i]]
-	Mask   int      // len(Sample) - 1
+	Name string
+	Keys []string // the distinct keys
+	Idx  []int32  // the draws, as indexes into Keys
+	// Sample is the draws: Sample[i] == Keys[Idx[i]], but a copy of it (one
+	// per key, shared by its draws). A service looks a key up with the
+	// string of each request, never with the one the limiter stored; looked
+	// up with the stored string itself, Go's string comparison stops at the
+	// equal pointers and never reads the stored bytes, a cache miss that a
+	// limiter storing the caller's string (the floor, the peers) would be
+	// spared and one storing its own copy (sluice) would not.
+	Sample []string
+	Mask   int // len(Sample) - 1
 	// ZipfS is the Zipf exponent of the draws (0 for uniform and hot sets).
 	ZipfS float64
 }
@@ -76,11 +83,13 @@ func Zipf(name string, n int, s float64, logDraws int, seed uint64) *KeySet {
 
 func build(name string, n int, idx []int32, s float64) *KeySet {
 	ks := &KeySet{Name: name, Keys: make([]string, n), Idx: idx, Sample: make([]string, len(idx)), Mask: len(idx) - 1, ZipfS: s}
+	probe := make([]string, n)
 	for i := range ks.Keys {
 		ks.Keys[i] = Key(i)
+		probe[i] = Key(i) // a separate allocation: see Sample
 	}
 	for i, j := range idx {
-		ks.Sample[i] = ks.Keys[j]
+		ks.Sample[i] = probe[j]
 	}
 	return ks
 }
