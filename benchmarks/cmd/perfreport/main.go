@@ -840,7 +840,7 @@ func libTitle(lib string) string {
 
 func (r *Report) writeSetup(p printer) {
 	p("## Setup\n\n")
-	p("- **Key sets** (`benchmarks/keys.go`), built before any timed loop; the loops walk a precomputed sample of draws (`sample[i & mask]`), so no key is built and no random number drawn while timing. Keys are 16 bytes (`k:` and 14 digits). *1 hot key*; *10k keys* drawn uniformly (2²⁰ draws); *1M keys* with P(rank r) ∝ r^-1.1 (2²² draws; ranks mapped to keys by a random permutation). Every key of a set is tracked before timing, by every library. `TestDistributions` checks the samples:\n")
+	p("- **Key sets** (`benchmarks/keys.go`), built before any timed loop; the loops walk a precomputed sample of draws (`sample[i & mask]`), so no key is built and no random number drawn while timing. The sample holds copies of the keys that filled the limiters, as each request brings its own string (with the filling strings themselves, Go's string comparison would stop at the equal pointers and spare the libraries that store the caller's string a read). Keys are 16 bytes (`k:` and 14 digits). *1 hot key*; *10k keys* drawn uniformly (2²⁰ draws); *1M keys* with P(rank r) ∝ r^-1.1 (2²² draws; ranks mapped to keys by a random permutation). Every key of a set is tracked before timing, by every library. `TestDistributions` checks the samples:\n")
 	for _, d := range r.Dist {
 		p("  - %s\n", d)
 	}
