@@ -235,14 +235,20 @@ func BenchmarkTimeNow(b *testing.B) {
 	})
 }
 
-// benchFloor is the floor: an xsync.MapOf load plus one atomic add.
-func benchFloor(b *testing.B, ks *KeySet) {
+// floorMap is the floor's map: a counter for every key of ks, after a GC.
+func floorMap(ks *KeySet) *xsync.MapOf[string, *atomic.Int64] {
 	runtime.GC()
 	m := xsync.NewMapOf[string, *atomic.Int64](xsync.WithPresize(len(ks.Keys)))
 	for _, k := range ks.Keys {
 		m.Store(k, new(atomic.Int64))
 	}
 	runtime.GC()
+	return m
+}
+
+// benchFloor is the floor: an xsync.MapOf load plus one atomic add.
+func benchFloor(b *testing.B, ks *KeySet) {
+	m := floorMap(ks)
 	s, mask := ks.Sample, ks.Mask
 	b.Run("mode=serial", func(b *testing.B) {
 		b.ReportAllocs()
@@ -293,12 +299,7 @@ func (f *floorAPI) AllowN(_ context.Context, _, key string, n int64) (sluice.Dec
 
 // benchFloorAPI measures floorAPI with benchSluice's loops (allow path).
 func benchFloorAPI(b *testing.B, ks *KeySet) {
-	runtime.GC()
-	f := &floorAPI{m: xsync.NewMapOf[string, *atomic.Int64](xsync.WithPresize(len(ks.Keys)))}
-	for _, k := range ks.Keys {
-		f.m.Store(k, new(atomic.Int64))
-	}
-	runtime.GC()
+	f := &floorAPI{m: floorMap(ks)}
 	ctx := context.Background()
 	s, mask := ks.Sample, ks.Mask
 	b.Run("mode=serial", func(b *testing.B) {
