@@ -93,7 +93,12 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 // largest share of the syncer's allocations.
 func (c *bulkCall) names() {
 	ends := make([]int, len(c.keys))
-	var b []byte
+	n := 0
+	for _, k := range c.keys {
+		r := c.rules[k.rule]
+		n += len(r.prefix) + len(k.it.id.key) + len(r.suffix) // more if a key has bytes to encode
+	}
+	b := make([]byte, 0, n)
 	for i := range c.keys {
 		k := &c.keys[i]
 		b = c.rules[k.rule].AppendKeyName(b, k.it.id.key)
