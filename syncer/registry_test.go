@@ -52,9 +52,13 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	rate := float64(probe) / time.Since(began).Seconds()
 	n := probe + min(int(rate*4*ttl.Seconds()), 500_000)
 	admitKeys(probe, n)
-	// A, cycling only on Flush, has not heartbeated while the keys were
-	// admitted: its entry may have expired. Watch B's N̂ from the moment the
-	// long cycle's first heartbeat has put A back.
+	// A, cycling only on Flush, has not heartbeated since the probe: let its
+	// entry expire, so that the N̂ of 2 the watch below waits for is the
+	// long cycle's first heartbeat and not the probe's entry about to expire
+	// (which B could see lapse just before that heartbeat). Then watch B's N̂
+	// from the moment that heartbeat has put A back.
+	require.Eventually(t, func() bool { return b.Instances() == 1 }, 10*ttl, 5*time.Millisecond,
+		"A's registry entry expires while A does not cycle")
 	var low atomic.Int64
 	low.Store(2)
 	done := make(chan struct{})
