@@ -40,6 +40,7 @@ type bulkCall struct {
 type bulkKey struct {
 	it     item
 	name   string
+	boxed  any  // name as an interface value, boxed once for the script call and the HMGET
 	rule   int  // index in bulkCall.rules
 	drop   bool // remove this instance's reservation records of the key
 	deltas []localcache.Bucket
@@ -108,37 +109,38 @@ func (c *bulkCall) names() {
 	start := 0
 	for i, end := range ends {
 		c.keys[i].name = all[start:end]
+		c.keys[i].boxed = c.keys[i].name
 		start = end
 	}
 }
 
-// bulkArgs returns the call's EVALSHA command. Key names and bucket words go
-// in by pointer (go-redis writes *string and *int64 as their values): boxing
-// them would allocate one interface value each, and c's keys and deltas are
-// not written once the call is built.
+// bulkArgs returns the call's EVALSHA command, built here rather than by
+// Script.EvalSha so that the key names go in as the values boxed once by
+// names (EvalSha would box each again). Every argument is a value, not a
+// pointer: go-redis writes *string and *int64 as their values, but its hooks
+// and error messages (a tracing hook's statement) would print addresses.
 func (s *Syncer) bulkArgs(c *bulkCall) []any {
 	n := 0
 	for _, k := range c.keys[:c.push] {
 		n += 3 + 2*len(k.deltas)
 	}
 	args := make([]any, 0, 5+c.push+4+4*len(c.rules)+n)
-	args = append(args, "evalsha", bulkScript.Hash(), 1+c.push, &s.markers[c.lane])
-	for i := range c.keys[:c.push] {
-		args = append(args, &c.keys[i].name)
+	args = append(args, "evalsha", bulkScript.Hash(), 1+c.push, s.markers[c.lane])
+	for _, k := range c.keys[:c.push] {
+		args = append(args, k.boxed)
 	}
 	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL, s.cfg.InstanceID, len(c.rules))
 	for _, r := range c.rules {
 		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound())
 	}
-	for i := range c.keys[:c.push] {
-		k := &c.keys[i]
+	for _, k := range c.keys[:c.push] {
 		drop := 0
 		if k.drop {
 			drop = 1
 		}
 		args = append(args, k.rule+1, drop, len(k.deltas))
-		for j := range k.deltas {
-			args = append(args, &k.deltas[j].Index, &k.deltas[j].Count)
+		for _, d := range k.deltas {
+			args = append(args, d.Index, d.Count)
 		}
 	}
 	return args
@@ -185,7 +187,7 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 		for i := range c.keys {
 			k := &c.keys[i]
 			start := len(hm)
-			hm = append(hm, "hmget", &k.name)
+			hm = append(hm, "hmget", k.boxed)
 			hm = append(hm, fields[k.rule]...)
 			k.pull = redis.NewSliceCmd(ctx, hm[start:len(hm):len(hm)]...)
 			_ = pipe.Process(ctx, k.pull)
