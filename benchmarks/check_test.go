@@ -335,7 +335,7 @@ func benchFloorAPI(b *testing.B, ks *KeySet) {
 //
 // Setup, per mode, all through the public API:
 //   - Local, allow and deny: one check on every key (deny: Limit 1, so that
-//     check fills it).
+//     check fills it; then flood).
 //   - Eventual, allow: one check on every key, then Flush, so that the
 //     timed loops start from a synced steady state (with the default
 //     interval the syncer then syncs, in the background, whatever the loops
@@ -347,8 +347,9 @@ func benchFloorAPI(b *testing.B, ks *KeySet) {
 //     synced + 1 pending) and every check of them is denied locally; the
 //     syncer is idle (SyncInterval 1h), so nothing moves while timing. The
 //     set's other keys are then tracked with one check each (never synced,
-//     never checked again). Filling through the store instead would take
-//     one reservation per key, which runs at a few thousand per second.
+//     never checked again), and the drawn keys flooded. Filling through the
+//     store instead would take one reservation per key, which runs at a few
+//     thousand per second.
 //   - Strict: every check is a store round trip. Allow: nothing to warm.
 //     Deny: Limit 1, and one check on every key the remote sample draws
 //     (see remoteDraws), concurrently so that the syncer batches them.
@@ -388,6 +389,10 @@ func benchSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEver
 		}
 		return err
 	}
+	allowed := func(k string) (bool, error) {
+		d, err := l.Allow(ctx, ruleName, k)
+		return d.Allowed, err
+	}
 	flush := func() {
 		start := time.Now()
 		if err := l.Flush(ctx); err != nil {
@@ -399,10 +404,7 @@ func benchSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEver
 	case mode == policy.Local:
 		fill(b, ks.Keys, 1, admit)
 		if !want {
-			flood(b, ks, func(k string) (bool, error) {
-				d, err := l.Allow(ctx, ruleName, k)
-				return d.Allowed, err
-			})
+			flood(b, ks, allowed)
 		}
 	case mode == policy.Eventual && want:
 		fill(b, ks.Keys, 1, admit)
@@ -421,10 +423,7 @@ func benchSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEver
 		flush()
 		fill(b, drawn, 1, admit)
 		fill(b, undrawn(ks), 1, admit)
-		flood(b, ks, func(k string) (bool, error) {
-			d, err := l.Allow(ctx, ruleName, k)
-			return d.Allowed, err
-		})
+		flood(b, ks, allowed)
 	case mode == policy.Strict && !want:
 		fill(b, ks.Drawn(), 256, func(k string) error {
 			// A reservation that times out under the fill's load is decided
