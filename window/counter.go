@@ -42,9 +42,10 @@ func (c *Counter) slot(j int64) int {
 // ending at t.
 func (c *Counter) Estimate(t int64) float64 { return c.geo.Estimate(t, c.Count) }
 
-// Allow admits n at time t if E(t)+n ≤ limit, and counts it in bucket ⌊t/w⌋.
+// Allow admits n at time t if it passes the admit test (Estimate.Admits),
+// and counts it in bucket ⌊t/w⌋.
 func (c *Counter) Allow(t int64, n int64) bool {
-	if c.Estimate(t)+float64(n) > float64(c.limit) {
+	if !c.geo.Parts(t, c.Count).Admits(n, c.limit) {
 		return false
 	}
 	c.Add(t, n)

@@ -1,4 +1,8 @@
-// Package window is the counting math of sluice: sliding-window counters with sub-windows, fixed windows and an exact sliding log; pure, no I/O, time passed in.
+// Package window is the counting math of sluice.
+//
+// It holds sliding-window counters with sub-windows, fixed windows, the one
+// admit test (Estimate.Room) and an exact sliding log: pure, no I/O, time
+// passed in.
 //
 // Time is an int64 count of nanoseconds on the store's clock. A window of
 // length W is cut into B sub-windows (buckets) of length w = W/B; bucket j
@@ -121,12 +125,22 @@ func (s Sliding) OldWeight(phase float64) float64 {
 // Estimate returns E(t) for the counts count(j) of buckets j; count is called
 // for the Span() buckets from Oldest(k) to k.
 func (s Sliding) Estimate(t int64, count func(j int64) int64) float64 {
+	return s.Parts(t, count).Value()
+}
+
+// Parts returns E(t) in its two parts (see Estimate): the buckets counted
+// whole, and the weighted oldest one.
+func (s Sliding) Parts(t int64, count func(j int64) int64) Estimate {
 	k := s.Index(t)
 	old := s.Oldest(k)
-	e := float64(count(old)) * s.OldWeight(s.Phase(t))
-	for j := old + 1; j <= k; j++ {
-		e += float64(count(j))
+	if s.fixed {
+		return Estimate{Whole: count(k)}
 	}
+	var e Estimate
+	for j := old + 1; j <= k; j++ {
+		e.Whole += count(j)
+	}
+	e.Weighted = float64(count(old)) * s.OldWeight(s.Phase(t))
 	return e
 }
 
@@ -176,11 +190,10 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 		}
 		return 0
 	}
-	// fits reports whether a limiter would admit n at t+d, computing E + n ≤
-	// limit exactly as it does (the same float operations in the same
-	// order), so that 0 is returned if and only if n is admitted at t, and
-	// t+RetryAfter is the first nanosecond at which it is.
-	fits := func(d int64) bool { return s.Estimate(t+d, snap)+float64(n) <= float64(limit) }
+	// fits reports whether a limiter would admit n at t+d: the admit test
+	// on the same estimate, so that 0 is returned if and only if n is
+	// admitted at t, and t+RetryAfter is the first nanosecond at which it is.
+	fits := func(d int64) bool { return s.Parts(t+d, snap).Admits(n, limit) }
 	if fits(0) {
 		return 0
 	}
@@ -189,7 +202,9 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	}
 	// Walk bucket boundaries forward: in bucket m (m ≥ k) with phase ψ the
 	// estimate is full(m) + (1−ψ)·c[m−B], where full(m) sums c[m−B+1..k].
-	room := float64(limit - n)
+	// n fits once the weighted share is at most limit−n−full plus the admit
+	// test's Tolerance; the solved time is corrected against fits below.
+	room := float64(limit-n) + Tolerance
 	b := int64(s.buckets)
 	full := 0.0
 	for j := k - b + 1; j <= k; j++ {
