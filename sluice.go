@@ -1,10 +1,15 @@
-// Package sluice is a rate limiter for fleets of service instances: each instance decides locally in nanoseconds, a background syncer converges the fleet through Redis, and a declared error budget bounds how far the fleet may over-admit.
+// Package sluice is a rate limiter for fleets of service instances.
 //
-// A Limiter holds rules (package policy). For each check it finds the rule
-// and the key's entry in a lock-free local cache (package localcache) and
-// admits the cost if the key's sliding-window estimate (package window) has
-// room and this instance's unsynced count for the key stays within its share
-// of the error budget, the divergence cap
+// Each instance decides locally in nanoseconds, a background syncer
+// converges the fleet through Redis, and a declared error budget bounds how
+// far the fleet may over-admit.
+//
+// A Limiter holds rules (package policy), each decided by its engine
+// (package engine), chosen by the rule's algorithm and mode. For an Eventual
+// rule, a check finds the key's entry in a lock-free local cache (package
+// localcache) and admits the cost if the key's sliding-window estimate
+// (package window) has room and this instance's unsynced count for the key
+// stays within its share of the error budget, the divergence cap
 //
 //	cap = ErrorBudget · Limit / (N̂ + 1)
 //
@@ -23,7 +28,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // Errors returned by New, Allow, AllowN, Flush and Close. A denial is not an
@@ -39,113 +45,37 @@ var (
 	// ErrKeyTooLong means the key is longer than Options.MaxKeyLength.
 	ErrKeyTooLong = errors.New("sluice: key too long")
 	// ErrClosed means the limiter was closed.
-	ErrClosed = errors.New("sluice: limiter closed")
+	ErrClosed = engine.ErrClosed
 	// ErrStoreUnavailable means the check needed the store, the store failed,
 	// and the failure mode is FailClosed. The Decision is a denial.
-	ErrStoreUnavailable = errors.New("sluice: store unavailable")
+	ErrStoreUnavailable = engine.ErrStoreUnavailable
 )
 
-// FailureMode says how checks that need the store are decided while it is
-// unreachable or too slow.
-type FailureMode uint8
+// Decision is the result of a check: Allowed, the rule's Limit, the
+// Remaining room in the window as this instance sees it, ResetAfter (until
+// nothing counted now is left in the window) and RetryAfter (0 when allowed;
+// otherwise until a retry of the same cost can succeed). Every check ends in
+// an engine's Result, which AllowN turns into a Decision with the rule's
+// Limit; see engine.Decision for each field.
+type Decision = engine.Decision
 
+// FailureMode says how checks that need the store are decided while it is
+// unreachable or too slow (policy.FailureMode).
+type FailureMode = policy.FailureMode
+
+// The failure modes.
 const (
 	// FailLocal enforces Limit/N̂ per instance locally (N̂ as last seen), keeps
 	// the counts, and pushes them when the store returns. The default.
-	FailLocal FailureMode = iota
+	FailLocal = policy.FailLocal
 	// FailOpen admits every check (still counting it, to push later).
-	FailOpen
+	FailOpen = policy.FailOpen
 	// FailClosed denies every check that needs the store, with
 	// ErrStoreUnavailable.
-	FailClosed
+	FailClosed = policy.FailClosed
 )
-
-// String returns the mode's name.
-func (m FailureMode) String() string {
-	switch m {
-	case FailLocal:
-		return "fail-local"
-	case FailOpen:
-		return "fail-open"
-	case FailClosed:
-		return "fail-closed"
-	}
-	return "FailureMode(?)"
-}
 
 // Clock is a source of time for a Limiter, for tests and simulation.
 type Clock interface {
 	Now() time.Time
-}
-
-// Defaults for Options fields left zero.
-const (
-	DefaultPrefix       = "sluice"
-	DefaultSyncInterval = 100 * time.Millisecond
-	DefaultErrorBudget  = 0.01
-	DefaultTimeout      = 50 * time.Millisecond
-	DefaultMaxKeys      = 1_000_000
-	DefaultMaxKeyLength = 256
-)
-
-// Options configures a Limiter. The zero value is valid: a Limiter that only
-// limits within this process.
-type Options struct {
-	// Redis is the shared store; nil keeps every rule local to this process.
-	Redis redis.UniversalClient
-	// Prefix starts every Redis key; default DefaultPrefix. 1 to 64 bytes of
-	// letters, digits, '_', '.', '-' and ':'.
-	Prefix string
-	// SyncInterval is how often counts are pushed and totals pulled; default
-	// DefaultSyncInterval, at least 1ms. A key evenly loaded at its full rate
-	// needs no urgent syncs when SyncInterval ≤ ErrorBudget · Window.
-	SyncInterval time.Duration
-	// ErrorBudget is the most the fleet may over-admit, as a fraction of a
-	// rule's Limit per window, in (0, 1]; default DefaultErrorBudget.
-	ErrorBudget float64
-
-	// InstanceID names this instance in the registry; default host name,
-	// process id and a random suffix. 1 to 64 bytes of letters, digits, '_',
-	// '.' and '-'; unique across the fleet.
-	InstanceID string
-	// FailureMode decides checks that need the store while it fails; default
-	// FailLocal.
-	FailureMode FailureMode
-	// Timeout bounds how long a check waits for the store (an urgent sync, a
-	// Strict rule); default DefaultTimeout. A check never blocks longer than
-	// Timeout or its context's deadline.
-	Timeout time.Duration
-	// Clock replaces the system clock (tests, simulation). Store time is
-	// still aligned on Redis TIME when there is a store. With the system
-	// clock, checks read a time published every millisecond (rules whose
-	// sub-window is under 10ms read the clock on each check).
-	Clock Clock
-	// MaxKeys bounds the keys tracked locally, across rules; default
-	// DefaultMaxKeys. When full, checks for untracked keys share one overflow
-	// entry per rule until idle keys are evicted.
-	MaxKeys int
-	// MaxKeyLength bounds a key's length in bytes; default
-	// DefaultMaxKeyLength. Longer keys are rejected with ErrKeyTooLong.
-	MaxKeyLength int
-	// MinInstances is a floor on N̂, the live-instance count; default 1. Set
-	// it to the fleet size to keep the bound while instances are starting.
-	MinInstances int
-	// BatchSize is the number of keys per Redis pipeline; default 256.
-	BatchSize int
-}
-
-// Decision is the result of a check.
-type Decision struct {
-	// Allowed reports whether the cost was admitted.
-	Allowed bool
-	// Limit is the rule's limit per window.
-	Limit int64
-	// Remaining is what the window has left, as this instance sees it.
-	Remaining int64
-	// ResetAfter is how long until the window no longer holds anything
-	// counted now.
-	ResetAfter time.Duration
-	// RetryAfter is 0 when allowed; otherwise how long until a retry of the
-	// same cost can succeed, if nothing else is admitted meanwhile.
-	RetryAfter time.Duration
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -57,10 +58,10 @@ func TestDrain(t *testing.T) {
 	t.Run("denials do not dirty", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, 10, true)
-		tb.SetLimits(Limits{Cap: 2, Share: 10, Health: Healthy})
+		tb.SetLimits(Limits{Cap: 2, Share: 10})
 		require.Equal(t, OverLimit, tb.AllowAt("big", now, 11).Status)
 		require.Equal(t, OverCap, tb.AllowAt("capped", now, 3).Status)
-		tb.SetLimits(Limits{Cap: 2, Share: 10, Health: FailClosed})
+		tb.SetLimits(Limits{Cap: 2, Share: 10, Down: true, Mode: policy.FailClosed})
 		require.Equal(t, StoreDown, tb.AllowAt("down", now, 1).Status)
 		require.Empty(t, drainKeys(tb))
 		_, ok := tb.Ref("untouched")
@@ -104,14 +105,14 @@ func TestDrain(t *testing.T) {
 		}
 		r, _ := tb.Ref("a")
 		later := now + 2*geo.Sub()
-		require.ElementsMatch(t, []Bucket{{k, 1}, {k + 1, 2}, {k + 2, 3}}, tb.Pending(r, later, nil))
+		require.ElementsMatch(t, []Bucket{{Index: k, Count: 1}, {Index: k + 1, Count: 2}, {Index: k + 2, Count: 3}}, tb.Pending(r, later, nil))
 		// Buckets that left the window are not pending.
-		require.ElementsMatch(t, []Bucket{{k + 2, 3}}, tb.Pending(r, later+int64(geo.Span()-1)*geo.Sub(), nil))
+		require.ElementsMatch(t, []Bucket{{Index: k + 2, Count: 3}}, tb.Pending(r, later+int64(geo.Span()-1)*geo.Sub(), nil))
 		require.Empty(t, tb.Pending(r, later+int64(geo.Span())*geo.Sub(), nil))
 
 		// A partial ack lowers pend by what it acks.
-		tb.Settle(r, later, []Bucket{{k, 1}, {k + 2, 2}}, k, []int64{1, 0, 2})
-		require.ElementsMatch(t, []Bucket{{k + 1, 2}, {k + 2, 1}}, tb.Pending(r, later, nil))
+		tb.Settle(r, later, []Bucket{{Index: k, Count: 1}, {Index: k + 2, Count: 2}}, k, []int64{1, 0, 2})
+		require.ElementsMatch(t, []Bucket{{Index: k + 1, Count: 2}, {Index: k + 2, Count: 1}}, tb.Pending(r, later, nil))
 		est, own, _ := tb.Estimate("a", later)
 		require.Equal(t, 6.0, est)
 		require.Equal(t, int64(3), own)
@@ -120,8 +121,8 @@ func TestDrain(t *testing.T) {
 		far := now + int64(geo.Span()+1)*geo.Sub()
 		require.Equal(t, Allowed, tb.AllowAt("a", far, 5).Status)
 		kf := geo.Index(far)
-		tb.Settle(r, far, []Bucket{{kf - int64(geo.Span()), 5}}, kf, []int64{0})
-		require.Contains(t, tb.Pending(r, far, nil), Bucket{kf, 5})
+		tb.Settle(r, far, []Bucket{{Index: kf - int64(geo.Span()), Count: 5}}, kf, []int64{0})
+		require.Contains(t, tb.Pending(r, far, nil), Bucket{Index: kf, Count: 5})
 	})
 }
 
@@ -138,7 +139,7 @@ func TestDrainConcurrent(t *testing.T) {
 			geo := window.NewSliding(time.Minute, 4)
 			const keys = 40
 			tb := mkTable(t, geo, 1<<30, true)
-			tb.SetLimits(Limits{Cap: capv, Share: 1 << 30, Health: Healthy})
+			tb.SetLimits(Limits{Cap: capv, Share: 1 << 30})
 			store := newFakeStore()
 			now := bucketStart(geo, 0) + 17
 			var admitted [keys]atomic.Int64

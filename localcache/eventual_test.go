@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -37,8 +38,8 @@ func TestEventualCap(t *testing.T) {
 			t.Parallel()
 			const limit, capv = 100, 15
 			tb := mkTable(t, g.geo, limit, true)
-			tb.SetLimits(Limits{Cap: capv, Share: 50, Health: Healthy})
-			require.Equal(t, Limits{Cap: capv, Share: 50, Health: Healthy}, tb.Limits())
+			tb.SetLimits(Limits{Cap: capv, Share: 50})
+			require.Equal(t, Limits{Cap: capv, Share: 50}, tb.Limits())
 			store := newFakeStore()
 			now := bucketStart(g.geo, 0) + 1
 			var total int64
@@ -83,7 +84,7 @@ func TestEventualOtherInstances(t *testing.T) {
 	geo := window.NewSliding(time.Minute, 6)
 	const limit = 100
 	tb := mkTable(t, geo, limit, true)
-	tb.SetLimits(Limits{Cap: NoCap, Share: limit, Health: Healthy})
+	tb.SetLimits(Limits{Cap: NoCap, Share: limit})
 	store := newFakeStore()
 	now := bucketStart(geo, 0) + geo.Sub()/2
 	k := geo.Index(now)
@@ -145,7 +146,7 @@ func TestEventualConcurrentCap(t *testing.T) {
 			geo := window.NewSliding(time.Minute, 4)
 			const limit, capv = 1 << 20, 25
 			tb := mkTable(t, geo, limit, true)
-			tb.SetLimits(Limits{Cap: capv, Share: limit, Health: Healthy})
+			tb.SetLimits(Limits{Cap: capv, Share: limit})
 			store := newFakeStore()
 			now := bucketStart(geo, 0)
 			var admitted, acked, overCap atomic.Int64
@@ -204,7 +205,7 @@ func TestHealth(t *testing.T) {
 	t.Run("FailLocal enforces Share on own counts", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 5, Share: 30, Health: FailLocal})
+		tb.SetLimits(Limits{Cap: 5, Share: 30, Down: true, Mode: policy.FailLocal})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		require.Equal(t, int64(30), got, "the cap does not apply while degraded; the share does")
 		require.Equal(t, OverLimit, v.Status)
@@ -220,7 +221,7 @@ func TestHealth(t *testing.T) {
 		// A cost over the share can only wait for the reset.
 		v = tb.AllowAt("k", t1, 31)
 		require.Equal(t, OverLimit, v.Status)
-		require.Equal(t, v.ResetAfter, v.RetryAfter)
+		require.Equal(t, geo.ResetAfter(t1), v.RetryAfter)
 	})
 
 	t.Run("FailLocal counts other instances against the limit", func(t *testing.T) {
@@ -231,7 +232,7 @@ func TestHealth(t *testing.T) {
 		r, _ := tb.Ref("k")
 		tb.MarkDirty(r)
 		syncAll(tb, geo, store, t0)
-		tb.SetLimits(Limits{Cap: NoCap, Share: 30, Health: FailLocal})
+		tb.SetLimits(Limits{Cap: NoCap, Share: 30, Down: true, Mode: policy.FailLocal})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		require.Equal(t, int64(20), got)
 		require.Equal(t, OverLimit, v.Status)
@@ -241,7 +242,7 @@ func TestHealth(t *testing.T) {
 	t.Run("FailOpen admits everything and counts it", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 5, Share: 10, Health: FailOpen})
+		tb.SetLimits(Limits{Cap: 5, Share: 10, Down: true, Mode: policy.FailOpen})
 		for i := 0; i < 3*limit; i++ {
 			v := tb.AllowAt("k", t0, 1)
 			require.Equal(t, Allowed, v.Status)
@@ -257,21 +258,20 @@ func TestHealth(t *testing.T) {
 	t.Run("FailClosed admits nothing", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: NoCap, Share: 10, Health: FailClosed})
+		tb.SetLimits(Limits{Cap: NoCap, Share: 10, Down: true, Mode: policy.FailClosed})
 		v := tb.AllowAt("k", t0, 1)
 		require.Equal(t, StoreDown, v.Status)
-		require.Equal(t, geo.ResetAfter(t0), v.ResetAfter)
 		require.Zero(t, ownCount(tb, "k", t0))
 		require.Empty(t, tb.Drain(nil))
-		tb.SetLimits(Limits{Cap: NoCap, Share: 10, Health: Healthy})
+		tb.SetLimits(Limits{Cap: NoCap, Share: 10})
 		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 	})
 
 	t.Run("Local tables ignore the store's health", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, false)
-		for _, h := range []Health{FailClosed, FailLocal, FailOpen} {
-			tb.SetLimits(Limits{Cap: 1, Share: 1, Health: h})
+		for _, h := range []policy.FailureMode{policy.FailClosed, policy.FailLocal, policy.FailOpen} {
+			tb.SetLimits(Limits{Cap: 1, Share: 1, Down: true, Mode: h})
 			require.Equal(t, Allowed, tb.AllowAt(fmt.Sprint(h), t0, 10).Status)
 		}
 		got, v := admitUntil(t, tb, "x", t0, 1000)
@@ -282,7 +282,7 @@ func TestHealth(t *testing.T) {
 	t.Run("AllowDegraded ignores the table's health", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 3, Share: 20, Health: Healthy})
+		tb.SetLimits(Limits{Cap: 3, Share: 20})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		require.Equal(t, int64(3), got)
 		require.Equal(t, OverCap, v.Status)
@@ -290,13 +290,13 @@ func TestHealth(t *testing.T) {
 		// The store failed the OverCap check: the caller's failure mode
 		// decides, on own counts (3 already), never with OverCap.
 		for i := 0; i < 17; i++ {
-			require.Equal(t, Allowed, tb.AllowDegraded("k", t0, 1, FailLocal).Status, "i=%d", i)
+			require.Equal(t, Allowed, tb.AllowDegraded("k", t0, 1, policy.FailLocal).Status, "i=%d", i)
 		}
-		v = tb.AllowDegraded("k", t0, 1, FailLocal)
+		v = tb.AllowDegraded("k", t0, 1, policy.FailLocal)
 		require.Equal(t, OverLimit, v.Status)
-		require.Equal(t, StoreDown, tb.AllowDegraded("k", t0, 1, FailClosed).Status)
+		require.Equal(t, StoreDown, tb.AllowDegraded("k", t0, 1, policy.FailClosed).Status)
 		for i := 0; i < 2*limit; i++ {
-			require.Equal(t, Allowed, tb.AllowDegraded("k", t0, 1, FailOpen).Status)
+			require.Equal(t, Allowed, tb.AllowDegraded("k", t0, 1, policy.FailOpen).Status)
 		}
 		require.Equal(t, int64(20+2*limit), ownCount(tb, "k", t0))
 		// The table itself is still Healthy with its cap.
@@ -306,12 +306,12 @@ func TestHealth(t *testing.T) {
 		// And the other way round: a FailClosed table still admits by a
 		// degraded check's mode, without touching its cached budgets.
 		tb2 := mkTable(t, geo, limit, true)
-		tb2.SetLimits(Limits{Cap: 3, Share: 20, Health: FailClosed})
+		tb2.SetLimits(Limits{Cap: 3, Share: 20, Down: true, Mode: policy.FailClosed})
 		require.Equal(t, StoreDown, tb2.AllowAt("k", t0, 1).Status)
-		require.Equal(t, Allowed, tb2.AllowDegraded("k", t0, 1, FailOpen).Status)
+		require.Equal(t, Allowed, tb2.AllowDegraded("k", t0, 1, policy.FailOpen).Status)
 		require.Equal(t, StoreDown, tb2.AllowAt("k", t0, 1).Status)
-		require.Equal(t, StoreDown, tb2.AllowDegraded("other", t0, 1, FailClosed).Status)
-		for _, h := range []Health{FailLocal, FailOpen, FailClosed} {
+		require.Equal(t, StoreDown, tb2.AllowDegraded("other", t0, 1, policy.FailClosed).Status)
+		for _, h := range []policy.FailureMode{policy.FailLocal, policy.FailOpen, policy.FailClosed} {
 			for i := 0; i < 50; i++ {
 				assert.NotEqual(t, OverCap, tb2.AllowDegraded("k", t0, 1, h).Status)
 			}
@@ -328,17 +328,26 @@ func TestHealth(t *testing.T) {
 	})
 }
 
-// TestKnownAllowDegradedHealthy: AllowDegraded is documented never to return
-// OverCap, but with h = Healthy on an Eventual table it does (the limiter only
-// ever passes a failure mode, so this is latent).
-func TestKnownAllowDegradedHealthy(t *testing.T) {
+// TestAllowDegradedNeverOverCap: AllowDegraded decides by a failure mode,
+// never by the cap, whatever the table's own state: the cap binds only while
+// the store is up, and a degraded check is one the store failed. (It used to
+// take a health that could be "healthy", and then returned OverCap; the
+// failure mode is now the one policy.FailureMode enum, which has no such
+// value.)
+func TestAllowDegradedNeverOverCap(t *testing.T) {
 	t.Parallel()
-	knownIssue(t, "AllowDegraded(h=Healthy) returns OverCap")
 	geo := window.NewSliding(time.Minute, 1)
-	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 2, Share: 100, Health: Healthy})
-	for i := 0; i < 5; i++ {
-		require.NotEqual(t, OverCap, tb.AllowDegraded("k", base, 1, Healthy).Status, "i=%d", i)
+	for _, m := range []policy.FailureMode{policy.FailLocal, policy.FailOpen, policy.FailClosed} {
+		t.Run(m.String(), func(t *testing.T) {
+			t.Parallel()
+			tb := mkTable(t, geo, 100, true)
+			tb.SetLimits(Limits{Cap: 2, Share: 100})
+			for i := 0; i < 5; i++ {
+				v := tb.AllowDegraded("k", base, 1, m)
+				require.NotEqual(t, OverCap, v.Status, "i=%d", i)
+				require.Equal(t, m == policy.FailClosed, v.Status == StoreDown, "i=%d", i)
+			}
+		})
 	}
 }
 
@@ -359,25 +368,25 @@ func TestSetLimitsInvalidatesBudgets(t *testing.T) {
 				}
 				return tb.AllowAt("k", now, n).Status
 			}
-			tb.SetLimits(Limits{Cap: NoCap, Share: 1000, Health: Healthy})
+			tb.SetLimits(Limits{Cap: NoCap, Share: 1000})
 			for i := 0; i < 50; i++ {
 				require.Equal(t, Allowed, allow(1))
 			}
-			tb.SetLimits(Limits{Cap: 50, Share: 1000, Health: Healthy})
+			tb.SetLimits(Limits{Cap: 50, Share: 1000})
 			require.Equal(t, OverCap, allow(1), "a lowered cap binds at once")
-			tb.SetLimits(Limits{Cap: 60, Share: 1000, Health: Healthy})
+			tb.SetLimits(Limits{Cap: 60, Share: 1000})
 			for i := 0; i < 10; i++ {
 				require.Equal(t, Allowed, allow(1), "a raised cap frees room at once")
 			}
 			require.Equal(t, OverCap, allow(1))
-			tb.SetLimits(Limits{Cap: NoCap, Share: 1000, Health: FailClosed})
+			tb.SetLimits(Limits{Cap: NoCap, Share: 1000, Down: true, Mode: policy.FailClosed})
 			require.Equal(t, StoreDown, allow(1))
-			tb.SetLimits(Limits{Cap: NoCap, Share: 70, Health: FailLocal})
+			tb.SetLimits(Limits{Cap: NoCap, Share: 70, Down: true, Mode: policy.FailLocal})
 			for i := 0; i < 10; i++ {
 				require.Equal(t, Allowed, allow(1))
 			}
 			require.Equal(t, OverLimit, allow(1), "the share binds at once")
-			tb.SetLimits(Limits{Cap: NoCap, Share: 70, Health: Healthy})
+			tb.SetLimits(Limits{Cap: NoCap, Share: 70})
 			require.Equal(t, Allowed, allow(1))
 		})
 	}

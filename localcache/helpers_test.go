@@ -2,7 +2,6 @@ package localcache
 
 import (
 	"math"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -114,20 +113,17 @@ func wantRemaining(limit int64, est float64) int64 {
 	return max(int64(math.Floor(float64(limit)-est)), 0)
 }
 
-// knownIssue skips a test that reproduces a reported, unfixed issue unless
-// LOCALCACHE_KNOWN_ISSUES is set, so that the reproducer stays runnable
-// without breaking the suite.
-func knownIssue(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("LOCALCACHE_KNOWN_ISSUES") == "" {
-		t.Skipf("known issue (set LOCALCACHE_KNOWN_ISSUES=1 to run): %s", what)
-	}
-}
-
 // mustTable returns a table for cfg or fails the test.
 func mustTable(t testing.TB, cfg Config) *Table {
 	t.Helper()
 	tb, err := New(cfg)
 	require.NoError(t, err)
 	return tb
+}
+
+// tracked reports whether key has an entry of its own in tb (a check of an
+// untracked key was decided on the overflow entry).
+func tracked(tb *Table, key string) bool {
+	_, ok := tb.m.Load(key)
+	return ok
 }

@@ -25,12 +25,12 @@ func TestKeyBound(t *testing.T) {
 			require.Equal(t, int64(bound), keys.Max())
 			tb, err := New(Config{Geometry: geo, Limit: limit, Eventual: eventual, Keys: keys})
 			require.NoError(t, err)
-			tb.SetLimits(Limits{Cap: NoCap, Share: limit, Health: Healthy})
+			tb.SetLimits(Limits{Cap: NoCap, Share: limit})
 			t0 := bucketStart(geo, 0)
 			for i := 0; i < bound; i++ {
 				v := tb.AllowAt(fmt.Sprint("key-", i), t0, 1)
 				require.Equal(t, Allowed, v.Status)
-				require.False(t, v.Overflow)
+				require.True(t, tracked(tb, fmt.Sprint("key-", i)))
 			}
 			require.Equal(t, int64(bound), keys.Len())
 			require.False(t, keys.Full())
@@ -41,7 +41,7 @@ func TestKeyBound(t *testing.T) {
 			// Keys 100.. share one counter of limit 5.
 			for i := bound; i < bound+12; i++ {
 				v := tb.AllowAt(fmt.Sprint("key-", i), t0, 1)
-				require.True(t, v.Overflow, "key-%d", i)
+				require.False(t, tracked(tb, fmt.Sprint("key-", i)), "key-%d is on the overflow entry", i)
 				if i < bound+limit {
 					require.Equal(t, Allowed, v.Status, "key-%d", i)
 					require.Equal(t, int64(bound+limit-1-i), v.Remaining)
@@ -65,7 +65,7 @@ func TestKeyBound(t *testing.T) {
 			// Tracked keys are unaffected.
 			v := tb.AllowAt("key-0", t0, 1)
 			require.Equal(t, Allowed, v.Status)
-			require.False(t, v.Overflow)
+			require.True(t, tracked(tb, "key-0"))
 			if eventual {
 				syncAll(tb, geo, newFakeStore(), t0)
 			}
@@ -78,7 +78,7 @@ func TestKeyBound(t *testing.T) {
 			require.Zero(t, keys.Len())
 			v = tb.AllowAt("key-150", t1, 1)
 			require.Equal(t, Allowed, v.Status)
-			require.False(t, v.Overflow, "tracked again")
+			require.True(t, tracked(tb, "key-150"), "tracked again")
 			require.Equal(t, int64(limit-1), v.Remaining, "with a counter of its own")
 			_, ok = tb.Ref("key-150")
 			require.True(t, ok)
@@ -93,17 +93,17 @@ func TestKeyBoundOverflowNeverOverCap(t *testing.T) {
 	geo := window.NewSliding(time.Minute, 2)
 	tb, err := New(Config{Geometry: geo, Limit: 50, Eventual: true, Keys: NewKeys(1)})
 	require.NoError(t, err)
-	tb.SetLimits(Limits{Cap: 1, Share: 50, Health: Healthy})
+	tb.SetLimits(Limits{Cap: 1, Share: 50})
 	require.Equal(t, Allowed, tb.AllowAt("tracked", base, 1).Status)
 	require.Equal(t, OverCap, tb.AllowAt("tracked", base, 1).Status)
 	for i := 0; i < 50; i++ {
 		v := tb.AllowAt(fmt.Sprint("flood-", i), base, 1)
-		require.True(t, v.Overflow)
+		require.False(t, tracked(tb, fmt.Sprint("flood-", i)))
 		require.Equal(t, Allowed, v.Status)
 	}
 	v := tb.AllowAt("flood-x", base, 1)
 	require.Equal(t, OverLimit, v.Status)
-	require.True(t, v.Overflow)
+	require.False(t, tracked(tb, "flood-x"))
 	require.Equal(t, []string{"tracked"}, drainKeys(tb))
 }
 
@@ -117,10 +117,12 @@ func TestKeyBoundShared(t *testing.T) {
 	b, err := New(Config{Geometry: geo, Limit: 10, Keys: keys, Eventual: true})
 	require.NoError(t, err)
 	for i := 0; i < 60; i++ {
-		require.False(t, a.AllowAt(fmt.Sprint(i), base, 1).Overflow)
+		a.AllowAt(fmt.Sprint(i), base, 1)
+		require.True(t, tracked(a, fmt.Sprint(i)))
 	}
 	for i := 0; i < 60; i++ {
-		require.Equal(t, i >= 40, b.AllowAt(fmt.Sprint(i), base, 1).Overflow, "key %d", i)
+		b.AllowAt(fmt.Sprint(i), base, 1)
+		require.Equal(t, i < 40, tracked(b, fmt.Sprint(i)), "key %d", i)
 	}
 	require.Equal(t, int64(100), keys.Len())
 	require.Equal(t, 60, a.Len())
@@ -159,14 +161,15 @@ func TestKeyBoundConcurrent(t *testing.T) {
 					}
 				}
 			}()
-			var overflowed, tracked atomic.Int64
+			var overflowed, ontable atomic.Int64
 			hammer(func(gi int) {
 				for i := 0; i < 1500; i++ {
-					v := tb.AllowAt(fmt.Sprintf("g%d-%d", gi, i), clock.Load(), 1)
-					if v.Overflow {
+					key := fmt.Sprintf("g%d-%d", gi, i)
+					tb.AllowAt(key, clock.Load(), 1)
+					if !tracked(tb, key) {
 						overflowed.Add(1)
 					} else {
-						tracked.Add(1)
+						ontable.Add(1)
 					}
 				}
 			})
@@ -177,11 +180,11 @@ func TestKeyBoundConcurrent(t *testing.T) {
 			require.Equal(t, int64(tb.Len()), keys.Len())
 			require.Positive(t, overflowed.Load())
 			if sweeping {
-				require.Greater(t, tracked.Load(), int64(bound), "sweeps made room for new keys")
+				require.Greater(t, ontable.Load(), int64(bound), "sweeps made room for new keys")
 			} else {
-				require.LessOrEqual(t, tracked.Load(), int64(bound+hammerers))
+				require.LessOrEqual(t, ontable.Load(), int64(bound+hammerers))
 			}
-			t.Logf("tracked %d, overflowed %d, peak %d", tracked.Load(), overflowed.Load(), peak.Load())
+			t.Logf("tracked %d, overflowed %d, peak %d", ontable.Load(), overflowed.Load(), peak.Load())
 		})
 	}
 }

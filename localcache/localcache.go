@@ -1,4 +1,8 @@
-// Package localcache keeps each rule's per-key state in a lock-free map: what this instance admitted per sub-window, the merged totals pulled from the store, and a budget that lets a check pass with one compare-and-swap.
+// Package localcache keeps each rule's per-key state in a lock-free map.
+//
+// For every key a Table holds what this instance admitted per sub-window, the
+// merged totals pulled from the store, and a cached budget that lets a check
+// pass with one compare-and-swap.
 //
 // # Model
 //
@@ -11,24 +15,25 @@
 //   - glob: the bucket's fleet-wide total, as last pulled from the store.
 //
 // The estimate for the window is the sliding-window formula of package window
-// over glob+pend. A Local table's entries have no glob words. A word whose tag is not the bucket asked for counts as zero,
-// so buckets leave the window without anyone clearing them.
+// over glob+pend. A Local table's entries have no glob words. A word whose tag
+// is not the bucket asked for counts as zero, so buckets leave the window
+// without anyone clearing them.
 //
 // # Hot path
 //
 // Besides the ring, an entry caches a budget: the most the current bucket's
-// pend may reach while both the limit (estimate ≤ Limit) and, for an Eventual
-// table, the divergence cap (own unacknowledged count in the window ≤ Cap)
-// hold. Everything but the current bucket's pend changes only at bucket
-// boundaries, at syncs and when limits change, so the budget stays valid until
-// then; it is tagged with the bucket index plus a generation that SetLimits
-// bumps. A check that finds a valid budget loads the current pend word, adds
-// its cost with one compare-and-swap if the sum stays within the budget, and
-// reads the entry's state to see whether the syncer must hear of it: no lock,
-// no allocation, no clock read (Tick publishes the time). A denial of cost 1
-// is cached the same way until its retry time. Anything else (a new bucket, a
-// new key, a first denial, a stale budget) takes the slow path, which
-// recomputes the budget from the ring.
+// pend may reach while both the limit (window.Room of the estimate) and, for
+// an Eventual table, the divergence cap (own unacknowledged count in the
+// window ≤ Cap) hold. Everything but the current bucket's pend changes only at
+// bucket boundaries, at syncs and when limits change, so the budget stays
+// valid until then; it is tagged with the bucket index plus a generation that
+// SetLimits bumps. A check that finds a valid budget loads the current pend
+// word, adds its cost with one compare-and-swap if the sum stays within the
+// budget, and reads the entry's state to see whether the syncer must hear of
+// it: no lock, no allocation, no clock read (Tick publishes the time). A
+// denial of cost 1 is cached the same way until its retry time. Anything else
+// (a new bucket, a new key, a first denial, a stale budget) takes the slow
+// path, which recomputes the budget from the ring.
 //
 // # Bounds
 //
@@ -39,15 +44,22 @@
 // limiting. Sweep evicts a key once nothing of it is left in the window, in two
 // passes (mark, then remove) so that a check racing with the eviction is never
 // lost.
+//
+// # Files
+//
+// table.go holds the Table and its memory layout, entry.go an entry's header
+// and states, keys.go the key bound and lookups, check.go the fast path,
+// plan.go the slow path, deny.go the denial cache, sync.go what the syncer
+// calls, sweep.go eviction.
 package localcache
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -57,15 +69,15 @@ type Status uint8
 const (
 	// Allowed means the cost was admitted and counted.
 	Allowed Status = iota
-	// OverLimit means the window (or, while degraded with FailLocal, this
-	// instance's share of it) has no room for the cost.
+	// OverLimit means the window (or, while the store is down under
+	// FailLocal, this instance's share of it) has no room for the cost.
 	OverLimit
 	// OverCap means the cost fits the window as this instance sees it, but
 	// admitting it locally would take the instance's unsynced count past the
 	// divergence cap: the store must decide (Eventual tables only; Ref gives
 	// the key's entry to hand to the syncer).
 	OverCap
-	// StoreDown means the table is degraded with FailClosed.
+	// StoreDown means the store is down and the failure mode is FailClosed.
 	StoreDown
 )
 
@@ -84,80 +96,65 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
-// Verdict is the result of a check.
+// Verdict is the per-key state's answer to a check. It has three words, so
+// that it travels in registers.
 type Verdict struct {
 	// Status says whether and why not.
 	Status Status
-	// Overflow is true when the key was decided on the shared overflow entry
-	// because the cache was full.
-	Overflow bool
-	// Remaining is what the window has left after this check, as this instance
-	// sees it.
+	// Remaining is what the window has left after this check, as this
+	// instance sees it. On the fast path it is the room computed when the
+	// bucket's budget was, less the bucket's count: for a sliding window it
+	// can fall short of the exact room by what the oldest bucket's weight
+	// lost since (never above it).
 	Remaining int64
-	// ResetAfter is how long until nothing counted now is left in the window.
-	ResetAfter time.Duration
-	// RetryAfter is, for OverLimit, how long until the same cost could pass if
-	// nothing else were admitted; -1 if it never can.
+	// RetryAfter is, for OverLimit, how long until the same cost could pass
+	// if nothing else were admitted; -1 if it never can.
 	RetryAfter time.Duration
 }
 
-// Ref is an opaque reference to one key's entry, handed to the syncer. Only the
-// Table that produced it accepts it.
-type Ref interface{ ref() }
+// Ref is an opaque handle to one key's entry, for the syncer: only the Table
+// that produced it accepts it. It is an alias of any so that the syncer can
+// name it in its own interface without importing this package.
+type Ref = any
 
 // Bucket is a count in one sub-window.
-type Bucket struct {
-	Index int64 // bucket index: ⌊t/w⌋ on the store clock
-	Count int64
-}
-
-// Health says how a table decides while the store is unreachable.
-type Health uint32
-
-const (
-	// Healthy: the store is reachable; Eventual tables enforce the cap.
-	Healthy Health = iota
-	// FailLocal: enforce Limits.Share on this instance's own count.
-	FailLocal
-	// FailOpen: admit everything (still counting it, to push later).
-	FailOpen
-	// FailClosed: admit nothing; checks return StoreDown.
-	FailClosed
-)
+type Bucket = window.Bucket
 
 // Limits are the parts of a table's behaviour that change while it runs.
 type Limits struct {
 	// Cap bounds this instance's unacknowledged count in the window (Eventual
-	// tables while Healthy). NoCap disables it.
+	// tables while the store is up). NoCap disables it.
 	Cap int64
-	// Share bounds this instance's own count in the window while FailLocal.
+	// Share bounds this instance's own count in the window while the store
+	// is down under FailLocal.
 	Share int64
-	// Health is the store's state as the limiter sees it.
-	Health Health
+	// Down is set while the store is unreachable: checks are then decided by
+	// Mode.
+	Down bool
+	// Mode is the failure mode that decides while Down.
+	Mode policy.FailureMode
 }
 
 // NoCap is a Limits.Cap that never binds.
 const NoCap = math.MaxInt64
 
-// Keys bounds the number of keys tracked by the Tables that share it.
-type Keys struct {
-	n    atomic.Int64
-	max  int64
-	full atomic.Bool
+// health is the store's state as a table decides by it: healthy, or down
+// with a failure mode (policy.FailureMode + 1).
+type health uint32
+
+const (
+	healthy health = iota
+	failLocal
+	failOpen
+	failClosed
+)
+
+func healthOf(down bool, m policy.FailureMode) health {
+	if !down {
+		return healthy
+	}
+	return health(m) + 1
 }
-
-// NewKeys returns a bound of max keys.
-func NewKeys(max int64) *Keys { return &Keys{max: max} }
-
-// Len returns the number of tracked keys.
-func (k *Keys) Len() int64 { return k.n.Load() }
-
-// Max returns the bound.
-func (k *Keys) Max() int64 { return k.max }
-
-// Full reports, and clears, whether a new key has been refused since the last
-// call: a hint to sweep now.
-func (k *Keys) Full() bool { return k.full.Swap(false) }
 
 // Config configures a Table.
 type Config struct {

@@ -123,8 +123,7 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	}
 	_, err = syncer.New(syncer.Config{
 		Client: dummyClient, Prefix: "p", InstanceID: "i", Interval: time.Second, Timeout: time.Second,
-		LocalNow: func() int64 { return 0 },
-	}, []*syncer.Rule{{Name: r.Name, Table: tab, Geometry: geo, Limit: r.Limit}})
+	}, syncer.RuleConfig{Name: r.Name, Keys: tab, Geometry: geo, Limit: r.Limit})
 	if err != nil {
 		t.Fatalf("%+v: the syncer rejects an accepted rule: %v", r, err)
 	}

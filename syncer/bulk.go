@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/window"
 )
 
 // The bulk path: on a standalone store, the keys of a cycle that only push
@@ -43,7 +43,7 @@ type bulkKey struct {
 	boxed  any  // name as an interface value, boxed once for the script call and the HMGET
 	rule   int  // index in bulkCall.rules
 	drop   bool // remove this instance's reservation records of the key
-	deltas []localcache.Bucket
+	deltas []window.Bucket
 	pull   *redis.SliceCmd
 }
 
@@ -60,7 +60,7 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 	ruleIdx := make(map[*Rule]int, 1)
 	var pullOnly []bulkKey
 	// One backing array for every key's deltas: usually one bucket each.
-	all := make([]localcache.Bucket, 0, len(items))
+	all := make([]window.Bucket, 0, len(items))
 	for _, it := range items {
 		r := it.id.rule
 		ri, ok := ruleIdx[r]
@@ -72,7 +72,7 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 		_, drop := s.recs[it.id]
 		k := bulkKey{it: it, rule: ri, drop: drop}
 		delete(s.recs, it.id)
-		s.buf = r.Table.Pending(it.ref, now, s.buf[:0])
+		s.buf = r.keys.Pending(it.ref, now, s.buf[:0])
 		if len(s.buf) == 0 && !k.drop {
 			pullOnly = append(pullOnly, k)
 			continue
@@ -146,14 +146,6 @@ func (s *Syncer) bulkArgs(c *bulkCall) []any {
 	return args
 }
 
-// fieldBound is how many fields a key's hash may hold before bulkScript
-// cleans it, which it checks only when a push starts a bucket: the window's
-// buckets and the one that just left it. A busy key is then cleaned every
-// other bucket and holds about span fields, as the sync script keeps it
-// (per-key bookkeeping fields make it clean at every new bucket: one HKEYS
-// per key per sub-window).
-func (r *Rule) fieldBound() int { return r.span + 1 }
-
 // sendBulk sends c in one pipeline, loading the script once if the store
 // does not have it.
 func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
@@ -171,7 +163,7 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 		for i, r := range c.rules {
 			// From a bucket before the store's window to one past it:
 			// the store's clock decides which ones are the window.
-			kc := r.Geometry.Index(now)
+			kc := r.geo.Index(now)
 			lo := kc - int64(r.span)
 			c.lo[i] = lo
 			f := make([]any, r.span+2)
@@ -331,18 +323,18 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 	for i := range c.keys {
 		k := &c.keys[i]
 		r := c.rules[k.rule]
-		oldest := r.Geometry.Index(nowStore) - int64(r.span) + 1
+		oldest := r.geo.Index(nowStore) - int64(r.span) + 1
 		acked := k.deltas
 		if failed[i] {
 			acked = nil
-			r.Table.MarkDirty(k.it.ref) // still pending: try again next cycle
+			r.keys.MarkDirty(k.it.ref) // still pending: try again next cycle
 		}
 		tot, ok := pulled(k.pull, oldest-c.lo[k.rule], r.span, totals[:0])
 		if !ok {
 			tot = nil
-			r.Table.MarkDirty(k.it.ref) // pull again next cycle
+			r.keys.MarkDirty(k.it.ref) // pull again next cycle
 		}
-		r.Table.Settle(k.it.ref, s.Now(), acked, oldest, tot)
+		r.keys.Settle(k.it.ref, s.Now(), acked, oldest, tot)
 		if len(k.deltas) > 0 {
 			s.prev = append(s.prev, k.it)
 		}

@@ -247,7 +247,7 @@ func TestReserveDuringBulkCycles(t *testing.T) {
 			if !ok {
 				continue
 			}
-			res, err := s.Reserve(ctxT(t, opTimeout), r.Table, k, ref, 1)
+			res, err := r.Reserve(ctxT(t, opTimeout), k, ref, 1)
 			if err == nil && res.Admitted {
 				reserved.Add(1)
 			}
@@ -282,7 +282,7 @@ func TestBulkPathKeepsHashesSmall(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
 	geo := window.NewSliding(60*time.Millisecond, 3) // 20 ms buckets, span 4
-	r := &Rule{Name: "api", Table: newTable(t, geo, 1_000_000, localcache.NoCap), Geometry: geo, Limit: 1_000_000}
+	r := newRule(t, "api", geo, 1_000_000, localcache.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	require.True(t, s.bulk)
 	name := r.KeyName("k")
@@ -329,7 +329,7 @@ func TestReserveAfterLostBulkReply(t *testing.T) {
 	// the unanswered bulk call is still queued when the reservation comes.
 	require.False(t, s.Healthy())
 	s.setHealth(true, nil)
-	res, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 3)
+	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 3)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted)
 	assert.Equal(t, int64(9), total(t, c, name), "6 pushed once + 3 reserved")
@@ -349,14 +349,14 @@ func TestPruneRecs(t *testing.T) {
 	r := newRule(t, "api", midGeometry(4), 100, 10)
 	now := time.Now().UnixNano()
 	cfg := testConfig(c, "A")
-	cfg.LocalNow = func() int64 { return now }
-	s, err := New(cfg, []*Rule{r}) // not started: the test owns the loop's state
+	cfg.Clock = fixedClock(now)
+	s, err := newSyncer(cfg, r) // not started: the test owns the loop's state
 	require.NoError(t, err)
 	ttl := r.ttlMs * int64(time.Millisecond)
-	s.recs[keyID{r, "old"}] = now - ttl - 1
-	s.recs[keyID{r, "fresh"}] = now - ttl + int64(time.Second)
+	s.recs[keyID{r.Rule, "old"}] = now - ttl - 1
+	s.recs[keyID{r.Rule, "fresh"}] = now - ttl + int64(time.Second)
 	s.pruneRecs()
-	assert.Equal(t, map[keyID]int64{{r, "fresh"}: now - ttl + int64(time.Second)}, s.recs)
+	assert.Equal(t, map[keyID]int64{{r.Rule, "fresh"}: now - ttl + int64(time.Second)}, s.recs)
 }
 
 // TestPerKeyErrorDoesNotStallCycles gives the per-key path a key whose
@@ -382,7 +382,7 @@ func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
 			admit(t, s, r, "bad", 5)
 			ref, ok := r.Table.Ref("bad")
 			require.True(t, ok)
-			_, err := s.Reserve(ctxT(t, opTimeout), r.Table, "bad", ref, 1)
+			_, err := r.Reserve(ctxT(t, opTimeout), "bad", ref, 1)
 			require.Error(t, err)
 			for _, k := range []string{"a", "b", "c"} {
 				admit(t, s, r, k, 2)

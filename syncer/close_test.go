@@ -34,7 +34,7 @@ func TestCloseBoundedOnHungStore(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	cfg := testConfig(c, "A") // an hour between cycles: the op timeout is 2h
 	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
-	s, err := New(cfg, []*Rule{r})
+	s, err := newSyncer(cfg, r)
 	require.NoError(t, err)
 	require.NoError(t, s.Start(ctxT(t, opTimeout)))
 	admit(t, s, r, "k", 3)

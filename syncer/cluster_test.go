@@ -65,7 +65,7 @@ func TestCluster(t *testing.T) {
 	// Reservations are decided on the key's node.
 	admitted := 0
 	for range 12 {
-		res, err := s.Reserve(ctxT(t, opTimeout), rs.Table, "s", nil, 1)
+		res, err := rs.Reserve(ctxT(t, opTimeout), "s", nil, 1)
 		require.NoError(t, err)
 		if res.Admitted {
 			admitted++
@@ -86,7 +86,7 @@ func TestCluster(t *testing.T) {
 		assert.Equal(t, n, total(t, cc, r.KeyName(k)), "total of %q after SCRIPT FLUSH", k)
 	}
 	require.NoError(t, cc.ScriptFlush(ctx).Err())
-	res, err := s.Reserve(ctxT(t, opTimeout), rs.Table, "s2", nil, 3)
+	res, err := rs.Reserve(ctxT(t, opTimeout), "s2", nil, 3)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted)
 	assert.Equal(t, int64(3), total(t, cc, rs.KeyName("s2")))

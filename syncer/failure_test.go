@@ -9,28 +9,28 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
 var (
-	healthy  = localcache.Limits{Cap: localcache.NoCap, Share: 1000, Health: localcache.Healthy}
-	failOpen = localcache.Limits{Cap: localcache.NoCap, Share: 1000, Health: localcache.FailOpen}
+	healthy  = localcache.Limits{Cap: localcache.NoCap, Share: 1000}
+	failOpen = localcache.Limits{Cap: localcache.NoCap, Share: 1000, Down: true, Mode: policy.FailOpen}
 )
 
 // TestKillAndRestart kills the store (no persistence): Flush fails, the
-// syncer turns unhealthy and tells OnHealth, counts admitted meanwhile stay
-// pending in the table; after a restart (empty store) one Flush pushes every
-// pending count exactly once.
+// syncer turns unhealthy and publishes it (Fleet, Changed), counts admitted
+// meanwhile stay pending in the table; after a restart (empty store) one Flush
+// pushes every pending count exactly once.
 func TestKillAndRestart(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	var hl healthLog
 	cfg := testConfig(c, "A")
-	cfg.OnHealth = hl.record
 	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
 	s := startSyncer(t, cfg, r)
-	require.Equal(t, []healthCall{{true, nil}}, hl.get(), "Start reports the store healthy")
+	require.Equal(t, Fleet{Instances: 1, Healthy: true, Changes: 1}, s.Fleet(), "Start reports the store healthy")
+	assert.True(t, changed(s), "and signals it")
 
 	admit(t, s, r, "k", 5)
 	flush(t, s)
@@ -42,18 +42,21 @@ func TestKillAndRestart(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, s.Healthy())
 	assert.False(t, s.Stats().Healthy)
-	calls := hl.get()
-	require.Len(t, calls, 2)
-	assert.False(t, calls[1].healthy)
-	assert.Error(t, calls[1].err)
-	_, err = s.Reserve(ctxT(t, opTimeout), r.Table, "k", nil, 1)
+	f := s.Fleet()
+	require.Equal(t, int64(2), f.Changes, "one change more: the store turned unhealthy")
+	assert.False(t, f.Healthy)
+	assert.Error(t, f.Err)
+	assert.Equal(t, 1, f.Instances)
+	assert.True(t, changed(s), "the change is signalled")
+	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
 	assert.ErrorIs(t, err, ErrUnavailable)
 
 	r.Table.SetLimits(failOpen) // what the limiter does while the store is down
 	admit(t, s, r, "k", 4)
 	admit(t, s, r, "k2", 2)
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)), "still down")
-	assert.Len(t, hl.get(), 2, "OnHealth is called on changes only")
+	assert.Equal(t, int64(2), s.Fleet().Changes, "Fleet changes on changes only")
+	assert.False(t, changed(s), "and signals changes only")
 	_, own := estimate(t, r.Table, "k", s.Now())
 	assert.Equal(t, int64(7), own, "counts stay pending in the table")
 	_, own = estimate(t, r.Table, "k2", s.Now())
@@ -63,9 +66,8 @@ func TestKillAndRestart(t *testing.T) {
 	r.Table.SetLimits(healthy)
 	flush(t, s)
 	assert.True(t, s.Healthy())
-	calls = hl.get()
-	require.Len(t, calls, 3)
-	assert.Equal(t, healthCall{true, nil}, calls[2])
+	require.Equal(t, Fleet{Instances: 1, Healthy: true, Changes: 3}, s.Fleet(), "one change more: healthy again")
+	assert.True(t, changed(s), "the change is signalled")
 	// The 5 pushed before the kill died with the store's memory; everything
 	// still pending (3 before the kill, 4 during the outage) is pushed once.
 	assert.Equal(t, int64(7), total(t, c, r.KeyName("k")))
@@ -201,11 +203,11 @@ func TestLostReservationReply(t *testing.T) {
 
 			ref := overCap(t, s, r, "k")
 			hook.dropReplies.Store(true)
-			_, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 1)
+			_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
 			require.ErrorIs(t, err, ErrUnavailable)
 			require.Equal(t, int64(1), total(t, c, name), "the store admitted it")
 			// The caller's fallback admits and counts it locally.
-			v := r.Table.AllowDegraded("k", s.Now(), 1, localcache.FailOpen)
+			v := r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen)
 			require.Equal(t, localcache.Allowed, v.Status)
 			for i := 1; i < tc.lost; i++ {
 				require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
@@ -239,13 +241,13 @@ func TestCorrectionBucket(t *testing.T) {
 
 	ref := overCap(t, s, r, "k")
 	hook.dropReplies.Store(true)
-	_, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 1)
+	_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
 	require.ErrorIs(t, err, ErrUnavailable)
 	hook.dropReplies.Store(false)
 	require.Len(t, buckets(t, c, name), 1, "the store admitted it")
 	// The fallback counts it locally; its count is pushed like any other.
 	now := s.Now()
-	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", now, 1, localcache.FailOpen).Status)
+	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", now, 1, policy.FailOpen).Status)
 
 	time.Sleep(3 * time.Duration(geo.Sub())) // the syncer learns of the admission later
 	flush(t, s)
@@ -280,11 +282,11 @@ func TestNoScriptLoadFails(t *testing.T) {
 	ref := overCap(t, s, r, "k")
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	hook.failLoad.Store(true)
-	_, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 1)
+	_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
 	require.ErrorIs(t, err, ErrUnavailable)
 	assert.True(t, s.Healthy(), "NOSCRIPT is an answer, not an outage")
 	require.Zero(t, total(t, c, name), "nothing executed")
-	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, localcache.FailOpen).Status)
+	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen).Status)
 
 	hook.failLoad.Store(false)
 	flush(t, s)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,43 +55,84 @@ func midGeometry(buckets int) window.Sliding {
 }
 
 // newTable returns an Eventual table with the given cap, share = limit and
-// Healthy.
+// the store up.
 func newTable(t *testing.T, geo window.Sliding, limit, capv int64) *localcache.Table {
 	t.Helper()
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: limit, Eventual: true, Keys: localcache.NewKeys(1000)})
 	require.NoError(t, err)
-	tab.SetLimits(localcache.Limits{Cap: capv, Share: limit, Health: localcache.Healthy})
+	tab.SetLimits(localcache.Limits{Cap: capv, Share: limit})
 	return tab
 }
 
-// newRule returns a Rule of a fresh table.
-func newRule(t *testing.T, name string, geo window.Sliding, limit, capv int64) *Rule {
+// testRule is a rule of a test: its table, and its Rule once startSyncer
+// (or newSyncer) has created the syncer.
+type testRule struct {
+	*Rule
+	Table *localcache.Table
+	cfg   RuleConfig
+}
+
+// newRule returns a rule of a fresh table.
+func newRule(t *testing.T, name string, geo window.Sliding, limit, capv int64) *testRule {
 	t.Helper()
-	return &Rule{Name: name, Table: newTable(t, geo, limit, capv), Geometry: geo, Limit: limit}
+	tab := newTable(t, geo, limit, capv)
+	return &testRule{Table: tab, cfg: RuleConfig{Name: name, Geometry: geo, Limit: limit, Keys: tab}}
 }
 
-// healthLog records OnHealth calls.
-type healthLog struct {
-	mu    sync.Mutex
-	calls []healthCall
+// newSyncer creates a Syncer for rules and sets each rule's Rule.
+func newSyncer(cfg Config, rules ...*testRule) (*Syncer, error) {
+	rcs := make([]RuleConfig, len(rules))
+	for i, r := range rules {
+		rcs[i] = r.cfg
+	}
+	s, err := New(cfg, rcs...)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rules {
+		r.Rule = s.Rule(r.cfg.Name)
+	}
+	return s, nil
 }
 
-type healthCall struct {
-	healthy bool
-	err     error
+// outcome is what a caller makes of a reservation's Answer with its rule's
+// window math (as the engines do): the room the window has left, when it
+// resets and, for a denial of cost n, when that cost could pass (-1: never).
+// An admission needs no retry: its RetryAfter is 0, as the syncer's Result
+// had it before Answer left the window math to the caller.
+type outcome struct {
+	Remaining  int64
+	ResetAfter time.Duration
+	RetryAfter time.Duration
 }
 
-func (h *healthLog) record(ok bool, err error) {
-	h.mu.Lock()
-	h.calls = append(h.calls, healthCall{ok, err})
-	h.mu.Unlock()
+// outcomeOf turns a for cost n on r into an outcome.
+func outcomeOf(r *testRule, a Answer, n int64) outcome {
+	o := outcome{
+		Remaining:  max(r.geo.Parts(a.At, a.Count).Room(r.limit), 0),
+		ResetAfter: r.geo.ResetAfter(a.At),
+	}
+	if !a.Admitted {
+		o.RetryAfter = r.geo.RetryAfter(a.At, r.limit, n, a.Count)
+	}
+	return o
 }
 
-func (h *healthLog) get() []healthCall {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]healthCall(nil), h.calls...)
+// changed reports, without waiting, whether s has signalled a change of its
+// Fleet since the last call (a signal stands for one change or several).
+func changed(s *Syncer) bool {
+	select {
+	case <-s.Changed():
+		return true
+	default:
+		return false
+	}
 }
+
+// fixedClock is a Clock that stands still at a time in ns.
+type fixedClock int64
+
+func (c fixedClock) Now() time.Time { return time.Unix(0, int64(c)) }
 
 // testConfig is the Config every end-to-end test starts from: Interval of an
 // hour, so that only Flush (and Reserve) syncs.
@@ -103,15 +143,14 @@ func testConfig(c redis.UniversalClient, id string) Config {
 		InstanceID: id,
 		Interval:   time.Hour,
 		Timeout:    time.Second,
-		LocalNow:   func() int64 { return time.Now().UnixNano() },
 	}
 }
 
 // startSyncer creates and starts a Syncer and closes it in t.Cleanup (which
 // runs before the client's and the server's cleanups, registered earlier).
-func startSyncer(t *testing.T, cfg Config, rules ...*Rule) *Syncer {
+func startSyncer(t *testing.T, cfg Config, rules ...*testRule) *Syncer {
 	t.Helper()
-	s, err := New(cfg, rules)
+	s, err := newSyncer(cfg, rules...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -129,7 +168,7 @@ func flush(t *testing.T, s *Syncer) {
 
 // admit admits n units of key on r's table, one at a time, and requires every
 // one to be Allowed.
-func admit(t *testing.T, s *Syncer, r *Rule, key string, n int) {
+func admit(t *testing.T, s *Syncer, r *testRule, key string, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		v := r.Table.AllowAt(key, s.Now(), 1)

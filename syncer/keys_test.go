@@ -125,6 +125,21 @@ func FuzzEncodeKey(f *testing.F) {
 	})
 }
 
+// noKeys is a Keys that never has a key: naming keys needs a rule, not its
+// local state (and a table cannot hold every geometry named here).
+type noKeys struct{}
+
+func (noKeys) Drain(dst []Handle) []Handle                                    { return dst }
+func (noKeys) Key(Handle) string                                              { return "" }
+func (noKeys) Pending(_ Handle, _ int64, dst []window.Bucket) []window.Bucket { return dst }
+func (noKeys) Settle(Handle, int64, []window.Bucket, int64, []int64)          {}
+func (noKeys) MarkDirty(Handle)                                               {}
+
+// nameRule returns a rule of no keys, for naming them.
+func nameRule(name string, geo window.Sliding) *testRule {
+	return &testRule{cfg: RuleConfig{Name: name, Geometry: geo, Limit: 1, Keys: noKeys{}}}
+}
+
 func TestKeyName(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -140,10 +155,13 @@ func TestKeyName(t *testing.T) {
 		{"t", "api", window.NewSliding(time.Minute, 6), "{evil}:x", "t:{api:%7Bevil%7D%3Ax}:10000000"},
 		{"t", "api", window.NewSliding(time.Minute, 6), "a b", "t:{api:a%20b}:10000000"},
 	}
+	cfg := func(prefix string) Config {
+		return Config{Client: dummyClient, Prefix: prefix, InstanceID: "x", Interval: time.Second,
+			Timeout: time.Second, Clock: fixedClock(0)}
+	}
 	for _, tc := range cases {
-		r := &Rule{Name: tc.name, Geometry: tc.geo, Limit: 1}
-		_, err := New(Config{Client: dummyClient, Prefix: tc.prefix, InstanceID: "x", Interval: time.Second,
-			Timeout: time.Second, LocalNow: func() int64 { return 0 }}, []*Rule{r})
+		r := nameRule(tc.name, tc.geo)
+		_, err := newSyncer(cfg(tc.prefix), r)
 		require.NoError(t, err)
 		got := r.KeyName(tc.key)
 		assert.Equal(t, tc.want, got)
@@ -153,11 +171,13 @@ func TestKeyName(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(got, "}"), "one '}' in %q", got)
 	}
 
-	// The same rule with another geometry: another Redis key, same slot.
-	r1 := &Rule{Name: "api", Geometry: window.NewSliding(time.Minute, 6), Limit: 1}
-	r2 := &Rule{Name: "api", Geometry: window.NewSliding(time.Minute, 3), Limit: 1}
-	_, err := New(Config{Client: dummyClient, Prefix: "t", InstanceID: "x", Interval: time.Second,
-		Timeout: time.Second, LocalNow: func() int64 { return 0 }}, []*Rule{r1, r2})
+	// The same rule with another geometry (in another syncer: one syncer
+	// refuses two rules of one name): another Redis key, same slot.
+	r1 := nameRule("api", window.NewSliding(time.Minute, 6))
+	r2 := nameRule("api", window.NewSliding(time.Minute, 3))
+	_, err := newSyncer(cfg("t"), r1)
+	require.NoError(t, err)
+	_, err = newSyncer(cfg("t"), r2)
 	require.NoError(t, err)
 	assert.NotEqual(t, r1.KeyName("k"), r2.KeyName("k"))
 	assert.Equal(t, hashTag(r1.KeyName("k")), hashTag(r2.KeyName("k")))

@@ -26,8 +26,8 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	geo := midGeometry(6)
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, Keys: localcache.NewKeys(1 << 20)})
 	require.NoError(t, err)
-	tab.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 1000, Health: localcache.Healthy})
-	ra := &Rule{Name: "api", Table: tab, Geometry: geo, Limit: 1000}
+	tab.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 1000})
+	ra := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab}}
 	cfgA := testConfig(c, "A") // cycles only on Flush
 	cfgA.InstanceTTL = ttl
 	a := startSyncer(t, cfgA, ra)

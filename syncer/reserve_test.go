@@ -16,7 +16,7 @@ import (
 )
 
 // overCap checks key on r's table (Cap 0) and returns the Ref to reserve with.
-func overCap(t *testing.T, s *Syncer, r *Rule, key string) localcache.Ref {
+func overCap(t *testing.T, s *Syncer, r *testRule, key string) localcache.Ref {
 	t.Helper()
 	v := r.Table.AllowAt(key, s.Now(), 1)
 	require.Equal(t, localcache.OverCap, v.Status)
@@ -51,14 +51,14 @@ func TestReserveAdmitsExactlyLimit(t *testing.T) {
 			ref := overCap(t, s, r, "k")
 
 			var mu sync.Mutex
-			var results []Result
+			var results []Answer
 			var wg sync.WaitGroup
 			for g := 0; g < goroutines; g++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for range each {
-						res, err := s.Reserve(context.Background(), r.Table, "k", ref, 1)
+						res, err := r.Reserve(context.Background(), "k", ref, 1)
 						if !assert.NoError(t, err) {
 							return
 						}
@@ -70,11 +70,12 @@ func TestReserveAdmitsExactlyLimit(t *testing.T) {
 			}
 			wg.Wait()
 			admitted := 0
-			for _, res := range results {
+			for _, a := range results {
+				res := outcomeOf(r, a, 1)
 				assert.Positive(t, res.ResetAfter)
 				assert.GreaterOrEqual(t, res.Remaining, int64(0))
 				assert.Less(t, res.Remaining, int64(limit))
-				if res.Admitted {
+				if a.Admitted {
 					admitted++
 					assert.Zero(t, res.RetryAfter)
 				} else {
@@ -102,10 +103,10 @@ func TestReserveAdmitsExactlyLimit(t *testing.T) {
 			assert.Equal(t, localcache.OverLimit, r.Table.AllowAt("k", s.Now(), 1).Status)
 
 			// A cost above the limit never fits.
-			res, err := s.Reserve(ctxT(t, opTimeout), r.Table, "other", nil, limit+1)
+			res, err := r.Reserve(ctxT(t, opTimeout), "other", nil, limit+1)
 			require.NoError(t, err)
 			assert.False(t, res.Admitted)
-			assert.Equal(t, time.Duration(-1), res.RetryAfter, "never")
+			assert.Equal(t, time.Duration(-1), outcomeOf(r, res, limit+1).RetryAfter, "never")
 			assert.Zero(t, total(t, c, r.KeyName("other")))
 		})
 	}
@@ -122,10 +123,10 @@ func TestReservePushesPending(t *testing.T) {
 	v := r.Table.AllowAt("k", s.Now(), 4)
 	require.Equal(t, localcache.OverCap, v.Status)
 	ref, _ := r.Table.Ref("k")
-	res, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 4)
+	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 4)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted, "6 pushed + 4 reserved = 10 fits")
-	assert.Zero(t, res.Remaining)
+	assert.Zero(t, outcomeOf(r, res, 4).Remaining)
 	assert.Equal(t, int64(10), total(t, c, r.KeyName("k")))
 	// The waiter is answered before the table is settled with the same
 	// reply; a Flush waits for the loop to be done with it.
@@ -134,7 +135,7 @@ func TestReservePushesPending(t *testing.T) {
 	assert.Zero(t, own, "the pending counts were acknowledged")
 	assert.Equal(t, 10.0, est)
 
-	res, err = s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 1)
+	res, err = r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
 	require.NoError(t, err)
 	assert.False(t, res.Admitted)
 	flush(t, s)
@@ -148,15 +149,22 @@ func TestReserveErrors(t *testing.T) {
 	r := newRule(t, "api", midGeometry(4), 10, 0)
 	s := startSyncer(t, testConfig(c, "A"), r)
 
-	_, err := s.Reserve(ctxT(t, opTimeout), newTable(t, r.Geometry, 10, 0), "k", nil, 1)
-	assert.Error(t, err, "a table the syncer does not know")
+	// A rule of another syncer (same name, own table), never started.
+	other := newRule(t, "api", r.geo, 10, 0)
+	s2, err := newSyncer(testConfig(c, "B"), other)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close(context.Background()) })
+	_, err = s.Reserve(ctxT(t, opTimeout), other.Rule, "k", nil, 1)
+	assert.Error(t, err, "a rule the syncer does not know")
+	_, err = s.Reserve(ctxT(t, opTimeout), nil, "k", nil, 1)
+	assert.Error(t, err, "no rule")
 
 	// A caller that gives up before the reservation is sent has it never
 	// decided; one that gives up after has it undone: either way the store
 	// ends up counting nothing for it.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res, err := s.Reserve(ctx, r.Table, "k", nil, 1)
+	res, err := r.Reserve(ctx, "k", nil, 1)
 	var want int64
 	if err == nil && res.Admitted {
 		want = 1 // the answer won the race with the cancelled context
@@ -168,7 +176,7 @@ func TestReserveErrors(t *testing.T) {
 	assert.Equal(t, want, total(t, c, r.KeyName("k")))
 
 	require.NoError(t, s.Close(ctxT(t, opTimeout)))
-	_, err = s.Reserve(ctxT(t, opTimeout), r.Table, "k", nil, 1)
+	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
 	assert.ErrorIs(t, err, ErrClosed)
 }
 
@@ -202,7 +210,7 @@ func TestReservePausedStore(t *testing.T) {
 
 			told := 0 // reservations callers were told were admitted
 			for range 3 {
-				res, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", overCap(t, s, r, "k"), 1)
+				res, err := r.Reserve(ctxT(t, opTimeout), "k", overCap(t, s, r, "k"), 1)
 				require.NoError(t, err)
 				require.True(t, res.Admitted)
 				told++
@@ -211,7 +219,7 @@ func TestReservePausedStore(t *testing.T) {
 			ref := overCap(t, s, r, "k")
 			srv.Pause()
 			began := time.Now()
-			_, err := s.Reserve(context.Background(), r.Table, "k", ref, 1)
+			_, err := r.Reserve(context.Background(), "k", ref, 1)
 			took := time.Since(began)
 			require.ErrorIs(t, err, ErrTimeout)
 			assert.GreaterOrEqual(t, took, cfg.Timeout)

@@ -1,6 +1,10 @@
 package syncer
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/window"
+)
 
 // syncScript pushes one instance's batches for one limiter key, decides its
 // reservations, and returns the key's per-bucket totals, all in one atomic
@@ -26,9 +30,13 @@ import "github.com/redis/go-redis/v9"
 // stored, 2 applied before without) and, for status 0, the reservation
 // results as a string of '0'/'1'; for status 1 "<bits>:<bucket>".
 //
+// Reservations are decided by the admit test of package window (LuaRoom,
+// generated from window.Estimate.Room), on the estimate in its two parts:
+// the buckets counted whole, and the weighted oldest one.
+//
 // Numbers written to Redis are formatted with %.0f: Lua's default number
 // formatting (%.14g) would round bucket indices and sequence numbers.
-var syncScript = redis.NewScript(`
+var syncScript = redis.NewScript(window.LuaRoom + `
 local key = KEYS[1]
 local sub = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
@@ -73,16 +81,16 @@ for f = 1, #all, 2 do
   end
 end
 local function estimate()
-  local e = 0
+  local whole, weighted = 0, 0
   for j = oldest, k do
     local c = counts[j] or 0
     if j == oldest and span > 1 then
-      e = e + c * (1 - phase)
+      weighted = c * (1 - phase)
     else
-      e = e + c
+      whole = whole + c
     end
   end
-  return e
+  return whole, weighted
 end
 local status = {}
 local i = 7
@@ -105,12 +113,12 @@ for b = 1, nb do
     end
     local bits = ''
     if nr > 0 then
-      local e = estimate()
+      local whole, weighted = estimate()
       for r = 1, nr do
         local c = tonumber(ARGV[i])
         i = i + 1
-        if e + c <= limit then
-          e = e + c
+        if c <= room(whole, weighted, limit) then
+          whole = whole + c
           counts[k] = (counts[k] or 0) + c
           redis.call('HINCRBY', key, string.format('%.0f', k), c)
           bits = bits .. '1'

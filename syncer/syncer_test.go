@@ -21,27 +21,39 @@ func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
 	ok := testConfig(c, "a")
+	geo := midGeometry(4)
+	tab := newTable(t, geo, 10, 0)
+	rule := RuleConfig{Name: "api", Geometry: geo, Limit: 10, Keys: tab}
+	noKeys := rule
+	noKeys.Keys = nil
+	other := rule
+	other.Keys = newTable(t, geo, 10, 0)
 	cases := []struct {
-		name string
-		edit func(*Config)
+		name  string
+		edit  func(*Config)
+		rules []RuleConfig
 	}{
-		{"no client", func(c *Config) { c.Client = nil }},
-		{"no prefix", func(c *Config) { c.Prefix = "" }},
-		{"no instance", func(c *Config) { c.InstanceID = "" }},
-		{"zero interval", func(c *Config) { c.Interval = 0 }},
-		{"negative timeout", func(c *Config) { c.Timeout = -1 }},
-		{"no clock", func(c *Config) { c.LocalNow = nil }},
+		{"no client", func(c *Config) { c.Client = nil }, nil},
+		{"no prefix", func(c *Config) { c.Prefix = "" }, nil},
+		{"no instance", func(c *Config) { c.InstanceID = "" }, nil},
+		{"zero interval", func(c *Config) { c.Interval = 0 }, nil},
+		{"negative timeout", func(c *Config) { c.Timeout = -1 }, nil},
+		{"rule without keys", func(*Config) {}, []RuleConfig{noKeys}},
+		{"duplicate rule name", func(*Config) {}, []RuleConfig{rule, other}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ok
 			tc.edit(&cfg)
-			_, err := New(cfg, nil)
+			_, err := New(cfg, tc.rules...)
 			assert.Error(t, err)
 		})
 	}
-	s, err := New(ok, nil)
+	// A nil Clock is valid: the system clock.
+	require.Nil(t, ok.Clock)
+	s, err := New(ok, rule)
 	require.NoError(t, err)
+	require.NotNil(t, s.Rule("api"))
 	assert.Equal(t, max(time.Second, 2*ok.Interval), s.cfg.OpTimeout)
 	assert.Equal(t, 256, s.cfg.Batch)
 	assert.Equal(t, max(3*time.Second, 10*ok.Interval), s.cfg.InstanceTTL)
@@ -74,17 +86,15 @@ func TestFlushPushesAndPulls(t *testing.T) {
 				t.Parallel()
 				id := strconv.Itoa(2*i + pi)
 				r := newRule(t, "rule"+id, tc.geo, 1000, localcache.NoCap)
-				var instances atomic.Int64
 				cfg := testConfig(c, "inst-"+id)
 				cfg.perKey = path.perKey
 				cfg.Prefix = "p" + id // own registry
-				cfg.OnInstances = func(n int) { instances.Store(int64(n)) }
 				s := startSyncer(t, cfg, r)
 				st := s.Stats()
 				assert.Equal(t, int64(1), st.RoundTrips, "Start: one heartbeat")
 				assert.Equal(t, int64(1), st.Commands)
 				assert.True(t, st.Healthy)
-				assert.Equal(t, int64(1), instances.Load())
+				assert.Equal(t, 1, s.Fleet().Instances)
 				assert.Less(t, st.Offset.Abs(), time.Second, "same host: tiny offset")
 
 				keys := map[string]int{"a": 5, "b:{x}": 1, "c d": 17}
@@ -295,7 +305,7 @@ func TestNoScriptReload(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	r := newRule(t, "api", midGeometry(5), 100, 0) // Cap 0: every check goes to the store
 	s := startSyncer(t, testConfig(c, "A"), r)
-	r.Table.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 100, Health: localcache.Healthy})
+	r.Table.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 100})
 	admit(t, s, r, "k", 3)
 	flush(t, s)
 	require.Equal(t, int64(3), total(t, c, r.KeyName("k")))
@@ -307,15 +317,15 @@ func TestNoScriptReload(t *testing.T) {
 
 	// A reservation whose first send gets NOSCRIPT is decided once, by the
 	// resend after the load.
-	r.Table.SetLimits(localcache.Limits{Cap: 0, Share: 100, Health: localcache.Healthy})
+	r.Table.SetLimits(localcache.Limits{Cap: 0, Share: 100})
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	v := r.Table.AllowAt("k", s.Now(), 2)
 	require.Equal(t, localcache.OverCap, v.Status)
 	ref, _ := r.Table.Ref("k")
-	res, err := s.Reserve(ctxT(t, opTimeout), r.Table, "k", ref, 2)
+	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 2)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted)
-	assert.Equal(t, int64(100-9), res.Remaining)
+	assert.Equal(t, int64(100-9), outcomeOf(r, res, 2).Remaining)
 	assert.Equal(t, int64(9), total(t, c, r.KeyName("k")))
 	assert.Zero(t, s.Stats().Failures)
 	assert.Zero(t, s.Stats().Retried, "a NOSCRIPT reply is not an ambiguous failure")

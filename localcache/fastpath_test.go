@@ -14,18 +14,18 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// TestTryAllowRacingSyncer runs the limiter's check path (TryAllow, then
-// Allow when it declines) against a simulated syncer: the store must get
-// exactly what was admitted. An add-then-undo in the fast path let the syncer
-// push a count that was then taken back (the store counted one more than was
-// admitted, under contention at the cap).
-func TestTryAllowRacingSyncer(t *testing.T) {
+// TestAllowRacingSyncer runs the limiter's check path (Allow: the fast path,
+// then the slow one when it declines) against a simulated syncer: the store
+// must get exactly what was admitted. An add-then-undo in the fast path let
+// the syncer push a count that was then taken back (the store counted one
+// more than was admitted, under contention at the cap).
+func TestAllowRacingSyncer(t *testing.T) {
 	t.Parallel()
 	for _, capv := range []int64{NoCap, 7} {
 		geo := window.NewSliding(time.Minute, 4)
 		const keys = 40
 		tb := mkTable(t, geo, 1<<30, true)
-		tb.SetLimits(Limits{Cap: capv, Share: 1 << 30, Health: Healthy})
+		tb.SetLimits(Limits{Cap: capv, Share: 1 << 30})
 		store := newFakeStore()
 		now := bucketStart(geo, 0) + 17
 		tb.Tick(now)
@@ -48,13 +48,6 @@ func TestTryAllowRacingSyncer(t *testing.T) {
 				k := rng.IntN(keys)
 				n := 1 + rng.Int64N(3)
 				key := fmt.Sprint("key-", k)
-				switch _, r := tb.TryAllow(key, n); r {
-				case TryAllowed:
-					admitted[k].Add(n)
-					continue
-				case TryDenied:
-					continue
-				}
 				if v := tb.Allow(key, n); v.Status == Allowed {
 					admitted[k].Add(n)
 				}
@@ -72,42 +65,39 @@ func TestTryAllowRacingSyncer(t *testing.T) {
 	}
 }
 
-// TestTryAllowCachesDenials: a key denied for cost 1 is denied again by
-// TryAllow without the slow path, with the same RetryAfter (to the µs), until
-// that time, a Settle or a SetLimits.
-func TestTryAllowCachesDenials(t *testing.T) {
+// TestAllowCachesDenials: a key denied for cost 1 is denied again on the fast
+// path (its cached denial), with the same RetryAfter (to the µs), until that
+// time, a Settle or a SetLimits.
+func TestAllowCachesDenials(t *testing.T) {
 	t.Parallel()
 	geo := window.NewSliding(time.Second, 10)
 	tb := mkTable(t, geo, 10, false)
 	now := bucketStart(geo, 0) + 3*geo.Sub()/10
 	tb.Tick(now)
 	for range 10 {
-		_, r := tb.TryAllow("k", 1)
-		if r == TryUnknown {
-			require.Equal(t, Allowed, tb.Allow("k", 1).Status)
-		}
+		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
 	}
 	v := tb.Allow("k", 1)
 	require.Equal(t, OverLimit, v.Status)
 	require.Positive(t, v.RetryAfter)
-	ra, r := tb.TryAllow("k", 1)
-	require.Equal(t, TryDenied, r)
+	ra := cachedDenialOf(tb, "k")
+	require.Positive(t, ra, "the denial is cached")
 	assert.InDelta(t, float64(v.RetryAfter), float64(ra), float64(time.Microsecond))
-	_, r = tb.TryAllow("k", 2)
-	assert.Equal(t, TryUnknown, r, "other costs take the exact path")
-	assert.Equal(t, OverLimit, tb.Allow("k", 2).Status)
+	v2 := tb.Allow("k", 1)
+	require.Equal(t, OverLimit, v2.Status)
+	assert.InDelta(t, float64(v.RetryAfter), float64(v2.RetryAfter), float64(time.Microsecond))
+	assert.Equal(t, OverLimit, tb.Allow("k", 2).Status, "other costs take the exact path")
 
 	// Half way there: still denied, for half as long.
 	tb.Tick(now + int64(v.RetryAfter)/2)
-	ra2, r := tb.TryAllow("k", 1)
-	if r == TryDenied { // the bucket may have turned: then the slow path decides
+	if ra2 := cachedDenialOf(tb, "k"); ra2 > 0 { // the bucket may have turned: then the slow path decides
 		assert.InDelta(t, float64(v.RetryAfter)/2, float64(ra2), float64(2*time.Microsecond))
+		assert.InDelta(t, float64(v.RetryAfter)/2, float64(tb.Allow("k", 1).RetryAfter), float64(2*time.Microsecond))
 	}
 
 	// At the retry time the cached denial no longer holds, and the check passes.
 	tb.Tick(now + int64(v.RetryAfter))
-	_, r = tb.TryAllow("k", 1)
-	assert.NotEqual(t, TryDenied, r)
+	assert.Zero(t, cachedDenialOf(tb, "k"))
 	assert.Equal(t, Allowed, tb.Allow("k", 1).Status)
 	_, _, ok := tb.Estimate("k", now)
 	assert.True(t, ok)
@@ -119,22 +109,19 @@ func TestCachedDenialInvalidated(t *testing.T) {
 	t.Parallel()
 	geo := window.NewFixed(time.Minute)
 	tb := mkTable(t, geo, 5, true)
-	tb.SetLimits(Limits{Cap: NoCap, Share: 5, Health: Healthy})
+	tb.SetLimits(Limits{Cap: NoCap, Share: 5})
 	now := bucketStart(geo, 0) + 1
 	tb.Tick(now)
 	for range 5 {
 		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
 	}
 	require.Equal(t, OverLimit, tb.Allow("k", 1).Status)
-	_, r := tb.TryAllow("k", 1)
-	require.Equal(t, TryDenied, r)
+	require.Positive(t, cachedDenialOf(tb, "k"))
 
-	tb.SetLimits(Limits{Cap: NoCap, Share: 5, Health: Healthy})
-	_, r = tb.TryAllow("k", 1)
-	assert.Equal(t, TryUnknown, r, "a new generation drops the cached denial")
+	tb.SetLimits(Limits{Cap: NoCap, Share: 5})
+	assert.Zero(t, cachedDenialOf(tb, "k"), "a new generation drops the cached denial")
 	require.Equal(t, OverLimit, tb.Allow("k", 1).Status)
-	_, r = tb.TryAllow("k", 1)
-	require.Equal(t, TryDenied, r)
+	require.Positive(t, cachedDenialOf(tb, "k"))
 
 	// The store restarted empty: its totals for the key are 0 and it
 	// acknowledged our 5: the window has room again.
@@ -142,6 +129,20 @@ func TestCachedDenialInvalidated(t *testing.T) {
 	require.True(t, ok)
 	acked := tb.Pending(ref, now, nil)
 	tb.Settle(ref, now, acked, geo.Index(now), []int64{0})
-	_, r = tb.TryAllow("k", 1)
-	assert.Equal(t, TryAllowed, r, "a Settle with room ends the cached denial")
+	assert.Zero(t, cachedDenialOf(tb, "k"), "a Settle with room ends the cached denial")
+	assert.Equal(t, Allowed, tb.Allow("k", 1).Status)
+}
+
+// cachedDenialOf returns how long key's cached denial of cost 1 holds at the
+// last Tick, as Allow's fast path reads it: 0 if there is none.
+func cachedDenialOf(tb *Table, key string) time.Duration {
+	e, ok := tb.m.Load(key)
+	if !ok {
+		return 0
+	}
+	tag := int64(tb.pos.Load()>>24) & tagMask
+	if rw := e.room.Load(); tagOf(rw) == tag {
+		return cachedDenial(rw, tb.now.Load())
+	}
+	return 0
 }

@@ -1,0 +1,87 @@
+package sluice
+
+import "time"
+
+// tickEvery is how often the published time advances.
+const tickEvery = time.Millisecond
+
+// localNow is the local clock in ns since the Unix epoch: the Clock, or the
+// system clock read through the monotonic clock (immune to wall-clock steps).
+func (l *Limiter) localNow() int64 {
+	if l.clock != nil {
+		return l.clock.Now().UnixNano()
+	}
+	return l.baseN + int64(time.Since(l.base))
+}
+
+// now is the store time in ns: the syncer's (local clock plus the measured
+// offset), or the local clock without a store.
+func (l *Limiter) now() int64 {
+	if l.sync != nil {
+		return l.sync.Now()
+	}
+	return l.localNow()
+}
+
+// tick publishes the time to every engine.
+func (l *Limiter) tick() {
+	now := l.now()
+	for _, r := range l.rules {
+		r.eng.Tick(now)
+	}
+}
+
+// applyFleet passes the syncer's view of the fleet on to the engines: N̂
+// (at least MinInstances) and whether the store is down.
+func (l *Limiter) applyFleet() {
+	l.fleetMu.Lock()
+	defer l.fleetMu.Unlock()
+	f := l.sync.Fleet()
+	n := int64(max(f.Instances, l.opts.MinInstances, 1))
+	l.nhat.Store(n)
+	l.degraded.Store(!f.Healthy)
+	for _, r := range l.rules {
+		r.eng.SetFleet(n, !f.Healthy)
+	}
+}
+
+// background publishes the time every tickEvery, applies the fleet view
+// when the syncer reports a change, and sweeps idle keys.
+func (l *Limiter) background() {
+	defer l.wg.Done()
+	t := time.NewTicker(tickEvery)
+	defer t.Stop()
+	var changed <-chan struct{}
+	if l.sync != nil {
+		changed = l.sync.Changed()
+	}
+	// Sweep about once per window of the shortest rule: keys are evicted
+	// only once nothing of theirs is left in the window, so sweeping more
+	// often finds little, and a sweep walks every key. A full cache asks
+	// for an early sweep.
+	sweepEvery := time.Minute
+	for _, r := range l.rules {
+		sweepEvery = min(sweepEvery, max(r.window, time.Second))
+	}
+	lastSweep := time.Now()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-changed:
+			l.applyFleet()
+			continue
+		case <-t.C:
+		}
+		if l.clock == nil {
+			l.tick()
+		}
+		if time.Since(lastSweep) >= sweepEvery || (l.keys.Full() && time.Since(lastSweep) >= sweepEvery/10) {
+			lastSweep = time.Now()
+			now := l.now()
+			for _, r := range l.rules {
+				r.eng.Sweep(now)
+			}
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/syncer"
+)
+
+// urgent hands a check to the store: the key's pending counts travel with it
+// (an urgent sync), and the store decides on the fleet's totals. It waits at
+// most the syncer's Timeout or ctx's deadline; if the store fails, the
+// failure mode decides.
+func (w *windowRule) urgent(ctx context.Context, key string, n int64) (Result, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ref, ok := w.table.Ref(key)
+	if !ok {
+		ref = nil // the cache is full: the key has no entry of its own to sync
+	}
+	a, err := w.store.Reserve(ctx, key, ref, n)
+	if err == nil {
+		return w.answer(a, n), nil
+	}
+	switch {
+	case errors.Is(err, syncer.ErrClosed):
+		return Result{}, ErrClosed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Result{}, fmt.Errorf("sluice: check abandoned: %w", err)
+	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal:
+		// The store is up but did not answer in time. Admitting past the
+		// cap would break the bound: deny, and let the caller retry once
+		// the store has caught up.
+		return Result{ResetAfter: w.geo.ResetAfter(w.now()), RetryAfter: w.interval}, nil
+	}
+	return w.fallback(key, n, err)
+}
+
+// answer turns the store's answer into a Result, with the window math on
+// the totals the store decided on.
+func (w *windowRule) answer(a syncer.Answer, n int64) Result {
+	reset := w.geo.ResetAfter(a.At)
+	d := Result{
+		Allowed:    a.Admitted,
+		Remaining:  max(w.geo.Parts(a.At, a.Count).Room(w.limit), 0),
+		ResetAfter: reset,
+	}
+	if !a.Admitted {
+		d.RetryAfter = retry(w.geo.RetryAfter(a.At, w.limit, n, a.Count), reset)
+	}
+	return d
+}
+
+// fallback decides a check the store failed by the failure mode, counting
+// what it admits locally (to push once the store is back).
+func (w *windowRule) fallback(key string, n int64, cause error) (Result, error) {
+	now, reset := w.clock()
+	v := w.table.AllowDegraded(key, now, n, w.mode)
+	if v.Status == localcache.StoreDown {
+		return Result{Remaining: v.Remaining, ResetAfter: reset}, fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
+	}
+	return w.local(v, reset), nil
+}

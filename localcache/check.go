@@ -1,0 +1,109 @@
+package localcache
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/policy"
+)
+
+// Allow checks cost n for key at the time of the last Tick, and counts it if
+// admitted. The fast path (a tracked key whose cached budget is valid and has
+// room, or whose cached denial still holds) costs one map load, two loads and
+// one compare-and-swap on the entry, and a load of its state; anything else
+// takes the slow path, which recomputes the budget from the ring.
+func (t *Table) Allow(key string, n int64) Verdict {
+	p := t.pos.Load()
+	if e, found := t.m.Load(key); found {
+		tag := int64(p>>24) & tagMask
+		if bw := e.budget.Load(); tagOf(bw) == tag {
+			// A budget tagged for this bucket is only stored after the
+			// bucket's pend word holds it, so the addition lands there.
+			if c, added := t.add(e, uintptr(p>>48), countOf(bw), n); added {
+				return Verdict{Status: Allowed, Remaining: max0(roomOf(e.room.Load()) - c)}
+			}
+			if n == 1 {
+				if rw := e.room.Load(); tagOf(rw) == tag {
+					if ra := cachedDenial(rw, t.now.Load()); ra > 0 {
+						return Verdict{Status: OverLimit, RetryAfter: ra}
+					}
+				}
+			}
+		}
+	}
+	return t.allow(key, n, p, 0, true)
+}
+
+// AllowAt checks cost n for key at time now, and counts it if admitted.
+func (t *Table) AllowAt(key string, now int64, n int64) Verdict {
+	k := t.geo.Index(now)
+	tag := (k + int64(t.gen.Load())) & tagMask
+	return t.allow(key, n, t.posWord(k, tag), now, false)
+}
+
+// AllowDegraded checks cost n for key at now as if the store were down with
+// failure mode m (the caller's, after the store failed it), counting what it
+// admits. It leaves cached budgets alone. It never returns OverCap: the cap
+// binds only while the store is up.
+func (t *Table) AllowDegraded(key string, now int64, n int64, m policy.FailureMode) Verdict {
+	h := healthOf(true, m)
+	for {
+		e := t.lookup(key)
+		if v, ok := t.slow(e, now, n, &h); ok {
+			return v
+		}
+		t.replace(e, key)
+	}
+}
+
+// allow checks n at position p: on e's cached budget if it is valid, else
+// on the slow path. With ticked, the time is the last Tick's (read only if
+// needed); else it is now.
+func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Verdict {
+	tag := int64(p>>24) & tagMask
+	off := uintptr(p >> 48)
+	for {
+		e := t.lookup(key)
+		if bw := e.budget.Load(); tagOf(bw) == tag {
+			if c, ok := t.add(e, off, countOf(bw), n); ok {
+				return Verdict{Status: Allowed, Remaining: max0(roomOf(e.room.Load()) - c)}
+			}
+		}
+		if ticked {
+			now = t.now.Load()
+		}
+		if v, ok := t.slow(e, now, n, nil); ok {
+			return v
+		}
+		t.replace(e, key) // e is gone: start over on a fresh entry
+	}
+}
+
+// add adds n to the pend word at offset off of e if the result stays within
+// max, and brings e into its live state; it returns the new count. A
+// compare-and-swap, not an add and an undo: the syncer may read pend at any
+// moment, and must never push a count that is then taken back.
+func (t *Table) add(e *hdr, off uintptr, max, n int64) (int64, bool) {
+	pw := (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), off))
+	for {
+		w := pw.Load()
+		c := countOf(w) + n
+		if c > max {
+			return 0, false
+		}
+		if pw.CompareAndSwap(w, w+uint64(n)) {
+			if st := e.state.Load(); st != t.ok && !t.settleState(e, st) {
+				pw.Add(-uint64(n)) // a gone entry: nobody syncs it any more
+				return 0, false
+			}
+			return c, true
+		}
+	}
+}
+
+func max0(x int64) int64 {
+	if x < 0 {
+		return 0
+	}
+	return x
+}

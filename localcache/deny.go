@@ -1,0 +1,45 @@
+package localcache
+
+import "time"
+
+// A denial of cost 1 is cached in the room word: the denyFlag bit and the
+// retry time in µs, modulo 2^39. Until then every cost is denied (nothing can
+// be admitted to the key in its bucket, and only a Settle or SetLimits, which
+// store a new room word or bump the tag, change that), so TryAllow can deny
+// without the slow path. A deny path no slower than the allow path keeps a
+// flood of denied requests cheap.
+const (
+	denyFlag  = 1 << 39
+	denyMask  = denyFlag - 1
+	denyLimit = 1 << 37 // µs: only retry times well inside the modulus are cached
+)
+
+func (t *Table) cacheDenial(e *hdr, tag, now int64, retryAfter time.Duration) {
+	us := (int64(retryAfter) + 999) / 1000
+	if retryAfter <= 0 || us >= denyLimit {
+		return
+	}
+	e.room.Store(pack(tag, denyFlag|((now/1000+us)&denyMask)))
+}
+
+// roomOf returns the room in room word rw (0 while it caches a denial).
+func roomOf(rw uint64) int64 {
+	if c := countOf(rw); c&denyFlag == 0 {
+		return c
+	}
+	return 0
+}
+
+// cachedDenial returns how long a cached denial in room word rw still holds
+// at now, or 0.
+func cachedDenial(rw uint64, now int64) time.Duration {
+	c := countOf(rw)
+	if c&denyFlag == 0 {
+		return 0
+	}
+	d := (c - now/1000) & denyMask // µs until the retry time, modulo 2^39
+	if d == 0 || d >= denyLimit {
+		return 0 // reached, or long past
+	}
+	return time.Duration(d) * time.Microsecond
+}

@@ -1,0 +1,190 @@
+package localcache
+
+import "github.com/sluicehq/sluice/window"
+
+// view is what a scan of an entry's ring finds, excluding the current
+// bucket's pend.
+type view struct {
+	others window.Estimate // everything but the current pend
+	own    window.Estimate // this instance's other pend
+	div    int64           // unacknowledged own count in the window's other buckets
+}
+
+// scan reads the ring at bucket k (slot s), phase phase. It reads each slot's
+// pend before its glob: Settle stores glob before it lowers pend, so a scan can
+// count an acknowledged count twice but never miss it.
+func (t *Table) scan(e *hdr, k int64, s int, phase float64) (v view) {
+	last := t.span - 1
+	for i := 0; i < t.span; i++ {
+		si := s - i
+		if si < 0 {
+			si += t.ring
+		}
+		j := k - int64(i)
+		p := countAt(t.pend(e, si).Load(), j)
+		g := countAt(t.glob(e, si).Load(), j)
+		switch {
+		case i == 0:
+			v.others.Whole += g
+			continue
+		case i == last:
+			w := t.geo.OldWeight(phase)
+			v.others.Weighted = w * float64(p+g)
+			v.own.Weighted = w * float64(p)
+		default:
+			v.others.Whole += p + g
+			v.own.Whole += p
+		}
+		v.div += p
+	}
+	return v
+}
+
+// rotate makes slot s hold bucket k, dropping what an older bucket left there
+// (it is outside the window). It returns false if the slot holds a newer
+// bucket: the caller's time is more than a window behind another caller's.
+func (t *Table) rotate(e *hdr, k int64, s int) bool {
+	for {
+		w := t.pend(e, s).Load()
+		tag := tagOf(w)
+		if tag == k&tagMask {
+			return true
+		}
+		if distance(tag, k) < 0 && countOf(w) != 0 {
+			return false
+		}
+		if t.pend(e, s).CompareAndSwap(w, pack(k, 0)) {
+			return true
+		}
+	}
+}
+
+// plan is a freshly computed budget.
+type plan struct {
+	k, tag         int64
+	s              int
+	room, budget   int64
+	shareBudget    int64 // failLocal only
+	health         health
+	local, rotated bool
+}
+
+// plan rotates e to the bucket of now, computes its budget and, unless the
+// health is forced, stores it. The room is the admit test's
+// (window.Estimate.Room) of the estimate without the current bucket's pend:
+// a cost n fits while the current pend plus n stays within it, exactly when
+// the test on the whole estimate admits it.
+func (t *Table) plan(e *hdr, now int64, force *health) plan {
+	g := t.gen.Load() // before the limits: a budget never outlives a SetLimits
+	p := plan{k: t.geo.Index(now), local: !t.eventual || e == t.overflow}
+	p.s = t.slotOf(p.k)
+	p.tag = (p.k + int64(g)) & tagMask
+	switch {
+	case force != nil:
+		p.health = *force
+	case !p.local:
+		p.health = health(t.health.Load())
+	}
+	if p.rotated = t.rotate(e, p.k, p.s); !p.rotated || p.health == failClosed {
+		return p
+	}
+	for {
+		sq := e.synced.Load() // before the scan
+		v := t.scan(e, p.k, p.s, t.geo.Phase(now))
+		p.room = clampCount(v.others.Room(t.limit))
+		p.budget = p.room
+		switch p.health {
+		case healthy:
+			if !p.local {
+				p.budget = min(p.budget, t.capv.Load()-v.div)
+			}
+		case failLocal:
+			p.shareBudget = clampCount(v.own.Room(t.share.Load()))
+			p.budget = min(p.budget, p.shareBudget)
+		case failOpen:
+			p.budget = maxCount / 2
+		}
+		p.budget = max0(p.budget)
+		if force != nil {
+			return p
+		}
+		e.room.Store(pack(p.tag, p.room))
+		e.budget.Store(pack(p.tag, p.budget))
+		// A Settle that stored new totals after our scan may have stored
+		// its budget before ours: ours, from the superseded totals, must not
+		// outlive it, so compute again.
+		if e.synced.Load() == sq {
+			return p
+		}
+	}
+}
+
+// clampCount keeps a room within what a word holds.
+func clampCount(x int64) int64 {
+	return min(max(x, -maxCount), maxCount)
+}
+
+// slow recomputes e's budget at now and decides n exactly. ok is false if the
+// entry turned out to be gone and the check must start over.
+func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok bool) {
+	p := t.plan(e, now, force)
+	if !p.rotated {
+		v.Status = OverLimit
+		return v, true
+	}
+	if p.health == failClosed {
+		v.Status = StoreDown
+		return v, true
+	}
+	for {
+		w := t.pend(e, p.s).Load()
+		if tagOf(w) != p.k&tagMask {
+			if !t.rotate(e, p.k, p.s) {
+				v.Status = OverLimit
+				return v, true
+			}
+			continue
+		}
+		c := countOf(w) + n
+		if c > p.budget {
+			v.Remaining = max0(p.room - countOf(w))
+			break
+		}
+		if t.pend(e, p.s).CompareAndSwap(w, w+uint64(n)) {
+			if st := e.state.Load(); st != t.ok && !t.settleState(e, st) {
+				t.pend(e, p.s).Add(-uint64(n))
+				return v, false
+			}
+			v.Status, v.Remaining = Allowed, max0(p.room-c)
+			return v, true
+		}
+	}
+	cur := countOf(t.pend(e, p.s).Load()) + n
+	if p.health == healthy && !p.local && cur <= p.room {
+		v.Status = OverCap
+		return v, true
+	}
+	v.Status = OverLimit
+	if cur > p.room {
+		v.RetryAfter = t.geo.RetryAfter(now, t.limit, n, func(j int64) int64 {
+			si := t.slotOf(j)
+			return countAt(t.pend(e, si).Load(), j) + countAt(t.glob(e, si).Load(), j)
+		})
+	}
+	if p.health == failLocal && cur > p.shareBudget {
+		share := t.share.Load()
+		ra := t.geo.ResetAfter(now)
+		if n <= share {
+			ra = t.geo.RetryAfter(now, share, n, func(j int64) int64 {
+				return countAt(t.pend(e, t.slotOf(j)).Load(), j)
+			})
+		}
+		if v.RetryAfter >= 0 {
+			v.RetryAfter = max(v.RetryAfter, ra)
+		}
+	}
+	if n == 1 && force == nil {
+		t.cacheDenial(e, p.tag, now, v.RetryAfter)
+	}
+	return v, true
+}

@@ -1,0 +1,39 @@
+package localcache
+
+// idle reports whether e holds nothing inside the window at bucket k.
+func (t *Table) idle(e *hdr, k int64) bool {
+	span := int64(t.span)
+	for i := 0; i < t.ring; i++ {
+		if w := t.pend(e, i).Load(); countOf(w) != 0 && distance(tagOf(w), k) < span {
+			return false
+		}
+		if w := t.glob(e, i).Load(); countOf(w) != 0 && distance(tagOf(w), k) < span {
+			return false
+		}
+	}
+	return true
+}
+
+// Sweep evicts keys with nothing left in the window at now and returns how
+// many it removed.
+func (t *Table) Sweep(now int64) (removed int) {
+	k := t.geo.Index(now)
+	t.m.Range(func(key string, e *hdr) bool {
+		switch e.state.Load() {
+		case stClean:
+			if t.idle(e, k) {
+				e.state.CompareAndSwap(stClean, stDead)
+			}
+		case stDead:
+			if t.idle(e, k) && e.state.CompareAndSwap(stDead, stGone) {
+				t.keys.n.Add(-1)
+				t.m.Compute(key, func(old *hdr, loaded bool) (*hdr, bool) {
+					return old, !loaded || old == e
+				})
+				removed++
+			}
+		}
+		return true
+	})
+	return removed
+}

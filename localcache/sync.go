@@ -1,0 +1,132 @@
+package localcache
+
+// What the syncer calls: the table implements the syncer's view of a rule's
+// keys (drain the dirty keys, read their unacknowledged counts, settle what
+// the store acknowledged and returned). A Ref that this table did not hand
+// out is ignored.
+
+// entryOf returns the entry behind r, or nil if r is not one.
+func entryOf(r Ref) *hdr {
+	e, _ := r.(*hdr)
+	return e
+}
+
+// Drain appends the keys admitted to since the last Drain, marking them
+// clean, and returns the extended slice. Only one goroutine may drain.
+func (t *Table) Drain(dst []Ref) []Ref {
+	for e := t.dirty.Swap(nil); e != nil; {
+		next := t.tail(e).next.Load()
+		t.tail(e).next.Store(nil)
+		// Clean before the syncer reads pend: a later admission dirties
+		// the entry again and queues it anew.
+		e.state.CompareAndSwap(stDirty, stClean)
+		dst = append(dst, e)
+		e = next
+	}
+	return dst
+}
+
+// MarkDirty queues r for the next Drain again.
+func (t *Table) MarkDirty(r Ref) {
+	e := entryOf(r)
+	if e == nil || e == t.overflow || !t.eventual {
+		return
+	}
+	for {
+		st := e.state.Load()
+		if st != stClean && st != stDead {
+			return
+		}
+		if e.state.CompareAndSwap(st, stDirty) {
+			t.push(e)
+			return
+		}
+	}
+}
+
+// Key returns r's key.
+func (t *Table) Key(r Ref) string {
+	e := entryOf(r)
+	if e == nil || !t.eventual {
+		return ""
+	}
+	return t.tail(e).key
+}
+
+// Pending appends r's unacknowledged counts in buckets still inside the
+// window at now.
+func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
+	e := entryOf(r)
+	if e == nil {
+		return dst
+	}
+	k := t.geo.Index(now)
+	for i := 0; i < t.ring; i++ {
+		w := t.pend(e, i).Load()
+		c := countOf(w)
+		if c == 0 {
+			continue
+		}
+		if d := distance(tagOf(w), k); d < int64(t.span) {
+			dst = append(dst, Bucket{Index: k - d, Count: c})
+		}
+	}
+	return dst
+}
+
+// Settle records a sync of r: the totals of buckets first, first+1, … as the
+// store returned them, and the counts it acknowledged (they leave pend); then
+// refreshes r's budget at now.
+func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64) {
+	e := entryOf(r)
+	if e == nil {
+		return
+	}
+	k := t.geo.Index(now)
+	for i, tot := range totals {
+		j := first + int64(i)
+		if j > k || k-j >= int64(t.span) {
+			continue // not in this instance's window (clock offset): skip
+		}
+		t.glob(e, t.slotOf(j)).Store(pack(j, tot))
+	}
+	e.synced.Add(1) // see plan
+	// Budget from the new totals while pend still holds what they now
+	// include (counted twice: conservative), then lower pend, then widen.
+	t.plan(e, now, nil)
+	for _, b := range acked {
+		si := t.slotOf(b.Index)
+		if b.Index < first {
+			// The store had already moved this bucket out of its window
+			// and dropped the count (this clock runs a little behind the
+			// store's). The count is still real here: keep it in the view,
+			// or this instance would admit it again in that bucket.
+			t.addGlob(e, si, b.Index, b.Count)
+		}
+		for {
+			w := t.pend(e, si).Load()
+			if tagOf(w) != b.Index&tagMask {
+				break // the bucket left the window and its slot was reused
+			}
+			if t.pend(e, si).CompareAndSwap(w, pack(b.Index, countOf(w)-b.Count)) {
+				break
+			}
+		}
+	}
+	t.plan(e, now, nil)
+}
+
+// addGlob adds n to slot si's glob word for bucket j.
+func (t *Table) addGlob(e *hdr, si int, j, n int64) {
+	g := t.glob(e, si)
+	for {
+		w := g.Load()
+		c := countAt(w, j)
+		if tagOf(w) != j&tagMask && distance(tagOf(w), j) < 0 {
+			return // the slot holds a newer bucket: j is long gone
+		}
+		if g.CompareAndSwap(w, pack(j, c+n)) {
+			return
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package sluice
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/policy"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultPrefix       = "sluice"
+	DefaultSyncInterval = 100 * time.Millisecond
+	DefaultErrorBudget  = 0.01
+	DefaultTimeout      = 50 * time.Millisecond
+	DefaultMaxKeys      = 1_000_000
+	DefaultMaxKeyLength = 256
+)
+
+// Options configures a Limiter. The zero value is valid: a Limiter that only
+// limits within this process.
+type Options struct {
+	// Redis is the shared store; nil keeps every rule local to this process.
+	Redis redis.UniversalClient
+	// Prefix starts every Redis key; default DefaultPrefix. 1 to 64 bytes of
+	// letters, digits, '_', '.', '-' and ':'.
+	Prefix string
+	// SyncInterval is how often counts are pushed and totals pulled; default
+	// DefaultSyncInterval, at least 1ms. A key evenly loaded at its full rate
+	// needs no urgent syncs when SyncInterval ≤ ErrorBudget · Window.
+	SyncInterval time.Duration
+	// ErrorBudget is the most the fleet may over-admit, as a fraction of a
+	// rule's Limit per window, in (0, 1]; default DefaultErrorBudget.
+	ErrorBudget float64
+
+	// InstanceID names this instance in the registry; default host name,
+	// process id and a random suffix. 1 to 64 bytes of letters, digits, '_',
+	// '.' and '-'; unique across the fleet.
+	InstanceID string
+	// FailureMode decides checks that need the store while it fails; default
+	// FailLocal.
+	FailureMode FailureMode
+	// Timeout bounds how long a check waits for the store (an urgent sync, a
+	// Strict rule); default DefaultTimeout. A check never blocks longer than
+	// Timeout or its context's deadline.
+	Timeout time.Duration
+	// Clock replaces the system clock (tests, simulation). Store time is
+	// still aligned on Redis TIME when there is a store. With the system
+	// clock, checks read a time published every millisecond (rules whose
+	// sub-window is under 10ms read the clock on each check).
+	Clock Clock
+	// MaxKeys bounds the keys tracked locally, across rules; default
+	// DefaultMaxKeys. When full, checks for untracked keys share one overflow
+	// entry per rule until idle keys are evicted.
+	MaxKeys int
+	// MaxKeyLength bounds a key's length in bytes; default
+	// DefaultMaxKeyLength. Longer keys are rejected with ErrKeyTooLong.
+	MaxKeyLength int
+	// MinInstances is a floor on N̂, the live-instance count; default 1. Set
+	// it to the fleet size to keep the bound while instances are starting.
+	MinInstances int
+	// BatchSize is the number of keys per Redis pipeline; default 256.
+	BatchSize int
+}
+
+// fill sets the defaults of the fields left zero and says what is wrong
+// with the others, and how to fix it.
+func (o *Options) fill() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if len(o.Prefix) > 64 || strings.ContainsFunc(o.Prefix, func(c rune) bool { return !prefixRune(c) }) {
+		return bad("Prefix %q: use 1 to 64 letters, digits, '_', '.', '-' or ':' (braces, spaces and other bytes would break the Redis key layout)", o.Prefix)
+	}
+	switch {
+	case o.SyncInterval == 0:
+		o.SyncInterval = DefaultSyncInterval
+	case o.SyncInterval < time.Millisecond:
+		return bad("SyncInterval %v: it must be at least 1ms (0 means %v)", o.SyncInterval, DefaultSyncInterval)
+	}
+	switch {
+	case o.ErrorBudget == 0:
+		o.ErrorBudget = DefaultErrorBudget
+	case math.IsNaN(o.ErrorBudget) || o.ErrorBudget < 0 || o.ErrorBudget > 1:
+		return bad("ErrorBudget %v: it must be in (0, 1], a fraction of each rule's Limit (0 means %v)", o.ErrorBudget, DefaultErrorBudget)
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = defaultInstanceID()
+	} else if err := policy.ValidateName(o.InstanceID); err != nil {
+		return bad("InstanceID %q: use 1 to 64 letters, digits, '_', '.' or '-'", o.InstanceID)
+	}
+	if !o.FailureMode.Valid() {
+		return bad("FailureMode %d: use FailLocal, FailOpen or FailClosed", o.FailureMode)
+	}
+	switch {
+	case o.Timeout == 0:
+		o.Timeout = DefaultTimeout
+	case o.Timeout < 0:
+		return bad("Timeout %v: it must be positive (0 means %v)", o.Timeout, DefaultTimeout)
+	}
+	switch {
+	case o.MaxKeys == 0:
+		o.MaxKeys = DefaultMaxKeys
+	case o.MaxKeys < 0:
+		return bad("MaxKeys %d: it must be positive (0 means %d)", o.MaxKeys, DefaultMaxKeys)
+	}
+	switch {
+	case o.MaxKeyLength == 0:
+		o.MaxKeyLength = DefaultMaxKeyLength
+	case o.MaxKeyLength < 0:
+		return bad("MaxKeyLength %d: it must be positive (0 means %d)", o.MaxKeyLength, DefaultMaxKeyLength)
+	}
+	if o.MinInstances < 0 {
+		return bad("MinInstances %d: it must not be negative", o.MinInstances)
+	}
+	if o.BatchSize < 0 {
+		return bad("BatchSize %d: it must not be negative (0 means 256)", o.BatchSize)
+	}
+	return nil
+}
+
+// prefixRune reports whether c may appear in a Prefix.
+func prefixRune(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == ':'
+}
+
+// defaultInstanceID returns the host name, the process id and a random
+// suffix.
+func defaultInstanceID() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(c rune) rune {
+		if c < 128 && prefixRune(c) && c != ':' {
+			return c
+		}
+		return '-'
+	}, host)
+	if len(host) > 32 {
+		host = host[:32]
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id := strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	if host != "" {
+		id = host + "-" + id
+	}
+	return id
+}

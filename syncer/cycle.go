@@ -1,0 +1,239 @@
+package syncer
+
+import (
+	"cmp"
+	"context"
+	"time"
+)
+
+// cycle is one full sync: heartbeat, then every dirty key and every key with
+// something outstanding, in pipelines, serving urgent reservations between
+// them.
+func (s *Syncer) cycle() error {
+	start := time.Now()
+	s.stats.cycles.Add(1)
+	ctx := s.life
+	if err := s.heartbeat(ctx); err != nil {
+		s.setHealth(false, err)
+		s.failWaiters(ErrUnavailable)
+		return err
+	}
+	s.setHealth(true, nil)
+	// A bulk call left unanswered by an earlier cycle goes first: nothing
+	// else is pushed before the store has it.
+	if err := s.resendBulk(ctx); err != nil {
+		return err
+	}
+	s.pruneRecs()
+	beat := time.Now()
+	items := s.collect()
+	var err error
+	// On the bulk path the pipelines overlap: batches take turns on
+	// bulkLanes lanes, each with its own marker, so while the store runs one
+	// lane's call the loop settles another's reply and builds the next
+	// call. A lane sends a call only once its previous one has its reply
+	// (see bulkScript: a lane's calls must run in order).
+	var fly [bulkLanes]*bulkCall
+	// landAll waits for and settles every call in flight, oldest first. It
+	// returns the first send error (that call and any after it are queued
+	// for a resend).
+	landAll := func() error {
+		var first error
+		for {
+			c := oldest(fly[:])
+			if c == nil {
+				return first
+			}
+			fly[c.lane] = nil
+			if err := s.landBulk(c); err != nil {
+				first = cmp.Or(first, err)
+			} else {
+				_ = s.settleBulk(c) // a reply it cannot read: queued for a resend
+			}
+		}
+	}
+	for b, i := 0, 0; i < len(items); b, i = b+1, i+s.cfg.Batch {
+		end := min(i+s.cfg.Batch, len(items))
+		simple, rest := s.split(items[i:end])
+		// A cycle that outlasts the heartbeat period (a key flood, a slow
+		// store) heartbeats on the way: else the instance's registry entry
+		// expires mid-cycle, the others undercount N̂ and widen their caps.
+		beatDue := time.Since(beat) >= s.beatEvery()
+		if beatDue || s.hasUrgent() {
+			// Reservations may concern keys of the calls in flight: let
+			// them land first, and send nothing else meanwhile.
+			if lerr := landAll(); lerr != nil {
+				err = cmp.Or(err, lerr)
+				s.requeue(items[i:]) // nothing of this batch was sent
+				break
+			}
+			s.serveUrgent()
+			if beatDue {
+				if herr := s.heartbeat(ctx); herr != nil {
+					err = cmp.Or(err, herr)
+					s.setHealth(false, herr)
+					s.failWaiters(ErrUnavailable)
+					s.requeue(items[i:])
+					break
+				}
+				beat = time.Now()
+			}
+		}
+		// Built after the reservations are served: a reservation pushes
+		// its key's pending counts, which must not travel twice.
+		var next *bulkCall
+		if len(simple) > 0 {
+			next = s.newBulk(simple, s.Now())
+			next.lane = b % bulkLanes
+		}
+		var landed *bulkCall
+		if next != nil && fly[next.lane] != nil {
+			landed, fly[next.lane] = fly[next.lane], nil
+			if lerr := s.landBulk(landed); lerr != nil {
+				err = cmp.Or(err, lerr)
+				s.requeue(items[i:])
+				break
+			}
+		}
+		if next != nil {
+			s.startBulk(ctx, next)
+			fly[next.lane] = next
+		}
+		if landed != nil {
+			// A reply it cannot read leaves the call queued for a resend,
+			// which the store recognises as run; the cycle goes on.
+			_ = s.settleBulk(landed)
+		}
+		if len(rest) > 0 {
+			if perr := s.syncPerKey(ctx, rest); perr != nil {
+				err = cmp.Or(err, perr)
+				// Redis answered with an error for some keys (their
+				// batches are kept): go on with the others. A store
+				// that failed leaves the rest queued.
+				if !s.healthy.Load() {
+					s.requeue(items[end:])
+					break
+				}
+			}
+		}
+	}
+	if lerr := landAll(); lerr != nil {
+		err = cmp.Or(err, lerr)
+	}
+	s.serveUrgent()
+	s.stats.lastCycle.Store(int64(time.Since(start)))
+	s.stats.lastCycleKeys.Store(int64(len(items)))
+	return err
+}
+
+// pruneRecs forgets the reservation records that the store has expired
+// with their keys: a key that went idle after a reservation is never pushed
+// on the bulk path again, and recs must not grow with every such key.
+func (s *Syncer) pruneRecs() {
+	if len(s.recs) == 0 {
+		return
+	}
+	now := s.localNow()
+	for id, at := range s.recs {
+		if now-at > id.rule.ttlMs*int64(time.Millisecond) {
+			delete(s.recs, id)
+		}
+	}
+}
+
+// beatEvery is how often a long cycle heartbeats: every Interval, and at
+// least three times per InstanceTTL.
+func (s *Syncer) beatEvery() time.Duration {
+	return min(s.cfg.Interval, s.cfg.InstanceTTL/3)
+}
+
+// item is one key to sync, with the reservations waiting on it.
+type item struct {
+	id  keyID
+	ref Handle // nil: no local state to push or settle
+	ws  []*waiter
+}
+
+// collect drains every table's dirty keys and adds the keys with something
+// outstanding and, for one more cycle, the keys pushed in the last one: that
+// follow-up pull brings back what the other instances pushed in the same
+// cycle, so after one sync without traffic every instance sees the same
+// totals.
+func (s *Syncer) collect() []item {
+	var items []item
+	seen := make(map[keyID]bool, len(s.state)+len(s.prev))
+	for id, ks := range s.state {
+		seen[id] = true
+		items = append(items, item{id: id, ref: ks.ref})
+	}
+	for _, r := range s.rules {
+		s.refs = r.keys.Drain(s.refs[:0])
+		for _, ref := range s.refs {
+			id := keyID{rule: r, key: r.keys.Key(ref)}
+			if !seen[id] {
+				seen[id] = true
+				items = append(items, item{id: id, ref: ref})
+			}
+		}
+	}
+	clear(s.refs)
+	for _, it := range s.prev {
+		if !seen[it.id] {
+			items = append(items, item{id: it.id, ref: it.ref})
+		}
+	}
+	s.prev = s.prev[:0]
+	return items
+}
+
+// requeue hands back items that were not sent: keys are marked dirty again
+// and waiters answered ErrUnavailable (they decide by their failure mode).
+func (s *Syncer) requeue(items []item) {
+	for _, it := range items {
+		if it.ref != nil {
+			it.id.rule.keys.MarkDirty(it.ref)
+		}
+		for _, w := range it.ws {
+			s.finish(w, Answer{}, ErrUnavailable)
+		}
+	}
+}
+
+// syncKeys syncs items and waits for the answers: first any unanswered bulk
+// call, then the bulk-path items in one bulk call, then the others in one
+// pipeline of per-key calls. It returns the first store error; items not
+// sent are queued again.
+func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
+	if err := s.resendBulk(ctx); err != nil {
+		s.requeue(items)
+		return err
+	}
+	simple, rest := s.split(items)
+	if err := s.syncBulk(ctx, simple); err != nil {
+		s.requeue(rest)
+		return err
+	}
+	return s.syncPerKey(ctx, rest)
+}
+
+// split separates the items that take the bulk path from the others.
+func (s *Syncer) split(items []item) (simple, rest []item) {
+	if !s.bulk {
+		return nil, items
+	}
+	for _, it := range items {
+		if s.bulkable(it) {
+			simple = append(simple, it)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	return simple, rest
+}
+
+// hasUrgent reports whether reservations wait to be sent.
+func (s *Syncer) hasUrgent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.urgent) > 0
+}

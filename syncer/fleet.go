@@ -1,0 +1,146 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Fleet is what the syncer knows of the fleet and the store: the number of
+// live instances and the store's health, with a count of their changes.
+type Fleet struct {
+	// Instances is N̂, the live instances at the last heartbeat (at least 1).
+	Instances int
+	// Healthy reports whether the last round trip to the store succeeded.
+	Healthy bool
+	// Err is why the store was judged unhealthy (nil while it is healthy).
+	Err error
+	// Changes counts the changes of Instances and Healthy since New.
+	Changes int64
+}
+
+// Fleet returns the syncer's view of the fleet and the store.
+func (s *Syncer) Fleet() Fleet {
+	s.fleetMu.Lock()
+	defer s.fleetMu.Unlock()
+	return s.fleet
+}
+
+// Changed returns a channel that receives a value after Fleet changes (one
+// value may stand for several changes: read Fleet after it). The syncer never
+// waits on it: a user who reads it late reads the newest Fleet.
+func (s *Syncer) Changed() <-chan struct{} { return s.changed }
+
+// Instances returns N̂, the number of live instances at the last heartbeat
+// (at least 1).
+func (s *Syncer) Instances() int { return int(s.instances.Load()) }
+
+// Healthy reports whether the last round trip to the store succeeded.
+func (s *Syncer) Healthy() bool { return s.healthy.Load() }
+
+// publish records a change of the fleet view and signals it.
+func (s *Syncer) publish(change func(f *Fleet) bool) {
+	s.fleetMu.Lock()
+	changed := change(&s.fleet)
+	if changed {
+		s.fleet.Changes++
+	}
+	s.fleetMu.Unlock()
+	if changed {
+		select {
+		case s.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Syncer) setHealth(ok bool, err error) {
+	if ok {
+		err = nil
+	}
+	s.healthy.Store(ok)
+	s.publish(func(f *Fleet) bool {
+		if f.Healthy == ok {
+			return false
+		}
+		f.Healthy, f.Err = ok, err
+		return true
+	})
+}
+
+// heartbeat refreshes the registry entry, N̂ and the clock offset.
+func (s *Syncer) heartbeat(ctx context.Context) error {
+	return s.registry(ctx, false)
+}
+
+func (s *Syncer) deregister(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	defer cancel()
+	return s.registry(ctx, true)
+}
+
+func (s *Syncer) registry(ctx context.Context, remove bool) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	defer cancel()
+	rm := "0"
+	if remove {
+		rm = "1"
+	}
+	sent := s.localNow()
+	s.stats.roundTrips.Add(1)
+	s.stats.commands.Add(1)
+	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), rm).Slice()
+	recv := s.localNow()
+	if err != nil {
+		s.stats.failures.Add(1)
+		return fmt.Errorf("syncer: registry: %w", err)
+	}
+	if len(v) != 3 {
+		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
+	}
+	sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+	usec, err2 := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+	n, ok := v[2].(int64)
+	if err1 != nil || err2 != nil || !ok {
+		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
+	}
+	if remove {
+		return nil
+	}
+	store := sec*int64(time.Second) + usec*int64(time.Microsecond)
+	s.offset.Store(s.clock.sample(store-(sent+recv)/2, recv-sent))
+	n = max(n, 1)
+	s.instances.Store(n)
+	s.publish(func(f *Fleet) bool {
+		if f.Instances == int(n) {
+			return false
+		}
+		f.Instances = int(n)
+		return true
+	})
+	return nil
+}
+
+// offsetFilter keeps the clock offsets of the last few heartbeats and
+// answers the one measured with the shortest round trip: the midpoint of a
+// round trip is off by half its asymmetry, which a short one bounds best (as
+// NTP does). A window of eight heartbeats follows a store clock that steps
+// within a second at the default interval.
+type offsetFilter struct {
+	off, rtt [8]int64
+	n, next  int
+}
+
+func (f *offsetFilter) sample(off, rtt int64) int64 {
+	f.off[f.next], f.rtt[f.next] = off, rtt
+	f.next = (f.next + 1) % len(f.off)
+	f.n = min(f.n+1, len(f.off))
+	best := 0
+	for i := 1; i < f.n; i++ {
+		if f.rtt[i] < f.rtt[best] {
+			best = i
+		}
+	}
+	return f.off[best]
+}

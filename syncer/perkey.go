@@ -1,0 +1,306 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+type batch struct {
+	seq    int64
+	deltas []window.Bucket // from pend: acknowledged on success
+	forced []window.Bucket // corrections: not in pend
+	costs  []int64         // reservations (decided only on the first send)
+	ws     []*waiter       // their waiters
+	sent   int             // times sent
+}
+
+// call is one key's script call within a pipeline.
+type call struct {
+	it      item
+	batches []*batch
+	cmd     *redis.Cmd
+}
+
+// nextSeq returns a sequence number larger than every earlier one: the store
+// time in µs, or one more than the last if the clock has not moved.
+func (s *Syncer) nextSeq(now int64) int64 {
+	s.seq = max(s.seq+1, now/int64(time.Microsecond))
+	return s.seq
+}
+
+// build prepares a key's call: its unanswered batches, resent as they were,
+// and a new batch with what it admitted since, its corrections and its
+// reservations. ok is false if there is nothing to send.
+func (s *Syncer) build(it item, now int64) (c call, ok bool) {
+	r := it.id.rule
+	ks := s.state[it.id]
+	if it.ref == nil && ks != nil {
+		it.ref = ks.ref
+	}
+	var pend []window.Bucket
+	if it.ref != nil {
+		s.buf = r.keys.Pending(it.ref, now, s.buf[:0])
+		pend = s.buf
+	}
+	nb := &batch{}
+	for _, p := range pend {
+		count := p.Count
+		if ks != nil {
+			for _, b := range ks.batches {
+				for _, d := range b.deltas {
+					if d.Index == p.Index {
+						count -= d.Count
+					}
+				}
+			}
+		}
+		if count > 0 {
+			nb.deltas = append(nb.deltas, window.Bucket{Index: p.Index, Count: count})
+		}
+	}
+	if ks != nil {
+		nb.forced, ks.corr = ks.corr, nil
+		c.batches = append(c.batches, ks.batches...)
+	}
+	for _, w := range it.ws {
+		if w.state.CompareAndSwap(wQueued, wSent) {
+			nb.costs = append(nb.costs, w.n)
+			nb.ws = append(nb.ws, w)
+		}
+		// A waiter that gave up before this send decided (and counted)
+		// by its failure mode: nothing to send for it.
+	}
+	if len(nb.deltas) > 0 || len(nb.forced) > 0 || len(nb.costs) > 0 {
+		nb.seq = s.nextSeq(now)
+		c.batches = append(c.batches, nb)
+	}
+	c.it = it
+	// With nothing to push the call still pulls the key's totals.
+	return c, len(c.batches) > 0 || it.ref != nil
+}
+
+func (s *Syncer) args(c *call) []any {
+	r := c.it.id.rule
+	args := make([]any, 0, 6+len(c.batches)*8)
+	args = append(args, r.subUs, r.span, r.limit, r.ttlMs, s.cfg.InstanceID, len(c.batches))
+	for _, b := range c.batches {
+		costs := b.costs
+		if b.sent > 0 {
+			costs = nil // decided on the first send, or by the caller's fallback
+			s.stats.retried.Add(1)
+		}
+		b.sent++
+		args = append(args, strconv.FormatInt(b.seq, 10), len(b.deltas)+len(b.forced), len(costs))
+		for _, d := range b.deltas {
+			args = append(args, d.Index, d.Count)
+		}
+		for _, d := range b.forced {
+			args = append(args, d.Index, d.Count)
+		}
+		for _, n := range costs {
+			args = append(args, n)
+		}
+	}
+	return args
+}
+
+// syncPerKey sends one pipeline of per-key calls for items and applies the
+// replies. It returns the first store error.
+func (s *Syncer) syncPerKey(ctx context.Context, items []item) error {
+	now := s.Now()
+	calls := make([]call, 0, len(items))
+	for _, it := range items {
+		if c, ok := s.build(it, now); ok {
+			calls = append(calls, c)
+		} else if ks := s.state[it.id]; ks != nil && len(ks.batches) == 0 && len(ks.corr) == 0 {
+			delete(s.state, it.id)
+		}
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	defer cancel()
+	s.exec(ctx, calls)
+	var first error
+	for i := range calls {
+		c := &calls[i]
+		err := c.cmd.Err()
+		if err == nil {
+			err = s.apply(c)
+		}
+		if err != nil {
+			s.fail(c, err)
+			if first == nil {
+				first = fmt.Errorf("syncer: push: %w", err)
+			}
+		}
+	}
+	if first != nil {
+		s.stats.failures.Add(1)
+		var rerr redis.Error
+		if !errors.As(first, &rerr) {
+			s.setHealth(false, first)
+		}
+	}
+	return first
+}
+
+// exec sends the calls in one pipeline; calls the store answers NOSCRIPT to
+// (a new or restarted node) are sent again after loading the script, on every
+// shard of a cluster.
+func (s *Syncer) exec(ctx context.Context, calls []call) {
+	send := func(idx []int) {
+		pipe := s.cfg.Client.Pipeline()
+		for _, i := range idx {
+			c := &calls[i]
+			c.cmd = syncScript.EvalSha(ctx, pipe, []string{c.it.id.rule.KeyName(c.it.id.key)}, s.args(c)...)
+		}
+		s.stats.roundTrips.Add(1)
+		s.stats.commands.Add(int64(len(idx)))
+		_, _ = pipe.Exec(ctx) // errors are per command
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	send(all)
+	var redo []int
+	for i := range calls {
+		if isNoScript(calls[i].cmd.Err()) {
+			redo = append(redo, i)
+			// Not executed: this send does not count.
+			for _, b := range calls[i].batches {
+				b.sent--
+			}
+		}
+	}
+	if len(redo) == 0 {
+		return
+	}
+	if err := syncScript.Load(ctx, s.cfg.Client).Err(); err != nil {
+		return // the NOSCRIPT errors stand; the calls are retried next cycle
+	}
+	send(redo)
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// apply handles a successful reply: answers the waiters, turns store
+// admissions nobody counted on into corrections, and settles the key.
+func (s *Syncer) apply(c *call) error {
+	r := c.it.id.rule
+	v, err := c.cmd.Slice()
+	if err != nil {
+		return err
+	}
+	if len(v) != 2+r.span+2*len(c.batches) {
+		return fmt.Errorf("unexpected reply of %d values", len(v))
+	}
+	ints := make([]int64, 2+r.span)
+	for i := range ints {
+		n, ok := v[i].(int64)
+		if !ok {
+			return fmt.Errorf("unexpected reply value %v", v[i])
+		}
+		ints[i] = n
+	}
+	nowStore, oldest, totals := ints[0]*int64(time.Microsecond), ints[1], ints[2:]
+	res := Answer{At: nowStore, First: oldest, Totals: totals}
+	type answer struct {
+		w   *waiter
+		res Answer
+		k   int64 // bucket the store counted an admission in
+	}
+	var acked []window.Bucket
+	var answers []answer
+	for bi, b := range c.batches {
+		status, _ := v[2+r.span+2*bi].(int64)
+		bits, _ := v[2+r.span+2*bi+1].(string)
+		acked = append(acked, b.deltas...)
+		if status == 2 || len(b.costs) == 0 {
+			continue
+		}
+		if s.bulk {
+			s.recs[c.it.id] = s.localNow()
+		}
+		k := r.geo.Index(nowStore)
+		if status == 1 {
+			// Applied by an earlier send (a go-redis retry, or ours after
+			// a lost reply): the store returns the results it recorded
+			// and the bucket it counted the admissions in.
+			var kb string
+			bits, kb, _ = strings.Cut(bits, ":")
+			if kk, err := strconv.ParseInt(kb, 10, 64); err == nil {
+				k = kk
+			}
+		}
+		if b.ws == nil {
+			// The callers were answered with an error when a send
+			// failed, and decided by their failure mode: undo what the
+			// store admitted for them.
+			for i, n := range b.costs {
+				if i < len(bits) && bits[i] == '1' {
+					s.correct(c.it.id, c.it.ref, k, -n)
+				}
+			}
+			continue
+		}
+		for i, w := range b.ws {
+			a := answer{w: w, res: res, k: k}
+			a.res.Admitted = i < len(bits) && bits[i] == '1'
+			answers = append(answers, a)
+		}
+		b.ws = nil
+	}
+	if ks := s.state[c.it.id]; ks != nil {
+		ks.batches = nil
+		if len(ks.corr) == 0 {
+			delete(s.state, c.it.id)
+		}
+	}
+	if c.it.ref != nil {
+		r.keys.Settle(c.it.ref, s.Now(), acked, oldest, totals)
+		if len(c.batches) > 0 {
+			s.prev = append(s.prev, c.it)
+		}
+	}
+	// Answer after Settle, so a caller sees its key's fresh view.
+	for _, a := range answers {
+		s.stats.reservations.Add(1)
+		if s.finish(a.w, a.res, nil) && a.res.Admitted {
+			// The caller gave up waiting: it decided by its failure mode.
+			s.correct(c.it.id, c.it.ref, a.k, -a.w.n)
+		}
+	}
+	s.stats.keySyncs.Add(1)
+	return nil
+}
+
+// fail handles a call without a usable reply. Its batches may or may not
+// have been applied: they are kept, to be resent as they are. Its waiters get
+// ErrUnavailable and decide by their failure mode.
+func (s *Syncer) fail(c *call, err error) {
+	ks := s.keyState(c.it.id, c.it.ref)
+	ks.batches = c.batches
+	for _, b := range c.batches {
+		for _, w := range b.ws {
+			s.finish(w, Answer{}, ErrUnavailable)
+		}
+		b.ws = nil
+		// The waiters now decide by their failure mode, so the store must
+		// never decide these reservations: resend without the costs even
+		// if this send was not executed (NOSCRIPT, then the load failed).
+		b.sent = max(b.sent, 1)
+	}
+}

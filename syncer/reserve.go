@@ -1,0 +1,203 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// Answer is the store's decision on a reservation, with the key's window as
+// the store saw it when it decided: the caller turns it into its own result
+// (remaining room, retry time) with the window math of its algorithm.
+type Answer struct {
+	// Admitted reports whether the store admitted the cost.
+	Admitted bool
+	// At is the store's time of the decision, in ns.
+	At int64
+	// First is the bucket index of Totals[0]; Totals holds the fleet-wide
+	// counts of the window's buckets, from First to the bucket of At, after
+	// the decision. The slice is shared: do not modify it.
+	First  int64
+	Totals []int64
+}
+
+// Count returns bucket j's total (0 outside Totals), in the form the methods
+// of window.Sliding take it.
+func (a Answer) Count(j int64) int64 {
+	if i := j - a.First; i >= 0 && i < int64(len(a.Totals)) {
+		return a.Totals[i]
+	}
+	return 0
+}
+
+// waiter states.
+const (
+	wQueued int32 = iota
+	wSent
+	wDone
+	wAbandoned
+)
+
+type waiter struct {
+	id    keyID
+	ref   Handle
+	n     int64
+	state atomic.Int32
+	res   Answer
+	err   error
+	done  chan struct{}
+}
+
+// Reserve asks the store to decide cost n for key of the rule whose table is
+// t, and waits for the answer, at most Config.Timeout or until ctx is done.
+// ref is the key's local entry (nil if it has none): its pending counts travel
+// in the same call and its view is refreshed from the reply. On an error the
+// caller decides by its failure mode and counts what it admits locally.
+func (s *Syncer) Reserve(ctx context.Context, r *Rule, key string, ref Handle, n int64) (Answer, error) {
+	if s.closed.Load() {
+		return Answer{}, ErrClosed
+	}
+	if !s.healthy.Load() {
+		return Answer{}, ErrUnavailable
+	}
+	if r == nil || r.s != s {
+		return Answer{}, errors.New("syncer: a rule of another syncer")
+	}
+	w := &waiter{id: keyID{rule: r, key: key}, ref: ref, n: n, done: make(chan struct{})}
+	s.mu.Lock()
+	s.urgent = append(s.urgent, w)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	timer := time.NewTimer(s.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case <-w.done:
+		return w.res, w.err
+	case <-timer.C:
+	case <-ctx.Done():
+	case <-s.stopped:
+	}
+	for {
+		st := w.state.Load()
+		if st == wDone {
+			<-w.done
+			return w.res, w.err
+		}
+		if w.state.CompareAndSwap(st, wAbandoned) {
+			switch {
+			case s.closed.Load():
+				return Answer{}, ErrClosed
+			case ctx.Err() != nil:
+				return Answer{}, ctx.Err()
+			}
+			return Answer{}, ErrTimeout
+		}
+	}
+}
+
+// failWaiters answers every queued (unsent) reservation with err.
+func (s *Syncer) failWaiters(err error) {
+	s.mu.Lock()
+	ws := s.urgent
+	s.urgent = nil
+	s.mu.Unlock()
+	for _, w := range ws {
+		s.finish(w, Answer{}, err)
+	}
+}
+
+// finish hands a result to a waiter that still waits; it reports whether the
+// waiter had given up instead.
+func (s *Syncer) finish(w *waiter, res Answer, err error) (abandoned bool) {
+	for {
+		st := w.state.Load()
+		switch st {
+		case wAbandoned:
+			return true
+		case wDone:
+			return false
+		}
+		w.res, w.err = res, err
+		if w.state.CompareAndSwap(st, wDone) {
+			close(w.done)
+			return false
+		}
+	}
+}
+
+// correct queues a count of n (negative: a reservation the store admitted but
+// the caller did not count on) in bucket k of a key, for its next call.
+func (s *Syncer) correct(id keyID, ref Handle, k, n int64) {
+	ks := s.keyState(id, ref)
+	ks.corr = append(ks.corr, window.Bucket{Index: k, Count: n})
+	s.stats.corrections.Add(1)
+}
+
+// keyState is what the syncer remembers of a key between cycles: batches sent
+// without a reply, and corrections not yet pushed.
+type keyState struct {
+	ref     Handle
+	batches []*batch
+	corr    []window.Bucket
+}
+
+func (s *Syncer) keyState(id keyID, ref Handle) *keyState {
+	ks := s.state[id]
+	if ks == nil {
+		ks = &keyState{ref: ref}
+		s.state[id] = ks
+	}
+	if ks.ref == nil {
+		ks.ref = ref
+	}
+	return ks
+}
+
+// serveUrgent sends every queued reservation, grouped by key.
+func (s *Syncer) serveUrgent() {
+	s.mu.Lock()
+	ws := s.urgent
+	s.urgent = nil
+	s.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	s.stats.urgentCycles.Add(1)
+	if !s.healthy.Load() {
+		for _, w := range ws {
+			s.finish(w, Answer{}, ErrUnavailable)
+		}
+		return
+	}
+	index := make(map[keyID]int, len(ws))
+	var items []item
+	for _, w := range ws {
+		i, ok := index[w.id]
+		if !ok {
+			i = len(items)
+			index[w.id] = i
+			items = append(items, item{id: w.id, ref: w.ref})
+		}
+		if items[i].ref == nil {
+			items[i].ref = w.ref
+		}
+		items[i].ws = append(items[i].ws, w)
+	}
+	for i := 0; i < len(items); i += s.cfg.Batch {
+		end := min(i+s.cfg.Batch, len(items))
+		if err := s.syncKeys(s.life, items[i:end]); err != nil && !s.healthy.Load() {
+			for _, it := range items[end:] {
+				for _, w := range it.ws {
+					s.finish(w, Answer{}, ErrUnavailable)
+				}
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package syncer
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats are counters since New.
+type Stats struct {
+	Cycles        int64         // full sync cycles run
+	UrgentCycles  int64         // out-of-cycle syncs run for reservations
+	KeySyncs      int64         // keys pushed and pulled (per-key calls and bulk-path keys answered)
+	Reservations  int64         // reservations decided by the store
+	RoundTrips    int64         // pipelines and single calls sent
+	Commands      int64         // commands sent (script calls, bulk-path HMGETs and heartbeats)
+	Failures      int64         // round trips that failed
+	Corrections   int64         // correction counts pushed
+	Retried       int64         // batches resent after an ambiguous failure
+	LastCycle     time.Duration // duration of the last full cycle
+	LastCycleKeys int64         // keys synced in the last full cycle
+	Instances     int64         // N̂ at the last heartbeat
+	Offset        time.Duration // store clock minus local clock
+	Healthy       bool
+}
+
+// counters are the Stats counters, updated as the syncer goes.
+type counters struct {
+	cycles, urgentCycles, keySyncs, reservations, roundTrips, commands,
+	failures, corrections, retried, lastCycle, lastCycleKeys atomic.Int64
+}
