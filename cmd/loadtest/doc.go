@@ -1,7 +1,8 @@
 // Command loadtest is the bundled load test of sluice: it runs a fleet of
-// sluice.Limiters against one Redis, offers them the traffic profiles of the
-// design brief, records every decision, and measures the fleet against exact
-// references.
+// sluice.Limiters against one Redis, offers them eight traffic profiles
+// (steady, bursty, bursts right after a sync, window-boundary attacks, Zipf
+// over many keys, key churn, ramps, instances joining and leaving), records
+// every decision, and measures the fleet against exact references.
 //
 // With no flags it needs nothing else running: it starts an embedded
 // Redis-compatible server (miniredis, a stand-in: accuracy figures hold, Redis

@@ -1,8 +1,8 @@
 // Package oracle measures a fleet's decisions against exact references: it
 // replays the merged stream of checks, key by key in time order, through an
 // exact sliding log (window.Log) and through the fleet's own algorithm run
-// centrally (window.Counter with the same geometry), and computes the
-// measurements of DESIGN.md:
+// centrally (window.Counter with the same geometry), and computes these
+// accuracy measurements:
 //
 //   - over-admission: per key, max over t of the cost admitted in (t−W, t],
 //     divided by L, minus 1 — for the fleet, and for the central algorithm
@@ -12,7 +12,7 @@
 //   - utilization: for keys offered at least 2·L in some window, admitted ÷
 //     what the exact limiter admits;
 //   - false denials: denials of keys never offered more than 0.9·L in any
-//     window;
+//     window (the target is none);
 //   - wrong decisions: the fraction of checks decided differently from the
 //     exact limiter replaying the same stream.
 package oracle

@@ -1,7 +1,10 @@
-// Package traffic generates the load test's offered traffic: the profiles of
-// DESIGN.md as deterministic streams of checks (time, key, cost), one stream
-// per worker goroutine, so that the same seed offers the same checks whether
-// the fleet runs in one process, in many, or in simulation.
+// Package traffic generates the load test's offered traffic: the profiles
+// listed under Profiles (steady Poisson, on/off bursts, bursts right after a
+// sync, window-boundary attacks, Zipf over many keys, key churn, ramps,
+// instances joining and leaving) as deterministic streams of checks (time,
+// key, cost), one stream per worker goroutine, so that the same seed offers
+// the same checks whether the fleet runs in one process, in many, or in
+// simulation.
 //
 // Every profile is an inhomogeneous Poisson process: a total rate λ(t),
 // piecewise constant, split evenly over the streams of the instances alive at
