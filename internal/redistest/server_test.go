@@ -173,7 +173,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 // TestPausedServerIsCleanedUp leaves a server paused: the cleanup must still
-// kill and reap it (goleak in TestMain would catch a stuck waiter).
+// kill and reap it (the leak check in TestMain would catch a stuck waiter).
 func TestPausedServerIsCleanedUp(t *testing.T) {
 	t.Parallel()
 	var pid int
