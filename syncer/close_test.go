@@ -24,9 +24,6 @@ import (
 func TestCloseBoundedOnHungStore(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	if srv.Embedded() {
-		t.Skip("needs a real redis-server to pause")
-	}
 	c := redis.NewClient(&redis.Options{
 		Addr:                     srv.Addr(),
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},

@@ -3,7 +3,7 @@ package syncer
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sluicehq/sluice/internal/leakcheck"
 )
 
 // TestMain fails the package if a test leaves goroutines behind: every
@@ -11,5 +11,5 @@ import (
 // No go-redis goroutine needs ignoring: the clients of package redistest are
 // closed in t.Cleanup, and a closed client leaves nothing running.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }

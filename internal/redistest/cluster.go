@@ -39,8 +39,7 @@ type Cluster struct {
 // Everything is torn down in tb.Cleanup.
 //
 // Without redis-server or redis-cli in PATH, StartCluster fails the test when
-// the CI environment variable is "true" and skips it otherwise (there is no
-// embedded stand-in for a cluster).
+// the CI environment variable is "true" and skips it otherwise, like Start.
 func StartCluster(tb testing.TB, masters int) *Cluster {
 	tb.Helper()
 	if masters < 3 {
@@ -54,7 +53,8 @@ func StartCluster(tb testing.TB, masters int) *Cluster {
 		if os.Getenv("CI") == "true" {
 			tb.Fatalf("redistest: %v: CI requires real Redis for StartCluster", err)
 		}
-		tb.Skipf("redistest: skipping, StartCluster needs redis-server and redis-cli in PATH: %v", err)
+		tb.Skipf("redistest: skipping, StartCluster needs redis-server and redis-cli in PATH (%v): "+
+			"install redis-server (for example apt-get install redis-server, or brew install redis) to run it", err)
 	}
 
 	c := &Cluster{tb: tb}

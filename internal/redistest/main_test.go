@@ -6,13 +6,13 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sluicehq/sluice/internal/leakcheck"
 )
 
 // TestMain fails the package if any test leaves goroutines behind: servers,
 // clusters and clients must be fully torn down by their cleanups.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 // fakeTB records Fatalf/Skipf instead of failing the real test, so the

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -74,22 +73,19 @@ func WithPersistence() Option {
 
 // WithArgs appends extra redis-server command-line arguments, for example
 // WithArgs("--maxmemory", "10mb"). They come last, so they override the
-// defaults. The embedded miniredis stand-in ignores them.
+// defaults.
 func WithArgs(args ...string) Option {
 	return func(c *config) { c.args = append(c.args, args...) }
 }
 
 // Server is one throwaway redis-server process on a free loopback port.
 //
-// When redis-server is not installed (and CI is not "true") the Server is an
-// in-process miniredis stand-in instead; see Embedded.
-//
 // Kill, Restart, Stop, Pause and Resume report failures through the
 // testing.TB given to Start, so call them from that test's goroutine.
 type Server struct {
 	tb      testing.TB
 	cfg     config
-	binary  string // resolved redis-server path; empty when embedded
+	binary  string // resolved redis-server path
 	dir     string
 	logPath string // redis-server's own log file
 	outPath string // redis-server's stdout and stderr (early config errors)
@@ -99,7 +95,6 @@ type Server struct {
 	mu     sync.Mutex
 	proc   *process // nil when not running
 	paused bool
-	mini   *miniredis.Miniredis // non-nil for the embedded stand-in
 }
 
 // process is one running redis-server.
@@ -115,7 +110,8 @@ type process struct {
 // group) and reaped in tb.Cleanup.
 //
 // Without redis-server in PATH, Start fails the test when the CI environment
-// variable is "true", and otherwise falls back to an embedded miniredis.
+// variable is "true" (CI must test against real Redis), and otherwise skips
+// it with a message saying to install redis-server.
 func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
 	cfg := config{serverBinary: defaultServerBinary}
@@ -132,7 +128,8 @@ func start(tb testing.TB, cfg config) *Server {
 		if os.Getenv("CI") == "true" {
 			tb.Fatalf("redis-server not found: CI requires real Redis")
 		}
-		return startEmbedded(tb, cfg, err)
+		tb.Skipf("redistest: skipping, this test needs a real redis-server and none is in PATH (%v): "+
+			"install redis-server (for example apt-get install redis-server, or brew install redis) to run it", err)
 	}
 
 	// TempDir before Cleanup: cleanups run last-in first-out, so the process
@@ -171,34 +168,6 @@ func start(tb testing.TB, cfg config) *Server {
 		tb.Logf("redistest: port of %s was taken, retrying with another one", s.Addr())
 	}
 	tb.Logf("redistest: redis-server listening on %s (dir %s)", s.Addr(), s.dir)
-	return s
-}
-
-// startEmbedded starts the miniredis stand-in.
-func startEmbedded(tb testing.TB, cfg config, lookErr error) *Server {
-	tb.Helper()
-	s := &Server{tb: tb, cfg: cfg}
-	var err error
-	for range startAttempts {
-		var ports []int
-		if ports, err = freePorts(1); err != nil {
-			continue
-		}
-		m := miniredis.NewMiniRedis()
-		if err = m.StartAddr(net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))); err == nil {
-			s.mini, s.port = m, ports[0]
-			break
-		}
-	}
-	if err != nil {
-		tb.Fatalf("redistest: starting embedded miniredis: %v", err)
-	}
-	tb.Cleanup(s.cleanup)
-	tb.Logf("redistest: %v; using an EMBEDDED miniredis stand-in on %s instead of real Redis "+
-		"(behaviour can differ; install redis-server to test against the real thing)", lookErr, s.Addr())
-	if len(cfg.args) > 0 {
-		tb.Logf("redistest: the embedded stand-in ignores WithArgs%q", cfg.args)
-	}
 	return s
 }
 
@@ -348,10 +317,6 @@ func (s *Server) Addr() string {
 // Port returns the server's TCP port. It stays the same across Restart.
 func (s *Server) Port() int { return s.port }
 
-// Embedded reports whether this Server is the in-process miniredis stand-in
-// used when redis-server is not installed.
-func (s *Server) Embedded() bool { return s.mini != nil }
-
 // Client returns a new go-redis client for the server with small timeouts
 // (DialTimeout, ReadTimeout and WriteTimeout of 1s; context deadlines are
 // honoured) and a single dial per attempt, so commands against a killed
@@ -386,10 +351,6 @@ func (s *Server) Kill() {
 
 func (s *Server) killLocked() {
 	s.tb.Helper()
-	if s.mini != nil {
-		s.mini.Close()
-		return
-	}
 	if s.proc == nil {
 		return
 	}
@@ -406,10 +367,6 @@ func (s *Server) Stop() {
 	s.tb.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mini != nil {
-		s.mini.Close()
-		return
-	}
 	p := s.proc
 	if p == nil {
 		return
@@ -438,10 +395,6 @@ func (s *Server) Restart() {
 	s.tb.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mini != nil {
-		s.restartEmbedded()
-		return
-	}
 	s.killLocked()
 	var err error
 	for attempt := 1; attempt <= restartAttempts; attempt++ {
@@ -456,32 +409,9 @@ func (s *Server) Restart() {
 	s.tb.Fatalf("redistest: restarting redis-server on %s: %v", s.Addr(), err)
 }
 
-func (s *Server) restartEmbedded() {
-	s.tb.Helper()
-	m := s.mini
-	m.Close() // no-op when already closed
-	if !s.cfg.persistence {
-		// Flush while closed, so no client can see the old data.
-		m.FlushAll()
-	}
-	// Close cancelled m.Ctx; blocking commands (BLPOP...) need a live one.
-	m.Lock()
-	m.Ctx, m.CtxCancel = context.WithCancel(context.Background())
-	m.Unlock()
-	var err error
-	for range restartAttempts {
-		if err = m.Restart(); err == nil {
-			return
-		}
-		time.Sleep(restartBackoff)
-	}
-	s.tb.Fatalf("redistest: restarting embedded miniredis on %s: %v", s.Addr(), err)
-}
-
 // Pause freezes the server with SIGSTOP, to simulate a hung server:
 // connections are still accepted by the kernel but nothing is answered.
-// Undo it with Resume. The embedded stand-in cannot be paused: Pause skips
-// the test there.
+// Undo it with Resume.
 func (s *Server) Pause() {
 	s.tb.Helper()
 	s.signal("Pause", syscall.SIGSTOP)
@@ -495,9 +425,6 @@ func (s *Server) Resume() {
 
 func (s *Server) signal(op string, sig syscall.Signal) {
 	s.tb.Helper()
-	if s.mini != nil {
-		s.tb.Skipf("redistest: %s needs a real redis-server; the embedded miniredis stand-in cannot be paused", op)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {

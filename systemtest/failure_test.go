@@ -1,4 +1,4 @@
-package sluice_test
+package systemtest
 
 import (
 	"context"
