@@ -17,19 +17,25 @@ import (
 //     store's Answer → window math;
 //   - fallback: the store failed the urgent check → fallback →
 //     Table.AllowDegraded by the failure mode.
-type eventualWindow struct{ *windowRule }
+type eventualWindow struct{ windowRule }
 
-// Check decides n for key.
+// Check decides n for key. It is kept small: what the per-key state decided
+// on its own (an admission, a denial) returns at once; the store's paths are
+// in rest.
 func (w *eventualWindow) Check(ctx context.Context, key string, n int64) (Result, error) {
-	var v localcache.Verdict
-	var reset time.Duration
 	if w.ticked {
-		v, reset = w.table.Allow(key, n), w.table.ResetAfter()
-	} else {
-		var now int64
-		now, reset = w.clock()
-		v = w.table.AllowAt(key, now, n)
+		v := w.table.Allow(key, n)
+		if v.Status <= localcache.OverLimit {
+			return w.local(v, w.table.ResetAfter()), nil
+		}
+		return w.rest(ctx, key, n, v, w.table.ResetAfter())
 	}
+	now, reset := w.clock()
+	return w.rest(ctx, key, n, w.table.AllowAt(key, now, n), reset)
+}
+
+// rest decides what the per-key state did not admit at once.
+func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localcache.Verdict, reset time.Duration) (Result, error) {
 	switch v.Status {
 	case localcache.OverCap:
 		return w.urgent(ctx, key, n)

@@ -1,19 +1,16 @@
 package engine
 
-import (
-	"context"
-)
+import "context"
 
 // localWindow is a sliding or fixed window of a Local rule: decided in this
 // process only. Its path: Check → Table.Allow (fast path, else slow path) →
 // window math.
-type localWindow struct{ *windowRule }
+type localWindow struct{ windowRule }
 
 // Check decides n for key on the per-key state.
 func (w *localWindow) Check(_ context.Context, key string, n int64) (Result, error) {
 	if w.ticked {
-		v := w.table.Allow(key, n)
-		return w.local(v, w.table.ResetAfter()), nil
+		return w.local(w.table.Allow(key, n), w.table.ResetAfter()), nil
 	}
 	now, reset := w.clock()
 	return w.local(w.table.AllowAt(key, now, n), reset), nil

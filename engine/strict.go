@@ -10,7 +10,7 @@ import (
 // decided by the store. Its paths: Check → urgent → syncer.Rule.Reserve →
 // the store's Answer → window math; or, while the store is down, Check →
 // fallback → Table.AllowDegraded by the failure mode.
-type strictWindow struct{ *windowRule }
+type strictWindow struct{ windowRule }
 
 // Check decides n for key in the store.
 func (w *strictWindow) Check(ctx context.Context, key string, n int64) (Result, error) {

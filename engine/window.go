@@ -13,7 +13,8 @@ import (
 
 // windowRule is what the sliding and fixed window engines share: the rule's
 // geometry, its per-key state, and, unless Local, its store. The engines
-// (localWindow, eventualWindow, strictWindow) differ only in Check.
+// (localWindow, eventualWindow, strictWindow) differ only in Check; they
+// embed it by value, so that a check reaches the table one load sooner.
 type windowRule struct {
 	limit  int64
 	geo    window.Sliding
@@ -49,7 +50,7 @@ func newWindow(cfg Config) (Engine, error) {
 	}
 	w.table = t
 	if !shared {
-		return &localWindow{w}, nil
+		return &localWindow{*w}, nil
 	}
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w %q: Mode %v needs a store", policy.ErrInvalidRule, r.Name, r.Mode)
@@ -60,9 +61,9 @@ func newWindow(cfg Config) (Engine, error) {
 	}
 	w.SetFleet(1, false)
 	if r.Mode == policy.Strict {
-		return &strictWindow{w}, nil
+		return &strictWindow{*w}, nil
 	}
-	return &eventualWindow{w}, nil
+	return &eventualWindow{*w}, nil
 }
 
 // Tick publishes now for checks on the published time.

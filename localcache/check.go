@@ -24,7 +24,7 @@ func (t *Table) Allow(key string, n int64) Verdict {
 			}
 			if n == 1 {
 				if rw := e.room.Load(); tagOf(rw) == tag {
-					if ra := cachedDenial(rw, t.now.Load()); ra > 0 {
+					if ra := cachedDenial(rw, t.nowUs.Load()); ra > 0 {
 						return Verdict{Status: OverLimit, RetryAfter: ra}
 					}
 				}

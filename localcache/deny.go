@@ -5,8 +5,9 @@ import "time"
 // A denial of cost 1 is cached in the room word: the denyFlag bit and the
 // retry time in µs, modulo 2^39. Until then every cost is denied (nothing can
 // be admitted to the key in its bucket, and only a Settle or SetLimits, which
-// store a new room word or bump the tag, change that), so TryAllow can deny
-// without the slow path. A deny path no slower than the allow path keeps a
+// store a new room word or bump the tag, change that), so Allow's fast path
+// can deny without the slow path, against the time Tick publishes in µs (no
+// division per check). A deny path no slower than the allow path keeps a
 // flood of denied requests cheap.
 const (
 	denyFlag  = 1 << 39
@@ -31,13 +32,13 @@ func roomOf(rw uint64) int64 {
 }
 
 // cachedDenial returns how long a cached denial in room word rw still holds
-// at now, or 0.
-func cachedDenial(rw uint64, now int64) time.Duration {
+// at nowUs (the time in µs, as cacheDenial divides it), or 0.
+func cachedDenial(rw uint64, nowUs int64) time.Duration {
 	c := countOf(rw)
 	if c&denyFlag == 0 {
 		return 0
 	}
-	d := (c - now/1000) & denyMask // µs until the retry time, modulo 2^39
+	d := (c - nowUs) & denyMask // µs until the retry time, modulo 2^39
 	if d == 0 || d >= denyLimit {
 		return 0 // reached, or long past
 	}

@@ -142,7 +142,7 @@ func cachedDenialOf(tb *Table, key string) time.Duration {
 	}
 	tag := int64(tb.pos.Load()>>24) & tagMask
 	if rw := e.room.Load(); tagOf(rw) == tag {
-		return cachedDenial(rw, tb.now.Load())
+		return cachedDenial(rw, tb.nowUs.Load())
 	}
 	return 0
 }

@@ -66,6 +66,8 @@ import (
 // Status is the outcome of a check on a Table.
 type Status uint8
 
+// The statuses a table decides on its own come first (Allowed, OverLimit):
+// a caller can tell them from those that need the store with one compare.
 const (
 	// Allowed means the cost was admitted and counted.
 	Allowed Status = iota

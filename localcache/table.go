@@ -17,6 +17,7 @@ type Table struct {
 	// Written once a tick, read by every check.
 	pos   atomic.Uint64 // k & tagMask | budget tag << 24 | byte offset of pend[slot] << 48
 	now   atomic.Int64
+	nowUs atomic.Int64 // now / 1000, for the cached denials
 	reset atomic.Int64
 
 	m        *xsync.MapOf[string, *hdr]
@@ -39,7 +40,7 @@ type Table struct {
 	mode   atomic.Uint32 // Limits.Mode, also while the store is up
 
 	// The dirty list head is written by checks that dirty a clean key; keep it
-	// off the cache line every check reads (pos, now, reset).
+	// off the cache line every check reads (pos, now, nowUs, reset).
 	_     [64]byte
 	dirty atomic.Pointer[hdr]
 	_     [56]byte
@@ -89,6 +90,7 @@ func (t *Table) slotOf(j int64) int {
 func (t *Table) Tick(now int64) {
 	k := t.geo.Index(now)
 	t.now.Store(now)
+	t.nowUs.Store(now / 1000)
 	t.reset.Store(int64(t.geo.ResetAfter(now)))
 	for {
 		// Read the generation after the position: a SetLimits that bumps it
