@@ -32,14 +32,24 @@ func (l *Limiter) tick() {
 }
 
 // applyFleet passes the syncer's view of the fleet on to the engines: N̂
-// (at least MinInstances) and whether the store is down.
+// (at least MinInstances) and whether the store is down; it logs each
+// change once.
 func (l *Limiter) applyFleet() {
 	l.fleetMu.Lock()
 	defer l.fleetMu.Unlock()
 	f := l.sync.Fleet()
 	n := int64(max(f.Instances, l.opts.MinInstances, 1))
-	l.nhat.Store(n)
-	l.degraded.Store(!f.Healthy)
+	if old := l.nhat.Swap(n); old != n {
+		l.opts.Logger.Info("sluice: live instances changed", "from", old, "to", n)
+	}
+	if was := l.degraded.Swap(!f.Healthy); was != !f.Healthy {
+		if f.Healthy {
+			l.opts.Logger.Info("sluice: store reachable again; checks decided locally within the error budget")
+		} else {
+			l.opts.Logger.Warn("sluice: store unreachable; checks that need it are decided by the failure mode",
+				"failure_mode", l.opts.FailureMode.String(), "err", f.Err)
+		}
+	}
 	for _, r := range l.rules {
 		r.eng.SetFleet(n, !f.Healthy)
 	}

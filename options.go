@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -69,6 +70,13 @@ type Options struct {
 	MinInstances int
 	// BatchSize is the number of keys per Redis pipeline; default 256.
 	BatchSize int
+	// Logger receives the limiter's own log lines, once per change and never
+	// per check: the store becoming unreachable (with the cause) or
+	// reachable again, and the live-instance count N̂ changing. Default: a
+	// logger that discards. go-redis logs on its own (for example "failed to
+	// dial" while Redis is down): route or silence it with redis.SetLogger
+	// (see the package github.com/redis/go-redis/v9/logging).
+	Logger *slog.Logger
 }
 
 // fill sets the defaults of the fields left zero and says what is wrong
@@ -126,6 +134,9 @@ func (o *Options) fill() error {
 	}
 	if o.BatchSize < 0 {
 		return bad("BatchSize %d: it must not be negative (0 means 256)", o.BatchSize)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }

@@ -51,12 +51,24 @@ var (
 	ErrStoreUnavailable = engine.ErrStoreUnavailable
 )
 
-// Decision is the result of a check: Allowed, the rule's Limit, the
-// Remaining room in the window as this instance sees it, ResetAfter (until
-// nothing counted now is left in the window) and RetryAfter (0 when allowed;
-// otherwise until a retry of the same cost can succeed). Every check ends in
-// an engine's Result, which AllowN turns into a Decision with the rule's
-// Limit; see engine.Decision for each field.
+// Decision is the result of a check (the fields are documented on
+// engine.Decision):
+//
+//   - Allowed: whether the cost was admitted and counted.
+//   - Limit: the rule's limit per window (X-RateLimit-Limit).
+//   - Remaining: what the window has left as this instance sees it: its own
+//     admissions plus the fleet's totals as of its last sync; never above
+//     the exact room, and at most the error budget away from the fleet's.
+//   - ResetAfter: until nothing counted now is left in the window. For a
+//     sliding window that is the window plus the rest of the current
+//     sub-window, so it can exceed Window (a 1-minute rule with 10
+//     sub-windows can say up to 1m6s).
+//   - RetryAfter: 0 when allowed; otherwise until a retry of the same cost
+//     can succeed, if nothing else is admitted meanwhile (round it up to
+//     whole seconds for Retry-After).
+//
+// Every check ends in an engine's Result, which AllowN turns into a Decision
+// by adding the rule's Limit.
 type Decision = engine.Decision
 
 // FailureMode says how checks that need the store are decided while it is

@@ -61,10 +61,11 @@ func (s *Syncer) setHealth(ok bool, err error) {
 	}
 	s.healthy.Store(ok)
 	s.publish(func(f *Fleet) bool {
+		f.Err = err // the latest cause, also before the first success
 		if f.Healthy == ok {
 			return false
 		}
-		f.Healthy, f.Err = ok, err
+		f.Healthy = ok
 		return true
 	})
 }

@@ -1,0 +1,68 @@
+package sluice_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger's and the test's
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLoggerStoreUnreachable: a limiter whose store cannot be reached says
+// so once through Options.Logger, with its failure mode and the cause, and
+// never per check.
+func TestLoggerStoreUnreachable(t *testing.T) {
+	t.Parallel()
+	// A loopback port with nothing listening: dials are refused at once.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	var buf syncBuffer
+	l, err := sluice.New(sluice.Options{
+		Redis:        rdb,
+		SyncInterval: 20 * time.Millisecond,
+		Logger:       slog.New(slog.NewTextHandler(&buf, nil)),
+	}, policy.Rule{Name: "api", Limit: 10, Window: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	for range 50 {
+		_, _ = l.Allow(t.Context(), "api", "k")
+	}
+	time.Sleep(100 * time.Millisecond) // several failed sync cycles
+	out := buf.String()
+	require.Equal(t, 1, strings.Count(out, "store unreachable"), "logged once, not per cycle or check:\n%s", out)
+	require.Contains(t, out, "failure_mode=fail-local")
+	require.Contains(t, out, "connection refused")
+	require.True(t, l.Stats().Degraded)
+}
