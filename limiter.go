@@ -203,7 +203,8 @@ func (l *Limiter) Allow(ctx context.Context, rule, key string) (Decision, error)
 // lookup and one compare-and-swap, no allocation, no lock, no I/O. A check that
 // would take the instance past its share is decided by the store, batched
 // with the key's pending counts, and waits at most Options.Timeout or ctx's
-// deadline. Strict rules always ask the store.
+// deadline. Strict rules always ask the store. A nil ctx is
+// context.Background.
 func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Decision, err error) {
 	r := l.rule(rule)
 	if r == nil || n < 1 || n > r.limit || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
@@ -251,13 +252,17 @@ func (l *Limiter) Peek(rule, key string) (Decision, error) {
 }
 
 // Flush pushes every pending count and pulls every touched key's totals now,
-// and waits for it (bounded by ctx). Without a store it does nothing.
+// and waits for it (bounded by ctx; a nil ctx is context.Background). Without
+// a store it does nothing.
 func (l *Limiter) Flush(ctx context.Context) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
 	if l.sync == nil {
 		return nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	err := l.sync.Flush(ctx)
 	l.applyFleet() // what the flush learned binds the checks after it

@@ -26,6 +26,24 @@ const (
 	DefaultMaxKeyLength = 256
 )
 
+// Bounds on Options that New refuses outside, because nothing sensible can
+// come of them.
+const (
+	// MinErrorBudget is the smallest ErrorBudget: below 1/policy.MaxLimit no
+	// rule could ever hold one unsynced unit (the cap ⌊ε·L/(N̂+1)⌋ is 0 for
+	// every Limit), so every check would wait for the store. A rule that
+	// needs that should say so: policy.Strict.
+	MinErrorBudget = 1.0 / policy.MaxLimit
+	// MinTimeout is the smallest Timeout: a check handed to the store waits
+	// for a round trip and the syncer's queue; under 1ms it would time out
+	// and fall back almost always, even on loopback.
+	MinTimeout = time.Millisecond
+	// MaxMinInstances is the largest MinInstances: far beyond any fleet
+	// that shares one store, and small enough that N̂+1 and the caps never
+	// overflow.
+	MaxMinInstances = 1 << 20
+)
+
 // Options configures a Limiter. The zero value is valid: a Limiter that only
 // limits within this process.
 type Options struct {
@@ -102,6 +120,8 @@ func (o *Options) fill() error {
 		o.ErrorBudget = DefaultErrorBudget
 	case math.IsNaN(o.ErrorBudget) || o.ErrorBudget < 0 || o.ErrorBudget > 1:
 		return bad("ErrorBudget %v: it must be in (0, 1], a fraction of each rule's Limit (0 means %v)", o.ErrorBudget, DefaultErrorBudget)
+	case o.ErrorBudget < MinErrorBudget:
+		return bad("ErrorBudget %v: below %.3g no rule can hold a single unsynced unit, so every check would wait for the store; use policy.Strict for rules that must be exact", o.ErrorBudget, MinErrorBudget)
 	}
 	if o.InstanceID == "" {
 		o.InstanceID = defaultInstanceID()
@@ -116,6 +136,8 @@ func (o *Options) fill() error {
 		o.Timeout = DefaultTimeout
 	case o.Timeout < 0:
 		return bad("Timeout %v: it must be positive (0 means %v)", o.Timeout, DefaultTimeout)
+	case o.Timeout < MinTimeout:
+		return bad("Timeout %v: a check handed to the store waits for a round trip; under %v it would time out and fall back almost always (0 means %v)", o.Timeout, MinTimeout, DefaultTimeout)
 	}
 	switch {
 	case o.MaxKeys == 0:
@@ -129,8 +151,8 @@ func (o *Options) fill() error {
 	case o.MaxKeyLength < 0:
 		return bad("MaxKeyLength %d: it must be positive (0 means %d)", o.MaxKeyLength, DefaultMaxKeyLength)
 	}
-	if o.MinInstances < 0 {
-		return bad("MinInstances %d: it must not be negative", o.MinInstances)
+	if o.MinInstances < 0 || o.MinInstances > MaxMinInstances {
+		return bad("MinInstances %d: it must be between 0 and %d (set it to the fleet size)", o.MinInstances, MaxMinInstances)
 	}
 	if o.BatchSize < 0 {
 		return bad("BatchSize %d: it must not be negative (0 means 256)", o.BatchSize)

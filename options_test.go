@@ -50,7 +50,10 @@ func TestNewRejects(t *testing.T) {
 		{"negative timeout", sluice.Options{Timeout: -time.Millisecond}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "positive"},
 		{"negative max keys", sluice.Options{MaxKeys: -1}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "positive"},
 		{"negative max key length", sluice.Options{MaxKeyLength: -1}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "positive"},
-		{"negative min instances", sluice.Options{MinInstances: -1}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "negative"},
+		{"negative min instances", sluice.Options{MinInstances: -1}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "fleet size"},
+		{"min instances beyond any fleet", sluice.Options{MinInstances: math.MaxInt}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "fleet size"},
+		{"budget below one unit", sluice.Options{ErrorBudget: 1e-300}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "policy.Strict"},
+		{"timeout under a round trip", sluice.Options{Timeout: time.Nanosecond}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "round trip"},
 		{"negative batch size", sluice.Options{BatchSize: -1}, []policy.Rule{ok}, sluice.ErrInvalidOptions, "negative"},
 		{"bad rule next to a store", sluice.Options{Redis: store}, []policy.Rule{{Name: "a", Limit: 0, Window: time.Second}}, policy.ErrInvalidRule, "between 1 and"},
 	}
