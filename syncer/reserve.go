@@ -3,7 +3,6 @@ package syncer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -79,9 +78,6 @@ func (s *Syncer) Reserve(ctx context.Context, r *Rule, key string, ref Handle, n
 	defer timer.Stop()
 	select {
 	case <-w.done:
-		if w.err == nil {
-			s.answered()
-		}
 		return w.res, w.err
 	case <-timer.C:
 	case <-ctx.Done():
@@ -100,47 +96,9 @@ func (s *Syncer) Reserve(ctx context.Context, r *Rule, key string, ref Handle, n
 			case ctx.Err() != nil:
 				return Answer{}, ctx.Err()
 			}
-			s.timedOut()
 			return Answer{}, ErrTimeout
 		}
 	}
-}
-
-// timeoutsDown is how many reservations in a row may go unanswered within
-// Timeout before the store is judged down, provided nothing at all has
-// answered for silentDown: sluice's own deadline, whatever the client's
-// options (a default go-redis client waits out a hung store's socket read,
-// seconds, before it reports an error). A slow store that answers now and
-// then is not a failed one.
-const timeoutsDown = 3
-
-// silentDown is how long the store must have answered nothing (no
-// reservation, no heartbeat) before timeouts mark it down.
-func (s *Syncer) silentDown() time.Duration {
-	return max(timeoutsDown*s.cfg.Timeout, 2*s.cfg.Interval)
-}
-
-// answered records that the store answered a reservation or a heartbeat.
-func (s *Syncer) answered() {
-	s.timeouts.Store(0)
-	s.lastAnswer.Store(s.localNow())
-}
-
-// timedOut counts a reservation the store did not answer in time, and marks
-// the store down at timeoutsDown in a row after silentDown of silence: the
-// checks then decide by their failure mode at once, until a heartbeat
-// succeeds.
-func (s *Syncer) timedOut() {
-	n := s.timeouts.Add(1)
-	if n < timeoutsDown || !s.healthy.Load() {
-		return
-	}
-	silent := time.Duration(s.localNow() - s.lastAnswer.Load())
-	if silent < s.silentDown() {
-		return
-	}
-	s.setHealth(false, fmt.Errorf("%w: %d checks in a row got no answer within %v, and nothing else for %v", ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond)))
-	s.failWaiters(ErrUnavailable)
 }
 
 // failWaiters answers every queued (unsent) reservation with err.

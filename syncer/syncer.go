@@ -117,13 +117,11 @@ type Syncer struct {
 	base  time.Time
 	baseN int64 // base as Unix ns
 
-	offset     atomic.Int64
-	instances  atomic.Int64
-	healthy    atomic.Bool
-	timeouts   atomic.Int64 // reservations in a row not answered within Timeout
-	lastAnswer atomic.Int64 // local ns of the last answer (reservation or heartbeat)
-	closed     atomic.Bool
-	running    atomic.Bool
+	offset    atomic.Int64
+	instances atomic.Int64
+	healthy   atomic.Bool
+	closed    atomic.Bool
+	running   atomic.Bool
 
 	fleetMu sync.Mutex
 	fleet   Fleet
@@ -230,9 +228,6 @@ func (s *Syncer) Start(ctx context.Context) error {
 		return ErrClosed
 	}
 	err := s.heartbeat(ctx)
-	if err == nil {
-		s.answered()
-	}
 	s.setHealth(err == nil, err)
 	s.start.Do(func() {
 		s.running.Store(true)
