@@ -7,7 +7,7 @@
 // mode if the store fails. Every path ends in the one result type, Decision,
 // built from an engine's Result.
 //
-// The sliding and fixed window algorithms are the first engines, one type
+// The sliding, weighted and fixed window algorithms are the first engines, one type
 // per mode: Local (never touches the store), Eventual (local decisions within
 // the error budget, the store at the divergence cap) and Strict (every check
 // in the store). A new algorithm is a new Engine here, with its own state and
@@ -119,7 +119,7 @@ type Config struct {
 // New returns the engine for cfg's rule: its algorithm and mode choose it.
 func New(cfg Config) (Engine, error) {
 	switch cfg.Rule.Algorithm {
-	case policy.SlidingWindow, policy.FixedWindow:
+	case policy.SlidingWindow, policy.FixedWindow, policy.WeightedWindow:
 		return newWindow(cfg)
 	}
 	return nil, fmt.Errorf("%w %q: no engine for Algorithm %v", policy.ErrInvalidRule, cfg.Rule.Name, cfg.Rule.Algorithm)

@@ -66,6 +66,18 @@ func newWindow(cfg Config) (Engine, error) {
 	return &eventualWindow{*w}, nil
 }
 
+// WindowGeometry returns the counting geometry of a validated sliding,
+// weighted or fixed window rule.
+func WindowGeometry(r policy.Rule) window.Sliding {
+	switch r.Algorithm {
+	case policy.FixedWindow:
+		return window.NewFixed(r.Window)
+	case policy.WeightedWindow:
+		return window.NewWeighted(r.Window, r.Buckets())
+	}
+	return window.NewSliding(r.Window, r.Buckets())
+}
+
 // Tick publishes now for checks on the published time.
 func (w *windowRule) Tick(now int64) { w.table.Tick(now) }
 

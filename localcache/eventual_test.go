@@ -198,7 +198,7 @@ func TestEventualConcurrentCap(t *testing.T) {
 // TestHealth covers the failure modes of an Eventual table.
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	geo := window.NewSliding(time.Minute, 1)
+	geo := window.NewWeighted(time.Minute, 1)
 	const limit = 100
 	t0 := bucketStart(geo, 0)
 

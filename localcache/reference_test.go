@@ -22,6 +22,8 @@ var referenceGeometries = []struct {
 	{"B=5", window.NewSliding(time.Minute, 5)},
 	{"B=10", window.NewSliding(time.Minute, 10)},
 	{"B=60", window.NewSliding(time.Minute, 60)},
+	{"weighted B=1", window.NewWeighted(time.Minute, 1)},
+	{"weighted B=10", window.NewWeighted(time.Minute, 10)},
 	{"fixed", window.NewFixed(time.Minute)},
 }
 
@@ -139,7 +141,7 @@ func TestFloatBoundary(t *testing.T) {
 	t.Parallel()
 	t.Run("last nanosecond of a bucket", func(t *testing.T) {
 		t.Parallel()
-		geo := window.NewSliding(time.Minute, 1)
+		geo := window.NewWeighted(time.Minute, 1)
 		t0 := bucketStart(geo, 0)
 		tb := mkTable(t, geo, 10, false)
 		c := window.NewCounter(geo, 10)
@@ -155,7 +157,7 @@ func TestFloatBoundary(t *testing.T) {
 	})
 	for _, w := range []time.Duration{time.Second, time.Minute, time.Hour} {
 		for _, b := range []int{1, 2, 5} {
-			geo := window.NewSliding(w, b)
+			geo := window.NewWeighted(w, b)
 			t.Run(fmt.Sprintf("%v/B=%d", w, b), func(t *testing.T) {
 				t.Parallel()
 				d := boundarySweep(t, geo, 3000, func(c boundaryCase) {

@@ -36,6 +36,7 @@ func FuzzRuleValidate(f *testing.F) {
 		{"api", 100, int64(time.Second), 0, 0, 0},
 		{"login", 5, int64(15 * time.Minute), 0, 60, uint8(policy.Strict)},
 		{"fixed", 1, int64(time.Millisecond), uint8(policy.FixedWindow), 0, uint8(policy.Local)},
+		{"weighted", 100, int64(time.Minute), uint8(policy.WeightedWindow), 6, uint8(policy.Eventual)},
 		{"max", policy.MaxLimit, int64(policy.MaxWindow), 0, policy.MaxPrecision, uint8(policy.Eventual)},
 		{"x", policy.MaxLimit + 1, int64(time.Second), 0, 0, 0},
 		{"x", 0, int64(time.Second), 0, 0, 0},
@@ -87,15 +88,18 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	b := r.Buckets()
 	switch {
 	case r.Algorithm == policy.FixedWindow && b != 1,
-		r.Algorithm == policy.SlidingWindow && r.Precision == 0 && b != policy.DefaultPrecision,
-		r.Algorithm == policy.SlidingWindow && r.Precision != 0 && b != r.Precision,
+		r.Algorithm != policy.FixedWindow && r.Precision == 0 && b != policy.DefaultPrecision,
+		r.Algorithm != policy.FixedWindow && r.Precision != 0 && b != r.Precision,
 		b < 1 || b > policy.MaxPrecision:
 		t.Fatalf("%+v: Buckets() = %d", r, b)
 	}
 	var geo window.Sliding
-	if r.Algorithm == policy.FixedWindow {
+	switch r.Algorithm {
+	case policy.FixedWindow:
 		geo = window.NewFixed(r.Window)
-	} else {
+	case policy.WeightedWindow:
+		geo = window.NewWeighted(r.Window, b)
+	default:
 		geo = window.NewSliding(r.Window, b)
 	}
 	sub := geo.Sub()

@@ -31,13 +31,25 @@ const (
 type Algorithm uint8
 
 const (
-	// SlidingWindow counts over the last Window with Precision sub-windows; the
-	// oldest sub-window is weighted by the part of it still inside the window.
-	// It is the default.
+	// SlidingWindow counts over the last Window with Precision sub-windows,
+	// the oldest sub-window whole until it has entirely left the window: no
+	// interval of length Window ever holds more than Limit. Saturated traffic
+	// gets at least Precision/(Precision+1) of Limit per window, and a key
+	// offered steadily at up to Limit·Precision/(Precision+1) per window
+	// (0.9·Limit at the default precision) is never denied. It is the
+	// default.
 	SlidingWindow Algorithm = iota
 	// FixedWindow counts per aligned window [nW, (n+1)W); up to 2·Limit can pass
 	// around a window boundary.
 	FixedWindow
+	// WeightedWindow is the sliding-window estimate Cloudflare describes:
+	// as SlidingWindow, but the oldest sub-window counts only by the part of
+	// it still inside the window, as if its requests were spread evenly. On
+	// evenly spread traffic it is within about Limit/Precision of exact;
+	// a burst that fills the limit at once (a cold start, a retry storm)
+	// gets up to that much more through in a real interval of Window, and
+	// an adversary nearly 2·Limit.
+	WeightedWindow
 )
 
 // String returns the algorithm's name as used in policy files.
@@ -47,6 +59,8 @@ func (a Algorithm) String() string {
 		return "sliding"
 	case FixedWindow:
 		return "fixed"
+	case WeightedWindow:
+		return "weighted"
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
@@ -95,12 +109,12 @@ type Rule struct {
 	Window time.Duration
 	// Algorithm is the counting math; default SlidingWindow.
 	Algorithm Algorithm
-	// Precision is the number of sub-windows of a SlidingWindow (1 is the
-	// classic current-plus-weighted-previous window); default DefaultPrecision.
-	// On traffic spread over the window the algorithm over- or under-admits
-	// by about Limit/Precision at most; an adversary who packs a full limit
-	// at the end of one sub-window can get nearly 2·Limit through for any
-	// Precision (see package window).
+	// Precision is the number of sub-windows of a SlidingWindow or
+	// WeightedWindow; default DefaultPrecision. A SlidingWindow never
+	// over-admits and gives up at most 1/(Precision+1) of the limit to
+	// saturated traffic; a WeightedWindow (with 1, the classic
+	// current-plus-weighted-previous window) errs by about Limit/Precision
+	// either way on spread traffic (see package window).
 	// Window must split into Precision sub-windows of whole microseconds.
 	// Ignored by FixedWindow.
 	Precision int
@@ -112,7 +126,8 @@ type Rule struct {
 var ErrInvalidRule = errors.New("invalid rule")
 
 // Buckets returns the number of sub-windows the rule counts with: 1 for a
-// FixedWindow, Precision (or DefaultPrecision) for a SlidingWindow.
+// FixedWindow, Precision (or DefaultPrecision) for a SlidingWindow or a
+// WeightedWindow.
 func (r Rule) Buckets() int {
 	if r.Algorithm == FixedWindow {
 		return 1
@@ -143,16 +158,16 @@ func (r Rule) Validate() error {
 		return bad("Window %v is out of range: it must be between %v and %v", r.Window, MinWindow, MaxWindow)
 	}
 	switch r.Algorithm {
-	case SlidingWindow, FixedWindow:
+	case SlidingWindow, FixedWindow, WeightedWindow:
 	default:
-		return bad("unknown Algorithm %d: use policy.SlidingWindow or policy.FixedWindow", r.Algorithm)
+		return bad("unknown Algorithm %d: use policy.SlidingWindow, policy.FixedWindow or policy.WeightedWindow", r.Algorithm)
 	}
 	switch r.Mode {
 	case ModeDefault, Eventual, Local, Strict:
 	default:
 		return bad("unknown Mode %d: use policy.Eventual, policy.Local or policy.Strict", r.Mode)
 	}
-	if r.Algorithm == SlidingWindow {
+	if r.Algorithm != FixedWindow {
 		if r.Precision < 0 || r.Precision > MaxPrecision {
 			return bad("Precision %d is out of range: it must be between 1 and %d (0 means %d)", r.Precision, MaxPrecision, DefaultPrecision)
 		}

@@ -101,10 +101,12 @@ func TestValidateErrors(t *testing.T) {
 		// Before the fix this message said what was wrong but not how to fix it.
 		{"fixed window not whole µs", with(func(r *policy.Rule) { r.Window = time.Millisecond + 1; r.Algorithm = policy.FixedWindow }),
 			[]string{`invalid rule "api"`, "Window 1.000001ms is not a whole number of microseconds", "round it, for example to 1ms"}},
-		{"unknown algorithm", with(func(r *policy.Rule) { r.Algorithm = 2 }),
-			[]string{`invalid rule "api"`, "unknown Algorithm 2", "use policy.SlidingWindow or policy.FixedWindow"}},
+		{"unknown algorithm", with(func(r *policy.Rule) { r.Algorithm = 200 }),
+			[]string{`invalid rule "api"`, "unknown Algorithm 200", "use policy.SlidingWindow, policy.FixedWindow or policy.WeightedWindow"}},
 		{"unknown algorithm 255", with(func(r *policy.Rule) { r.Algorithm = 255 }),
-			[]string{"unknown Algorithm 255", "use policy.SlidingWindow or policy.FixedWindow"}},
+			[]string{"unknown Algorithm 255", "use policy.SlidingWindow, policy.FixedWindow or policy.WeightedWindow"}},
+		{"weighted precision 65", with(func(r *policy.Rule) { r.Algorithm = policy.WeightedWindow; r.Precision = 65 }),
+			[]string{`invalid rule "api"`, "Precision 65 is out of range"}},
 		{"unknown mode", with(func(r *policy.Rule) { r.Mode = 4 }),
 			[]string{`invalid rule "api"`, "unknown Mode 4", "use policy.Eventual, policy.Local or policy.Strict"}},
 		// Several problems: the name is reported first, then the fields in
@@ -240,7 +242,8 @@ func TestStrings(t *testing.T) {
 	}{
 		{policy.SlidingWindow, "sliding"},
 		{policy.FixedWindow, "fixed"},
-		{policy.Algorithm(2), "Algorithm(2)"},
+		{policy.WeightedWindow, "weighted"},
+		{policy.Algorithm(200), "Algorithm(200)"},
 		{policy.Algorithm(255), "Algorithm(255)"},
 		{policy.ModeDefault, "default"},
 		{policy.Eventual, "eventual"},

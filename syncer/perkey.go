@@ -89,8 +89,8 @@ func (s *Syncer) build(it item, now int64) (c call, ok bool) {
 
 func (s *Syncer) args(c *call) []any {
 	r := c.it.id.rule
-	args := make([]any, 0, 6+len(c.batches)*8)
-	args = append(args, r.subUs, r.span, r.limit, r.ttlMs, s.cfg.InstanceID, len(c.batches))
+	args := make([]any, 0, 7+len(c.batches)*8)
+	args = append(args, r.subUs, r.span, r.limit, r.ttlMs, s.cfg.InstanceID, len(c.batches), r.weigh)
 	for _, b := range c.batches {
 		costs := b.costs
 		if b.sent > 0 {

@@ -64,6 +64,7 @@ type Rule struct {
 	ttlMs  int64
 	subUs  int64
 	span   int
+	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
 }
 
 func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
@@ -79,7 +80,7 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 			return nil, fmt.Errorf("syncer: rule %q: duplicate name", rc.Name)
 		}
 	}
-	return &Rule{
+	r := &Rule{
 		s:      s,
 		name:   rc.Name,
 		geo:    rc.Geometry,
@@ -89,10 +90,15 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 		suffix: "}:" + strconv.FormatInt(sub/1000, 10),
 		subUs:  sub / 1000,
 		span:   rc.Geometry.Span(),
+		weigh:  "0",
 		// Keep a key while anything in it can still count, plus a margin
 		// for clock offsets.
 		ttlMs: (int64(rc.Geometry.Window())+sub)/int64(time.Millisecond) + 1000,
-	}, nil
+	}
+	if rc.Geometry.Weighted() {
+		r.weigh = "1"
+	}
+	return r, nil
 }
 
 // AddRule adds a rule before Start and returns its handle.

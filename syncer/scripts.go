@@ -22,8 +22,10 @@ import (
 //
 // KEYS[1] the hash.
 // ARGV: sub-window µs, span (buckets in a window), limit, ttl ms, instance id,
-// batch count, then per batch: seq, delta count, reservation count, deltas as
-// (bucket, count) pairs, reservation costs.
+// batch count, "1" if the oldest bucket is weighted by its overlap with the
+// window (window.NewWeighted) or "0" if it counts whole, then per batch: seq,
+// delta count, reservation count, deltas as (bucket, count) pairs,
+// reservation costs.
 //
 // Returns: now µs, oldest bucket, span totals from the oldest bucket on, then
 // per batch: status (0 applied now, 1 applied before with reservation results
@@ -45,6 +47,7 @@ local ttl = tonumber(ARGV[4])
 local inst = ARGV[5]
 local ifield = 'i:' .. inst
 local nb = tonumber(ARGV[6])
+local weigh_oldest = ARGV[7] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local k = math.floor(now / sub)
@@ -84,7 +87,7 @@ local function estimate()
   local whole, weighted = 0, 0
   for j = oldest, k do
     local c = counts[j] or 0
-    if j == oldest and span > 1 then
+    if j == oldest and span > 1 and weigh_oldest then
       weighted = c * (1 - phase)
     else
       whole = whole + c
@@ -93,7 +96,7 @@ local function estimate()
   return whole, weighted
 end
 local status = {}
-local i = 7
+local i = 8
 for b = 1, nb do
   local seqs = ARGV[i]
   local seq = tonumber(seqs)
@@ -150,7 +153,7 @@ for b = 1, nb do
   end
 end
 if nb > 0 then
-  local first = tonumber(ARGV[7])
+  local first = tonumber(ARGV[8])
   for s, rec in pairs(recs) do
     if tonumber(s) < first then
       redis.call('HDEL', key, rec[1])

@@ -28,6 +28,9 @@ type scriptRule struct {
 	limit int64
 	ttl   int64 // ms
 	inst  string
+	// exact makes the oldest bucket count whole (window.NewSliding); the
+	// zero value weighs it by its overlap (window.NewWeighted).
+	exact bool
 }
 
 // sreply is a parsed syncScript reply.
@@ -41,7 +44,11 @@ type sreply struct {
 // runSync calls syncScript the way Syncer.args does.
 func runSync(t *testing.T, c redis.Scripter, key string, r scriptRule, bs ...sbatch) sreply {
 	t.Helper()
-	args := []any{r.sub, r.span, r.limit, r.ttl, r.inst, len(bs)}
+	weigh := "1"
+	if r.exact {
+		weigh = "0"
+	}
+	args := []any{r.sub, r.span, r.limit, r.ttl, r.inst, len(bs), weigh}
 	for _, b := range bs {
 		args = append(args, b.seq, len(b.deltas), len(b.costs))
 		for _, d := range b.deltas {
@@ -164,7 +171,7 @@ func TestSyncScriptSequence(t *testing.T) {
 	assert.Equal(t, seq(10), hash(t, c, "h")["i:a"], "the last sequence number stays")
 
 	// Another instance has its own sequence.
-	got = runSync(t, c, "h", scriptRule{r.sub, r.span, r.limit, r.ttl, "b"}, sbatch{seq: seq(5), deltas: [][2]int64{{k, 4}}})
+	got = runSync(t, c, "h", scriptRule{r.sub, r.span, r.limit, r.ttl, "b", r.exact}, sbatch{seq: seq(5), deltas: [][2]int64{{k, 4}}})
 	assert.Equal(t, []int64{0}, got.status)
 	assert.Equal(t, []int64{0, 6}, got.totals)
 
@@ -217,8 +224,9 @@ func TestSyncScriptSequence(t *testing.T) {
 
 // TestSyncScriptReservations decides reservations against the window's
 // estimate: in order, each admitted while estimate+cost ≤ limit, with the
-// oldest bucket weighted by 1−φ for sliding windows (span > 1) and not for a
-// fixed window (span 1). Every call is made at φ just above ½.
+// oldest bucket weighted by 1−φ for weighted sliding windows (span > 1),
+// whole for exact ones, and not at all for a fixed window (span 1). Every
+// call is made at φ just above ½.
 func TestSyncScriptReservations(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -240,23 +248,27 @@ func TestSyncScriptReservations(t *testing.T) {
 		costs  []int64
 		bits   string
 		totals []int64
+		exact  bool
 	}{
-		{"fixed counts the current bucket whole", 1, 10, [][2]int64{{k, 7}}, []int64{2, 2, 1, 1}, "1010", []int64{10}},
-		{"fixed applies no weighting", 1, 10, [][2]int64{{k, 10}}, []int64{1}, "0", []int64{10}},
-		{"fixed drops the previous bucket", 1, 10, [][2]int64{{k - 1, 10}}, []int64{10}, "1", []int64{10}},
-		{"sliding B=1 weights the oldest by 1-phase", 2, 100, [][2]int64{{k - 1, 100}}, ones(51), strings.Repeat("1", 50) + "0", []int64{100, 50}},
-		{"sliding B=2 counts the newer buckets whole", 3, 100, [][2]int64{{k - 2, 40}, {k - 1, 30}, {k, 10}}, []int64{41, 40, 1}, "010", []int64{40, 30, 50}},
-		{"a denial does not stop smaller later ones", 2, 10, [][2]int64{{k, 5}}, []int64{6, 5, 1}, "010", []int64{0, 10}},
-		{"exactly the limit", 2, 3, nil, ones(4), "1110", []int64{0, 3}},
-		{"corrections count before reservations", 2, 10, [][2]int64{{k, 5}, {k, -2}}, []int64{7, 1}, "10", []int64{0, 10}},
-		{"cost above the limit", 2, 5, nil, []int64{6, 5}, "01", []int64{0, 5}},
-		{"a full window admits nothing", 3, 10, [][2]int64{{k - 1, 10}}, []int64{1}, "0", []int64{0, 10, 0}},
+		{"fixed counts the current bucket whole", 1, 10, [][2]int64{{k, 7}}, []int64{2, 2, 1, 1}, "1010", []int64{10}, false},
+		{"fixed applies no weighting", 1, 10, [][2]int64{{k, 10}}, []int64{1}, "0", []int64{10}, false},
+		{"fixed drops the previous bucket", 1, 10, [][2]int64{{k - 1, 10}}, []int64{10}, "1", []int64{10}, false},
+		{"sliding B=1 weights the oldest by 1-phase", 2, 100, [][2]int64{{k - 1, 100}}, ones(51), strings.Repeat("1", 50) + "0", []int64{100, 50}, false},
+		{"sliding B=2 counts the newer buckets whole", 3, 100, [][2]int64{{k - 2, 40}, {k - 1, 30}, {k, 10}}, []int64{41, 40, 1}, "010", []int64{40, 30, 50}, false},
+		{"a denial does not stop smaller later ones", 2, 10, [][2]int64{{k, 5}}, []int64{6, 5, 1}, "010", []int64{0, 10}, false},
+		{"exactly the limit", 2, 3, nil, ones(4), "1110", []int64{0, 3}, false},
+		{"corrections count before reservations", 2, 10, [][2]int64{{k, 5}, {k, -2}}, []int64{7, 1}, "10", []int64{0, 10}, false},
+		{"cost above the limit", 2, 5, nil, []int64{6, 5}, "01", []int64{0, 5}, false},
+		{"a full window admits nothing", 3, 10, [][2]int64{{k - 1, 10}}, []int64{1}, "0", []int64{0, 10, 0}, false},
+		{"exact B=1 counts the oldest whole", 2, 100, [][2]int64{{k - 1, 60}}, ones(41), strings.Repeat("1", 40) + "0", []int64{60, 40}, true},
+		{"exact B=2 counts every bucket whole", 3, 100, [][2]int64{{k - 2, 40}, {k - 1, 30}, {k, 10}}, []int64{21, 20, 1}, "010", []int64{40, 30, 30}, true},
+		{"exact drops the bucket before the oldest", 2, 10, [][2]int64{{k - 2, 10}}, []int64{10}, "1", []int64{0, 10}, true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			key := "res:" + itoa(int64(i))
-			r := scriptRule{sub: sub, span: tc.span, limit: tc.limit, ttl: 60_000, inst: "a"}
+			r := scriptRule{sub: sub, span: tc.span, limit: tc.limit, ttl: 60_000, inst: "a", exact: tc.exact}
 			got := runSync(t, c, key, r, sbatch{seq: itoa(nowUs), deltas: tc.deltas, costs: tc.costs})
 			require.InDelta(t, 0.5, got.phase(sub, tc.span), 0.01, "harness: the call is mid-bucket")
 			assert.Equal(t, []int64{0}, got.status)
@@ -311,7 +323,7 @@ func TestSyncScriptCleanup(t *testing.T) {
 	// A stale "i:" no longer protects: a batch at or below the stale
 	// sequence number is applied (the TTL outlives every bucket it could
 	// have counted in, so nothing in the window is counted twice).
-	got = runSync(t, c, "h", scriptRule{r.sub, r.span, r.limit, r.ttl, "old"}, sbatch{seq: stale, deltas: [][2]int64{{k, 1}}})
+	got = runSync(t, c, "h", scriptRule{r.sub, r.span, r.limit, r.ttl, "old", r.exact}, sbatch{seq: stale, deltas: [][2]int64{{k, 1}}})
 	assert.Equal(t, []int64{0}, got.status)
 	assert.Equal(t, []int64{1, 3}, got.totals)
 }

@@ -15,7 +15,8 @@ const Tolerance = 1e-9
 
 // Estimate is a sliding-window estimate in its two parts: Whole, the counts
 // of the buckets counted whole (exact, an integer), and Weighted, the oldest
-// bucket's count times its weight 1−φ (0 for a fixed window). Keeping them
+// bucket's count times its weight 1−φ (0 unless the window is weighted: the
+// oldest bucket then counts whole, in Whole). Keeping them
 // apart makes the admit test exact integer arithmetic plus one float floor,
 // the same wherever it runs, whatever order the buckets were summed in.
 type Estimate struct {

@@ -14,9 +14,9 @@ func BenchmarkCounterAllow(b *testing.B) {
 		geo  Sliding
 	}{
 		{"fixed", NewFixed(time.Second)},
-		{"B=1", NewSliding(time.Second, 1)},
-		{"B=10", NewSliding(time.Second, 10)},
-		{"B=60", NewSliding(time.Minute, 60)},
+		{"B=1", NewWeighted(time.Second, 1)},
+		{"B=10", NewWeighted(time.Second, 10)},
+		{"B=60", NewWeighted(time.Minute, 60)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const limit = 1000
@@ -46,9 +46,9 @@ func BenchmarkCounterRetryAfter(b *testing.B) {
 		geo  Sliding
 	}{
 		{"fixed", NewFixed(time.Second)},
-		{"B=1", NewSliding(time.Second, 1)},
-		{"B=10", NewSliding(time.Second, 10)},
-		{"B=60", NewSliding(time.Minute, 60)},
+		{"B=1", NewWeighted(time.Second, 1)},
+		{"B=10", NewWeighted(time.Second, 10)},
+		{"B=60", NewWeighted(time.Minute, 60)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const limit = 1000

@@ -25,8 +25,8 @@ import (
 func TestCounterTimeGoesBack(t *testing.T) {
 	t.Parallel()
 	geos := []Sliding{
-		NewSliding(time.Second, 1), NewSliding(time.Second, 2), NewSliding(time.Second, 10),
-		NewSliding(time.Minute, 60), NewFixed(time.Second),
+		NewWeighted(time.Second, 1), NewWeighted(time.Second, 2), NewWeighted(time.Second, 10),
+		NewWeighted(time.Minute, 60), NewFixed(time.Second),
 	}
 	for gi, geo := range geos {
 		t.Run(geoName(geo), func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestCounterTimeGoesBack(t *testing.T) {
 // TestCounterBackOneWindowCase is the smallest case of TestCounterTimeGoesBack.
 func TestCounterBackOneWindowCase(t *testing.T) {
 	t.Parallel()
-	geo := NewSliding(time.Second, 10) // w = 100ms
+	geo := NewWeighted(time.Second, 10) // w = 100ms
 	w := geo.Sub()
 	for back := int64(0); back <= 10; back++ {
 		t.Run(fmt.Sprint("back ", back, " sub-windows"), func(t *testing.T) {
@@ -90,7 +90,7 @@ func TestCounterBackOneWindowCase(t *testing.T) {
 
 func TestCounterCount(t *testing.T) {
 	t.Parallel()
-	geo := NewSliding(time.Second, 2) // w = 500ms, ring of 5 slots
+	geo := NewWeighted(time.Second, 2) // w = 500ms, ring of 5 slots
 	c := NewCounter(geo, 10)
 	assert.Zero(t, c.Count(0), "empty")
 	assert.Zero(t, c.Count(-1<<62), "empty slots hold no real bucket")
@@ -120,12 +120,12 @@ func TestCounterAllowCost(t *testing.T) {
 		reqs []event
 		want []bool
 	}{
-		{"n > limit", NewSliding(time.Second, 10), []event{{0, 11}}, []bool{false}},
-		{"n = limit", NewSliding(time.Second, 10), []event{{0, 10}, {1, 1}}, []bool{true, false}},
-		{"denied does not count", NewSliding(time.Second, 10), []event{{0, 6}, {1, 5}, {2, 4}}, []bool{true, false, true}},
-		{"zero cost", NewSliding(time.Second, 10), []event{{0, 10}, {1, 0}}, []bool{true, true}},
+		{"n > limit", NewWeighted(time.Second, 10), []event{{0, 11}}, []bool{false}},
+		{"n = limit", NewWeighted(time.Second, 10), []event{{0, 10}, {1, 1}}, []bool{true, false}},
+		{"denied does not count", NewWeighted(time.Second, 10), []event{{0, 6}, {1, 5}, {2, 4}}, []bool{true, false, true}},
+		{"zero cost", NewWeighted(time.Second, 10), []event{{0, 10}, {1, 0}}, []bool{true, true}},
 		// B=1: 10 at 0; at 1.5s E = 5.
-		{"weighted room", NewSliding(time.Second, 1), []event{{0, 10}, {3 * sec / 2, 6}, {3 * sec / 2, 5}}, []bool{true, false, true}},
+		{"weighted room", NewWeighted(time.Second, 1), []event{{0, 10}, {3 * sec / 2, 6}, {3 * sec / 2, 5}}, []bool{true, false, true}},
 		{"fixed resets", NewFixed(time.Second), []event{{sec - 1, 10}, {sec - 1, 1}, {sec, 10}}, []bool{true, false, true}},
 	}
 	for _, tt := range tests {

@@ -19,7 +19,9 @@ func boundEps(e float64) float64 { return 1e-9 * max(1, math.Abs(e)) }
 // query), compares Counter.Estimate with a brute-force count:
 //
 //   - E equals the documented formula over brute-force bucket counts;
-//   - sliding: E − (1−φ)·c[k−B] ≤ exact ≤ E + φ·c[k−B], exact over (t−W, t];
+//   - sliding: E − ω·c[k−B] ≤ exact ≤ E + (1−ω)·c[k−B], exact over (t−W, t],
+//     with ω the oldest bucket's weight: 1−φ weighted, 1 otherwise (so the
+//     sliding window's E is never below exact);
 //   - fixed: E is exactly the count of [k·W, t], and c[k] ≤ exact ≤ c[k]+c[k−1].
 //
 // It returns the number of queries checked.
@@ -51,15 +53,19 @@ func checkEstimates(t testing.TB, geo Sliding, ev []event, queries []int64) int 
 			continue
 		}
 		old := bucket(k - B)
-		formula := (1 - phase) * float64(old)
+		weight := 1.0
+		if geo.Weighted() {
+			weight = 1 - phase
+		}
+		formula := weight * float64(old)
 		for j := k - B + 1; j <= k; j++ {
 			formula += float64(bucket(j))
 		}
 		if math.Abs(formula-e) > boundEps(e) {
 			require.Failf(t, "estimate differs from formula", "geo %+v t=%d: E=%v, formula over brute-force buckets=%v", geo, q, e, formula)
 		}
-		lo := e - (1-phase)*float64(old)
-		hi := e + phase*float64(old)
+		lo := e - weight*float64(old)
+		hi := e + (1-weight)*float64(old)
 		if float64(exact) < lo-boundEps(e) || float64(exact) > hi+boundEps(e) {
 			require.Failf(t, "bound violated", "geo %+v t=%d (k=%d φ=%v): exact=%d not in [%v, %v], E=%v c[k−B]=%d",
 				geo, q, k, phase, exact, lo, hi, e, old)
@@ -89,7 +95,7 @@ var estimateGeometries = func() []Sliding {
 	var geos []Sliding
 	for _, b := range []int{1, 2, 5, 10, 60} {
 		for _, w := range []time.Duration{3 * time.Millisecond, 6 * time.Second, time.Hour} {
-			geos = append(geos, NewSliding(w, b))
+			geos = append(geos, NewWeighted(w, b), NewSliding(w, b))
 		}
 	}
 	for _, w := range []time.Duration{3 * time.Millisecond, 6 * time.Second, time.Hour} {
@@ -99,8 +105,11 @@ var estimateGeometries = func() []Sliding {
 }()
 
 func geoName(geo Sliding) string {
-	if geo.Fixed() {
+	switch {
+	case geo.Fixed():
 		return fmt.Sprintf("fixed/W=%v", geo.Window())
+	case geo.Weighted():
+		return fmt.Sprintf("weighted/B=%d/W=%v", geo.Buckets(), geo.Window())
 	}
 	return fmt.Sprintf("B=%d/W=%v", geo.Buckets(), geo.Window())
 }
@@ -146,7 +155,7 @@ func TestEstimateBoundTight(t *testing.T) {
 	for _, b := range []int{1, 2, 5, 10, 60} {
 		t.Run(fmt.Sprint("B=", b), func(t *testing.T) {
 			t.Parallel()
-			geo := NewSliding(time.Duration(b)*time.Second, b) // w = 1s
+			geo := NewWeighted(time.Duration(b)*time.Second, b) // w = 1s
 			const n = 100
 			q := int64(b)*sec + sec/4 // k = B, φ = 1/4: bucket 0 is the oldest
 			late := NewCounter(geo, math.MaxInt64)
@@ -166,13 +175,14 @@ func TestEstimateBoundTight(t *testing.T) {
 
 // FuzzEstimateBound checks the two-sided bound (sliding) or exactness (fixed)
 // for fuzzed geometry and traffic. b = 0 selects a fixed window; otherwise
-// B = b mod 64 + 1 buckets.
+// B = b mod 64 + 1 buckets, weighted when b ≥ 128.
 func FuzzEstimateBound(f *testing.F) {
 	f.Add(uint64(1), uint8(10), uint16(1000), uint16(500))
 	f.Add(uint64(2), uint8(1), uint16(1), uint16(100))
 	f.Add(uint64(3), uint8(0), uint16(60000), uint16(1000))
 	f.Add(uint64(4), uint8(59), uint16(7), uint16(2000))
 	f.Add(uint64(5), uint8(4), uint16(65535), uint16(0))
+	f.Add(uint64(6), uint8(137), uint16(1000), uint16(700))
 	f.Fuzz(func(t *testing.T, seed uint64, b uint8, windowMs uint16, n uint16) {
 		W := time.Duration(max(1, int(windowMs))) * time.Millisecond
 		var geo Sliding
@@ -181,6 +191,9 @@ func FuzzEstimateBound(f *testing.F) {
 		} else {
 			B := int(b)%64 + 1
 			geo = NewSliding(W-W%time.Duration(B), B)
+			if b >= 128 {
+				geo = NewWeighted(W-W%time.Duration(B), B)
+			}
 		}
 		r := rand.New(rand.NewPCG(seed, seed>>32|1))
 		count := int(n) % 3000

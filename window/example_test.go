@@ -10,20 +10,25 @@ import (
 func ExampleSliding_Estimate() {
 	// A 1s window in 10 sub-windows of 100ms.
 	geo := window.NewSliding(time.Second, 10)
+	weighted := window.NewWeighted(time.Second, 10)
 	counts := map[int64]int64{0: 40} // 40 in the oldest bucket [0, 100ms)
 	for j := int64(1); j <= 10; j++ {
 		counts[j] = 5 // 5 in each of the 10 newest
 	}
 	count := func(j int64) int64 { return counts[j] }
 
-	// At 1.05s the window is (50ms, 1.05s]: half of bucket 0 still overlaps,
-	// so E = 10·5 + (1−0.5)·40.
+	// At 1.05s the window is (50ms, 1.05s]: half of bucket 0 still overlaps.
+	// Any of its 40 may be in that half, so the sliding window counts them
+	// all, E = 10·5 + 40; the weighted one assumes they were spread evenly,
+	// E = 10·5 + (1−0.5)·40.
 	t := int64(1050 * time.Millisecond)
 	fmt.Println("bucket", geo.Index(t), "phase", geo.Phase(t))
 	fmt.Println("estimate", geo.Estimate(t, count))
+	fmt.Println("weighted", weighted.Estimate(t, count))
 	// Output:
 	// bucket 10 phase 0.5
-	// estimate 70
+	// estimate 90
+	// weighted 70
 }
 
 func ExampleCounter() {
@@ -37,15 +42,16 @@ func ExampleCounter() {
 	}
 	fmt.Println("admitted at 0:", admitted)
 
-	// All 10 sit in bucket 0, which counts whole for a full window and then
-	// fades out over the next 100ms: room for one more once 10% has gone.
+	// All 10 sit in bucket 0 [0, 100ms). Some may have come at 99ms, so
+	// they count until bucket 0 has left the window entirely, at 1.1s: no
+	// second-long interval ever holds more than 10.
 	retry := c.RetryAfter(0, 1)
 	fmt.Println("retry after:", time.Duration(retry))
 	fmt.Println("1ns earlier:", c.Allow(retry-1, 1))
 	fmt.Println("then:", c.Allow(retry, 1))
 	// Output:
 	// admitted at 0: 10
-	// retry after: 1.01s
+	// retry after: 1.1s
 	// 1ns earlier: false
 	// then: true
 }

@@ -22,11 +22,11 @@ func TestNewGeometry(t *testing.T) {
 		span    int
 		window  time.Duration
 	}{
-		{"sliding 1s/10", NewSliding(time.Second, 10), 100 * msec, 10, false, 11, time.Second},
-		{"sliding 1s/1", NewSliding(time.Second, 1), sec, 1, false, 2, time.Second},
-		{"sliding 1m/60", NewSliding(time.Minute, 60), sec, 60, false, 61, time.Minute},
-		{"sliding 7ns/7", NewSliding(7, 7), 1, 7, false, 8, 7},
-		{"sliding 1ns/1", NewSliding(1, 1), 1, 1, false, 2, 1},
+		{"sliding 1s/10", NewWeighted(time.Second, 10), 100 * msec, 10, false, 11, time.Second},
+		{"sliding 1s/1", NewWeighted(time.Second, 1), sec, 1, false, 2, time.Second},
+		{"sliding 1m/60", NewWeighted(time.Minute, 60), sec, 60, false, 61, time.Minute},
+		{"sliding 7ns/7", NewWeighted(7, 7), 1, 7, false, 8, 7},
+		{"sliding 1ns/1", NewWeighted(1, 1), 1, 1, false, 2, 1},
 		{"fixed 1s", NewFixed(time.Second), sec, 1, true, 1, time.Second},
 		{"fixed 1ns", NewFixed(1), 1, 1, true, 1, 1},
 	}
@@ -67,7 +67,7 @@ func TestNewGeometryPanics(t *testing.T) {
 				if tt.fixed {
 					NewFixed(tt.window)
 				} else {
-					NewSliding(tt.window, tt.buckets)
+					NewWeighted(tt.window, tt.buckets)
 				}
 			})
 		})
@@ -76,9 +76,9 @@ func TestNewGeometryPanics(t *testing.T) {
 
 func TestIndexPhase(t *testing.T) {
 	t.Parallel()
-	sliding := NewSliding(time.Second, 10) // w = 100ms
-	fixed := NewFixed(time.Second)         // w = 1s
-	tiny := NewSliding(3, 3)               // w = 1ns: every time is a boundary
+	sliding := NewWeighted(time.Second, 10) // w = 100ms
+	fixed := NewFixed(time.Second)          // w = 1s
+	tiny := NewWeighted(3, 3)               // w = 1ns: every time is a boundary
 	const w = 100 * msec
 	tests := []struct {
 		name  string
@@ -128,8 +128,8 @@ func TestIndexPhaseRandom(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	geos := []Sliding{
-		NewSliding(time.Second, 10), NewSliding(time.Minute, 60), NewSliding(7*time.Millisecond, 7),
-		NewSliding(time.Second, 1), NewFixed(time.Second), NewFixed(time.Hour), NewSliding(3, 3),
+		NewWeighted(time.Second, 10), NewWeighted(time.Minute, 60), NewWeighted(7*time.Millisecond, 7),
+		NewWeighted(time.Second, 1), NewFixed(time.Second), NewFixed(time.Hour), NewWeighted(3, 3),
 	}
 	for range 20000 {
 		geo := geos[r.IntN(len(geos))]
@@ -154,10 +154,10 @@ func TestOldestOldWeight(t *testing.T) {
 		phase  float64
 		weight float64
 	}{
-		{"sliding B=10", NewSliding(time.Second, 10), 25, 15, 0.25, 0.75},
-		{"sliding B=10 negative", NewSliding(time.Second, 10), -3, -13, 0, 1},
-		{"sliding B=1", NewSliding(time.Second, 1), 0, -1, 0.9, 0.1},
-		{"sliding B=60", NewSliding(time.Minute, 60), 60, 0, 0.5, 0.5},
+		{"sliding B=10", NewWeighted(time.Second, 10), 25, 15, 0.25, 0.75},
+		{"sliding B=10 negative", NewWeighted(time.Second, 10), -3, -13, 0, 1},
+		{"sliding B=1", NewWeighted(time.Second, 1), 0, -1, 0.9, 0.1},
+		{"sliding B=60", NewWeighted(time.Minute, 60), 60, 0, 0.5, 0.5},
 		{"fixed", NewFixed(time.Second), 25, 25, 0.25, 1},
 		{"fixed negative", NewFixed(time.Second), -7, -7, 0.99, 1},
 	}
@@ -174,7 +174,7 @@ func TestOldestOldWeight(t *testing.T) {
 
 func TestResetAfter(t *testing.T) {
 	t.Parallel()
-	sliding := NewSliding(time.Second, 10) // w = 100ms
+	sliding := NewWeighted(time.Second, 10) // w = 100ms
 	const w = 100 * msec
 	tests := []struct {
 		name string
@@ -188,8 +188,8 @@ func TestResetAfter(t *testing.T) {
 		{"sliding start of bucket 1", sliding, w, 1100 * time.Millisecond},
 		{"sliding -1ns", sliding, -1, time.Second + 1},
 		{"sliding start of bucket -1", sliding, -w, 1100 * time.Millisecond},
-		{"sliding B=1 0", NewSliding(time.Second, 1), 0, 2 * time.Second},
-		{"sliding B=1 mid", NewSliding(time.Second, 1), sec / 4, 1750 * time.Millisecond},
+		{"sliding B=1 0", NewWeighted(time.Second, 1), 0, 2 * time.Second},
+		{"sliding B=1 mid", NewWeighted(time.Second, 1), sec / 4, 1750 * time.Millisecond},
 		{"fixed 0", NewFixed(time.Second), 0, time.Second},
 		{"fixed 1ns", NewFixed(time.Second), 1, time.Second - 1},
 		{"fixed last ns", NewFixed(time.Second), sec - 1, 1},
@@ -212,8 +212,8 @@ func TestResetAfterEmptiesCounter(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	geos := []Sliding{
-		NewSliding(time.Second, 10), NewSliding(time.Second, 1), NewSliding(time.Minute, 60),
-		NewSliding(10, 5), NewFixed(time.Second), NewFixed(3),
+		NewWeighted(time.Second, 10), NewWeighted(time.Second, 1), NewWeighted(time.Minute, 60),
+		NewWeighted(10, 5), NewFixed(time.Second), NewFixed(3),
 	}
 	for range 5000 {
 		geo := geos[r.IntN(len(geos))]
@@ -243,11 +243,11 @@ func TestSlidingEstimateCalls(t *testing.T) {
 	}{
 		// counts: bucket j holds j+100 (so every bucket is distinguishable).
 		// B=4, w=1: at t=10 (φ=0) buckets 6..10 → 106·1 + 107+108+109+110.
-		{"sliding phase 0", NewSliding(4, 4), 10, 106 + 107 + 108 + 109 + 110},
+		{"sliding phase 0", NewWeighted(4, 4), 10, 106 + 107 + 108 + 109 + 110},
 		// B=2, w=4: t=9 → k=2, φ=1/4: 0.75·c[0] + c[1] + c[2].
-		{"sliding phase 1/4", NewSliding(8, 2), 9, 0.75*100 + 101 + 102},
+		{"sliding phase 1/4", NewWeighted(8, 2), 9, 0.75*100 + 101 + 102},
 		// B=2, w=4: t=-1 → k=-1, φ=3/4: 0.25·c[-3] + c[-2] + c[-1].
-		{"sliding negative", NewSliding(8, 2), -1, 0.25*97 + 98 + 99},
+		{"sliding negative", NewWeighted(8, 2), -1, 0.25*97 + 98 + 99},
 		// fixed, w=4: t=9 → k=2: c[2] only.
 		{"fixed", NewFixed(4), 9, 102},
 		{"fixed negative", NewFixed(4), -1, 99},

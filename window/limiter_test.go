@@ -52,10 +52,11 @@ func requestStream(r *rand.Rand, geo Sliding, g generator, start, span int64, co
 //
 //   - Log admits exactly when the brute-force count of its own admissions in
 //     (t−W, t] plus n is at most the limit;
-//   - Counter admitting n at t leaves at most L + φ·c[k−B] in (t−W, t]
-//     (the documented over-admission);
-//   - Counter denying n at t means exact + n > L − (1−φ)·c[k−B] (it denies
-//     at most (1−φ)·c[k−B] early).
+//   - Counter admitting n at t leaves at most L + (1−ω)·c[k−B] in (t−W, t],
+//     ω being the oldest bucket's weight (1−φ weighted, 1 otherwise): the
+//     documented over-admission, none for the sliding window;
+//   - Counter denying n at t means exact + n > L − ω·c[k−B] (it denies at
+//     most ω·c[k−B] early).
 //
 // It returns both admission lists.
 func runLimiters(t testing.TB, geo Sliding, limit int64, reqs []event) (counter, log []event) {
@@ -77,23 +78,24 @@ func runLimiters(t testing.TB, geo Sliding, limit int64, reqs []event) (counter,
 
 		k := geo.Index(q.t)
 		phase := geo.Phase(q.t)
+		weight := geo.OldWeight(phase)
 		old := c.Count(geo.Oldest(k))
 		e := c.Estimate(q.t)
 		if c.Allow(q.t, q.n) {
 			counter = append(counter, q)
 			exact := counterSum.at(counter, q.t)
-			if !geo.Fixed() && float64(exact) > float64(limit)+phase*float64(old)+1e-9 {
-				require.Failf(t, "Counter over-admission", "geo %+v t=%d n=%d: window holds %d > L + φ·c[k−B] = %d + %v·%d",
-					geo, q.t, q.n, exact, limit, phase, old)
+			if !geo.Fixed() && float64(exact) > float64(limit)+(1-weight)*float64(old)+1e-9 {
+				require.Failf(t, "Counter over-admission", "geo %+v t=%d n=%d: window holds %d > L + (1−ω)·c[k−B] = %d + %v·%d",
+					geo, q.t, q.n, exact, limit, 1-weight, old)
 			}
 		} else {
 			exact := counterSum.at(counter, q.t)
 			if e+float64(q.n) <= float64(limit) {
 				require.Failf(t, "Counter denied below limit", "t=%d n=%d E=%v", q.t, q.n, e)
 			}
-			if !geo.Fixed() && float64(exact+q.n)+(1-phase)*float64(old) <= float64(limit)-1e-9 {
-				require.Failf(t, "Counter denied too early", "geo %+v t=%d n=%d: exact %d, (1−φ)·c[k−B] = %v, limit %d",
-					geo, q.t, q.n, exact, (1-phase)*float64(old), limit)
+			if !geo.Fixed() && float64(exact+q.n)+weight*float64(old) <= float64(limit)-1e-9 {
+				require.Failf(t, "Counter denied too early", "geo %+v t=%d n=%d: exact %d, ω·c[k−B] = %v, limit %d",
+					geo, q.t, q.n, exact, weight*float64(old), limit)
 			}
 		}
 	}
@@ -127,8 +129,10 @@ func (s *tailSum) at(adm []event, t int64) int64 {
 func TestLimiters(t *testing.T) {
 	t.Parallel()
 	geos := []Sliding{
-		NewSliding(time.Second, 1), NewSliding(time.Second, 2), NewSliding(time.Second, 5),
-		NewSliding(time.Second, 10), NewSliding(time.Minute, 60), NewFixed(time.Second),
+		NewWeighted(time.Second, 1), NewWeighted(time.Second, 2), NewWeighted(time.Second, 5),
+		NewWeighted(time.Second, 10), NewWeighted(time.Minute, 60), NewFixed(time.Second),
+		NewSliding(time.Second, 1), NewSliding(time.Second, 2), NewSliding(time.Second, 10),
+		NewSliding(time.Minute, 60),
 	}
 	for gi, geo := range geos {
 		for _, limit := range []int64{1, 10, 100, 1000} {
@@ -157,6 +161,9 @@ func TestLimiters(t *testing.T) {
 						assert.LessOrEqual(t, mb, limit, "no bucket can hold more than the limit")
 						if geo.Fixed() {
 							assert.LessOrEqual(t, maxWindowCount(counter, W), 2*limit)
+						}
+						if !geo.Fixed() && !geo.Weighted() {
+							assert.LessOrEqual(t, maxWindowCount(counter, W), limit, "sliding window over the limit in a real window")
 						}
 					}
 				})
@@ -200,7 +207,7 @@ func TestSmoothTrafficOverAdmission(t *testing.T) {
 				t.Parallel()
 				for seed := range uint64(5) {
 					r := rand.New(rand.NewPCG(seed, uint64(limit)))
-					geo := NewSliding(time.Second, B)
+					geo := NewWeighted(time.Second, B)
 					windows := int64(30)
 					if limit >= 10000 {
 						windows = 8
@@ -227,7 +234,7 @@ func TestAdversaryNearly2L(t *testing.T) {
 		for _, limit := range []int64{10, 100, 1000} {
 			t.Run(fmt.Sprintf("B=%d/L=%d", b, limit), func(t *testing.T) {
 				t.Parallel()
-				geo := NewSliding(time.Duration(b)*time.Second, b)
+				geo := NewWeighted(time.Duration(b)*time.Second, b)
 				w := geo.Sub()
 				t0 := 3*w - 1                      // last ns of bucket 2
 				t1 := t0 + int64(geo.Window()) - 1 // 2ns before the end of bucket 2+B: t0 still inside

@@ -64,9 +64,10 @@ func counterSnapshot(c *Counter) ([]int64, []int64) {
 func TestRetryAfterRandom(t *testing.T) {
 	t.Parallel()
 	geos := []Sliding{
-		NewSliding(time.Second, 1), NewSliding(time.Second, 2), NewSliding(time.Second, 5),
-		NewSliding(time.Second, 10), NewSliding(time.Minute, 60), NewSliding(3*time.Millisecond, 60),
-		NewSliding(7*time.Hour, 7), NewSliding(30, 3), NewFixed(time.Second), NewFixed(3 * time.Millisecond),
+		NewWeighted(time.Second, 1), NewWeighted(time.Second, 2), NewWeighted(time.Second, 5),
+		NewWeighted(time.Second, 10), NewWeighted(time.Minute, 60), NewWeighted(3*time.Millisecond, 60),
+		NewWeighted(7*time.Hour, 7), NewWeighted(30, 3), NewFixed(time.Second), NewFixed(3 * time.Millisecond),
+		NewSliding(time.Second, 1), NewSliding(time.Second, 10), NewSliding(time.Minute, 60), NewSliding(30, 3),
 	}
 	for gi, geo := range geos {
 		for _, limit := range []int64{1, 5, 10, 100, 1000} {
@@ -146,30 +147,30 @@ func TestRetryAfterCases(t *testing.T) {
 		t, n  int64
 		want  int64
 	}{
-		{"empty at 61ns", NewSliding(time.Second, 1), 10, nil, 61, 1, 0},
-		{"empty at 7ns B=10", NewSliding(time.Second, 10), 10, nil, 7, 10, 0},
-		{"empty n > limit", NewSliding(time.Second, 10), 10, nil, 0, 11, -1},
-		{"full n > limit", NewSliding(time.Second, 10), 10, []add{{0, 10}}, 1, 11, -1},
-		{"n = limit empty", NewSliding(time.Second, 10), 10, nil, 5, 10, 0},
-		{"n = 0 at the limit", NewSliding(time.Second, 1), 10, []add{{0, 10}}, sec / 2, 0, 0},
+		{"empty at 61ns", NewWeighted(time.Second, 1), 10, nil, 61, 1, 0},
+		{"empty at 7ns B=10", NewWeighted(time.Second, 10), 10, nil, 7, 10, 0},
+		{"empty n > limit", NewWeighted(time.Second, 10), 10, nil, 0, 11, -1},
+		{"full n > limit", NewWeighted(time.Second, 10), 10, []add{{0, 10}}, 1, 11, -1},
+		{"n = limit empty", NewWeighted(time.Second, 10), 10, nil, 5, 10, 0},
+		{"n = 0 at the limit", NewWeighted(time.Second, 1), 10, []add{{0, 10}}, sec / 2, 0, 0},
 		// B=1, W=1s: 10 in bucket 0. At 1s E = 10; room 9 when ψ = 0.1.
-		{"B=1 start of next window", NewSliding(time.Second, 1), 10, []add{{0, 10}}, sec, 1, 100 * msec},
+		{"B=1 start of next window", NewWeighted(time.Second, 1), 10, []add{{0, 10}}, sec, 1, 100 * msec},
 		// At 1.5s E = 5: n=5 fits now, n=6 (room 4) at ψ = 0.6.
-		{"B=1 mid window fits", NewSliding(time.Second, 1), 10, []add{{0, 10}}, 3 * sec / 2, 5, 0},
-		{"B=1 mid window", NewSliding(time.Second, 1), 10, []add{{0, 10}}, 3 * sec / 2, 6, 100 * msec},
+		{"B=1 mid window fits", NewWeighted(time.Second, 1), 10, []add{{0, 10}}, 3 * sec / 2, 5, 0},
+		{"B=1 mid window", NewWeighted(time.Second, 1), 10, []add{{0, 10}}, 3 * sec / 2, 6, 100 * msec},
 		// Still in bucket 0: full = 10 > room, wait for bucket 1, then ψ = 0.1.
-		{"B=1 same bucket", NewSliding(time.Second, 1), 10, []add{{0, 10}}, sec / 4, 1, 850 * msec},
+		{"B=1 same bucket", NewWeighted(time.Second, 1), 10, []add{{0, 10}}, sec / 4, 1, 850 * msec},
 		// At ψ = 0.7 exactly E = 0.3·30 = 9: the float product is 9 plus an
 		// ulp, which the admit test's tolerance absorbs.
-		{"over-filled", NewSliding(time.Second, 1), 10, []add{{0, 30}}, sec, 1, 700 * msec},
+		{"over-filled", NewWeighted(time.Second, 1), 10, []add{{0, 30}}, sec, 1, 700 * msec},
 		// B=2, w=1s: 6 in bucket 0, 4 in bucket 1; t=1.5s, E = 10.
 		// n=1: full(2) = 4, ψ = 1 − 5/6 → ⌈1e9/6⌉ = 166666667 into bucket 2.
-		{"B=2 room 9", NewSliding(2*time.Second, 2), 10, []add{{0, 6}, {3 * sec / 2, 4}}, 3 * sec / 2, 1, 2*sec + 166666667 - 3*sec/2},
+		{"B=2 room 9", NewWeighted(2*time.Second, 2), 10, []add{{0, 6}, {3 * sec / 2, 4}}, 3 * sec / 2, 1, 2*sec + 166666667 - 3*sec/2},
 		// n=5: ψ = 1 − 1/6 → ⌈5e9/6⌉ = 833333334.
-		{"B=2 room 5", NewSliding(2*time.Second, 2), 10, []add{{0, 6}, {3 * sec / 2, 4}}, 3 * sec / 2, 5, 2*sec + 833333334 - 3*sec/2},
+		{"B=2 room 5", NewWeighted(2*time.Second, 2), 10, []add{{0, 6}, {3 * sec / 2, 4}}, 3 * sec / 2, 5, 2*sec + 833333334 - 3*sec/2},
 		// n=10: room 0, only when both buckets have left: the ResetAfter of bucket 1.
-		{"B=2 room 0", NewSliding(2*time.Second, 2), 10, []add{{0, 6}, {3 * sec / 2, 4}}, 3 * sec / 2, 10, 4*sec - 3*sec/2},
-		{"negative times", NewSliding(time.Second, 1), 10, []add{{-sec, 10}}, 0, 1, 100 * msec},
+		{"B=2 room 0", NewWeighted(2*time.Second, 2), 10, []add{{0, 6}, {3 * sec / 2, 4}}, 3 * sec / 2, 10, 4*sec - 3*sec/2},
+		{"negative times", NewWeighted(time.Second, 1), 10, []add{{-sec, 10}}, 0, 1, 100 * msec},
 		{"fixed fits", NewFixed(time.Second), 10, []add{{sec / 5, 9}}, sec / 2, 1, 0},
 		{"fixed denied", NewFixed(time.Second), 10, []add{{sec / 5, 10}}, sec / 2, 1, sec / 2},
 		{"fixed denied negative", NewFixed(time.Second), 10, []add{{-sec + 1, 10}}, -sec / 4, 1, sec / 4},
@@ -198,7 +199,7 @@ func TestRetryAfterCases(t *testing.T) {
 func TestRetryAfterAsksOnlyWindowBuckets(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, geo := range []Sliding{NewSliding(time.Second, 1), NewSliding(time.Second, 10), NewSliding(time.Minute, 60), NewFixed(time.Second)} {
+	for _, geo := range []Sliding{NewWeighted(time.Second, 1), NewWeighted(time.Second, 10), NewWeighted(time.Minute, 60), NewFixed(time.Second)} {
 		for range 2000 {
 			tm := r.Int64N(1<<40) - 1<<39
 			k := geo.Index(tm)
@@ -232,7 +233,7 @@ func TestRetryAfterAsksOnlyWindowBuckets(t *testing.T) {
 func TestRetryAfterInconsistentCounts(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(12, 13))
-	for _, geo := range []Sliding{NewSliding(time.Hour, 1), NewSliding(time.Hour, 10), NewSliding(time.Minute, 60)} {
+	for _, geo := range []Sliding{NewWeighted(time.Hour, 1), NewWeighted(time.Hour, 10), NewWeighted(time.Minute, 60)} {
 		for range 2000 {
 			tm := r.Int64N(1<<40) - 1<<39
 			calls := int64(0)

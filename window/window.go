@@ -7,28 +7,45 @@
 // Time is an int64 count of nanoseconds on the store's clock. A window of
 // length W is cut into B sub-windows (buckets) of length w = W/B; bucket j
 // covers [j·w, (j+1)·w). At time t, with k = ⌊t/w⌋ the current bucket and
-// φ = (t − k·w)/w ∈ [0, 1) the phase inside it, the sliding-window counter
-// estimates the number of events in the window (t−W, t] as
+// φ = (t − k·w)/w ∈ [0, 1) the phase inside it, the real window (t−W, t]
+// starts inside bucket k−B and overlaps buckets k−B … k.
+//
+// The sliding window (NewSliding, the default) counts all of them whole:
+//
+//	E(t) = c[k] + c[k−1] + … + c[k−B+1] + c[k−B]
+//
+// Every event inside the real window is in one of those buckets, so
+// E(t) ≥ exact(t), the events in (t−W, t]: a limiter that admits while
+// E + n ≤ L never admits more than L in any interval of length W, whatever
+// the traffic. The price is the part of bucket k−B already outside the
+// window, counted until bucket k ends: E(t) ≤ exact(t) + c[k−B]. Saturated
+// traffic therefore gets at least B/(B+1) of L per window (90.9 % at the
+// default B = 10; every bucket admits what the bucket B+1 earlier freed),
+// and a key whose traffic is spread evenly at rate r per window is never
+// denied while r·(1 + 1/B) ≤ L: at B ≥ 10 every key offered at most 0.9·L
+// per window at a steady rate passes.
+//
+// The weighted sliding window (NewWeighted, Cloudflare's estimate) counts
+// the oldest bucket only by the fraction of it still inside the window, as
+// if its events were spread evenly:
 //
 //	E(t) = c[k] + c[k−1] + … + c[k−B+1] + (1 − φ)·c[k−B]
 //
-// The newest B buckets are counted whole; the oldest bucket, of which only the
-// fraction 1−φ still overlaps the window, is weighted by that fraction, as if
-// its events were spread evenly. With B = 1 this is the classic "current plus
-// weighted previous window".
-//
-// Worst-case error. Only the oldest bucket is estimated: if x of its c[k−B]
-// events are still inside the window, exact = E(t) − (1−φ)·c[k−B] + x, so
+// With B = 1 this is the classic "current plus weighted previous window".
+// If x of the c[k−B] events are still inside the window,
+// exact = E(t) − (1−φ)·c[k−B] + x, so
 //
 //	E(t) − (1−φ)·c[k−B] ≤ exact ≤ E(t) + φ·c[k−B]
 //
-// where exact counts the events in (t−W, t]. A limiter that admits while
-// E + n ≤ L can therefore pass up to φ·c[k−B] more than L in a window, and can
-// deny up to (1−φ)·c[k−B] early. When no bucket holds more than about L/B
-// (traffic spread over the window) that is one sub-window's worth, L/B. An
-// adversary who packs L into the very end of one bucket and sends again just
-// before the end of the bucket B later reaches nearly 2L for any B, as with
-// B = 1; docs/accuracy.md measures both.
+// A limiter that admits while E + n ≤ L can therefore pass up to φ·c[k−B]
+// more than L in a real window, and can deny up to (1−φ)·c[k−B] early. When
+// no bucket holds more than about L/B (traffic spread over the window) that
+// is one sub-window's worth, L/B. A burst that fills the limit at once — a
+// cold start, a retry storm — lands at some phase of a bucket, and the decay
+// then frees room while those events are still inside the window; an
+// adversary who packs L into the very end of one bucket and sends again
+// just before the end of the bucket B later reaches nearly 2L for any B.
+// docs/accuracy.md measures both.
 //
 // A fixed window (B = 1, no weighting) estimates E(t) = c[k]: exact inside the
 // window, but 2L can pass in a span of W straddling a boundary.
@@ -41,30 +58,43 @@ import (
 )
 
 // Sliding is the geometry of a sliding-window (or fixed-window) counter: the
-// sub-window length and count. It is a small value, safe to copy.
+// sub-window length and count, and how the oldest bucket counts. It is a
+// small value, safe to copy.
 type Sliding struct {
-	sub     int64 // sub-window length, ns
-	buckets int
-	fixed   bool
+	sub      int64 // sub-window length, ns
+	buckets  int
+	fixed    bool
+	weighted bool // the oldest bucket counts by its overlap 1−φ
 }
 
 // NewSliding returns the geometry of a sliding window of length window cut into
-// buckets sub-windows. It panics if window is not positive or not a multiple of
-// buckets nanoseconds; callers validate rules first (policy.Rule.Validate).
+// buckets sub-windows, whose oldest bucket counts whole: no interval of
+// length window ever holds more than the limit. It panics if window is not
+// positive or not a multiple of buckets nanoseconds; callers validate rules
+// first (policy.Rule.Validate).
 func NewSliding(window time.Duration, buckets int) Sliding {
-	return newGeometry(window, buckets, false)
+	return newGeometry(window, buckets, false, false)
+}
+
+// NewWeighted returns the geometry of a weighted sliding window (the
+// estimate Cloudflare describes): as NewSliding, but the oldest bucket
+// counts only by the fraction 1−φ of it still inside the window. It admits
+// a little more on evenly spread traffic and can exceed the limit in a real
+// interval (see the package doc).
+func NewWeighted(window time.Duration, buckets int) Sliding {
+	return newGeometry(window, buckets, false, true)
 }
 
 // NewFixed returns the geometry of a fixed window of length window.
 func NewFixed(window time.Duration) Sliding {
-	return newGeometry(window, 1, true)
+	return newGeometry(window, 1, true, false)
 }
 
-func newGeometry(window time.Duration, buckets int, fixed bool) Sliding {
+func newGeometry(window time.Duration, buckets int, fixed, weighted bool) Sliding {
 	if window <= 0 || buckets < 1 || int64(window)%int64(buckets) != 0 {
 		panic(fmt.Sprintf("window: bad geometry %v / %d", window, buckets))
 	}
-	return Sliding{sub: int64(window) / int64(buckets), buckets: buckets, fixed: fixed}
+	return Sliding{sub: int64(window) / int64(buckets), buckets: buckets, fixed: fixed, weighted: weighted}
 }
 
 // Buckets returns B, the number of sub-windows per window.
@@ -72,6 +102,10 @@ func (s Sliding) Buckets() int { return s.buckets }
 
 // Fixed reports whether this is a fixed window.
 func (s Sliding) Fixed() bool { return s.fixed }
+
+// Weighted reports whether the oldest bucket counts by its overlap with the
+// window (NewWeighted) rather than whole.
+func (s Sliding) Weighted() bool { return s.weighted }
 
 // Sub returns w, the length of one sub-window, in nanoseconds.
 func (s Sliding) Sub() int64 { return s.sub }
@@ -113,10 +147,11 @@ func (s Sliding) Oldest(k int64) int64 {
 	return k - int64(s.buckets)
 }
 
-// OldWeight returns the weight 1−φ of the oldest bucket at phase φ (a fixed
-// window has no partly counted bucket: 1, as its only bucket counts whole).
+// OldWeight returns the weight of the oldest bucket at phase φ: 1−φ for a
+// weighted sliding window, 1 otherwise (the oldest bucket counts whole; a
+// fixed window's only bucket too).
 func (s Sliding) OldWeight(phase float64) float64 {
-	if s.fixed {
+	if !s.weighted {
 		return 1
 	}
 	return 1 - phase
@@ -139,6 +174,10 @@ func (s Sliding) Parts(t int64, count func(j int64) int64) Estimate {
 	var e Estimate
 	for j := old + 1; j <= k; j++ {
 		e.Whole += count(j)
+	}
+	if !s.weighted {
+		e.Whole += count(old)
+		return e
 	}
 	e.Weighted = float64(count(old)) * s.OldWeight(s.Phase(t))
 	return e
@@ -200,12 +239,22 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	if s.fixed {
 		return time.Duration((k+1)*s.sub - t)
 	}
+	b := int64(s.buckets)
+	if !s.weighted {
+		// The estimate only changes at bucket boundaries, when the oldest
+		// bucket leaves it whole.
+		for m := k + 1; m <= k+b; m++ {
+			if fits(m*s.sub - t) {
+				return time.Duration(m*s.sub - t)
+			}
+		}
+		return time.Duration((k+b+1)*s.sub - t)
+	}
 	// Walk bucket boundaries forward: in bucket m (m ≥ k) with phase ψ the
 	// estimate is full(m) + (1−ψ)·c[m−B], where full(m) sums c[m−B+1..k].
 	// n fits once the weighted share is at most limit−n−full plus the admit
 	// test's Tolerance; the solved time is corrected against fits below.
 	room := float64(limit-n) + Tolerance
-	b := int64(s.buckets)
 	full := 0.0
 	for j := k - b + 1; j <= k; j++ {
 		full += float64(snap(j))

@@ -152,7 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.Sync, "sync", 100*time.Millisecond, "sync interval (sluice.Options.SyncInterval)")
 	fs.Var(budgetFlag{&o.Budget}, "budget", "error budget ε as a fraction or percentage, e.g. 0.01 or 1% (default 0.01)")
 	fs.IntVar(&o.Precision, "precision", policy.DefaultPrecision, "sub-windows per window of the sliding window (B)")
-	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|fixed`")
+	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|weighted|fixed`")
 	fs.DurationVar(&o.Timeout, "timeout", 50*time.Millisecond, "longest a check waits for Redis (sluice.Options.Timeout)")
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
 	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's default: 20; zipf 1000; boundary 10; churn 20 alive at a time)")
@@ -203,14 +203,17 @@ func (o *options) validate(profiles, sweepText string) error {
 		return err
 	}
 	switch o.Algorithm {
-	case "sliding", "fixed":
+	case "sliding", "weighted", "fixed":
 	default:
-		return fmt.Errorf("-algorithm %q: use sliding or fixed", o.Algorithm)
+		return fmt.Errorf("-algorithm %q: use sliding, weighted or fixed", o.Algorithm)
 	}
 	if o.Precision < 1 || o.Precision > policy.MaxPrecision {
 		return fmt.Errorf("-precision %d: use 1 to %d sub-windows", o.Precision, policy.MaxPrecision)
 	}
 	o.Rule = policy.Rule{Name: "loadtest", Limit: limit, Window: window, Precision: o.Precision, Mode: policy.Eventual}
+	if o.Algorithm == "weighted" {
+		o.Rule.Algorithm = policy.WeightedWindow
+	}
 	if o.Algorithm == "fixed" {
 		o.Rule.Algorithm = policy.FixedWindow
 		o.Rule.Precision = 0
@@ -380,7 +383,7 @@ func (s *sweep) apply(o *options, i int) {
 		o.Keys, _ = strconv.Atoi(v)
 	case "precision":
 		o.Precision, _ = strconv.Atoi(v)
-		if o.Rule.Algorithm == policy.SlidingWindow {
+		if o.Rule.Algorithm != policy.FixedWindow {
 			o.Rule.Precision = o.Precision
 		}
 	}

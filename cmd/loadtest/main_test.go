@@ -73,7 +73,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-rule", "10/1s", "-precision", "7"}, "whole microseconds"},
 		{[]string{"-budget", "2"}, "outside (0, 1]"},
 		{[]string{"-budget", "x"}, "percentage"},
-		{[]string{"-algorithm", "leaky"}, "sliding or fixed"},
+		{[]string{"-algorithm", "leaky"}, "sliding, weighted or fixed"},
 		{[]string{"-profile", "steady,nope"}, "one or more of"},
 		{[]string{"-instances", "0"}, "-instances"},
 		{[]string{"-sync", "10us"}, "at least 1ms"},

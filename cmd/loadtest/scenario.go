@@ -25,7 +25,7 @@ import (
 // fleetConfig builds the fleet configuration of one scenario.
 func fleetConfig(o *options, profile string, target store.Target, prefix, runID string) fleet.Config {
 	rule := o.Rule
-	if rule.Algorithm == policy.SlidingWindow {
+	if rule.Algorithm != policy.FixedWindow {
 		rule.Precision = o.Precision
 	}
 	sub := rule.SubWindow()
@@ -64,7 +64,7 @@ func ruleText(r policy.Rule) string {
 	if r.Algorithm == policy.FixedWindow {
 		return fmt.Sprintf("%d/%v fixed", r.Limit, r.Window)
 	}
-	return fmt.Sprintf("%d/%v sliding B=%d", r.Limit, r.Window, r.Buckets())
+	return fmt.Sprintf("%d/%v %v B=%d", r.Limit, r.Window, r.Algorithm, r.Buckets())
 }
 
 // runScenario runs one profile on the fleet and measures it.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/engine"
 	"io"
 	"os"
 	"os/exec"
@@ -55,12 +56,7 @@ type Config struct {
 }
 
 // Geometry returns the rule's window geometry.
-func (c *Config) Geometry() window.Sliding {
-	if c.Rule.Algorithm == policy.FixedWindow {
-		return window.NewFixed(c.Rule.Window)
-	}
-	return window.NewSliding(c.Rule.Window, c.Rule.Buckets())
-}
+func (c *Config) Geometry() window.Sliding { return engine.WindowGeometry(c.Rule) }
 
 // Result is a fleet run's output.
 type Result struct {

@@ -125,12 +125,13 @@ func TestFleetExcess(t *testing.T) {
 	near(t, "DisagreeRate", s.DisagreeRate, 1.0/6)
 }
 
-// The sliding estimate: 10 admitted at the very end of bucket 0 with B = 1,
+// The weighted estimate: 10 admitted at the very end of bucket 0 with B = 1,
 // W = 1s, then 5 more at 1.5s: the estimate at 1.5s is 5 + 0.5·10 = 10, so a
 // limit of 10 holds in the estimate, while the exact window (0.5s, 1.5s]
-// holds 15.
+// holds 15. The sliding window, which counts bucket 0 whole until 2s, sees
+// 15 in its own estimate too, and would not have admitted the 5.
 func TestEstimateMeasure(t *testing.T) {
-	p := Params{Geometry: window.NewSliding(time.Second, 1), Limit: 10}
+	p := Params{Geometry: window.NewWeighted(time.Second, 1), Limit: 10}
 	var rs []record.Record
 	for i := range 10 {
 		rs = append(rs, rec(sec-1, 0, uint16(i%2), true))
@@ -144,6 +145,12 @@ func TestEstimateMeasure(t *testing.T) {
 	// The same algorithm centrally admits exactly these: its own error.
 	near(t, "AlgoOverMax", s.AlgoOverMax, 0.5)
 	near(t, "ExcessMax", s.ExcessMax, 0)
+
+	p.Geometry = window.NewSliding(time.Second, 1)
+	s = Analyze(rs, p).Summary
+	near(t, "sliding EstimateOverMax", s.EstimateOverMax, 0.5)
+	near(t, "sliding AlgoOverMax", s.AlgoOverMax, 0)
+	near(t, "sliding ExcessMax", s.ExcessMax, 0.5)
 }
 
 func TestCostsCount(t *testing.T) {

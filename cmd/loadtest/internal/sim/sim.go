@@ -52,8 +52,8 @@ type Algo struct {
 }
 
 // Algorithms returns the algorithms compared for window w: the fixed window
-// and the sliding window with B = 1, 4, 5, 10, 60 (and extra), keeping those
-// whose sub-windows are whole microseconds.
+// and the sliding and weighted sliding windows with B = 1, 4, 5, 10, 60 (and
+// extra), keeping those whose sub-windows are whole microseconds.
 func Algorithms(w time.Duration, extra int) []Algo {
 	as := []Algo{{Name: "fixed window", Geo: window.NewFixed(w)}}
 	bs := []int{1, 4, 5, 10, 60}
@@ -66,19 +66,20 @@ func Algorithms(w time.Duration, extra int) []Algo {
 		if r.Validate() != nil {
 			continue
 		}
-		as = append(as, Algo{Name: algoName(b, w), Geo: window.NewSliding(w, b)})
+		as = append(as, Algo{Name: algoName("sliding", b, w), Geo: window.NewSliding(w, b)})
+		as = append(as, Algo{Name: algoName("weighted", b, w), Geo: window.NewWeighted(w, b)})
 	}
 	return as
 }
 
-func algoName(b int, w time.Duration) string {
-	switch b {
-	case 1:
-		return "sliding B=1 (current + weighted previous)"
-	case 4:
-		return fmt.Sprintf("sliding B=4 (five %v counters)", w/4)
+func algoName(kind string, b int, w time.Duration) string {
+	switch {
+	case b == 1 && kind == "weighted":
+		return "weighted B=1 (current + weighted previous)"
+	case b == 4:
+		return fmt.Sprintf("%s B=4 (five %v counters)", kind, w/4)
 	}
-	return fmt.Sprintf("sliding B=%d", b)
+	return fmt.Sprintf("%s B=%d", kind, b)
 }
 
 // Run runs the simulation and writes its plots to cfg.Out.
