@@ -155,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|weighted|fixed`")
 	fs.DurationVar(&o.Timeout, "timeout", 50*time.Millisecond, "longest a check waits for Redis (sluice.Options.Timeout)")
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
-	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's default: 20; zipf 1000; boundary 10; churn 20 alive at a time)")
+	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's default: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
 	fs.Float64Var(&o.Zipf, "zipf", 1.0, "Zipf exponent of the key popularity (0 = uniform); boundary and churn use uniform keys")
 	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default: all, short)")
 	fs.DurationVar(&o.Duration, "duration", 0, "length of each scenario (default 5s; 1h with -sim)")
@@ -414,6 +414,8 @@ func (o *options) keysFor(profile string) int {
 		return 1000
 	case traffic.Boundary:
 		return 10
+	case traffic.Startup:
+		return 4
 	}
 	return 20
 }

@@ -30,7 +30,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Instances != 4 || o.Sync != 100*time.Millisecond || o.Budget != 0.01 || o.Duration != 5*time.Second ||
-		len(o.Profiles) != 8 || o.Rule.Limit != 1000 || o.Rule.Window != time.Second || o.Rule.Buckets() != 10 || o.Redis != "" {
+		len(o.Profiles) != 9 || o.Rule.Limit != 1000 || o.Rule.Window != time.Second || o.Rule.Buckets() != 10 || o.Redis != "" {
 		t.Errorf("defaults: %+v", o)
 	}
 	o, err = parseFlags([]string{"-sim"}, &bytes.Buffer{})

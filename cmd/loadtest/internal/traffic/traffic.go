@@ -32,10 +32,11 @@ const (
 	Churn     = "churn"      // each key seen for one window only
 	Ramp      = "ramp"       // rate ramps from 0 up to 2·Rate and back down
 	JoinLeave = "join-leave" // half the instances join and leave mid-run
+	Startup   = "startup"    // every instance hammers a few keys from a cold start at a bad phase
 )
 
 // Profiles lists every profile, in the order the default run uses.
-var Profiles = []string{Steady, Bursty, SyncBurst, Boundary, Zipf, Churn, Ramp, JoinLeave}
+var Profiles = []string{Steady, Bursty, SyncBurst, Boundary, Startup, Zipf, Churn, Ramp, JoinLeave}
 
 // Describe returns a one-line description of a profile.
 func Describe(p string) string {
@@ -56,6 +57,8 @@ func Describe(p string) string {
 		return "the rate ramps linearly from 0 to 2 × -rate and back to 0"
 	case JoinLeave:
 		return "half the instances join and leave mid-run (staggered); the rate is split over the live ones"
+	case Startup:
+		return "cold start: quiet, then every instance offers each key 4× its limit from 90% into a sub-window (a burst a weighted window lets through twice); at least -rate"
 	}
 	return ""
 }
@@ -222,6 +225,30 @@ func (p *Params) AttackedKeys() int {
 	return min(max(n, 1), p.Keys)
 }
 
+// startupPhase is how far into a sub-window the startup profile's traffic
+// starts: late, so that a weighted window, which spreads the burst over the
+// whole sub-window, frees room for it while it is still inside the window.
+const startupPhase = 0.9
+
+// StartupAt returns the offset at which the startup profile's traffic starts:
+// the first moment at startupPhase of a sub-window on the store clock after a
+// lead of two sync intervals (every instance has registered and synced).
+func (p *Params) StartupAt() int64 {
+	sub := int64(p.Sub)
+	s := p.StoreT0 + int64(max(2*p.Sync, 50*time.Millisecond))
+	at := floorDiv(s, sub)*sub + int64(startupPhase*float64(sub))
+	if at < s {
+		at += sub
+	}
+	return min(at-p.StoreT0, int64(p.Duration)/4)
+}
+
+// StartupRate returns the startup profile's fleet-wide rate: each key offered
+// 4·L per window, or Rate if that is more.
+func (p *Params) StartupRate() float64 {
+	return max(p.Rate, 4*float64(p.Limit)*float64(p.Keys)/p.Window.Seconds())
+}
+
 // segment is the total rate from the current time until `until` (offsets).
 type segment struct {
 	rate  float64 // checks/s, whole fleet; +Inf = as fast as possible
@@ -288,6 +315,13 @@ func (p *Params) total(inst int, phase int64, t int64) segment {
 		return segment{2 * r * (1 - math.Abs(2*mid-1)), min((i+1)*step, end)}
 	case JoinLeave:
 		return segment{r, p.nextLifeChange(t)}
+	case Startup:
+		if at := p.StartupAt(); t < at {
+			return segment{0, at}
+		}
+		if p.Rate > 0 {
+			r = p.StartupRate()
+		}
 	}
 	return segment{r, end}
 }

@@ -191,3 +191,29 @@ func TestUnpaced(t *testing.T) {
 		t.Errorf("check at %v is in an off phase", time.Duration(c.At))
 	}
 }
+
+// The startup profile is quiet until 90% into a sub-window on the store
+// clock, at least two sync intervals in, then offers every key 4·L per
+// window (more than Rate here).
+func TestStartup(t *testing.T) {
+	for _, t0 := range []int64{0, 12_345_678, int64(time.Hour) + 7} {
+		p := base(Startup)
+		p.StoreT0 = t0
+		at := p.StartupAt()
+		sub := int64(p.Sub)
+		if phase := (t0 + at) % sub; phase != sub*9/10 {
+			t.Errorf("t0 %d: starts at phase %v of a sub-window", t0, time.Duration(phase))
+		}
+		if at < int64(2*p.Sync) || at >= int64(2*p.Sync)+sub {
+			t.Errorf("t0 %d: starts at %v", t0, time.Duration(at))
+		}
+		cs, _ := p.Merged(0)
+		if len(cs) == 0 || cs[0].At < at {
+			t.Fatalf("t0 %d: first check at %d, traffic starts at %d", t0, cs[0].At, at)
+		}
+		want := 4 * float64(p.Limit*int64(p.Keys)) * time.Duration(int64(p.Duration)-at).Seconds()
+		if d := math.Abs(float64(len(cs))-want) / want; d > 0.06 {
+			t.Errorf("t0 %d: %d checks, want about %.0f", t0, len(cs), want)
+		}
+	}
+}
