@@ -58,7 +58,7 @@ func Describe(p string) string {
 	case JoinLeave:
 		return "half the instances join and leave mid-run (staggered); the rate is split over the live ones"
 	case Startup:
-		return "cold start: quiet, then every instance offers each key 4× its limit from 90% into a sub-window (a burst a weighted window lets through twice); at least -rate"
+		return "cold start: quiet, then a burst of 2× the limit per key in a twentieth of a sub-window from 90% into it (clients starting, a retry storm: what a weighted window lets through twice), then 4× the limit; at least -rate"
 	}
 	return ""
 }
@@ -243,10 +243,19 @@ func (p *Params) StartupAt() int64 {
 	return min(at-p.StoreT0, int64(p.Duration)/4)
 }
 
-// StartupRate returns the startup profile's fleet-wide rate: each key offered
-// 4·L per window, or Rate if that is more.
-func (p *Params) StartupRate() float64 {
-	return max(p.Rate, 4*float64(p.Limit)*float64(p.Keys)/p.Window.Seconds())
+// StartupRate returns the startup profile's fleet-wide rates: in its opening
+// burst, 2·L per key within StartupBurst; after it, each key offered 4·L per
+// window, or Rate if that is more.
+func (p *Params) StartupRate() (burst, after float64) {
+	keys := float64(p.Keys)
+	burst = 2 * float64(p.Limit) * keys / p.StartupBurst().Seconds()
+	return burst, max(p.Rate, 4*float64(p.Limit)*keys/p.Window.Seconds())
+}
+
+// StartupBurst returns the length of the startup profile's opening burst: a
+// twentieth of a sub-window, at least a millisecond.
+func (p *Params) StartupBurst() time.Duration {
+	return max(p.Sub/20, time.Millisecond)
 }
 
 // segment is the total rate from the current time until `until` (offsets).
@@ -316,11 +325,16 @@ func (p *Params) total(inst int, phase int64, t int64) segment {
 	case JoinLeave:
 		return segment{r, p.nextLifeChange(t)}
 	case Startup:
-		if at := p.StartupAt(); t < at {
+		at := p.StartupAt()
+		if t < at {
 			return segment{0, at}
 		}
 		if p.Rate > 0 {
-			r = p.StartupRate()
+			burst, after := p.StartupRate()
+			if b := at + int64(p.StartupBurst()); t < b {
+				return segment{burst, min(b, end)}
+			}
+			r = after
 		}
 	}
 	return segment{r, end}

@@ -193,8 +193,8 @@ func TestUnpaced(t *testing.T) {
 }
 
 // The startup profile is quiet until 90% into a sub-window on the store
-// clock, at least two sync intervals in, then offers every key 4·L per
-// window (more than Rate here).
+// clock, at least two sync intervals in, then offers every key 2·L in a
+// burst and 4·L per window after it (more than Rate here).
 func TestStartup(t *testing.T) {
 	for _, t0 := range []int64{0, 12_345_678, int64(time.Hour) + 7} {
 		p := base(Startup)
@@ -211,7 +211,17 @@ func TestStartup(t *testing.T) {
 		if len(cs) == 0 || cs[0].At < at {
 			t.Fatalf("t0 %d: first check at %d, traffic starts at %d", t0, cs[0].At, at)
 		}
-		want := 4 * float64(p.Limit*int64(p.Keys)) * time.Duration(int64(p.Duration)-at).Seconds()
+		burst := int64(p.StartupBurst())
+		var inBurst int
+		for _, c := range cs {
+			if c.At < at+burst {
+				inBurst++
+			}
+		}
+		if wantB := 2 * p.Limit * int64(p.Keys); math.Abs(float64(inBurst-int(wantB))) > 5*math.Sqrt(float64(wantB)) {
+			t.Errorf("t0 %d: %d checks in the burst, want about %d", t0, inBurst, wantB)
+		}
+		want := float64(inBurst) + 4*float64(p.Limit*int64(p.Keys))*time.Duration(int64(p.Duration)-at-burst).Seconds()
 		if d := math.Abs(float64(len(cs))-want) / want; d > 0.06 {
 			t.Errorf("t0 %d: %d checks, want about %.0f", t0, len(cs), want)
 		}
