@@ -319,6 +319,9 @@ func counting(cfg Config, s *report.Sim, algos []Algo) error {
 		if name == "" {
 			name = fmt.Sprintf("b%d", a.Geo.Buckets())
 		}
+		if a.Geo.Weighted() {
+			name = "weighted-" + name
+		}
 		c := report.Chart{
 			Title:  fmt.Sprintf("%s vs the perfect sliding window (%s, random traffic)", a.Name, cfg.RuleText),
 			XLabel: "time (s)",
