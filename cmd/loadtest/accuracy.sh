@@ -293,9 +293,11 @@ i × 300 ms), but each offset is only as good as one round trip's symmetry: the
 "clock spread" column shows how far apart the instances' views of the store
 clock were during each run (all instances share one wall clock, so the spread
 is pure measurement error). On a busy machine it reaches milliseconds to tens of
-milliseconds. For a sliding window a clock error `δ` shifts the weight of the
+milliseconds. For a weighted window a clock error `δ` shifts the weight of the
 oldest sub-window by `δ/w`: with a burst of `c` requests in that sub-window the
-instances disagree about the window's content by up to `c·δ/w`. This is why the
+instances disagree about the window's content by up to `c·δ/w`; for the
+sliding window only requests within `δ` of a sub-window boundary can land in
+the neighbouring sub-window. This is why the
 "fleet in own estimate" column can exceed ε by a few tenths of a percent on the
 bursty profiles while the fixed window (one boundary per second) stays within
 it. Keeping the offset from the fastest of several heartbeats (as NTP does)
