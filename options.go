@@ -18,11 +18,17 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultPrefix       = "sluice"
+	// DefaultPrefix is the Prefix of Options that leave it empty.
+	DefaultPrefix = "sluice"
+	// DefaultSyncInterval is the SyncInterval of Options that leave it zero.
 	DefaultSyncInterval = 100 * time.Millisecond
-	DefaultErrorBudget  = 0.01
-	DefaultTimeout      = 50 * time.Millisecond
-	DefaultMaxKeys      = 1_000_000
+	// DefaultErrorBudget is the ErrorBudget of Options that leave it zero.
+	DefaultErrorBudget = 0.01
+	// DefaultTimeout is the Timeout of Options that leave it zero.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultMaxKeys is the MaxKeys of Options that leave it zero.
+	DefaultMaxKeys = 1_000_000
+	// DefaultMaxKeyLength is the MaxKeyLength of Options that leave it zero.
 	DefaultMaxKeyLength = 256
 )
 

@@ -89,5 +89,6 @@ const (
 
 // Clock is a source of time for a Limiter, for tests and simulation.
 type Clock interface {
+	// Now returns the current time.
 	Now() time.Time
 }

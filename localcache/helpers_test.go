@@ -44,6 +44,19 @@ func ownCount(tb *Table, key string, now int64) int64 {
 	return own
 }
 
+// admitUntil checks cost 1 for key at now until a check is not Allowed and
+// returns how many passed and the verdict that stopped it.
+func admitUntil(t *testing.T, tb *Table, key string, now int64, max int) (int64, Verdict) {
+	t.Helper()
+	for i := 0; i < max; i++ {
+		if v := tb.AllowAt(key, now, 1); v.Status != Allowed {
+			return int64(i), v
+		}
+	}
+	t.Fatalf("%s: still admitting after %d", key, max)
+	return 0, Verdict{}
+}
+
 // fakeStore is the store side of a simulated syncer: per key, the fleet-wide
 // count of each bucket.
 type fakeStore struct {

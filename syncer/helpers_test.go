@@ -176,6 +176,10 @@ func admit(t *testing.T, s *Syncer, r *testRule, key string, n int) {
 	}
 }
 
+// itoa writes n in decimal, as the scripts write bucket indices and
+// sequence numbers.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
 // hash returns a Redis hash.
 func hash(t *testing.T, c redis.UniversalClient, key string) map[string]string {
 	t.Helper()

@@ -20,7 +20,7 @@ type Stats struct {
 	LastCycleKeys int64         // keys synced in the last full cycle
 	Instances     int64         // N̂ at the last heartbeat
 	Offset        time.Duration // store clock minus local clock
-	Healthy       bool
+	Healthy       bool          // the last round trip to the store succeeded
 }
 
 // counters are the Stats counters, updated as the syncer goes.

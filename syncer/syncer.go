@@ -105,6 +105,7 @@ type Config struct {
 
 // Clock is a source of local time.
 type Clock interface {
+	// Now returns the current local time.
 	Now() time.Time
 }
 

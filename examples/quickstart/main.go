@@ -1,5 +1,6 @@
-// Command quickstart is the README's quick start: an HTTP endpoint limited
-// per client IP across a fleet, through a shared Redis.
+// Command quickstart is the README's quick start, a rate-limited HTTP endpoint.
+//
+// Requests are limited per client IP across a fleet, through a shared Redis.
 package main
 
 import (

@@ -23,6 +23,8 @@ const (
 	clusterHealthyTimeout = 20 * time.Second
 	// clusterPollInterval is the pause between two cluster health probes.
 	clusterPollInterval = 50 * time.Millisecond
+	// cliBinary is the redis-cli executable looked up in PATH.
+	cliBinary = "redis-cli"
 )
 
 // Cluster is a Redis Cluster of real redis-server processes, masters only

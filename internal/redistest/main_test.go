@@ -1,10 +1,12 @@
 package redistest
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/leakcheck"
 )
@@ -55,4 +57,11 @@ func capture(t *testing.T, fn func(tb testing.TB)) *fakeTB {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f
+}
+
+// ctxTimeout returns a context that ends after d or with the test.
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -2,7 +2,6 @@ package syncer
 
 import (
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,8 +81,6 @@ func runSync(t *testing.T, c redis.Scripter, key string, r scriptRule, bs ...sba
 	}
 	return out
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // phase returns the phase of the reply's now in its bucket.
 func (r sreply) phase(sub int64, span int) float64 {
@@ -371,72 +368,4 @@ func TestSyncScriptExactNumbers(t *testing.T) {
 		assert.NotContains(t, f, "e", "no exponent in field %q", f)
 		assert.NotContains(t, f, ".", "no fraction in field %q", f)
 	}
-}
-
-// TestRegistryScript heartbeats, expires and removes instances.
-func TestRegistryScript(t *testing.T) {
-	t.Parallel()
-	c := redistest.Start(t).Client(t)
-	ctx := ctxT(t, opTimeout)
-	const reg = "t:instances"
-	const ttl = 5000
-	run := func(id string, remove bool) (nowMs, n int64) {
-		t.Helper()
-		rm := "0"
-		if remove {
-			rm = "1"
-		}
-		v, err := registryScript.Run(ctx, c, []string{reg}, id, ttl, rm).Slice()
-		require.NoError(t, err)
-		require.Len(t, v, 3)
-		sec, err := strconv.ParseInt(v[0].(string), 10, 64)
-		require.NoError(t, err)
-		usec, err := strconv.ParseInt(v[1].(string), 10, 64)
-		require.NoError(t, err)
-		require.True(t, usec >= 0 && usec < 1e6)
-		n, ok := v[2].(int64)
-		require.True(t, ok)
-		return sec*1000 + usec/1000, n
-	}
-
-	before := storeTimeUs(t, c) / 1000
-	nowMs, n := run("a", false)
-	after := storeTimeUs(t, c) / 1000
-	assert.True(t, nowMs >= before && nowMs <= after, "TIME is the store's: %d not in [%d, %d]", nowMs, before, after)
-	assert.Equal(t, int64(1), n)
-	score, err := c.ZScore(ctx, reg, "a").Result()
-	require.NoError(t, err)
-	assert.Equal(t, float64(nowMs+ttl), score, "the score is the expiry time in ms, exactly")
-	pttl, err := c.PTTL(ctx, reg).Result()
-	require.NoError(t, err)
-	assert.Greater(t, pttl, time.Duration(ttl)*time.Millisecond)
-	assert.LessOrEqual(t, pttl, 2*time.Duration(ttl)*time.Millisecond)
-
-	_, n = run("b", false)
-	assert.Equal(t, int64(2), n)
-
-	// An expired member is dropped by the next heartbeat.
-	require.NoError(t, c.ZAdd(ctx, reg, redis.Z{Score: float64(nowMs - 1), Member: "dead"}).Err())
-	_, n = run("a", false)
-	assert.Equal(t, int64(2), n)
-	_, err = c.ZScore(ctx, reg, "dead").Result()
-	assert.ErrorIs(t, err, redis.Nil)
-
-	// A heartbeat moves the expiry forward.
-	time.Sleep(5 * time.Millisecond)
-	nowMs2, _ := run("a", false)
-	score2, err := c.ZScore(ctx, reg, "a").Result()
-	require.NoError(t, err)
-	assert.Equal(t, float64(nowMs2+ttl), score2)
-	assert.Greater(t, score2, score)
-
-	// Remove deletes the member and still returns TIME and the count.
-	nowMs3, n := run("b", true)
-	assert.GreaterOrEqual(t, nowMs3, nowMs2)
-	assert.Equal(t, int64(1), n)
-	_, err = c.ZScore(ctx, reg, "b").Result()
-	assert.ErrorIs(t, err, redis.Nil)
-	members, err := c.ZRange(ctx, reg, 0, -1).Result()
-	require.NoError(t, err)
-	assert.Equal(t, []string{"a"}, members)
 }

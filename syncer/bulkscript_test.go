@@ -1,0 +1,164 @@
+package syncer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// bulkRule is the per-rule part of a bulkScript call.
+type bulkRule struct {
+	sub   int64 // µs
+	span  int
+	ttl   int64 // ms
+	bound int
+}
+
+// bulkPush is one limiter key of a bulkScript call.
+type bulkPush struct {
+	key    string
+	rule   int // 1-based
+	deltas [][2]int64
+	drop   bool // clean now: the caller left a reservation record
+}
+
+// runBulk calls bulkScript the way Syncer.bulkArgs does and returns now µs,
+// the applied flag and the failed key indices.
+func runBulk(t *testing.T, c redis.Scripter, marker, seq string, rules []bulkRule, keys ...bulkPush) (int64, int64, []int64) {
+	t.Helper()
+	ks := []string{marker}
+	args := []any{seq, 60_000, "me", len(rules)}
+	for _, r := range rules {
+		args = append(args, r.sub, r.span, r.ttl, r.bound)
+	}
+	for _, k := range keys {
+		ks = append(ks, k.key)
+		drop := 0
+		if k.drop {
+			drop = 1
+		}
+		args = append(args, k.rule, drop, len(k.deltas))
+		for _, d := range k.deltas {
+			args = append(args, d[0], d[1])
+		}
+	}
+	v, err := bulkScript.Run(ctxT(t, opTimeout), c, ks, args...).Int64Slice()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(v), 2)
+	return v[0], v[1], v[2:]
+}
+
+// TestBulkScript pushes several keys of two rules in one call, sends the call
+// again (skipped whole), and checks the window rules, the TTL and a key of the
+// wrong type failing alone.
+func TestBulkScript(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	ctx := ctxT(t, opTimeout)
+	nowUs := storeTimeUs(t, c)
+	const k = 1000
+	rules := []bulkRule{
+		{sub: midSubUs(nowUs, k), span: 3, ttl: 60_000, bound: 40},
+		{sub: midSubUs(nowUs, k), span: 1, ttl: 30_000, bound: 40},
+	}
+	require.NoError(t, c.Set(ctx, "str", "x", 0).Err())
+	seq := itoa(nowUs)
+	push := []bulkPush{
+		{"a", 1, [][2]int64{{k, 3}, {k - 2, 4}, {k - 3, 5} /* out of the window */, {k + 7, 1} /* future: current */}, false},
+		{"str", 1, [][2]int64{{k, 1}}, false},
+		{"b", 2, [][2]int64{{k, 2}, {k - 1, 9} /* out of a span-1 window */}, false},
+	}
+	now, applied, failed := runBulk(t, c, "m", seq, rules, push...)
+	assert.InDelta(t, nowUs, now, float64(5*time.Second/time.Microsecond), "now is the store's TIME in µs")
+	assert.Equal(t, int64(1), applied)
+	assert.Equal(t, []int64{2}, failed, "the string key fails alone")
+	assert.Equal(t, map[string]string{itoa(k): "4", itoa(k - 2): "4"}, hash(t, c, "a"))
+	assert.Equal(t, map[string]string{itoa(k): "2"}, hash(t, c, "b"))
+	assert.Equal(t, "x", c.Get(ctx, "str").Val(), "untouched")
+	assert.Equal(t, seq+":2", c.Get(ctx, "m").Val(), "the marker holds the call's number and its failed keys")
+	for key, ttl := range map[string]time.Duration{"a": time.Minute, "b": 30 * time.Second} {
+		pttl, err := c.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, pttl, ttl, key)
+		assert.Greater(t, pttl, ttl-5*time.Second, key)
+	}
+
+	// The same call again (a lost reply, a go-redis retry): skipped whole,
+	// with the failed keys it recorded; an older one: skipped.
+	_, applied, failed = runBulk(t, c, "m", seq, rules, push...)
+	assert.Equal(t, int64(0), applied)
+	assert.Equal(t, []int64{2}, failed, "the resend learns which keys failed")
+	_, applied, failed = runBulk(t, c, "m", itoa(nowUs-1), rules, push...)
+	assert.Equal(t, int64(0), applied)
+	assert.Empty(t, failed)
+	assert.Equal(t, map[string]string{itoa(k): "4", itoa(k - 2): "4"}, hash(t, c, "a"), "nothing counted twice")
+	assert.Equal(t, seq+":2", c.Get(ctx, "m").Val())
+
+	// A newer call is applied on top.
+	_, applied, _ = runBulk(t, c, "m", itoa(nowUs+1), rules, bulkPush{"a", 1, [][2]int64{{k, 1}}, false})
+	assert.Equal(t, int64(1), applied)
+	assert.Equal(t, "5", c.HGet(ctx, "a", itoa(k)).Val())
+	assert.Equal(t, itoa(nowUs+1), c.Get(ctx, "m").Val(), "no failed keys")
+}
+
+// TestBulkScriptCleanup lets a hash grow past the field bound: the next push
+// that starts a bucket removes the buckets out of the window and stale
+// bookkeeping and the caller's reservation records, keeps the rest, and
+// refreshes the TTL; a push into a bucket that exists does neither.
+func TestBulkScriptCleanup(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	ctx := ctxT(t, opTimeout)
+	nowUs := storeTimeUs(t, c)
+	const k = 1000
+	r := bulkRule{sub: midSubUs(nowUs, k), span: 2, ttl: 60_000, bound: 6}
+	stale := itoa(nowUs - r.ttl*1000 - int64(time.Second/time.Microsecond))
+	fresh := itoa(nowUs)
+	require.NoError(t, c.HSet(ctx, "h",
+		itoa(k-4), "1", itoa(k-3), "1", itoa(k-2), "1", // out of the window
+		itoa(k-1), "1",
+		"i:old", stale, "i:fresh", fresh, "r1:fresh", fresh+":1:5",
+		"i:me", fresh, "r2:me", fresh+":1:5", // the caller's
+	).Err())
+	_, applied, failed := runBulk(t, c, "m", fresh, []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 2}}, false})
+	require.Equal(t, int64(1), applied)
+	require.Empty(t, failed)
+	assert.Equal(t, map[string]string{
+		itoa(k - 1): "1", itoa(k): "2",
+		"i:fresh": fresh, "r1:fresh": fresh + ":1:5",
+		"i:me": fresh, // the caller's reservation record goes, its sequence number stays
+	}, hash(t, c, "h"))
+	pttl, err := c.PTTL(ctx, "h").Result()
+	require.NoError(t, err)
+	assert.Greater(t, pttl, 50*time.Second, "a started bucket refreshes the TTL")
+
+	// A push into the bucket that exists: no cleanup, no TTL refresh.
+	require.NoError(t, c.HSet(ctx, "h", itoa(k-5), "1").Err())
+	for range 4 {
+		require.NoError(t, c.HSet(ctx, "h", "i:x"+itoa(int64(len(hash(t, c, "h")))), fresh).Err())
+	}
+	require.NoError(t, c.PExpire(ctx, "h", 20*time.Second).Err())
+	runBulk(t, c, "m", itoa(nowUs+1), []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 1}}, false})
+	assert.Equal(t, "1", c.HGet(ctx, "h", itoa(k-5)).Val(), "not cleaned")
+	assert.Equal(t, "3", c.HGet(ctx, "h", itoa(k)).Val())
+	pttl, err = c.PTTL(ctx, "h").Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, pttl, 20*time.Second, "not refreshed")
+
+	// Asked to (the caller left a reservation record), a push into the
+	// bucket that exists cleans too, without refreshing the TTL.
+	require.NoError(t, c.HSet(ctx, "h", "r3:me", fresh+":1:5").Err())
+	runBulk(t, c, "m", itoa(nowUs+2), []bulkRule{r}, bulkPush{"h", 1, [][2]int64{{k, 1}}, true})
+	h := hash(t, c, "h")
+	assert.NotContains(t, h, "r3:me")
+	assert.NotContains(t, h, itoa(k-5))
+	assert.Equal(t, "4", h[itoa(k)])
+	pttl, err = c.PTTL(ctx, "h").Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, pttl, 20*time.Second, "not refreshed")
+}
