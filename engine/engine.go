@@ -51,9 +51,16 @@ type Decision struct {
 // struct is spilled to memory at every return, a store-forwarding stall
 // measured at 6–8 ns a hop).
 type Result struct {
-	Allowed    bool
-	Remaining  int64
+	// Allowed reports whether the cost was admitted (Decision.Allowed).
+	Allowed bool
+	// Remaining is what the key has left, as this instance sees it
+	// (Decision.Remaining).
+	Remaining int64
+	// ResetAfter is how long until the key is back to full capacity
+	// (Decision.ResetAfter).
 	ResetAfter time.Duration
+	// RetryAfter is 0 when allowed, else when a retry of the same cost can
+	// succeed (Decision.RetryAfter).
 	RetryAfter time.Duration
 }
 

@@ -20,7 +20,9 @@ const Tolerance = 1e-9
 // apart makes the admit test exact integer arithmetic plus one float floor,
 // the same wherever it runs, whatever order the buckets were summed in.
 type Estimate struct {
-	Whole    int64
+	// Whole is the sum of the buckets counted whole.
+	Whole int64
+	// Weighted is the weighted oldest bucket's share (0 unless weighted).
 	Weighted float64
 }
 
@@ -47,6 +49,8 @@ var LuaRoom = fmt.Sprintf("local function room(whole, weighted, limit) return li
 
 // Bucket is a count in one sub-window.
 type Bucket struct {
-	Index int64 // bucket index: ⌊t/w⌋ on the store clock
+	// Index is the bucket index: ⌊t/w⌋ on the store clock.
+	Index int64
+	// Count is what the bucket holds.
 	Count int64
 }
