@@ -148,11 +148,7 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 			"          It is a stand-in, not a real Redis: accuracy figures hold, Redis latency and memory do not.\n", target.Addrs[0])
 		r.Notes = append(r.Notes, "store: embedded miniredis, a stand-in for Redis (single-threaded Go, Lua via gopher-lua): accuracy figures are real, sync-cycle latency and Redis costs are not those of a real Redis; run with -redis for those")
 		if !o.set["timeout"] {
-			// The stand-in runs the sync script about fifty times slower
-			// than Redis; with the library's 50ms default, checks at their
-			// cap would time out on the stand-in's queue, not on anything
-			// the limiter does.
-			o.Timeout = embeddedTimeout
+			// parseFlags chose embeddedTimeout (see fillDefaults).
 			r.Notes = append(r.Notes, fmt.Sprintf("-timeout defaults to %v on the embedded stand-in (the library's default is %v: pass -timeout to use it)", embeddedTimeout, sluice.DefaultTimeout))
 		}
 	} else {
