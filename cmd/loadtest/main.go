@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
@@ -190,30 +189,14 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 	for _, p := range points {
 		total += p.opts.Duration
 	}
-	var bar *progressbar.ProgressBar
-	if !o.Quiet {
-		bar = progressbar.NewOptions64(total.Milliseconds(),
-			progressbar.OptionSetWriter(stderr),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(200*time.Millisecond),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	var done time.Duration
+	prog := newProgress(stderr, o.Quiet, isTerminal(stderr), total)
 	for i, p := range points {
 		if ctx.Err() != nil {
+			prog.abort()
 			return ctx.Err()
 		}
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("[%d/%d] %-10s %s", i+1, len(points), p.profile, p.sweep))
-		}
-		base := done
-		progress := func(f float64) {
-			if bar != nil {
-				_ = bar.Set64((base + time.Duration(f*float64(p.opts.Duration))).Milliseconds())
-			}
-		}
+		name := strings.TrimSpace(p.profile + " " + p.sweep)
+		prog.begin(i, len(points), name, p.opts.Duration)
 		var hooks []fleet.Hooks
 		if p.opts.Outage > 0 && emb != nil {
 			at := p.opts.Duration * 2 / 5
@@ -224,21 +207,22 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 				_ = emb.Restart()
 			}})
 		}
-		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, progress, hooks)
+		start := time.Now()
+		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, prog.at, hooks)
 		if sc != nil {
 			r.Scenarios = append(r.Scenarios, *sc)
 		}
 		if err != nil {
-			if bar != nil {
-				_ = bar.Clear()
-			}
+			prog.abort()
 			return fmt.Errorf("scenario %s %s: %w", p.profile, p.sweep, err)
 		}
-		done += p.opts.Duration
+		var checks int64
+		if sc != nil {
+			checks = sc.Cost.Checks
+		}
+		prog.end(checks, time.Since(start))
 	}
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	prog.finish()
 	return nil
 }
 
