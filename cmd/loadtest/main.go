@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,20 +27,22 @@ import (
 )
 
 func main() {
-	// go-redis logs dial failures (an -outage, a store going away) on its
-	// own; the report says what happened instead.
-	redis.SetLogger(quietLogger{})
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// quietLogger drops go-redis's log lines.
-type quietLogger struct{}
+// redisLog takes go-redis's own log lines, which it writes on stderr by
+// default: dial failures (an -outage, a store going away) would flood the
+// output. It counts them, writes them to -out's redis.log, and the report
+// says so.
+var redisLog = &storeLog{}
 
-func (quietLogger) Printf(context.Context, string, ...any) {}
+// installRedisLog routes go-redis's logger, once per process.
+var installRedisLog = sync.OnceFunc(func() { redis.SetLogger(redisLog) })
 
 // run is main with its streams, returning the exit code: 0 done, 1 the run
 // failed, 2 bad flags.
 func run(args []string, stdout, stderr io.Writer) int {
+	installRedisLog()
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -70,7 +73,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.Sim {
 		err = runSim(o, r, stderr)
 	} else {
+		logPath := ""
+		if o.Out != "" {
+			logPath = filepath.Join(o.Out, "redis.log")
+		}
+		redisLog.reset(logPath)
 		err = runFleet(ctx, o, r, stderr)
+		redisLog.close()
 	}
 	r.Took = report.Dur(time.Since(r.Started).Round(time.Millisecond))
 	if err != nil {
@@ -207,9 +216,15 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 				_ = emb.Restart()
 			}})
 		}
-		start := time.Now()
+		start, logged := time.Now(), redisLog.mark()
 		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, prog.at, hooks)
 		if sc != nil {
+			if n := redisLog.note(logged); n != "" {
+				if o.Procs {
+					n += " (in this process; -procs children drop theirs)"
+				}
+				sc.Notes = append(sc.Notes, n)
+			}
 			r.Scenarios = append(r.Scenarios, *sc)
 		}
 		if err != nil {
