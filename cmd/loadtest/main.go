@@ -94,8 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	} else {
-		report.Text(stdout, o.Markdown, r)
-		fmt.Fprintf(stdout, "\ntook %v\n", time.Duration(r.Took).Round(100*time.Millisecond))
+		report.Text(stdout, report.Style{Markdown: o.Markdown, Wide: o.Wide}, r)
 	}
 	if o.Out != "" {
 		if werr := writeOut(o, r); werr != nil {

@@ -115,7 +115,8 @@ func TestOutageQuiet(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(append(quick, "-profile", "steady", "-duration", "2s", "-outage", "600ms", "-rate", "2000", "-workers", "2", "-out", dir), &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())
-	out := stdout.String() + stderr.String()
+	// Lines wrapped to the terminal's width go on indented: join them.
+	out := strings.ReplaceAll(stdout.String()+stderr.String(), "\n  ", " ")
 	noted := 0
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, dialFailure) {
