@@ -216,7 +216,7 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 			}})
 		}
 		start, logged := time.Now(), redisLog.mark()
-		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, prog.at, hooks)
+		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, func(f float64) { prog.at(i, f) }, hooks)
 		if sc != nil {
 			if n := redisLog.note(logged); n != "" {
 				if o.Procs {

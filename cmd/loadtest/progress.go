@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -16,8 +17,9 @@ import (
 type progress interface {
 	// begin starts scenario i (from 0) of n, which will run for d.
 	begin(i, n int, name string, d time.Duration)
-	// at reports the fraction f of the current scenario's duration done.
-	at(f float64)
+	// at reports the fraction f of scenario i's duration done; it may be
+	// called from another goroutine, even after end.
+	at(i int, f float64)
 	// end reports the current scenario finished: its checks and how long
 	// it took, analysis included.
 	end(checks int64, took time.Duration)
@@ -49,7 +51,7 @@ func newProgress(w io.Writer, quiet, tty bool, total time.Duration) progress {
 type noProgress struct{}
 
 func (noProgress) begin(int, int, string, time.Duration) {}
-func (noProgress) at(float64)                            {}
+func (noProgress) at(int, float64)                       {}
 func (noProgress) end(int64, time.Duration)              {}
 func (noProgress) finish()                               {}
 func (noProgress) abort()                                {}
@@ -65,7 +67,7 @@ func (p *lineProgress) begin(i, n int, name string, _ time.Duration) {
 	p.i, p.n, p.name = i, n, name
 }
 
-func (p *lineProgress) at(float64) {}
+func (p *lineProgress) at(int, float64) {}
 
 func (p *lineProgress) end(checks int64, took time.Duration) {
 	fmt.Fprintf(p.w, "loadtest: [%d/%d] %s done: %d checks in %v\n", p.i+1, p.n, p.name, checks, took.Round(100*time.Millisecond))
@@ -78,11 +80,13 @@ func (p *lineProgress) abort()  {}
 // milliseconds.
 type barProgress struct {
 	bar       *progressbar.ProgressBar
+	mu        sync.Mutex
+	i         int           // the current scenario; -1 between two
 	base, cur time.Duration // scenario time done before the current one; its length
 }
 
 func newBarProgress(w io.Writer, total time.Duration) *barProgress {
-	return &barProgress{bar: progressbar.NewOptions64(max(total.Milliseconds(), 1),
+	return &barProgress{i: -1, bar: progressbar.NewOptions64(max(total.Milliseconds(), 1),
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionThrottle(200*time.Millisecond),
@@ -93,16 +97,26 @@ func newBarProgress(w io.Writer, total time.Duration) *barProgress {
 }
 
 func (p *barProgress) begin(i, n int, name string, d time.Duration) {
-	p.cur = d
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.i, p.cur = i, d
 	p.bar.Describe(fmt.Sprintf("[%d/%d] %-10s", i+1, n, name))
 }
 
-func (p *barProgress) at(f float64) {
+func (p *barProgress) at(i int, f float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i != p.i {
+		return // a late report of a scenario already ended
+	}
 	_ = p.bar.Set64((p.base + time.Duration(f*float64(p.cur))).Milliseconds())
 }
 
 func (p *barProgress) end(int64, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.base += p.cur
+	p.i = -1
 	_ = p.bar.Set64(p.base.Milliseconds())
 }
 
