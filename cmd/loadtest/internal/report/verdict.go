@@ -59,7 +59,9 @@ func (c Check) Mark() string {
 //   - utilization: every key offered at least 2·L in some window gets at
 //     least MinUtilization of what an exact limiter admits.
 //
-// Allow's latency is not judged: sluice promises no latency figure.
+// Allow's latency is not judged: sluice bounds only how long a check waits
+// for the store (Options.Timeout); the measured latency also holds the
+// load generator's scheduling on a shared machine.
 func Verdict(s *Scenario) []Check {
 	a := &s.Accuracy
 	eps := s.Settings.ErrorBudget
@@ -92,7 +94,7 @@ var verdictLegend = []string{
 	"fleet's over-admission: per key, the most admitted in any real window ÷ L − 1, less the algorithm's own (not judged).",
 	"no false denials: keys never offered above 0.9·L in any window are never denied (shown: how many were, of how many).",
 	"utilization: each key offered ≥ 2·L gets at least 90 % of what an exact limiter admits (the lowest key).",
-	"Allow p99.9: reported, not judged: sluice promises no latency figure. –: no key of that kind, nothing to judge.",
+	"Allow p99.9: reported, not judged (sluice bounds only a check's wait for Redis, by -timeout). –: nothing to judge.",
 }
 
 // VerdictText writes the verdict, one line per scenario, then one summary
