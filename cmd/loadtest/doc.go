@@ -7,7 +7,7 @@
 // With no flags it needs nothing else running: it starts an embedded
 // Redis-compatible server (miniredis, a stand-in: accuracy figures hold, Redis
 // latency and memory do not), runs every profile for 5 s on 4 in-process
-// instances with a progress bar, and prints a report (about 45 s in all):
+// instances, and prints a report (about 45 s in all):
 //
 //	go run ./cmd/loadtest
 //
@@ -50,11 +50,24 @@
 //
 // # Output
 //
-// A table on stdout (-markdown for Markdown tables), JSON with -json, and
-// with -out DIR plots (SVG, or PNG with -png) and report.json: admitted per
-// sliding window against the limit over time for each scenario; with -sweep
-// (sync=…, instances=…, budget=…, precision=…, rate=…, keys=…) over-admission
-// and sync traffic against the swept parameter.
+// Tables on stdout that fit 120 columns, each figure that may look alarming
+// explained in a legend line under its table (-wide: every column; -markdown:
+// Markdown tables, every column), ending with the verdict: per profile, the
+// promises sluice makes, ✓ or ✗ — the fleet's part of the real-window
+// over-admission within ε (the algorithm's own part shown beside it, not
+// judged), no false denials, utilization ≥ 90 % for keys offered ≥ 2·L —
+// with Allow's p99.9 latency reported, and a last line saying whether all
+// held. JSON with -json. With -out DIR: plots (SVG, or PNG with -png) and
+// report.json: admitted per sliding window against the limit over time for
+// each scenario; with -sweep (sync=…, instances=…, budget=…, precision=…,
+// rate=…, keys=…) over-admission and sync traffic against the swept
+// parameter.
+//
+// Progress goes to stderr: a bar when stderr is a terminal, otherwise one
+// line per finished profile (no carriage returns in a log). go-redis's own
+// log lines ("connection pool: failed to dial" while the store is down, as
+// in the -outage demo) are never printed: the scenario's notes count them,
+// and with -out they are kept in DIR/redis.log.
 //
 // # Simulation
 //

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
 	"github.com/sluicehq/sluice/policy"
@@ -58,6 +59,7 @@ type options struct {
 	Skew         time.Duration
 	Outage       time.Duration
 	Quiet        bool
+	Wide         bool
 	PNG          bool
 	Child        bool
 	// set holds the flags given on the command line.
@@ -75,11 +77,11 @@ var sweepParams = []string{"sync", "instances", "budget", "precision", "rate", "
 
 func (s *sweep) String() string { return s.Param + "=" + strings.Join(s.Values, ",") }
 
-// budgetFlag accepts "0.01" or "1%".
+// budgetFlag accepts "0.01" or "1%". Its default is in its usage text.
 type budgetFlag struct{ v *float64 }
 
 func (b budgetFlag) String() string {
-	if b.v == nil {
+	if b.v == nil || *b.v == 0 {
 		return ""
 	}
 	return strconv.FormatFloat(*b.v, 'g', -1, 64)
@@ -110,6 +112,75 @@ func parseBudget(s string) (float64, error) {
 	}
 	return f, nil
 }
+
+// The flags below have a default that depends on other flags (-sim, -redis):
+// their zero value records no default with the flag package (String returns
+// "" until the flag is set), so that the usage text, which states the
+// default, is the only place it appears; parseFlags fills it in when the flag
+// was not given.
+
+// durationFlag is a time.Duration flag whose default its usage text states.
+type durationFlag struct{ v *time.Duration }
+
+func (d durationFlag) String() string {
+	if d.v == nil || *d.v == 0 {
+		return ""
+	}
+	return d.v.String()
+}
+
+func (d durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("want a duration like 250ms or 5s")
+	}
+	*d.v = v
+	return nil
+}
+
+// floatFlag is a float64 flag whose default its usage text states.
+type floatFlag struct{ v *float64 }
+
+func (f floatFlag) String() string {
+	if f.v == nil || *f.v == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(*f.v, 'g', -1, 64)
+}
+
+func (f floatFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errors.New("want a number")
+	}
+	*f.v = v
+	return nil
+}
+
+// stringFlag is a string flag whose default its usage text states.
+type stringFlag struct{ v *string }
+
+func (f stringFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f stringFlag) Set(s string) error {
+	*f.v = s
+	return nil
+}
+
+// Defaults of the flags whose default depends on other flags.
+const (
+	defaultRule     = "1000/1s"
+	defaultSimRule  = "100/1m"
+	defaultRate     = 8000
+	defaultDuration = 5 * time.Second
+	defaultSimDur   = time.Hour
+	defaultBudget   = 0.01
+)
 
 // parseRule parses "100/1s", "100/s", "1000/1m", "100/min", "5/15m".
 func parseRule(s string) (limit int64, window time.Duration, err error) {
@@ -148,29 +219,30 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.Instances, "instances", 4, "number of `N` limiter instances in the fleet, each with its own cache, syncer and Redis connection pool")
 	fs.BoolVar(&o.Procs, "procs", false, "run each instance in its own OS process (this binary re-executed)")
 	fs.IntVar(&o.Workers, "workers", 16, "goroutines issuing checks per instance, each with its own schedule (a check waiting for Redis delays only its goroutine)")
-	fs.StringVar(&o.RuleText, "rule", "1000/1s", "the rule, `LIMIT/WINDOW`, e.g. 100/1s (default 100/1m with -sim)")
+	fs.Var(stringFlag{&o.RuleText}, "rule", "the rule, `LIMIT/WINDOW`, e.g. 100/1s (default "+defaultRule+"; "+defaultSimRule+" with -sim)")
 	fs.DurationVar(&o.Sync, "sync", 100*time.Millisecond, "sync interval (sluice.Options.SyncInterval)")
-	fs.Var(budgetFlag{&o.Budget}, "budget", "error budget ε as a fraction or percentage, e.g. 0.01 or 1% (default 0.01)")
+	fs.Var(budgetFlag{&o.Budget}, "budget", "error budget `ε` as a fraction or percentage, e.g. 0.01 or 1% (default 1%)")
 	fs.IntVar(&o.Precision, "precision", policy.DefaultPrecision, "sub-windows per window of the sliding window (B)")
 	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|weighted|fixed`")
-	fs.DurationVar(&o.Timeout, "timeout", 50*time.Millisecond, "longest a check waits for Redis (sluice.Options.Timeout)")
+	fs.Var(durationFlag{&o.Timeout}, "timeout", fmt.Sprintf("the longest time `D` a check waits for Redis (sluice.Options.Timeout) (default %v on the embedded stand-in, which runs scripts slowly; %v, the library's, with -redis)", embeddedTimeout, sluice.DefaultTimeout))
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
-	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's default: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
+	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's own: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
 	fs.Float64Var(&o.Zipf, "zipf", 1.0, "Zipf exponent of the key popularity (0 = uniform); boundary and churn use uniform keys")
-	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default: all, short)")
-	fs.DurationVar(&o.Duration, "duration", 0, "length of each scenario (default 5s; 1h with -sim)")
-	fs.Float64Var(&o.Rate, "rate", 8000, "offered checks per second, whole fleet (0 = as fast as possible; default 2000/min-equivalent with -sim)")
+	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default all; "+traffic.Steady+","+traffic.SyncBurst+" with -sweep)")
+	fs.Var(durationFlag{&o.Duration}, "duration", fmt.Sprintf("length `D` of each scenario (default %s; %s with -sim)", durText(defaultDuration), durText(defaultSimDur)))
+	fs.Var(floatFlag{&o.Rate}, "rate", fmt.Sprintf("`N` offered checks per second, whole fleet; 0 = as fast as possible (default %d; with -sim 20 × the limit per window: 2000/min for %s)", defaultRate, defaultSimRule))
 	fs.IntVar(&o.Cost, "cost", 1, "each check costs 1..`N` units, uniformly (AllowN)")
 	fs.Uint64Var(&seed, "seed", 1, "random seed: the same seed offers the same checks")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON instead of tables")
-	fs.BoolVar(&o.Markdown, "markdown", false, "print the tables as Markdown")
-	fs.StringVar(&o.Out, "out", "", "write plots (SVG) and report.json to `DIR`")
+	fs.BoolVar(&o.Markdown, "markdown", false, "print the tables as Markdown (every column, as with -wide)")
+	fs.BoolVar(&o.Wide, "wide", false, "print every column of the tables (about 250 columns wide; without it they fit 120)")
+	fs.StringVar(&o.Out, "out", "", "write plots (SVG), report.json and go-redis's own log (redis.log) to `DIR`")
 	fs.StringVar(&sweepText, "sweep", "", "run each profile once per value: `PARAM=v1,v2,...` with PARAM one of "+strings.Join(sweepParams, ", ")+" (e.g. sync=10ms,100ms,1s)")
 	fs.BoolVar(&o.Sim, "sim", false, "simulation: virtual clock, algorithm level, deterministic, faster than real time")
 	fs.Int64Var(&o.MaxRecords, "max-records", defaultRecords, "most checks recorded per scenario (memory bound: about 24 bytes each)")
 	fs.DurationVar(&o.Skew, "skew", 0, "skew instance i's clock by i×`D` (sluice.Options.Clock) to show store-clock alignment")
 	fs.DurationVar(&o.Outage, "outage", 0, "stop the embedded store for `D` at 40% of each scenario (failure mode demo; embedded store only)")
-	fs.BoolVar(&o.Quiet, "quiet", false, "no progress bar")
+	fs.BoolVar(&o.Quiet, "quiet", false, "no progress output (neither the bar on a terminal nor the line per finished profile otherwise)")
 	fs.BoolVar(&o.PNG, "png", false, "write plots as PNG instead of SVG")
 	fs.BoolVar(&o.Child, fleet.ChildFlag, false, "internal: run as a -procs child")
 	fs.Usage = func() { usage(fs) }
@@ -185,16 +257,44 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected argument %q: every setting is a flag (see -h)", fs.Arg(0))
 	}
 	o.Seed = seed
-	if !o.set["budget"] {
-		o.Budget = 0.01
-	}
-	if o.Sim && !o.set["rule"] {
-		o.RuleText = "100/1m"
-	}
+	o.fillDefaults()
 	if err := o.validate(profiles, sweepText); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// fillDefaults sets the flags not given whose default depends on others
+// (their usage text states these defaults).
+func (o *options) fillDefaults() {
+	if !o.set["budget"] {
+		o.Budget = defaultBudget
+	}
+	if !o.set["rule"] {
+		o.RuleText = defaultRule
+		if o.Sim {
+			o.RuleText = defaultSimRule
+		}
+	}
+	if !o.set["duration"] {
+		o.Duration = defaultDuration
+		if o.Sim {
+			o.Duration = defaultSimDur
+		}
+	}
+	if !o.set["rate"] && !o.Sim {
+		o.Rate = defaultRate // -sim's depends on the rule: validate sets it
+	}
+	if !o.set["timeout"] {
+		o.Timeout = sluice.DefaultTimeout
+		if o.Redis == "" {
+			// The embedded stand-in runs the sync script about fifty
+			// times slower than Redis; with the library's default,
+			// checks at their cap would time out on the stand-in's
+			// queue, not on anything the limiter does.
+			o.Timeout = embeddedTimeout
+		}
+	}
 }
 
 func (o *options) validate(profiles, sweepText string) error {
@@ -247,17 +347,11 @@ func (o *options) validate(profiles, sweepText string) error {
 	case o.JSON && o.Markdown:
 		return errors.New("-json and -markdown exclude each other")
 	}
-	if o.Duration == 0 {
-		o.Duration = 5 * time.Second
-		if o.Sim {
-			o.Duration = time.Hour
-		}
-	}
 	limitDur := maxDuration
 	if o.Sim {
 		limitDur = maxSimDuration
 	}
-	if o.Duration < 0 || o.Duration > limitDur {
+	if o.Duration <= 0 || o.Duration > limitDur {
 		return fmt.Errorf("-duration %v: use a positive duration up to %v", o.Duration, limitDur)
 	}
 	if o.Sim && !o.set["rate"] {
@@ -453,9 +547,31 @@ Profiles:
 			fmt.Fprintf(w, " %s", name)
 		}
 		fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(use, "\n", "\n    \t"))
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+		if !zeroDefault(f.DefValue) {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
 		fmt.Fprintln(w)
 	})
+}
+
+// zeroDefault reports whether a flag's recorded default means "none" and is
+// not shown: a zero value, or a flag whose usage text states its default.
+func zeroDefault(v string) bool {
+	switch v {
+	case "", "0", "0s", "false":
+		return true
+	}
+	return false
+}
+
+// durText formats a duration without trailing zero units: 1h, 1m30s, 250ms.
+func durText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

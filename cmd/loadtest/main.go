@@ -13,11 +13,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
@@ -27,20 +27,22 @@ import (
 )
 
 func main() {
-	// go-redis logs dial failures (an -outage, a store going away) on its
-	// own; the report says what happened instead.
-	redis.SetLogger(quietLogger{})
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// quietLogger drops go-redis's log lines.
-type quietLogger struct{}
+// redisLog takes go-redis's own log lines, which it writes on stderr by
+// default: dial failures (an -outage, a store going away) would flood the
+// output. It counts them, writes them to -out's redis.log, and the report
+// says so.
+var redisLog = &storeLog{}
 
-func (quietLogger) Printf(context.Context, string, ...any) {}
+// installRedisLog routes go-redis's logger, once per process.
+var installRedisLog = sync.OnceFunc(func() { redis.SetLogger(redisLog) })
 
 // run is main with its streams, returning the exit code: 0 done, 1 the run
 // failed, 2 bad flags.
 func run(args []string, stdout, stderr io.Writer) int {
+	installRedisLog()
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -71,7 +73,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.Sim {
 		err = runSim(o, r, stderr)
 	} else {
+		logPath := ""
+		if o.Out != "" {
+			logPath = filepath.Join(o.Out, "redis.log")
+		}
+		redisLog.reset(logPath)
 		err = runFleet(ctx, o, r, stderr)
+		redisLog.close()
 	}
 	r.Took = report.Dur(time.Since(r.Started).Round(time.Millisecond))
 	if err != nil {
@@ -86,8 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	} else {
-		report.Text(stdout, o.Markdown, r)
-		fmt.Fprintf(stdout, "\ntook %v\n", time.Duration(r.Took).Round(100*time.Millisecond))
+		report.Text(stdout, report.Style{Markdown: o.Markdown, Wide: o.Wide}, r)
 	}
 	if o.Out != "" {
 		if werr := writeOut(o, r); werr != nil {
@@ -148,11 +155,7 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 			"          It is a stand-in, not a real Redis: accuracy figures hold, Redis latency and memory do not.\n", target.Addrs[0])
 		r.Notes = append(r.Notes, "store: embedded miniredis, a stand-in for Redis (single-threaded Go, Lua via gopher-lua): accuracy figures are real, sync-cycle latency and Redis costs are not those of a real Redis; run with -redis for those")
 		if !o.set["timeout"] {
-			// The stand-in runs the sync script about fifty times slower
-			// than Redis; with the library's 50ms default, checks at their
-			// cap would time out on the stand-in's queue, not on anything
-			// the limiter does.
-			o.Timeout = embeddedTimeout
+			// parseFlags chose embeddedTimeout (see fillDefaults).
 			r.Notes = append(r.Notes, fmt.Sprintf("-timeout defaults to %v on the embedded stand-in (the library's default is %v: pass -timeout to use it)", embeddedTimeout, sluice.DefaultTimeout))
 		}
 	} else {
@@ -194,30 +197,14 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 	for _, p := range points {
 		total += p.opts.Duration
 	}
-	var bar *progressbar.ProgressBar
-	if !o.Quiet {
-		bar = progressbar.NewOptions64(total.Milliseconds(),
-			progressbar.OptionSetWriter(stderr),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(200*time.Millisecond),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	var done time.Duration
+	prog := newProgress(stderr, o.Quiet, isTerminal(stderr), total)
 	for i, p := range points {
 		if ctx.Err() != nil {
+			prog.abort()
 			return ctx.Err()
 		}
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("[%d/%d] %-10s %s", i+1, len(points), p.profile, p.sweep))
-		}
-		base := done
-		progress := func(f float64) {
-			if bar != nil {
-				_ = bar.Set64((base + time.Duration(f*float64(p.opts.Duration))).Milliseconds())
-			}
-		}
+		name := strings.TrimSpace(p.profile + " " + p.sweep)
+		prog.begin(i, len(points), name, p.opts.Duration)
 		var hooks []fleet.Hooks
 		if p.opts.Outage > 0 && emb != nil {
 			at := p.opts.Duration * 2 / 5
@@ -228,21 +215,28 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 				_ = emb.Restart()
 			}})
 		}
-		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, progress, hooks)
+		start, logged := time.Now(), redisLog.mark()
+		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, func(f float64) { prog.at(i, f) }, hooks)
 		if sc != nil {
+			if n := redisLog.note(logged); n != "" {
+				if o.Procs {
+					n += " (in this process; -procs children drop theirs)"
+				}
+				sc.Notes = append(sc.Notes, n)
+			}
 			r.Scenarios = append(r.Scenarios, *sc)
 		}
 		if err != nil {
-			if bar != nil {
-				_ = bar.Clear()
-			}
+			prog.abort()
 			return fmt.Errorf("scenario %s %s: %w", p.profile, p.sweep, err)
 		}
-		done += p.opts.Duration
+		var checks int64
+		if sc != nil {
+			checks = sc.Cost.Checks
+		}
+		prog.end(checks, time.Since(start))
 	}
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	prog.finish()
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
 )
@@ -190,6 +191,19 @@ func dur(d Dur) string {
 	return t.Round(10 * time.Millisecond).String()
 }
 
+// Style says how Text lays the report out.
+type Style struct {
+	// Markdown writes Markdown tables, with every column.
+	Markdown bool
+	// Wide writes every column; without it (and without Markdown) the text
+	// tables leave some out and fit in Width columns.
+	Wide bool
+}
+
+// Width is the most columns the default text output takes (tables, legends
+// and notes), for a terminal or a log viewer.
+const Width = 120
+
 // table writes rows as an aligned text table or a Markdown table.
 func table(w io.Writer, md bool, head []string, rows [][]string) {
 	if md {
@@ -207,12 +221,73 @@ func table(w io.Writer, md bool, head []string, rows [][]string) {
 		}
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
+	textTable(w, [][]string{head}, rows, tabwriter.AlignRight)
+}
+
+// textTable writes an aligned text table with one or more header rows,
+// without trailing blanks.
+func textTable(w io.Writer, heads, rows [][]string, flags uint) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', flags)
+	for _, h := range heads {
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(h, "\t"))
+	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(r, "\t"))
 	}
 	tw.Flush()
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		if l != "" {
+			fmt.Fprintln(w, strings.TrimRight(l, " \n"))
+		}
+	}
+}
+
+// column is one column of a scenario table: its header in the wide and
+// Markdown tables, its header in the compact text table (two rows; none:
+// the compact table leaves the column out), and its cells, which may be
+// shorter in the compact table.
+type column struct {
+	head    string
+	compact [2]string
+	cell    func(s *Scenario) string
+	short   func(s *Scenario) string // the compact cell; nil: cell
+}
+
+// scenarioTable writes one row per scenario.
+func scenarioTable(w io.Writer, st Style, cols []column, ss []Scenario) {
+	wide := st.Wide || st.Markdown
+	var heads [2][]string
+	var head []string
+	var rows [][]string
+	for _, c := range cols {
+		if wide {
+			head = append(head, c.head)
+		} else if c.compact != [2]string{} {
+			heads[0] = append(heads[0], c.compact[0])
+			heads[1] = append(heads[1], c.compact[1])
+		}
+	}
+	for i := range ss {
+		var row []string
+		for _, c := range cols {
+			switch {
+			case wide:
+				row = append(row, c.cell(&ss[i]))
+			case c.compact == [2]string{}:
+			case c.short != nil:
+				row = append(row, c.short(&ss[i]))
+			default:
+				row = append(row, c.cell(&ss[i]))
+			}
+		}
+		rows = append(rows, row)
+	}
+	if wide {
+		table(w, st.Markdown, head, rows)
+		return
+	}
+	textTable(w, heads[:], rows, tabwriter.AlignRight)
 }
 
 // label names a scenario in the tables: its profile, or the sweep point.
@@ -223,87 +298,234 @@ func label(s *Scenario) string {
 	return s.Name
 }
 
-// AccuracyTable writes the accuracy table.
-func AccuracyTable(w io.Writer, md bool, ss []Scenario) {
-	head := []string{"scenario", "checks", "limited keys", "over-adm fleet max/p99", "algorithm alone max/p99", "fleet excess max/p99", "fleet in own estimate (≤ ε)", "utilization (min)", "false denials", "wrong decisions", "fleet≠central"}
-	var rows [][]string
-	for i := range ss {
-		s := &ss[i]
+// pct1 formats a fraction as a percentage with one decimal.
+func pct1(f float64) string {
+	if f == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// signed formats a fraction as a signed percentage: "+0.600%".
+func signed(f float64) string {
+	switch {
+	case f > 0:
+		return "+" + pct(f)
+	case f < 0:
+		return "−" + pct(-f)
+	}
+	return "0"
+}
+
+var scenarioCol = column{head: "scenario", compact: [2]string{"", "scenario"}, cell: label}
+
+// accuracyCols are the accuracy table's columns.
+var accuracyCols = []column{
+	scenarioCol,
+	{head: "checks", cell: func(s *Scenario) string { return fmt.Sprint(s.Accuracy.Checks) }},
+	{head: "limited keys", compact: [2]string{"limited", "keys"}, cell: func(s *Scenario) string { return fmt.Sprint(s.Accuracy.LimitedKeys) }},
+	{head: "over-adm fleet max/p99", compact: [2]string{"over-adm", "(fleet)"},
+		cell:  func(s *Scenario) string { return pct(s.Accuracy.OverMax) + " / " + pct(s.Accuracy.OverP99) },
+		short: func(s *Scenario) string { return pct(s.Accuracy.OverMax) }},
+	{head: "algorithm alone max/p99", compact: [2]string{"algorithm", "alone"},
+		cell:  func(s *Scenario) string { return pct(s.Accuracy.AlgoOverMax) + " / " + pct(s.Accuracy.AlgoOverP99) },
+		short: func(s *Scenario) string { return pct(s.Accuracy.AlgoOverMax) }},
+	{head: "fleet excess max/p99", compact: [2]string{"fleet", "excess"},
+		cell:  func(s *Scenario) string { return pct(s.Accuracy.ExcessMax) + " / " + pct(s.Accuracy.ExcessP99) },
+		short: func(s *Scenario) string { return signed(s.Accuracy.ExcessMax) }},
+	{head: "fleet in own estimate (≤ ε)", cell: func(s *Scenario) string {
 		a := &s.Accuracy
-		eps := s.Settings.ErrorBudget
 		bound := "✓"
-		if a.EstimateOverMax > eps+1e-9 {
+		if a.EstimateOverMax > s.Settings.ErrorBudget+1e-9 {
 			bound = "✗ over ε"
 		}
-		rows = append(rows, []string{
-			label(s),
-			fmt.Sprint(a.Checks),
-			fmt.Sprint(a.LimitedKeys),
-			pct(a.OverMax) + " / " + pct(a.OverP99),
-			pct(a.AlgoOverMax) + " / " + pct(a.AlgoOverP99),
-			pct(a.ExcessMax) + " / " + pct(a.ExcessP99),
-			pct(a.EstimateOverMax) + " " + bound,
-			util(a),
-			fmt.Sprintf("%d of %d keys", a.FalseDenialKeys, a.QuietKeys),
-			pct(a.WrongRate),
-			pct(a.DisagreeRate),
-		})
-	}
-	table(w, md, head, rows)
+		return pct(a.EstimateOverMax) + " " + bound
+	}},
+	{head: "utilization (min)", compact: [2]string{"utilization", "(lowest key)"}, cell: func(s *Scenario) string { return util(&s.Accuracy) },
+		short: func(s *Scenario) string {
+			if s.Accuracy.HotKeys == 0 {
+				return "–"
+			}
+			return pct1(s.Accuracy.UtilizationMin)
+		}},
+	{head: "false denials", compact: [2]string{"false", "denials"},
+		cell: func(s *Scenario) string {
+			return fmt.Sprintf("%d of %d keys", s.Accuracy.FalseDenialKeys, s.Accuracy.QuietKeys)
+		},
+		short: func(s *Scenario) string {
+			return fmt.Sprintf("%d of %d", s.Accuracy.FalseDenialKeys, s.Accuracy.QuietKeys)
+		}},
+	{head: "wrong decisions", compact: [2]string{"wrong decisions", "(algorithm alone)"}, cell: func(s *Scenario) string { return pct(s.Accuracy.WrongRate) },
+		short: func(s *Scenario) string {
+			return pct(s.Accuracy.WrongRate) + " (" + pct(s.Accuracy.AlgoWrongRate) + ")"
+		}},
+	{head: "fleet≠central", cell: func(s *Scenario) string { return pct(s.Accuracy.DisagreeRate) }},
+}
+
+// AccuracyTable writes the accuracy table.
+func AccuracyTable(w io.Writer, st Style, ss []Scenario) { scenarioTable(w, st, accuracyCols, ss) }
+
+// costCols are the cost table's columns.
+var costCols = []column{
+	scenarioCol,
+	{head: "checks/s", compact: [2]string{"", "checks/s"}, cell: func(s *Scenario) string { return rate(s.Cost.ChecksPerSec) }},
+	{head: "per instance", cell: func(s *Scenario) string {
+		c := &s.Cost
+		if len(c.PerInstance) == 0 {
+			return "–"
+		}
+		lo, hi := c.PerInstance[0], c.PerInstance[0]
+		for _, x := range c.PerInstance {
+			lo, hi = min(lo, x), max(hi, x)
+		}
+		return rate(lo) + "–" + rate(hi)
+	}},
+	{head: "Allow p50", compact: [2]string{"Allow", "p50"}, cell: func(s *Scenario) string { return dur(s.Cost.LatencyP50) }},
+	{head: "p99", compact: [2]string{"", "p99"}, cell: func(s *Scenario) string { return dur(s.Cost.LatencyP99) }},
+	{head: "p99.9", compact: [2]string{"", "p99.9"}, cell: func(s *Scenario) string { return dur(s.Cost.LatencyP999) }},
+	{head: "Redis cmds/s/inst", compact: [2]string{"Redis", "cmds/s"}, cell: func(s *Scenario) string { return rate(s.Cost.CommandsPerSec) }},
+	{head: "round trips/s/inst", compact: [2]string{"round", "trips/s"}, cell: func(s *Scenario) string { return rate(s.Cost.RoundTripsPerSec) }},
+	{head: "urgent syncs/s/inst", cell: func(s *Scenario) string { return rate(s.Cost.UrgentPerSec) }},
+	{head: "urgent syncs/window (fleet)", compact: [2]string{"urgent", "syncs/W"}, cell: func(s *Scenario) string { return fmt.Sprintf("%.0f", s.Cost.UrgentPerWindow) }},
+	{head: "sync cycle p50 (max)", compact: [2]string{"sync cycle", "p50 (max)"}, cell: func(s *Scenario) string {
+		return dur(s.Cost.CycleP50) + " (" + dur(s.Cost.CycleMax) + ")"
+	}},
+	{head: "N̂", compact: [2]string{"", "N̂"}, cell: func(s *Scenario) string {
+		c := &s.Cost
+		if c.NHatMax != c.NHatMin {
+			return fmt.Sprintf("%d–%d", c.NHatMin, c.NHatMax)
+		}
+		return fmt.Sprint(c.NHatMin)
+	}},
+	{head: "clock spread", cell: func(s *Scenario) string { return dur(s.Cost.ClockSpread) }},
 }
 
 // CostTable writes the throughput, latency and store-traffic table.
-func CostTable(w io.Writer, md bool, ss []Scenario) {
-	head := []string{"scenario", "checks/s", "per instance", "Allow p50", "p99", "p99.9", "Redis cmds/s/inst", "round trips/s/inst", "urgent syncs/s/inst", "urgent syncs/window (fleet)", "sync cycle p50 (max)", "N̂", "clock spread"}
-	var rows [][]string
-	for i := range ss {
-		s := &ss[i]
-		c := &s.Cost
-		per := "–"
-		if len(c.PerInstance) > 0 {
-			lo, hi := c.PerInstance[0], c.PerInstance[0]
-			for _, x := range c.PerInstance {
-				lo, hi = min(lo, x), max(hi, x)
-			}
-			per = rate(lo) + "–" + rate(hi)
-		}
-		nh := fmt.Sprint(c.NHatMin)
-		if c.NHatMax != c.NHatMin {
-			nh = fmt.Sprintf("%d–%d", c.NHatMin, c.NHatMax)
-		}
-		rows = append(rows, []string{
-			label(s),
-			rate(c.ChecksPerSec),
-			per,
-			dur(c.LatencyP50), dur(c.LatencyP99), dur(c.LatencyP999),
-			rate(c.CommandsPerSec), rate(c.RoundTripsPerSec), rate(c.UrgentPerSec),
-			fmt.Sprintf("%.0f", c.UrgentPerWindow),
-			dur(c.CycleP50) + " (" + dur(c.CycleMax) + ")",
-			nh,
-			dur(c.ClockSpread),
-		})
-	}
-	table(w, md, head, rows)
-}
+func CostTable(w io.Writer, st Style, ss []Scenario) { scenarioTable(w, st, costCols, ss) }
 
-// Text writes the whole report as text (md: Markdown tables).
-func Text(w io.Writer, md bool, r *Run) {
-	if r.Sim != nil {
-		SimText(w, md, r.Sim)
+// The legends under the tables: one line for each figure that may look
+// alarming, saying what it counts. Wide ones explain the columns only the
+// wide tables have.
+var (
+	accuracyLegend = []string{
+		"over-adm (fleet): the most admitted in any real window (t−W, t] ÷ L − 1; worst of the keys offered more than L.",
+		"algorithm alone: the same checks decided centrally by the same algorithm: its own approximation, not the fleet's.",
+		"fleet excess: over-adm − algorithm alone, per key: what running as a fleet adds, bounded by the error budget ε.",
+		"utilization: admitted ÷ what an exact limiter admits, of the keys offered ≥ 2·L; over 100 % is the over-admission.",
+		"false denials: keys denied though never offered above 0.9·L in any window, of all such keys.",
+		"wrong decisions: unlike an exact central sliding log replaying the merged stream: mostly the algorithm's own " +
+			"approximation (in parentheses: the algorithm alone) and timing, not fleet errors.",
 	}
-	if len(r.Scenarios) == 0 {
+	accuracyWideLegend = []string{
+		"fleet in own estimate: the fleet's admissions as the algorithm counts them (max E(t) ÷ L − 1); the cap keeps it ≤ ε.",
+		"fleet≠central: checks the fleet decided unlike the same algorithm run centrally (sync lag and timing).",
+	}
+	costLegend = []string{
+		"Allow p99, p99.9: checks that waited for Redis (a key at its cap; at most -timeout) or for a busy CPU.",
+		"Redis cmds/s, round trips/s: per instance; urgent syncs/W: syncs forced by keys at their cap, fleet-wide per window.",
+		"sync cycle: one sync's Redis round trip, median (max); N̂: the live instances each limiter counted.",
+	}
+	costWideLegend = []string{
+		"clock spread: how far apart the instances' views of the store clock were (one shared wall clock: measurement error).",
+	}
+)
+
+// legend writes legend lines, wrapped to Width, in text mode.
+func legend(w io.Writer, st Style, lines ...[]string) {
+	if st.Markdown {
 		return
 	}
+	fmt.Fprintln(w)
+	for _, ls := range lines {
+		for _, l := range ls {
+			fmt.Fprint(w, wrap(l, Width, "  ", "    "))
+		}
+	}
+}
+
+// wrap breaks text into lines of at most width runes (a word longer than
+// that stays whole), the first indented by first, the others by rest.
+func wrap(text string, width int, first, rest string) string {
+	var b strings.Builder
+	line, n := first, utf8.RuneCountInString(first)
+	empty := true
+	for _, word := range strings.Fields(text) {
+		wn := utf8.RuneCountInString(word)
+		if !empty && n+1+wn > width {
+			b.WriteString(line + "\n")
+			line, n, empty = rest, utf8.RuneCountInString(rest), true
+		}
+		if !empty {
+			line += " "
+			n++
+		}
+		line += word
+		n += wn
+		empty = false
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}
+
+// Text writes the whole report as text or Markdown, and ends it with the
+// time the run took and, for a fleet run, the verdict.
+func Text(w io.Writer, st Style, r *Run) {
+	if r.Sim != nil {
+		SimText(w, st.Markdown, r.Sim)
+	}
+	if len(r.Scenarios) > 0 {
+		fleetText(w, st, r)
+	}
+	fmt.Fprintf(w, "\ntook %v\n", time.Duration(r.Took).Round(100*time.Millisecond))
+	if len(r.Scenarios) > 0 {
+		VerdictText(w, st, r.Scenarios)
+	}
+}
+
+// line writes a prose line: wrapped to Width in text mode, as is in
+// Markdown.
+func line(w io.Writer, st Style, text string) {
+	if st.Markdown {
+		fmt.Fprintln(w, text)
+		return
+	}
+	fmt.Fprint(w, wrap(text, Width, "", "  "))
+}
+
+func fleetText(w io.Writer, st Style, r *Run) {
+	wide := st.Wide || st.Markdown
 	s0 := r.Scenarios[0].Settings
-	fmt.Fprintf(w, "\nFleet: %d instances%s, %d workers each; rule %s; sync %v; error budget ε = %s; store: %s\n",
-		s0.Instances, map[bool]string{true: " (separate processes)", false: " (one process)"}[s0.Procs], s0.Workers, s0.Rule, s0.SyncInterval, pct(s0.ErrorBudget), r.Store)
-	fmt.Fprintf(w, "\nAccuracy (over-admission: max over t of admitted in (t−W, t] ÷ L − 1, over keys offered > L; \"algorithm alone\" = the same algorithm run centrally on the same checks; \"fleet excess\" = fleet − algorithm alone, per key; \"own estimate\" = the fleet's admissions as the algorithm counts them, which the error budget bounds; wrong decisions against an exact central sliding log):\n\n")
-	AccuracyTable(w, md, r.Scenarios)
-	fmt.Fprintf(w, "\nCost (Allow latency sampled 1 in 64; Redis traffic from Limiter.Stats, per instance per second; N̂ = live instances seen; clock spread = how far apart the instances' store-clock offsets were):\n\n")
-	CostTable(w, md, r.Scenarios)
+	fmt.Fprintln(w)
+	line(w, st, fmt.Sprintf("Fleet: %d instances%s, %d workers each; rule %s; sync %v; error budget ε = %s; store: %s",
+		s0.Instances, map[bool]string{true: " (separate processes)", false: " (one process)"}[s0.Procs], s0.Workers, s0.Rule, s0.SyncInterval, pct(s0.ErrorBudget), r.Store))
+	if st.Markdown {
+		// docs/accuracy.md explains the columns itself.
+		fmt.Fprintf(w, "\nAccuracy (over-admission: max over t of admitted in (t−W, t] ÷ L − 1, over keys offered > L; \"algorithm alone\" = the same algorithm run centrally on the same checks; \"fleet excess\" = fleet − algorithm alone, per key; \"own estimate\" = the fleet's admissions as the algorithm counts them, which the error budget bounds; wrong decisions against an exact central sliding log):\n\n")
+	} else if wide {
+		fmt.Fprintf(w, "\nAccuracy, against an exact sliding log and against the same algorithm run centrally:\n\n")
+	} else {
+		fmt.Fprintf(w, "\nAccuracy, against an exact sliding log and against the same algorithm run centrally (-wide: every column):\n\n")
+	}
+	AccuracyTable(w, st, r.Scenarios)
+	if wide {
+		legend(w, st, accuracyLegend, accuracyWideLegend)
+	} else {
+		legend(w, st, accuracyLegend)
+	}
+	if st.Markdown {
+		fmt.Fprintf(w, "\nCost (Allow latency sampled 1 in 64; Redis traffic from Limiter.Stats, per instance per second; N̂ = live instances seen; clock spread = how far apart the instances' store-clock offsets were):\n\n")
+	} else {
+		fmt.Fprintf(w, "\nCost: throughput, latency and Redis traffic (from Limiter.Stats):\n\n")
+	}
+	CostTable(w, st, r.Scenarios)
+	if wide {
+		legend(w, st, costLegend, costWideLegend)
+	} else {
+		legend(w, st, costLegend)
+	}
 	fmt.Fprintln(w)
 	if r.LocalBytesPerKey > 0 {
-		fmt.Fprintf(w, "Memory: %.0f bytes per tracked key in the local cache (heap growth over 100k keys of rule %s)", r.LocalBytesPerKey, s0.Rule)
+		text := fmt.Sprintf("Memory: %.0f bytes per tracked key in the local cache (heap growth over 100k keys of rule %s)", r.LocalBytesPerKey, s0.Rule)
 		var rb []string
 		for _, s := range r.Scenarios {
 			if s.Cost.RedisBytesPerKey > 0 {
@@ -311,19 +533,19 @@ func Text(w io.Writer, md bool, r *Run) {
 			}
 		}
 		if len(rb) > 0 {
-			fmt.Fprintf(w, "; in Redis (MEMORY USAGE, sampled keys), bytes per key: %s", strings.Join(rb, ", "))
+			text += fmt.Sprintf("; in Redis (MEMORY USAGE, sampled keys), bytes per key: %s", strings.Join(rb, ", "))
 		} else {
-			fmt.Fprintf(w, "; in Redis: not measured (needs a real Redis: MEMORY USAGE)")
+			text += "; in Redis: not measured (needs a real Redis: MEMORY USAGE)"
 		}
-		fmt.Fprintln(w, ".")
+		line(w, st, text+".")
 	}
 	for _, s := range r.Scenarios {
 		for _, n := range s.Notes {
-			fmt.Fprintf(w, "note (%s): %s\n", label(&s), n)
+			line(w, st, fmt.Sprintf("note (%s): %s", label(&s), n))
 		}
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+		line(w, st, "note: "+n)
 	}
 }
 

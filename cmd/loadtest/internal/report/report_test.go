@@ -1,0 +1,249 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
+)
+
+// scenario returns a scenario of profile name with plausible figures of a
+// default run, the widest ones where it matters.
+func scenario(name, sweep string) Scenario {
+	return Scenario{
+		Name: name,
+		Settings: Settings{
+			Profile: name, Sweep: sweep, Rule: "1000/1s sliding B=10", Limit: 1000, Window: time.Second,
+			ErrorBudget: 0.01, Instances: 16, Workers: 16, SyncInterval: 100 * time.Millisecond,
+		},
+		Accuracy: oracle.Summary{
+			Checks: 12345678, Admitted: 1234567, LimitedKeys: 1000, OverMax: 0.1234, OverP99: 0.1, AlgoOverMax: 0.1134,
+			AlgoOverP99: 0.09, ExcessMax: -0.0123, ExcessP99: 0.005, EstimateOverMax: 0.0123, HotKeys: 1000,
+			Utilization: 1.0243, UtilizationMin: 0.8999, QuietKeys: 100000, FalseDenialKeys: 99999, FalseDenials: 123456,
+			WrongRate: 0.1234, AlgoWrongRate: 0.1111, DisagreeRate: 0.0123,
+		},
+		Cost: Cost{
+			Checks: 12345678, ChecksPerSec: 1234567, PerInstance: []float64{1234, 123456},
+			LatencyP50: Dur(999 * time.Microsecond), LatencyP99: Dur(999 * time.Millisecond), LatencyP999: Dur(999 * time.Millisecond),
+			CommandsPerSec: 123456, RoundTripsPerSec: 123456, UrgentPerSec: 12345, UrgentPerWindow: 1234567,
+			CycleP50: Dur(999 * time.Millisecond), CycleMax: Dur(12 * time.Second), NHatMin: 128, NHatMax: 256,
+			ClockSpread: Dur(999 * time.Millisecond),
+		},
+		Notes: []string{"the workers fell up to 776ms behind the schedule: the machine could not offer the asked rate; " +
+			strings.Repeat("a long note goes on and on, ", 8)},
+	}
+}
+
+// run returns a report of the default profiles, or of a sweep's points.
+func testRun(sweep bool) *Run {
+	r := &Run{Store: "embedded miniredis stand-in (not a real Redis) at 127.0.0.1:44655", LocalBytesPerKey: 167,
+		Notes: []string{"store: embedded miniredis, a stand-in for Redis (single-threaded Go, Lua via gopher-lua): accuracy figures are real"}}
+	for _, p := range []string{"steady", "bursty", "sync-burst", "boundary", "zipf", "churn", "ramp", "join-leave"} {
+		if !sweep {
+			r.Scenarios = append(r.Scenarios, scenario(p, ""))
+			continue
+		}
+		for _, v := range []string{"instances=2", "instances=128"} {
+			s := scenario(p, v)
+			r.Scenarios = append(r.Scenarios, s)
+		}
+	}
+	return r
+}
+
+// TestTextFits: the default text report fits Width columns, tables,
+// legends, notes and verdict alike; -wide and Markdown keep every column.
+func TestTextFits(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		st    Style
+		sweep bool
+		fits  bool
+		heads []string // must appear (wide columns)
+	}{
+		{name: "default", fits: true},
+		{name: "default sweep", sweep: true, fits: true},
+		{name: "wide", st: Style{Wide: true}, heads: []string{"fleet in own estimate (≤ ε)", "fleet≠central", "clock spread", "per instance"}},
+		{name: "markdown", st: Style{Markdown: true}, heads: []string{"| fleet in own estimate (≤ ε) |", "fleet≠central", "| clock spread |"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var b bytes.Buffer
+			Text(&b, c.st, testRun(c.sweep))
+			out := b.String()
+			widest := 0
+			for _, l := range strings.Split(out, "\n") {
+				n := utf8.RuneCountInString(l)
+				widest = max(widest, n)
+				if c.fits {
+					assert.LessOrEqual(t, n, Width, "line too wide: %q", l)
+				}
+			}
+			if !c.fits {
+				assert.Greater(t, widest, Width, "the wide tables are not wide")
+			}
+			for _, h := range c.heads {
+				assert.Contains(t, out, h)
+			}
+			if c.fits {
+				assert.NotContains(t, out, "fleet≠central", "a wide-only column in the default table")
+			}
+		})
+	}
+}
+
+// TestLegends: each figure that may alarm is explained under its table.
+func TestLegends(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	Text(&b, Style{}, testRun(false))
+	out := b.String()
+	for _, want := range []string{
+		"wrong decisions: unlike an exact central sliding log replaying the merged stream",
+		"not fleet errors",
+		"algorithm alone: the same checks decided centrally by the same algorithm: its own approximation, not the fleet's.",
+		"fleet excess:",
+		"false denials:",
+		"utilization:",
+		"Allow p99, p99.9:",
+		"N̂:",
+	} {
+		assert.Contains(t, out, want)
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	t.Parallel()
+	base := scenario("steady", "")
+	base.Accuracy = oracle.Summary{LimitedKeys: 2, OverMax: 0.059, AlgoOverMax: 0.054, ExcessMax: 0.006,
+		QuietKeys: 18, HotKeys: 2, Utilization: 1.02, UtilizationMin: 1.01}
+	for _, c := range []struct {
+		name string
+		edit func(a *oracle.Summary)
+		// marks of over-admission, false denials, utilization
+		want [3]string
+		fig  [3]string
+	}{
+		{"all held", func(*oracle.Summary) {}, [3]string{"✓", "✓", "✓"},
+			[3]string{"+0.600% (algorithm's own +5.40%)", "0 of 18 denied", "lowest 101.0%"}},
+		// The algorithm's own 5.4 % is not the fleet's: it is not judged;
+		// the fleet's part just over ε is.
+		{"fleet over ε", func(a *oracle.Summary) { a.ExcessMax = 0.0101 }, [3]string{"✗", "✓", "✓"},
+			[3]string{"+1.01% (algorithm's own +5.40%)", "", ""}},
+		{"fleet at ε", func(a *oracle.Summary) { a.ExcessMax = 0.01 }, [3]string{"✓", "✓", "✓"}, [3]string{}},
+		{"fleet below the algorithm", func(a *oracle.Summary) { a.ExcessMax = -0.002 }, [3]string{"✓", "✓", "✓"},
+			[3]string{"−0.200% (algorithm's own +5.40%)", "", ""}},
+		{"false denials", func(a *oracle.Summary) { a.FalseDenialKeys, a.FalseDenials = 2, 7 }, [3]string{"✓", "✗", "✓"},
+			[3]string{"", "2 of 18 denied", ""}},
+		{"low utilization", func(a *oracle.Summary) { a.UtilizationMin = 0.89 }, [3]string{"✓", "✓", "✗"},
+			[3]string{"", "", "lowest 89.0%"}},
+		{"utilization at 90 %", func(a *oracle.Summary) { a.UtilizationMin = 0.9 }, [3]string{"✓", "✓", "✓"}, [3]string{}},
+		{"nothing to judge", func(a *oracle.Summary) { *a = oracle.Summary{} }, [3]string{"–", "–", "–"},
+			[3]string{"no key offered above L", "no key offered ≤ 0.9·L", "no key offered ≥ 2·L"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := base
+			c.edit(&s.Accuracy)
+			checks := Verdict(&s)
+			require.Len(t, checks, 3)
+			for i, ch := range checks {
+				assert.Equal(t, c.want[i], ch.Mark(), "%s: %+v", ch.Promise, ch)
+				if c.fig[i] != "" {
+					assert.Equal(t, c.fig[i], ch.Figure, ch.Promise)
+				}
+			}
+		})
+	}
+}
+
+func TestVerdictText(t *testing.T) {
+	t.Parallel()
+	held := scenario("steady", "")
+	held.Accuracy = oracle.Summary{LimitedKeys: 2, ExcessMax: 0.006, AlgoOverMax: 0.054, QuietKeys: 18, HotKeys: 2, UtilizationMin: 1}
+	held.Cost.LatencyP999 = Dur(21400 * time.Microsecond)
+	denied := held
+	denied.Name, denied.Settings.Profile = "join-leave", "join-leave"
+	denied.Accuracy.FalseDenialKeys = 2
+	over := held
+	over.Name, over.Settings.Profile = "sync-burst", "sync-burst"
+	over.Accuracy.ExcessMax = 0.0108
+	idle := held
+	idle.Name, idle.Settings.Profile = "churn", "churn"
+	idle.Accuracy = oracle.Summary{QuietKeys: 59}
+	for _, c := range []struct {
+		name string
+		ss   []Scenario
+		last string
+	}{
+		{"held", []Scenario{held}, "Verdict: all promises held (3 judged over 1 profile)."},
+		{"held, one idle", []Scenario{held, idle}, "Verdict: all promises held (4 judged over 2 profiles; 2 had nothing to judge, marked –)."},
+		{"one broken", []Scenario{held, denied}, "Verdict: 1 promise broken: join-leave: no false denials (2 of 18 denied)."},
+		{"two broken", []Scenario{over, denied}, "Verdict: 2 promises broken: sync-burst: fleet's over-admission ≤ ε (+1.08% (algorithm's own"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var b bytes.Buffer
+			VerdictText(&b, Style{}, c.ss)
+			out := strings.TrimRight(b.String(), "\n")
+			lines := strings.Split(out, "\n")
+			// The summary is the last line (wrapped: the last paragraph).
+			i := len(lines) - 1
+			for i > 0 && strings.HasPrefix(lines[i], "  ") {
+				i--
+			}
+			assert.True(t, strings.HasPrefix(strings.Join(lines[i:], " "), c.last), "summary %q, want %q", lines[i:], c.last)
+			for _, s := range c.ss {
+				assert.Contains(t, out, "\n"+label(&s)+" ", "no verdict line for %s", label(&s))
+			}
+			assert.Contains(t, out, "21.4ms")
+		})
+	}
+}
+
+// TestTextEndsWithVerdict: the verdict comes after the tables and the
+// notes, and the summary is the very last line.
+func TestTextEndsWithVerdict(t *testing.T) {
+	t.Parallel()
+	for _, st := range []Style{{}, {Wide: true}, {Markdown: true}} {
+		var b bytes.Buffer
+		Text(&b, st, testRun(false))
+		out := b.String()
+		v := strings.LastIndex(out, "Verdict: what sluice promises")
+		require.Positive(t, v, "%+v: no verdict", st)
+		assert.Less(t, strings.LastIndex(out, "note: "), v, "%+v: a note after the verdict", st)
+		assert.Less(t, strings.LastIndex(out, "took "), v, "%+v: took after the verdict", st)
+		// The last paragraph (a wrapped line goes on indented).
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		i := len(lines) - 1
+		for i > 0 && strings.HasPrefix(lines[i], "  ") {
+			i--
+		}
+		assert.Contains(t, lines[i], "Verdict: ", "%+v: last paragraph %q", st, lines[i:])
+		assert.Contains(t, lines[i], "promise", "%+v: last paragraph %q", st, lines[i:])
+	}
+}
+
+// TestJSONUnchanged: the JSON report keeps its fields.
+func TestJSONUnchanged(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	require.NoError(t, WriteJSON(&b, testRun(false), false))
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b.Bytes(), &m))
+	for _, k := range []string{"command", "store", "scenarios", "local_bytes_per_key", "took"} {
+		assert.Contains(t, m, k)
+	}
+	sc := m["scenarios"].([]any)[0].(map[string]any)
+	for _, k := range []string{"name", "settings", "accuracy", "cost", "notes"} {
+		assert.Contains(t, sc, k)
+	}
+}
