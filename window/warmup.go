@@ -65,6 +65,7 @@ type WarmUp struct {
 	maxP      float64 // maxPermits
 	slope     float64
 	cool      float64 // coolDownIntervalMicros
+	inv       float64 // 1/T: an estimate of Remaining, settled exactly by fits
 }
 
 // Warm is the state of one key of a WarmUp: Guava's nextFreeTicketMicros
@@ -99,6 +100,7 @@ func NewWarmUp(window, warmup time.Duration, limit, burst int64) WarmUp {
 	w.maxP = w.threshold + 2.0*float64(p)/(stable+cold)
 	w.slope = (cold - stable) / (w.maxP - w.threshold)
 	w.cool = float64(p) / w.maxP
+	w.inv = 1 / stable
 	return w
 }
 
@@ -128,6 +130,12 @@ func (w WarmUp) room(n int64) int64 {
 	return int64(math.Floor(float64(w.burst-n) * w.stable))
 }
 
+// fits reports whether cost n is admitted with debt (µs): debt ≤ room(n),
+// compared without the floor (the same for a whole debt).
+func (w WarmUp) fits(debt, n int64) bool {
+	return float64(debt) <= float64(w.burst-n)*w.stable
+}
+
 // Admit decides cost n at t (ns) on s: it returns the new state and true if
 // n is admitted, and s and false if not.
 func (w WarmUp) Admit(s Warm, t, n int64) (Warm, bool) {
@@ -135,15 +143,38 @@ func (w WarmUp) Admit(s Warm, t, n int64) (Warm, bool) {
 		return s, false
 	}
 	now := micros(t)
-	if debtMicros(s.Next, now) > w.room(n) {
+	if !w.fits(debtMicros(s.Next, now), n) {
 		return s, false
 	}
+	return w.take(s, now, n), true
+}
+
+// take is an admission of n at now (µs): Guava's reserveEarliestAvailable.
+func (w WarmUp) take(s Warm, now, n int64) Warm {
 	r := w.resync(s, now)
 	take := min(float64(n), r.Stored)
 	wait := w.WaitMicros(r.Stored, take) + int64((float64(n)-take)*w.stable)
 	r.Next += wait
 	r.Stored -= take
-	return r, true
+	return r
+}
+
+// Check is Admit, Remaining, ResetAfter and RetryAfter in one pass over the
+// state, as a limiter reports a check: the new state and whether n is
+// admitted; then, after the check, the largest cost admitted at t and the
+// time until no debt; and for a denial the RetryAfter.
+func (w WarmUp) Check(s Warm, t, n int64) (next Warm, ok bool, remaining int64, reset, retry time.Duration) {
+	now := micros(t)
+	debt := debtMicros(s.Next, now)
+	switch {
+	case n < 0 || n > w.burst:
+		return s, false, w.remaining(debt), w.reset(now, debt, t), -1
+	case !w.fits(debt, n):
+		return s, false, w.remaining(debt), w.reset(now, debt, t), w.retry(now, debt, t, n)
+	}
+	next = w.take(s, now, n)
+	debt = next.Next - now // resync brought Next up to now at least
+	return next, true, w.remaining(debt), w.reset(now, debt, t), 0
 }
 
 // resync is Guava's: idle time since Next becomes stored permits, and Next
@@ -182,7 +213,12 @@ func (w WarmUp) RetryAfter(s Warm, t, n int64) time.Duration {
 	}
 	// Admitted from the first µs u with s.Next − u ≤ room(n).
 	now := micros(t)
-	d := debtMicros(s.Next, now) - w.room(n)
+	return w.retry(now, debtMicros(s.Next, now), t, n)
+}
+
+// retry is RetryAfter for a debt (µs) at now (µs, t in ns).
+func (w WarmUp) retry(now, debt, t, n int64) time.Duration {
+	d := debt - w.room(n)
 	if d <= 0 {
 		return 0
 	}
@@ -194,8 +230,13 @@ func (w WarmUp) RetryAfter(s Warm, t, n int64) time.Duration {
 // grow, but it admits its full Burst again as soon as it has no debt.)
 func (w WarmUp) ResetAfter(s Warm, t int64) time.Duration {
 	now := micros(t)
-	if d := debtMicros(s.Next, now); d > 0 {
-		return time.Duration((now+d)*1000 - t)
+	return w.reset(now, debtMicros(s.Next, now), t)
+}
+
+// reset is ResetAfter for a debt (µs) at now (µs, t in ns).
+func (w WarmUp) reset(now, debt, t int64) time.Duration {
+	if debt > 0 {
+		return time.Duration((now+debt)*1000 - t)
 	}
 	return 0
 }
@@ -216,14 +257,18 @@ func debtMicros(next, now int64) int64 {
 // Remaining returns the largest cost admitted at t: the largest n ≤ Burst
 // with max(Next − t, 0) ≤ ⌊(Burst − n)·T⌋, or 0.
 func (w WarmUp) Remaining(s Warm, t int64) int64 {
-	debt := debtMicros(s.Next, micros(t))
-	n := w.burst - int64(math.Ceil(float64(debt)/w.stable))
-	// The float division can be an ulp off either way: settle on the
-	// exact predicate.
-	for n < w.burst && debt <= w.room(n+1) {
+	return w.remaining(debtMicros(s.Next, micros(t)))
+}
+
+// remaining is Remaining for a debt (µs).
+func (w WarmUp) remaining(debt int64) int64 {
+	n := w.burst - int64(math.Ceil(float64(debt)*w.inv))
+	// The estimate can be an ulp off either way: settle on the exact
+	// predicate.
+	for n < w.burst && w.fits(debt, n+1) {
 		n++
 	}
-	for n > 0 && debt > w.room(n) {
+	for n > 0 && !w.fits(debt, n) {
 		n--
 	}
 	return max(n, 0)
@@ -243,8 +288,8 @@ func micros(t int64) int64 {
 // (package localcache keeps them in 20 bits). A reference that rounds after
 // every admission decides exactly what the packed state decides.
 func (w WarmUp) Round(s Warm, steps int64) Warm {
-	q := math.Round(s.Stored / w.maxP * float64(steps))
+	q := math.Round(s.Stored * (float64(steps) / w.maxP))
 	q = min(max(q, 0), float64(steps))
-	s.Stored = q * w.maxP / float64(steps)
+	s.Stored = q * (w.maxP / float64(steps))
 	return s
 }

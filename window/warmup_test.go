@@ -223,6 +223,12 @@ func TestWarmUpRetryAfterExact(t *testing.T) {
 					require.False(t, ok, "Remaining+1 = %d admitted", rem+1)
 				}
 				next, ok := w.Admit(s, now, n)
+				cn, cok, crem, creset, cretry := w.Check(s, now, n)
+				require.Equal(t, next, cn, "Check's state")
+				require.Equal(t, ok, cok, "Check's decision")
+				require.Equal(t, w.RetryAfter(s, now, n), cretry, "Check's RetryAfter")
+				require.Equal(t, w.Remaining(next, now), crem, "Check's Remaining")
+				require.Equal(t, w.ResetAfter(next, now), creset, "Check's ResetAfter")
 				if ok {
 					require.Zero(t, w.RetryAfter(s, now, n))
 					s = next
