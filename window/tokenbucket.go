@@ -16,7 +16,8 @@ import "time"
 // plus n·T fits in τ". The property tests check it on random arrival
 // sequences. sluice keeps a TokenBucket rule's keys on the GCRA state (one
 // atomic word per key, see package localcache); this type is the textbook
-// formulation that the GCRA is measured against.
+// formulation that the GCRA is measured against. Times passed to it must not
+// decrease (a time before the state's is decided at the state's time).
 type TokenBucket struct {
 	g GCRA
 }
