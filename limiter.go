@@ -48,10 +48,11 @@ type Limiter struct {
 
 // rule is one rule of the limiter: its name, limit and engine.
 type rule struct {
-	name   string
-	limit  int64
-	window time.Duration
-	eng    engine.Engine
+	name    string
+	limit   int64
+	maxCost int64 // policy.Rule.MaxCost: Burst for the buckets, else limit
+	window  time.Duration
+	eng     engine.Engine
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -136,10 +137,33 @@ func resolveRules(rules []policy.Rule, store bool) (out []policy.Rule, shared bo
 		if pr.Mode != policy.Local && !store {
 			return nil, false, fmt.Errorf("%w %q: Mode %v needs a store: set Options.Redis, or use policy.Local", policy.ErrInvalidRule, pr.Name, pr.Mode)
 		}
+		if !sharedAlgorithm(pr.Algorithm) && pr.Mode != policy.Local {
+			return nil, false, fmt.Errorf("%w %q: Algorithm %v supports only Mode policy.Local today, not %v (the default with a store is Eventual): set Mode: policy.Local, or use SlidingWindow, WeightedWindow or FixedWindow to share the limit across the fleet", policy.ErrInvalidRule, pr.Name, pr.Algorithm, pr.Mode)
+		}
 		shared = shared || pr.Mode != policy.Local
 		out = append(out, pr)
 	}
 	return out, shared, nil
+}
+
+// sharedAlgorithm reports whether an algorithm has the Eventual and Strict
+// modes: the sliding, weighted and fixed windows. TokenBucket, GCRA and
+// SlidingLog are Local only for now.
+func sharedAlgorithm(a policy.Algorithm) bool {
+	return a == policy.SlidingWindow || a == policy.WeightedWindow || a == policy.FixedWindow
+}
+
+// resolution is the shortest time that changes a rule's decisions: its
+// sub-window for the windows, the emission interval for the buckets, the
+// mean spacing Window/Limit for the log. Rules whose resolution is under
+// preciseBelow read the clock on every check: the published time is up to a
+// tick old, which delays a decision by at most a tick, a tenth of the
+// resolution or less.
+func resolution(pr policy.Rule) time.Duration {
+	if sharedAlgorithm(pr.Algorithm) {
+		return pr.SubWindow()
+	}
+	return pr.Interval()
 }
 
 // addRule builds a validated rule's engine.
@@ -148,7 +172,7 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 		Rule:         pr,
 		Keys:         l.keys,
 		Now:          l.now,
-		Ticked:       l.clock == nil && pr.SubWindow() >= preciseBelow && pr.Mode != policy.Strict,
+		Ticked:       l.clock == nil && resolution(pr) >= preciseBelow && pr.Mode != policy.Strict,
 		ErrorBudget:  l.opts.ErrorBudget,
 		FailureMode:  l.opts.FailureMode,
 		SyncInterval: l.opts.SyncInterval,
@@ -160,7 +184,7 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 	if err != nil {
 		return err
 	}
-	r := &rule{name: pr.Name, limit: pr.Limit, window: pr.Window, eng: eng}
+	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng}
 	l.rules[pr.Name] = r
 	if len(l.fast) < maxFastRules {
 		l.fast = append(l.fast, r)
@@ -195,7 +219,8 @@ func (l *Limiter) Allow(ctx context.Context, rule, key string) (Decision, error)
 // AllowN checks a request of cost n for key under the named rule, and counts
 // it if admitted. A denial is a Decision with Allowed false and a nil error.
 // The error is non-nil only when the check could not be made: an unknown
-// rule, a cost below 1 or above the rule's Limit, a key longer than
+// rule, a cost below 1 or above the rule's Limit (its Burst, for a
+// TokenBucket or GCRA: a cost it could never admit), a key longer than
 // Options.MaxKeyLength, a closed limiter, or a store failure under
 // FailClosed (the Decision is then a denial).
 //
@@ -207,7 +232,7 @@ func (l *Limiter) Allow(ctx context.Context, rule, key string) (Decision, error)
 // context.Background.
 func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Decision, err error) {
 	r := l.rule(rule)
-	if r == nil || n < 1 || n > r.limit || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
+	if r == nil || n < 1 || n > r.maxCost || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
 		return l.reject(r, rule, key, n)
 	}
 	res, err := r.eng.Check(ctx, key, n)
@@ -228,7 +253,9 @@ func (l *Limiter) reject(r *rule, name, key string, n int64) (Decision, error) {
 	switch {
 	case r == nil:
 		return Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, name)
-	case n < 1 || n > r.limit:
+	case (n < 1 || n > r.maxCost) && r.maxCost != r.limit:
+		return Decision{Limit: r.limit}, fmt.Errorf("%w: cost %d for rule %q: it must be between 1 and the rule's Burst %d", ErrInvalidCost, n, name, r.maxCost)
+	case n < 1 || n > r.maxCost:
 		return Decision{Limit: r.limit}, fmt.Errorf("%w: cost %d for rule %q: it must be between 1 and the rule's Limit %d", ErrInvalidCost, n, name, r.limit)
 	case len(key) > l.opts.MaxKeyLength:
 		return Decision{Limit: r.limit}, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrKeyTooLong, len(key), l.opts.MaxKeyLength)

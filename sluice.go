@@ -40,7 +40,8 @@ var (
 	// ErrUnknownRule means Allow named a rule the limiter does not have.
 	ErrUnknownRule = errors.New("sluice: unknown rule")
 	// ErrInvalidCost means AllowN's cost was below 1 or above the rule's
-	// limit (such a cost could never be admitted).
+	// limit, or its Burst for a TokenBucket or GCRA (such a cost could never
+	// be admitted).
 	ErrInvalidCost = errors.New("sluice: invalid cost")
 	// ErrKeyTooLong means the key is longer than Options.MaxKeyLength.
 	ErrKeyTooLong = errors.New("sluice: key too long")

@@ -11,7 +11,9 @@
 // per mode: Local (never touches the store), Eventual (local decisions within
 // the error budget, the store at the divergence cap) and Strict (every check
 // in the store). A new algorithm is a new Engine here, with its own state and
-// math, not an edit across the hot path.
+// math, not an edit across the hot path: TokenBucket and GCRA (gcra.go; with a
+// WarmUp, warmup.go) and SlidingLog (slidinglog.go) are Local engines on a
+// localcache.KeyTable each (keyed.go holds what they share).
 package engine
 
 import (
@@ -33,12 +35,15 @@ type Decision struct {
 	Allowed bool
 	// Limit is the rule's limit per window.
 	Limit int64
-	// Remaining is what the window has left, as this instance sees it.
+	// Remaining is what the window has left, as this instance sees it. For
+	// a TokenBucket or GCRA it is the whole tokens left: the largest cost
+	// admitted now.
 	Remaining int64
 	// ResetAfter is how long until the window no longer holds anything
 	// counted now. For a sliding window that is the window plus the rest of
 	// the current sub-window: a count leaves the estimate only once its
-	// whole sub-window has left the window.
+	// whole sub-window has left the window. For a TokenBucket or GCRA it is
+	// until the bucket is full again.
 	ResetAfter time.Duration
 	// RetryAfter is 0 when allowed; otherwise how long until a retry of the
 	// same cost can succeed, if nothing else is admitted meanwhile.
@@ -128,6 +133,10 @@ func New(cfg Config) (Engine, error) {
 	switch cfg.Rule.Algorithm {
 	case policy.SlidingWindow, policy.FixedWindow, policy.WeightedWindow:
 		return newWindow(cfg)
+	case policy.TokenBucket, policy.GCRA:
+		return newGCRA(cfg)
+	case policy.SlidingLog:
+		return newSlidingLog(cfg)
 	}
 	return nil, fmt.Errorf("%w %q: no engine for Algorithm %v", policy.ErrInvalidRule, cfg.Rule.Name, cfg.Rule.Algorithm)
 }

@@ -209,4 +209,10 @@ func TestNewRefuses(t *testing.T) {
 	require.ErrorIs(t, err, policy.ErrInvalidRule)
 	_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: 99}, Keys: localcache.NewKeys(1), Now: c.now})
 	require.ErrorIs(t, err, policy.ErrInvalidRule)
+	// The per-key algorithms are Local only, for now.
+	for _, a := range []policy.Algorithm{policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
+		_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: a, Mode: policy.Strict}, Keys: localcache.NewKeys(1), Now: c.now})
+		require.ErrorIs(t, err, policy.ErrInvalidRule)
+		require.ErrorContains(t, err, "supports only Mode policy.Local")
+	}
 }

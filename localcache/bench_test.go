@@ -131,3 +131,107 @@ func BenchmarkDenyHotKey(b *testing.B) {
 		})
 	})
 }
+
+// benchKeyTables returns the KeyTables of the hot-key benchmarks, with a
+// capacity no benchmark exhausts at a fixed time (the buckets), or a limit
+// that a time advancing by one interval per check never reaches (the log).
+// They bypass policy's bounds on purpose: the check's cost is the same.
+func benchKeyTables(tb testing.TB) map[string]KeyTable {
+	keys := NewKeys(1 << 20)
+	g, err := NewGCRATable(window.NewGCRA(time.Hour, 1<<32-1, 1<<32-1), keys)
+	require.NoError(tb, err)
+	w, err := NewWarmTable(window.NewWarmUp(time.Second, 65*time.Millisecond, 1_000_000, 1_000_000_000), keys)
+	require.NoError(tb, err)
+	l, err := NewLogTable(time.Second, 1000, keys)
+	require.NoError(tb, err)
+	return map[string]KeyTable{"gcra": g, "warmup": w, "log": l}
+}
+
+// BenchmarkKeyTableHotKey measures the new algorithms' check on one hot key,
+// admitted, next to the sliding window's (sliding: Table.Allow on the
+// published time, the fast path; sliding-at: Table.AllowAt with the time
+// passed in, as the KeyTables take it). Serially the time advances by one
+// interval of the log per check (so the log admits every check); in
+// parallel it is fixed (the log denies once full, the others admit).
+func BenchmarkKeyTableHotKey(b *testing.B) {
+	const step = int64(time.Millisecond)
+	b.Run("sliding/serial", func(b *testing.B) {
+		tb := benchTable(b, false, maxCount/4)
+		b.ReportAllocs()
+		for b.Loop() {
+			tb.Allow("hot", 1)
+		}
+	})
+	b.Run("sliding-at/serial", func(b *testing.B) {
+		tb := benchTable(b, false, maxCount/4)
+		now := base
+		b.ReportAllocs()
+		for b.Loop() {
+			now += step
+			tb.AllowAt("hot", now, 1)
+		}
+	})
+	tables := benchKeyTables(b)
+	for _, name := range []string{"gcra", "warmup", "log"} {
+		b.Run(name+"/serial", func(b *testing.B) {
+			tb := tables[name]
+			now := base
+			b.ReportAllocs()
+			for b.Loop() {
+				now += step
+				tb.Allow("hot", now, 1)
+			}
+		})
+	}
+	b.Run("sliding/parallel", func(b *testing.B) {
+		tb := benchTable(b, false, maxCount/4)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				tb.Allow("hot", 1)
+			}
+		})
+	})
+	for _, name := range []string{"gcra", "warmup", "log"} {
+		b.Run(name+"/parallel", func(b *testing.B) {
+			tb := tables[name]
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tb.Allow("hot-parallel", base, 1)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkKeyTableDenyHotKey measures a denied check on a full hot key,
+// next to the sliding window's cached denial (BenchmarkDenyHotKey's).
+func BenchmarkKeyTableDenyHotKey(b *testing.B) {
+	b.Run("sliding", func(b *testing.B) {
+		tb := benchTable(b, false, 100)
+		for tb.Allow("hot", 1).Status == Allowed {
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			tb.Allow("hot", 1)
+		}
+	})
+	keys := NewKeys(1 << 10)
+	g, err := NewGCRATable(window.NewGCRA(time.Minute, 100, 0), keys)
+	require.NoError(b, err)
+	w, err := NewWarmTable(window.NewWarmUp(time.Minute, time.Minute, 100, 0), keys)
+	require.NoError(b, err)
+	l, err := NewLogTable(time.Minute, 100, keys)
+	require.NoError(b, err)
+	for name, tb := range map[string]KeyTable{"gcra": g, "warmup": w, "log": l} {
+		b.Run(name, func(b *testing.B) {
+			for tb.Allow("hot", base, 1).Allowed {
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				tb.Allow("hot", base, 1)
+			}
+		})
+	}
+}

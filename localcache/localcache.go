@@ -45,12 +45,25 @@
 // passes (mark, then remove) so that a check racing with the eviction is never
 // lost.
 //
+// # Other algorithms
+//
+// The algorithms that decide a key on its own state, without sub-windows,
+// have their own tables behind the KeyTable interface (keyed.go: the
+// interface, its Outcome, and the key index every one of them shares, with
+// the same key bound and overflow entry): GCRATable (gcra.go: TokenBucket and
+// GCRA, one atomic TAT per key), WarmTable (warmup.go: either with a WarmUp,
+// Guava's two numbers packed into one atomic word) and LogTable
+// (slidinglog.go: SlidingLog, a ring of timestamps per key under a per-key
+// lock, for the reason given there). Each file's doc says how its state is
+// represented and why.
+//
 // # Files
 //
 // table.go holds the Table and its memory layout, entry.go an entry's header
 // and states, keys.go the key bound and lookups, check.go the fast path,
 // plan.go the slow path, deny.go the denial cache, sync.go what the syncer
-// calls, sweep.go eviction.
+// calls, sweep.go eviction; keyed.go, gcra.go, warmup.go and slidinglog.go
+// the other algorithms' tables.
 package localcache
 
 import (

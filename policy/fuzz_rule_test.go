@@ -18,11 +18,15 @@ import (
 
 // FuzzRuleValidate runs Validate on arbitrary field values. It must never
 // panic. A rejection wraps ErrInvalidRule in a one-line message. An accepted
-// rule must work everywhere a rule goes: it builds a window geometry whose
-// sub-windows are whole microseconds and add up to the Window, with the
-// documented bucket count; the local cache and the syncer (which keys Redis
-// by the sub-window in µs) accept it; a Limiter takes it and admits a check
-// of cost 1 and of cost Limit on a fresh key, and rejects cost Limit+1.
+// rule must work everywhere a rule goes: a window rule builds a window
+// geometry whose sub-windows are whole microseconds and add up to the
+// Window, with the documented bucket count, and the local cache and the
+// syncer (which keys Redis by the sub-window in µs) accept it; a TokenBucket
+// or GCRA builds its math (window.NewGCRA, window.NewWarmUp, which panic on
+// bad input) and its table, a SlidingLog its table; a Limiter takes it (the
+// new algorithms in Local mode only, refusing the others even with a store)
+// and admits a check of cost 1 and of cost MaxCost (Limit, or Burst) on a
+// fresh key, and rejects cost MaxCost+1.
 func FuzzRuleValidate(f *testing.F) {
 	type seed struct {
 		name      string
@@ -31,30 +35,50 @@ func FuzzRuleValidate(f *testing.F) {
 		algorithm uint8
 		precision int
 		mode      uint8
+		burst     int64
+		warmUp    int64
 	}
 	for _, s := range []seed{
-		{"api", 100, int64(time.Second), 0, 0, 0},
-		{"login", 5, int64(15 * time.Minute), 0, 60, uint8(policy.Strict)},
-		{"fixed", 1, int64(time.Millisecond), uint8(policy.FixedWindow), 0, uint8(policy.Local)},
-		{"weighted", 100, int64(time.Minute), uint8(policy.WeightedWindow), 6, uint8(policy.Eventual)},
-		{"max", policy.MaxLimit, int64(policy.MaxWindow), 0, policy.MaxPrecision, uint8(policy.Eventual)},
-		{"x", policy.MaxLimit + 1, int64(time.Second), 0, 0, 0},
-		{"x", 0, int64(time.Second), 0, 0, 0},
-		{"x", -1, -1, 0, -1, 0},
-		{"x", 10, int64(time.Second) + 1, 0, 0, 0},                        // not whole µs
-		{"x", 10, int64(time.Second), 0, 7, 0},                            // 1s/7 not whole µs
-		{"x", 10, int64(time.Microsecond) * 64, 0, 64, 0},                 // 1µs sub-windows, below MinWindow
-		{"x", 10, int64(time.Second) + int64(time.Microsecond), 1, 99, 0}, // fixed ignores Precision
-		{"x", 10, int64(policy.MaxWindow) + 1, 0, 0, 0},
-		{"x", 10, math.MaxInt64, 0, 0, 0},
-		{"x", 10, math.MinInt64, 2, 0, 4},
-		{"a:b", 10, int64(time.Second), 0, 0, 0},
-		{"", 10, int64(time.Second), 0, 0, 0},
-		{"é", 10, int64(time.Second), 0, 0, 0},
+		{"api", 100, int64(time.Second), 0, 0, 0, 0, 0},
+		{"login", 5, int64(15 * time.Minute), 0, 60, uint8(policy.Strict), 0, 0},
+		{"fixed", 1, int64(time.Millisecond), uint8(policy.FixedWindow), 0, uint8(policy.Local), 0, 0},
+		{"weighted", 100, int64(time.Minute), uint8(policy.WeightedWindow), 6, uint8(policy.Eventual), 0, 0},
+		{"max", policy.MaxLimit, int64(policy.MaxWindow), 0, policy.MaxPrecision, uint8(policy.Eventual), 0, 0},
+		{"x", policy.MaxLimit + 1, int64(time.Second), 0, 0, 0, 0, 0},
+		{"x", 0, int64(time.Second), 0, 0, 0, 0, 0},
+		{"x", -1, -1, 0, -1, 0, 0, 0},
+		{"x", 10, int64(time.Second) + 1, 0, 0, 0, 0, 0},                        // not whole µs
+		{"x", 10, int64(time.Second), 0, 7, 0, 0, 0},                            // 1s/7 not whole µs
+		{"x", 10, int64(time.Microsecond) * 64, 0, 64, 0, 0, 0},                 // 1µs sub-windows, below MinWindow
+		{"x", 10, int64(time.Second) + int64(time.Microsecond), 1, 99, 0, 0, 0}, // fixed ignores Precision
+		{"x", 10, int64(policy.MaxWindow) + 1, 0, 0, 0, 0, 0},
+		{"x", 10, math.MaxInt64, 0, 0, 0, 0, 0},
+		{"x", 10, math.MinInt64, 2, 0, 4, 0, 0},
+		{"a:b", 10, int64(time.Second), 0, 0, 0, 0, 0},
+		{"", 10, int64(time.Second), 0, 0, 0, 0, 0},
+		{"é", 10, int64(time.Second), 0, 0, 0, 0, 0},
+		// The new algorithms and fields.
+		{"tb", 100, int64(time.Second), uint8(policy.TokenBucket), 0, 0, 0, 0},
+		{"gcra", 3, int64(time.Second), uint8(policy.GCRA), 0, uint8(policy.Local), 7, 0},
+		{"gcra-max", 1_000_000, int64(time.Hour), uint8(policy.GCRA), 0, 0, policy.MaxLimit, 0},
+		{"warm", 10, int64(time.Second), uint8(policy.GCRA), 0, 0, 0, int64(5 * time.Second)},
+		{"warm-edge", 1000, int64(time.Second), uint8(policy.TokenBucket), 0, 0, 1000, int64(65536 * time.Millisecond)},
+		{"log", policy.MaxLogLimit, int64(time.Minute), uint8(policy.SlidingLog), 0, uint8(policy.Strict), 0, 0},
+		{"x", policy.MaxLogLimit + 1, int64(time.Minute), uint8(policy.SlidingLog), 0, 0, 0, 0},
+		{"x", 10, int64(time.Second), 0, 0, 0, 5, 0},                                    // Burst on a window
+		{"x", 10, int64(time.Second), uint8(policy.SlidingLog), 0, 0, 0, 1},             // WarmUp on a log
+		{"x", 10, int64(time.Second), uint8(policy.GCRA), 10, 0, 0, 0},                  // Precision on a bucket
+		{"x", 10, int64(time.Second), uint8(policy.GCRA), 0, 0, -1, 0},                  // Burst < 0
+		{"x", 10, int64(time.Second), uint8(policy.GCRA), 0, 0, policy.MaxLimit + 1, 0}, // Burst > MaxLimit
+		{"x", 10, int64(time.Second), uint8(policy.TokenBucket), 0, 0, 0, -1},           // WarmUp < 0
+		{"x", 2_000_001, int64(time.Second), uint8(policy.GCRA), 0, 0, 0, 0},            // interval < 1µs
+		{"x", 1, int64(policy.MaxWindow), uint8(policy.GCRA), 0, 0, 2, 0},               // refill > MaxWindow
+		{"x", 1, int64(time.Hour), uint8(policy.GCRA), 0, 0, 25, int64(time.Hour)},      // warm-up debt > a day
+		{"x", 10, math.MaxInt64, uint8(policy.GCRA), 0, 0, math.MaxInt64, math.MaxInt64},
 	} {
-		f.Add(s.name, s.limit, s.window, s.algorithm, s.precision, s.mode)
+		f.Add(s.name, s.limit, s.window, s.algorithm, s.precision, s.mode, s.burst, s.warmUp)
 	}
-	f.Fuzz(func(t *testing.T, name string, limit, win int64, algorithm uint8, precision int, mode uint8) {
+	f.Fuzz(func(t *testing.T, name string, limit, win int64, algorithm uint8, precision int, mode uint8, burst, warmUp int64) {
 		r := policy.Rule{
 			Name:      name,
 			Limit:     limit,
@@ -62,6 +86,8 @@ func FuzzRuleValidate(f *testing.F) {
 			Algorithm: policy.Algorithm(algorithm),
 			Precision: precision,
 			Mode:      policy.Mode(mode),
+			Burst:     burst,
+			WarmUp:    time.Duration(warmUp),
 		}
 		err := r.Validate()
 		if err != nil {
@@ -84,6 +110,15 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	t.Helper()
 	if r.Limit < 1 || r.Limit > policy.MaxLimit || r.Window < policy.MinWindow || r.Window > policy.MaxWindow {
 		t.Fatalf("%+v accepted out of range", r)
+	}
+	switch r.Algorithm {
+	case policy.TokenBucket, policy.GCRA, policy.SlidingLog:
+		checkAcceptedKeyed(t, r)
+		checkLimiter(t, r)
+		return
+	}
+	if r.Burst != 0 || r.WarmUp != 0 {
+		t.Fatalf("%+v: a window rule accepted with Burst or WarmUp", r)
 	}
 	b := r.Buckets()
 	switch {
@@ -132,6 +167,47 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 		t.Fatalf("%+v: the syncer rejects an accepted rule: %v", r, err)
 	}
 
+	checkLimiter(t, r)
+}
+
+// checkAcceptedKeyed checks an accepted TokenBucket, GCRA or SlidingLog
+// rule: its math builds (the constructors panic on bad input) and its
+// table accepts it.
+func checkAcceptedKeyed(t *testing.T, r policy.Rule) {
+	t.Helper()
+	keys := localcache.NewKeys(10)
+	if r.Algorithm == policy.SlidingLog {
+		if r.Limit > policy.MaxLogLimit || r.Burst != 0 || r.WarmUp != 0 || r.Precision != 0 {
+			t.Fatalf("%+v: accepted a log with Burst, WarmUp, Precision or too high a Limit", r)
+		}
+		if _, err := localcache.NewLogTable(r.Window, r.Limit, keys); err != nil {
+			t.Fatalf("%+v: localcache rejects an accepted rule: %v", r, err)
+		}
+		return
+	}
+	if r.Precision != 0 || r.Interval() < policy.MinInterval || r.MaxCost() < 1 || r.MaxCost() > policy.MaxLimit {
+		t.Fatalf("%+v: accepted with Precision, interval %v or MaxCost %d", r, r.Interval(), r.MaxCost())
+	}
+	g := window.NewGCRA(r.Window, r.Limit, r.Burst)
+	if g.Interval() != int64(r.Interval()) || g.Burst() != r.MaxCost() {
+		t.Fatalf("%+v: GCRA interval %d, burst %d", r, g.Interval(), g.Burst())
+	}
+	if r.WarmUp == 0 {
+		if _, err := localcache.NewGCRATable(g, keys); err != nil {
+			t.Fatalf("%+v: localcache rejects an accepted rule: %v", r, err)
+		}
+		return
+	}
+	w := window.NewWarmUp(r.Window, r.WarmUp, r.Limit, r.Burst)
+	if _, err := localcache.NewWarmTable(w, keys); err != nil {
+		t.Fatalf("%+v: localcache rejects an accepted rule: %v", r, err)
+	}
+}
+
+// checkLimiter checks that a Limiter takes an accepted rule and admits cost
+// 1 and MaxCost on fresh keys, and rejects MaxCost+1.
+func checkLimiter(t *testing.T, r policy.Rule) {
+	t.Helper()
 	// A Limiter takes it. Without a store only Local (or default) rules
 	// are allowed; the fuzzed Mode was validated above.
 	lr := r
@@ -145,15 +221,28 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	if d, err := l.Allow(ctx, r.Name, "a"); err != nil || !d.Allowed {
 		t.Fatalf("%+v: first check: %+v, %v", lr, d, err)
 	}
-	if d, err := l.AllowN(ctx, r.Name, "b", r.Limit); err != nil || !d.Allowed {
-		t.Fatalf("%+v: cost Limit on a fresh key: %+v, %v", lr, d, err)
+	if d, err := l.AllowN(ctx, r.Name, "b", r.MaxCost()); err != nil || !d.Allowed {
+		t.Fatalf("%+v: cost MaxCost on a fresh key: %+v, %v", lr, d, err)
 	}
-	if _, err := l.AllowN(ctx, r.Name, "c", r.Limit+1); !errors.Is(err, sluice.ErrInvalidCost) {
-		t.Fatalf("%+v: cost Limit+1: %v", lr, err)
+	if _, err := l.AllowN(ctx, r.Name, "c", r.MaxCost()+1); !errors.Is(err, sluice.ErrInvalidCost) {
+		t.Fatalf("%+v: cost MaxCost+1: %v", lr, err)
 	}
 	if r.Mode != policy.ModeDefault && r.Mode != policy.Local {
 		if _, err := sluice.New(sluice.Options{}, r); !errors.Is(err, policy.ErrInvalidRule) {
 			t.Fatalf("%+v: a shared rule without a store: %v", r, err)
 		}
 	}
+	switch r.Algorithm {
+	case policy.TokenBucket, policy.GCRA, policy.SlidingLog:
+		// Local only, for now: refused with a store too, before it is
+		// dialled, unless the mode is Local.
+		if r.Mode != policy.Local {
+			if _, err := sluice.New(sluice.Options{Redis: neverDialled}, r); !errors.Is(err, policy.ErrInvalidRule) {
+				t.Fatalf("%+v: a non-Local mode with a store: %v", r, err)
+			}
+		}
+	}
 }
+
+// neverDialled is a client New never reaches for a rule it refuses.
+var neverDialled = redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})

@@ -25,6 +25,31 @@ const (
 	DefaultPrecision = 10
 	// MaxNameLength is the longest rule name, in bytes.
 	MaxNameLength = 64
+	// MaxLogLimit is the largest Limit of a SlidingLog rule. The log keeps
+	// one 8-byte timestamp per unit in the window, per key: at this bound a
+	// key at its limit holds 8 KiB, so a million keys at their limits (the
+	// default key bound) would hold 8 GiB. Keys grow their logs only as
+	// far as they fill them, but a key flood can fill them: lower
+	// Options.MaxKeys for such rules. Higher limits are what the counting
+	// algorithms are for.
+	MaxLogLimit = 1024
+	// MinInterval is the shortest emission interval Window/Limit of a
+	// TokenBucket or GCRA rule: the interval is rounded to the nanosecond,
+	// which at 1µs changes the rate by at most 0.05%.
+	MinInterval = time.Microsecond
+	// MinWarmUpInterval is the shortest emission interval of a rule with a
+	// WarmUp: its state runs on Guava's µs clock and each admission's cost
+	// is truncated to the µs, as in Guava, so at 1ms the rate is off by at
+	// most 0.1%.
+	MinWarmUpInterval = time.Millisecond
+	// MaxWarmUpIntervals bounds WarmUp/Interval, the cold permits a key of a
+	// warm-up rule stores: kept in 20 bits, they are then exact to 1/16 of
+	// a permit (see localcache.WarmTable).
+	MaxWarmUpIntervals = 1 << 16
+	// MaxWarmUpDebt bounds Burst·Interval for a rule with a WarmUp: a key's
+	// debt (at most three times that, when cold) must fit the packed state
+	// of localcache.WarmTable.
+	MaxWarmUpDebt = 24 * time.Hour
 )
 
 // Algorithm selects the counting math of a rule (see package window).
@@ -50,6 +75,17 @@ const (
 	// gets up to that much more through in a real interval of Window, and
 	// an adversary nearly 2·Limit.
 	WeightedWindow
+	// TokenBucket refills Limit per Window continuously (one unit every
+	// Interval, Window/Limit) and holds at most Burst: a full bucket admits
+	// Burst at once. Its keys are kept on GCRA's state (package window
+	// proves the two admit the same costs).
+	TokenBucket
+	// GCRA is the generic cell rate algorithm: the admission set of
+	// TokenBucket, one timestamp of state per key, an exact RetryAfter.
+	GCRA
+	// SlidingLog is exact: it keeps one timestamp per admitted unit in the
+	// window, per key, so its Limit is at most MaxLogLimit.
+	SlidingLog
 )
 
 // String returns the algorithm's name as used in policy files.
@@ -61,6 +97,12 @@ func (a Algorithm) String() string {
 		return "fixed"
 	case WeightedWindow:
 		return "weighted"
+	case TokenBucket:
+		return "token-bucket"
+	case GCRA:
+		return "gcra"
+	case SlidingLog:
+		return "sliding-log"
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
@@ -116,8 +158,18 @@ type Rule struct {
 	// current-plus-weighted-previous window) errs by about Limit/Precision
 	// either way on spread traffic (see package window).
 	// Window must split into Precision sub-windows of whole microseconds.
-	// Ignored by FixedWindow.
+	// Ignored by FixedWindow; refused by the other algorithms.
 	Precision int
+	// Burst is the capacity of a TokenBucket or GCRA: the most a key admits
+	// at once after idling; 1 to MaxLimit, default Limit. It also bounds a
+	// check's cost. Refused by the other algorithms.
+	Burst int64
+	// WarmUp, for a TokenBucket or GCRA, makes an idle key go cold: its rate
+	// then ramps up to Limit per Window over WarmUp of saturated use, as in
+	// Guava's SmoothWarmingUp (cold factor 3: a cold key admits one unit
+	// per 3·Interval and about Burst/3 at once; see window.WarmUp). 0 (the
+	// default) means no warm-up. Refused by the other algorithms.
+	WarmUp time.Duration
 	// Mode is where decisions are made; default ModeDefault.
 	Mode Mode
 }
@@ -127,9 +179,11 @@ var ErrInvalidRule = errors.New("invalid rule")
 
 // Buckets returns the number of sub-windows the rule counts with: 1 for a
 // FixedWindow, Precision (or DefaultPrecision) for a SlidingWindow or a
-// WeightedWindow.
+// WeightedWindow, and 1 for the algorithms without sub-windows (TokenBucket,
+// GCRA, SlidingLog).
 func (r Rule) Buckets() int {
-	if r.Algorithm == FixedWindow {
+	switch r.Algorithm {
+	case FixedWindow, TokenBucket, GCRA, SlidingLog:
 		return 1
 	}
 	if r.Precision == 0 {
@@ -142,6 +196,30 @@ func (r Rule) Buckets() int {
 func (r Rule) SubWindow() time.Duration {
 	return r.Window / time.Duration(r.Buckets())
 }
+
+// Interval returns the emission interval of a TokenBucket or GCRA rule,
+// Window/Limit rounded to the nearest nanosecond: the bucket gains one unit
+// per Interval. For the other algorithms it is the same quotient, the mean
+// spacing of Limit units over the Window.
+func (r Rule) Interval() time.Duration {
+	if r.Limit < 1 {
+		return 0
+	}
+	return time.Duration((int64(r.Window) + r.Limit/2) / r.Limit)
+}
+
+// MaxCost returns the largest cost a check of the rule can ever be admitted
+// with: Burst (default Limit) for a TokenBucket or GCRA, Limit otherwise.
+func (r Rule) MaxCost() int64 {
+	if (r.Algorithm == TokenBucket || r.Algorithm == GCRA) && r.Burst != 0 {
+		return r.Burst
+	}
+	return r.Limit
+}
+
+// isBucket reports whether the algorithm is TokenBucket or GCRA, the two
+// that take Burst and WarmUp.
+func (a Algorithm) isBucket() bool { return a == TokenBucket || a == GCRA }
 
 // Validate reports what is wrong with the rule, and how to fix it, or nil.
 func (r Rule) Validate() error {
@@ -158,16 +236,19 @@ func (r Rule) Validate() error {
 		return bad("Window %v is out of range: it must be between %v and %v", r.Window, MinWindow, MaxWindow)
 	}
 	switch r.Algorithm {
-	case SlidingWindow, FixedWindow, WeightedWindow:
+	case SlidingWindow, FixedWindow, WeightedWindow, TokenBucket, GCRA, SlidingLog:
 	default:
-		return bad("unknown Algorithm %d: use policy.SlidingWindow, policy.FixedWindow or policy.WeightedWindow", r.Algorithm)
+		return bad("unknown Algorithm %d: use policy.SlidingWindow, WeightedWindow, FixedWindow, TokenBucket, GCRA or SlidingLog", uint8(r.Algorithm))
 	}
 	switch r.Mode {
 	case ModeDefault, Eventual, Local, Strict:
 	default:
 		return bad("unknown Mode %d: use policy.Eventual, policy.Local or policy.Strict", r.Mode)
 	}
-	if r.Algorithm != FixedWindow {
+	if err := r.validateAlgorithm(bad); err != nil {
+		return err
+	}
+	if r.Algorithm == SlidingWindow || r.Algorithm == WeightedWindow {
 		if r.Precision < 0 || r.Precision > MaxPrecision {
 			return bad("Precision %d is out of range: it must be between 1 and %d (0 means %d)", r.Precision, MaxPrecision, DefaultPrecision)
 		}
@@ -177,6 +258,58 @@ func (r Rule) Validate() error {
 		}
 	} else if r.Window%time.Microsecond != 0 {
 		return bad("Window %v is not a whole number of microseconds: round it, for example to %v", r.Window, r.Window.Truncate(time.Microsecond))
+	}
+	return nil
+}
+
+// validateAlgorithm checks the fields that belong to some algorithms only:
+// Burst and WarmUp (TokenBucket, GCRA), Precision (the windows), and the
+// bounds of each algorithm's state.
+func (r Rule) validateAlgorithm(bad func(string, ...any) error) error {
+	a := r.Algorithm
+	if !a.isBucket() {
+		if r.Burst != 0 {
+			return bad("Burst %d is set on a %v rule: only TokenBucket and GCRA have a capacity; remove Burst, or use one of them", r.Burst, a)
+		}
+		if r.WarmUp != 0 {
+			return bad("WarmUp %v is set on a %v rule: only TokenBucket and GCRA warm up; remove WarmUp, or use one of them", r.WarmUp, a)
+		}
+	}
+	if a != SlidingWindow && a != WeightedWindow && a != FixedWindow && r.Precision != 0 {
+		return bad("Precision %d is set on a %v rule: only SlidingWindow and WeightedWindow have sub-windows; remove Precision", r.Precision, a)
+	}
+	if a == SlidingLog && r.Limit > MaxLogLimit {
+		return bad("Limit %d is too large for a SlidingLog, which keeps one timestamp per unit per key: the most is %d; use SlidingWindow or GCRA for higher limits", r.Limit, MaxLogLimit)
+	}
+	if !a.isBucket() {
+		return nil
+	}
+	iv := r.Interval()
+	if iv < MinInterval {
+		return bad("Window/Limit is %v: a %v emits one unit per interval, which must be at least %v; count in coarser units, or lengthen the Window", iv, a, MinInterval)
+	}
+	if r.Burst < 0 || r.Burst > MaxLimit {
+		return bad("Burst %d is out of range: it must be between 1 and %d (0 means Limit)", r.Burst, int64(MaxLimit))
+	}
+	burst := r.MaxCost()
+	if burst > int64(MaxWindow/iv) {
+		return bad("Burst %d takes %d intervals of %v to refill, longer than %v: lower Burst or raise the rate", burst, burst, iv, MaxWindow)
+	}
+	if r.WarmUp < 0 {
+		return bad("WarmUp %v is negative: use 0 for no warm-up, or a positive duration", r.WarmUp)
+	}
+	if r.WarmUp == 0 {
+		return nil
+	}
+	switch {
+	case iv < MinWarmUpInterval:
+		return bad("Window/Limit is %v: with a WarmUp the interval must be at least %v (the warm-up runs on a µs clock); lower the Limit, lengthen the Window, or remove WarmUp", iv, MinWarmUpInterval)
+	case r.WarmUp < iv:
+		return bad("WarmUp %v is shorter than one interval (%v): nothing to ramp; lengthen it or remove it", r.WarmUp, iv)
+	case r.WarmUp/iv > MaxWarmUpIntervals:
+		return bad("WarmUp %v spans %d intervals of %v; the most is %d: shorten WarmUp, or lower the Limit", r.WarmUp, r.WarmUp/iv, iv, MaxWarmUpIntervals)
+	case time.Duration(burst) > MaxWarmUpDebt/iv:
+		return bad("Burst %d takes %v to refill; with a WarmUp the most is %v: lower Burst or raise the rate", burst, time.Duration(burst)*iv, MaxWarmUpDebt)
 	}
 	return nil
 }

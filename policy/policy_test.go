@@ -101,12 +101,53 @@ func TestValidateErrors(t *testing.T) {
 		// Before the fix this message said what was wrong but not how to fix it.
 		{"fixed window not whole µs", with(func(r *policy.Rule) { r.Window = time.Millisecond + 1; r.Algorithm = policy.FixedWindow }),
 			[]string{`invalid rule "api"`, "Window 1.000001ms is not a whole number of microseconds", "round it, for example to 1ms"}},
-		{"unknown algorithm", with(func(r *policy.Rule) { r.Algorithm = 200 }),
-			[]string{`invalid rule "api"`, "unknown Algorithm 200", "use policy.SlidingWindow, policy.FixedWindow or policy.WeightedWindow"}},
+		{"unknown algorithm", with(func(r *policy.Rule) { r.Algorithm = 99 }),
+			[]string{`invalid rule "api"`, "unknown Algorithm 99", "use policy.SlidingWindow, WeightedWindow, FixedWindow, TokenBucket, GCRA or SlidingLog"}},
 		{"unknown algorithm 255", with(func(r *policy.Rule) { r.Algorithm = 255 }),
-			[]string{"unknown Algorithm 255", "use policy.SlidingWindow, policy.FixedWindow or policy.WeightedWindow"}},
+			[]string{"unknown Algorithm 255", "use policy.SlidingWindow, WeightedWindow, FixedWindow, TokenBucket, GCRA or SlidingLog"}},
+		// Fields that belong to other algorithms.
+		{"burst on sliding", with(func(r *policy.Rule) { r.Burst = 10 }),
+			[]string{`invalid rule "api"`, "Burst 10 is set on a sliding rule", "only TokenBucket and GCRA have a capacity", "remove Burst"}},
+		{"burst on fixed", with(func(r *policy.Rule) { r.Algorithm = policy.FixedWindow; r.Burst = -1 }),
+			[]string{"Burst -1 is set on a fixed rule"}},
+		{"burst on log", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.Burst = 5 }),
+			[]string{"Burst 5 is set on a sliding-log rule"}},
+		{"warm-up on sliding", with(func(r *policy.Rule) { r.WarmUp = time.Second }),
+			[]string{"WarmUp 1s is set on a sliding rule", "only TokenBucket and GCRA warm up", "remove WarmUp"}},
+		{"warm-up on log", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.WarmUp = -time.Second }),
+			[]string{"WarmUp -1s is set on a sliding-log rule"}},
+		{"precision on gcra", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Precision = 10 }),
+			[]string{"Precision 10 is set on a gcra rule", "only SlidingWindow and WeightedWindow have sub-windows", "remove Precision"}},
+		{"precision on token bucket", with(func(r *policy.Rule) { r.Algorithm = policy.TokenBucket; r.Precision = -1 }),
+			[]string{"Precision -1 is set on a token-bucket rule"}},
+		{"precision on log", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.Precision = 1 }),
+			[]string{"Precision 1 is set on a sliding-log rule"}},
+		{"log limit too large", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.Limit = policy.MaxLogLimit + 1 }),
+			[]string{"Limit 1025 is too large for a SlidingLog", "the most is 1024", "use SlidingWindow or GCRA"}},
+		{"gcra interval under 1µs", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Limit = 2_000_001 }),
+			[]string{"Window/Limit is 500ns", "must be at least 1µs", "count in coarser units"}},
+		{"burst negative", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Burst = -1 }),
+			[]string{"Burst -1 is out of range", "between 1 and 4294967295 (0 means Limit)"}},
+		{"burst above MaxLimit", with(func(r *policy.Rule) { r.Algorithm = policy.TokenBucket; r.Burst = policy.MaxLimit + 1 }),
+			[]string{"Burst 4294967296 is out of range"}},
+		{"burst refills too slowly", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Limit = 1; r.Window = time.Hour; r.Burst = 10_000 }),
+			[]string{"Burst 10000 takes 10000 intervals of 1h0m0s to refill, longer than 8784h0m0s", "lower Burst"}},
+		{"warm-up negative", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.WarmUp = -1 }),
+			[]string{"WarmUp -1ns is negative", "use 0 for no warm-up"}},
+		{"warm-up at a high rate", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Limit = 2000; r.WarmUp = time.Second }),
+			[]string{"Window/Limit is 500µs", "with a WarmUp the interval must be at least 1ms"}},
+		{"warm-up under one interval", with(func(r *policy.Rule) { r.Algorithm = policy.TokenBucket; r.WarmUp = time.Millisecond }),
+			[]string{"WarmUp 1ms is shorter than one interval (10ms)"}},
+		{"warm-up too long", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.WarmUp = time.Hour }),
+			[]string{"WarmUp 1h0m0s spans 360000 intervals of 10ms; the most is 65536"}},
+		{"warm-up burst too slow", with(func(r *policy.Rule) {
+			r.Algorithm = policy.GCRA
+			r.Limit, r.Window, r.Burst, r.WarmUp = 1, time.Hour, 25, time.Hour
+		}), []string{"Burst 25 takes 25h0m0s to refill; with a WarmUp the most is 24h0m0s"}},
 		{"weighted precision 65", with(func(r *policy.Rule) { r.Algorithm = policy.WeightedWindow; r.Precision = 65 }),
 			[]string{`invalid rule "api"`, "Precision 65 is out of range"}},
+		{"burst on weighted", with(func(r *policy.Rule) { r.Algorithm = policy.WeightedWindow; r.Burst = 3 }),
+			[]string{"Burst 3 is set on a weighted rule"}},
 		{"unknown mode", with(func(r *policy.Rule) { r.Mode = 4 }),
 			[]string{`invalid rule "api"`, "unknown Mode 4", "use policy.Eventual, policy.Local or policy.Strict"}},
 		// Several problems: the name is reported first, then the fields in
@@ -155,6 +196,24 @@ func TestValidateValid(t *testing.T) {
 		{"mode eventual", with(func(r *policy.Rule) { r.Mode = policy.Eventual })},
 		{"mode local", with(func(r *policy.Rule) { r.Mode = policy.Local })},
 		{"mode strict", with(func(r *policy.Rule) { r.Mode = policy.Strict })},
+		{"token bucket", with(func(r *policy.Rule) { r.Algorithm = policy.TokenBucket })},
+		{"gcra burst 1", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Burst = 1 })},
+		{"gcra burst MaxLimit", with(func(r *policy.Rule) {
+			r.Algorithm = policy.GCRA
+			r.Limit = 1_000_000
+			r.Window = time.Hour
+			r.Burst = policy.MaxLimit
+		})},
+		{"gcra interval 1µs", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Limit = 1_000_000 })},
+		{"gcra rounded interval", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Limit = 3 })},
+		{"gcra odd ns window", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Window = time.Second + time.Microsecond })},
+		{"gcra warm-up", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.WarmUp = 10 * time.Second })},
+		{"token bucket warm-up at the bounds", with(func(r *policy.Rule) {
+			r.Algorithm = policy.TokenBucket
+			r.Limit, r.WarmUp, r.Burst = 1000, 65536*time.Millisecond, 1000
+		})},
+		{"sliding log", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog })},
+		{"sliding log MaxLogLimit", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.Limit = policy.MaxLogLimit })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,6 +282,9 @@ func TestBucketsSubWindow(t *testing.T) {
 		{"sliding precision 64", policy.Rule{Window: time.Second, Precision: 64}, 64, 15625 * time.Microsecond},
 		{"fixed", policy.Rule{Window: time.Second, Algorithm: policy.FixedWindow}, 1, time.Second},
 		{"fixed ignores precision", policy.Rule{Window: time.Minute, Algorithm: policy.FixedWindow, Precision: 30}, 1, time.Minute},
+		{"token bucket", policy.Rule{Window: time.Minute, Algorithm: policy.TokenBucket}, 1, time.Minute},
+		{"gcra", policy.Rule{Window: time.Minute, Algorithm: policy.GCRA}, 1, time.Minute},
+		{"sliding log", policy.Rule{Window: time.Minute, Algorithm: policy.SlidingLog}, 1, time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,7 +305,10 @@ func TestStrings(t *testing.T) {
 		{policy.SlidingWindow, "sliding"},
 		{policy.FixedWindow, "fixed"},
 		{policy.WeightedWindow, "weighted"},
-		{policy.Algorithm(200), "Algorithm(200)"},
+		{policy.TokenBucket, "token-bucket"},
+		{policy.GCRA, "gcra"},
+		{policy.SlidingLog, "sliding-log"},
+		{policy.Algorithm(99), "Algorithm(99)"},
 		{policy.Algorithm(255), "Algorithm(255)"},
 		{policy.ModeDefault, "default"},
 		{policy.Eventual, "eventual"},
@@ -263,6 +328,32 @@ func TestStrings(t *testing.T) {
 	var r policy.Rule
 	assert.Equal(t, policy.SlidingWindow, r.Algorithm)
 	assert.Equal(t, policy.ModeDefault, r.Mode)
+}
+
+// TestIntervalMaxCost: Interval is Window/Limit rounded to the nearest ns;
+// MaxCost is Burst (default Limit) for the buckets, Limit otherwise.
+func TestIntervalMaxCost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		rule     policy.Rule
+		interval time.Duration
+		maxCost  int64
+	}{
+		{"exact", policy.Rule{Limit: 100, Window: time.Second, Algorithm: policy.GCRA}, 10 * time.Millisecond, 100},
+		{"rounded down", policy.Rule{Limit: 3, Window: time.Second, Algorithm: policy.GCRA, Burst: 7}, 333333333, 7},
+		{"rounded up", policy.Rule{Limit: 3, Window: 2 * time.Second, Algorithm: policy.TokenBucket, Burst: 1}, 666666667, 1},
+		{"burst ignored by windows", policy.Rule{Limit: 10, Window: time.Second, Burst: 3}, 100 * time.Millisecond, 10},
+		{"log", policy.Rule{Limit: 10, Window: time.Second, Algorithm: policy.SlidingLog}, 100 * time.Millisecond, 10},
+		{"no limit", policy.Rule{Window: time.Second}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.interval, tt.rule.Interval())
+			assert.Equal(t, tt.maxCost, tt.rule.MaxCost())
+		})
+	}
 }
 
 func TestLimitsConstants(t *testing.T) {

@@ -1,0 +1,358 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/window"
+)
+
+// fakeClock is a settable Options.Clock.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time   { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) set(t int64)      { c.ns.Store(t) }
+func (c *fakeClock) add(d int64)      { c.ns.Add(d) }
+func (c *fakeClock) nanos() int64     { return c.ns.Load() }
+func newFakeClock(t int64) *fakeClock { c := &fakeClock{}; c.set(t); return c }
+
+// newAlgoLimiter returns a store-less limiter of rule on clock c.
+func newAlgoLimiter(t *testing.T, c *fakeClock, rules ...policy.Rule) *sluice.Limiter {
+	t.Helper()
+	l, err := sluice.New(sluice.Options{Clock: c}, rules...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// algoGap returns a random arrival gap around the interval iv: mostly
+// within it (keys drain), sometimes zero, sometimes long (they refill).
+func algoGap(r *rand.Rand, iv int64) int64 {
+	switch r.IntN(20) {
+	case 0:
+		return r.Int64N(40 * iv)
+	case 1, 2:
+		return 0
+	}
+	return r.Int64N(iv)
+}
+
+// TestBucketsMatchReference: through Allow/AllowN, a TokenBucket rule
+// decides what the classic two-number token bucket (window.TokenBucket)
+// decides and a GCRA rule what window.GCRA decides, on random arrivals and
+// costs over a few keys; every Decision field is the reference's.
+func TestBucketsMatchReference(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []policy.Rule{
+		{Name: "tb", Limit: 10, Window: time.Second, Algorithm: policy.TokenBucket},
+		{Name: "tb-burst", Limit: 10, Window: time.Second, Algorithm: policy.TokenBucket, Burst: 3},
+		{Name: "gcra", Limit: 100, Window: time.Minute, Algorithm: policy.GCRA, Burst: 25},
+		{Name: "gcra-3", Limit: 3, Window: time.Second, Algorithm: policy.GCRA, Burst: 1},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			c := newFakeClock(1_800_000_000 * int64(time.Second))
+			l := newAlgoLimiter(t, c, tc)
+			g := window.NewGCRA(tc.Window, tc.Limit, tc.Burst)
+			b := window.NewTokenBucket(tc.Window, tc.Limit, tc.Burst)
+			tats := map[string]int64{}
+			tokens := map[string]window.Tokens{}
+			rng := rand.New(rand.NewPCG(41, uint64(i)))
+			var allowed, denied int
+			for step := 0; step < 3000; step++ {
+				c.add(algoGap(rng, g.Interval()))
+				now := c.nanos()
+				key := fmt.Sprint("user-", rng.IntN(3))
+				n := 1 + rng.Int64N(min(tc.MaxCost(), 4))
+				at := fmt.Sprintf("step %d t=%d key=%s n=%d", step, now, key, n)
+				s, ok := tokens[key]
+				if !ok {
+					s = b.Full(now)
+				}
+				want := sluice.Decision{Limit: tc.Limit}
+				if tc.Algorithm == policy.TokenBucket {
+					next, ok := b.Admit(s, now, n)
+					want.Allowed = ok
+					want.RetryAfter = b.RetryAfter(s, now, n)
+					if ok {
+						tokens[key], s = next, next
+					}
+					want.Remaining = b.Remaining(s, now)
+					want.ResetAfter = time.Duration(g.Tolerance() - b.Refill(s, now).Level)
+				} else {
+					tat := tats[key]
+					next, ok := g.Admit(tat, now, n)
+					want.Allowed = ok
+					want.RetryAfter = g.RetryAfter(tat, now, n)
+					if ok {
+						tats[key], tat = next, next
+					}
+					want.Remaining = g.Remaining(tat, now)
+					want.ResetAfter = g.ResetAfter(tat, now)
+				}
+				d, err := l.AllowN(context.Background(), tc.Name, key, n)
+				require.NoError(t, err, at)
+				require.Equal(t, want, d, at)
+				if d.Allowed {
+					allowed++
+				} else {
+					denied++
+				}
+			}
+			require.Positive(t, allowed)
+			require.Positive(t, denied)
+		})
+	}
+}
+
+// TestWarmUpMatchesReference: a rule with a WarmUp decides what
+// window.WarmUp (Guava's SmoothWarmingUp, decided now) decides, on a state
+// rounded as the limiter packs it; every Decision field is the reference's.
+func TestWarmUpMatchesReference(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []policy.Rule{
+		{Name: "tb-warm", Limit: 10, Window: time.Second, Algorithm: policy.TokenBucket, WarmUp: 5 * time.Second},
+		{Name: "gcra-warm", Limit: 100, Window: time.Second, Algorithm: policy.GCRA, Burst: 20, WarmUp: 2 * time.Second},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			c := newFakeClock(1_800_000_000*int64(time.Second) + 555)
+			l := newAlgoLimiter(t, c, tc)
+			w := window.NewWarmUp(tc.Window, tc.WarmUp, tc.Limit, tc.Burst)
+			ref := map[string]window.Warm{}
+			rng := rand.New(rand.NewPCG(42, uint64(i)))
+			iv := int64(tc.Interval())
+			var allowed, denied int
+			for step := 0; step < 3000; step++ {
+				if rng.IntN(100) == 0 {
+					c.add(rng.Int64N(2 * int64(tc.WarmUp))) // idle: cold again
+				}
+				c.add(algoGap(rng, iv))
+				now := c.nanos()
+				key := fmt.Sprint("user-", rng.IntN(3))
+				n := 1 + rng.Int64N(3)
+				s, seen := ref[key]
+				if !seen {
+					s = w.Fresh(now)
+				}
+				next, ok := w.Admit(s, now, n)
+				want := sluice.Decision{Limit: tc.Limit, Allowed: ok, RetryAfter: w.RetryAfter(s, now, n)}
+				if ok {
+					s = w.Round(next, localcache.WarmSteps)
+					ref[key] = s
+				}
+				want.Remaining, want.ResetAfter = w.Remaining(s, now), w.ResetAfter(s, now)
+				d, err := l.AllowN(context.Background(), tc.Name, key, n)
+				require.NoError(t, err, "step %d", step)
+				require.Equal(t, want, d, "step %d t=%d key=%s n=%d", step, now, key, n)
+				if d.Allowed {
+					allowed++
+				} else {
+					denied++
+				}
+			}
+			require.Positive(t, allowed)
+			require.Positive(t, denied)
+		})
+	}
+}
+
+// TestSlidingLogMatchesOracle: a SlidingLog rule decides what the exact
+// window.Log decides; Remaining is Limit less the units in the window;
+// ResetAfter is the Window after an admission; a denial's RetryAfter is
+// exact on the oracle (denied 1ns before, admitted at it).
+func TestSlidingLogMatchesOracle(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []policy.Rule{
+		{Name: "log", Limit: 10, Window: time.Second, Algorithm: policy.SlidingLog},
+		{Name: "log-1", Limit: 1, Window: time.Minute, Algorithm: policy.SlidingLog},
+		{Name: "log-max", Limit: policy.MaxLogLimit, Window: time.Second, Algorithm: policy.SlidingLog},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			c := newFakeClock(1_800_000_000 * int64(time.Second))
+			l := newAlgoLimiter(t, c, tc)
+			ref := window.NewLog(tc.Window, tc.Limit)
+			type ev struct{ t, n int64 }
+			var events []ev
+			rng := rand.New(rand.NewPCG(43, uint64(i)))
+			iv := int64(tc.Interval())
+			var denied int
+			for step := 0; step < 3000; step++ {
+				c.add(algoGap(rng, iv))
+				now := c.nanos()
+				n := 1 + rng.Int64N(min(tc.Limit, 4))
+				at := fmt.Sprintf("step %d t=%d n=%d", step, now, n)
+				want := ref.Allow(now, n)
+				d, err := l.AllowN(context.Background(), tc.Name, "k", n)
+				require.NoError(t, err, at)
+				require.Equal(t, want, d.Allowed, at)
+				require.Equal(t, tc.Limit-ref.InWindow(now), d.Remaining, at)
+				if want {
+					events = append(events, ev{now, n})
+					require.Equal(t, tc.Window, d.ResetAfter, at)
+					require.Zero(t, d.RetryAfter, at)
+					continue
+				}
+				denied++
+				if denied%7 == 0 {
+					o := window.NewLog(tc.Window, tc.Limit)
+					for _, e := range events {
+						o.Add(e.t, e.n)
+					}
+					ra := int64(d.RetryAfter)
+					require.False(t, o.Allow(now+ra-1, n), at)
+					require.True(t, o.Allow(now+ra, n), at)
+				}
+			}
+			require.Positive(t, denied)
+		})
+	}
+}
+
+// TestNewAlgorithmsAreLocalOnly: TokenBucket, GCRA and SlidingLog rules
+// work in Local mode with or without a store; any other mode (including the
+// default with a store, which is Eventual) is refused by New, saying which
+// mode the algorithm supports.
+func TestNewAlgorithmsAreLocalOnly(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: New fails first
+	t.Cleanup(func() { _ = client.Close() })
+	for _, a := range []policy.Algorithm{policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
+		for _, tc := range []struct {
+			mode  policy.Mode
+			store bool
+			ok    bool
+		}{
+			{policy.Local, false, true},
+			{policy.ModeDefault, false, true},
+			{policy.ModeDefault, true, false},
+			{policy.Eventual, true, false},
+			{policy.Strict, true, false},
+		} {
+			t.Run(fmt.Sprintf("%v/%v/store=%v", a, tc.mode, tc.store), func(t *testing.T) {
+				t.Parallel()
+				rule := policy.Rule{Name: "r", Limit: 10, Window: time.Second, Algorithm: a, Mode: tc.mode}
+				opts := sluice.Options{}
+				if tc.store {
+					opts.Redis = client
+				}
+				l, err := sluice.New(opts, rule)
+				if tc.ok {
+					require.NoError(t, err)
+					_ = l.Close()
+					return
+				}
+				require.ErrorIs(t, err, policy.ErrInvalidRule)
+				require.ErrorContains(t, err, fmt.Sprintf("Algorithm %v supports only Mode policy.Local today", a))
+				require.ErrorContains(t, err, "set Mode: policy.Local")
+			})
+		}
+	}
+}
+
+// TestBurstBoundsCost: a bucket's largest cost is its Burst, above or below
+// its Limit; a larger cost is ErrInvalidCost naming the Burst.
+func TestBurstBoundsCost(t *testing.T) {
+	t.Parallel()
+	c := newFakeClock(1_800_000_000 * int64(time.Second))
+	l := newAlgoLimiter(t, c,
+		policy.Rule{Name: "big", Limit: 10, Window: time.Second, Algorithm: policy.GCRA, Burst: 50},
+		policy.Rule{Name: "small", Limit: 10, Window: time.Second, Algorithm: policy.TokenBucket, Burst: 2},
+	)
+	ctx := context.Background()
+	d, err := l.AllowN(ctx, "big", "k", 50)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "a full bucket admits its Burst at once")
+	require.Equal(t, int64(10), d.Limit)
+	_, err = l.AllowN(ctx, "big", "k", 51)
+	require.ErrorIs(t, err, sluice.ErrInvalidCost)
+	require.ErrorContains(t, err, "the rule's Burst 50")
+	d, err = l.AllowN(ctx, "small", "k", 2)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	_, err = l.AllowN(ctx, "small", "k", 3)
+	require.ErrorIs(t, err, sluice.ErrInvalidCost)
+	require.ErrorContains(t, err, "the rule's Burst 2")
+}
+
+// TestNewAlgorithmsSweep: idle keys of the new algorithms leave the cache
+// (so the key bound holds), and come back fresh.
+func TestNewAlgorithmsSweep(t *testing.T) {
+	t.Parallel()
+	c := newFakeClock(1_800_000_000 * int64(time.Second))
+	rules := []policy.Rule{
+		{Name: "gcra", Limit: 10, Window: time.Second, Algorithm: policy.GCRA},
+		{Name: "warm", Limit: 10, Window: time.Second, Algorithm: policy.GCRA, WarmUp: time.Second},
+		{Name: "log", Limit: 10, Window: time.Second, Algorithm: policy.SlidingLog},
+	}
+	l, err := sluice.New(sluice.Options{Clock: c, MaxKeys: 3}, rules...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	for _, r := range rules {
+		d, err := l.Allow(ctx, r.Name, "a")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	// The bound is full: "b" shares each rule's overflow entry.
+	require.Eventually(t, func() bool {
+		c.add(int64(time.Hour)) // every key idle: the background sweep evicts them
+		d, err := l.Peek("gcra", "a")
+		return err == nil && d.Remaining == 10 && l.Stats().Keys == 0
+	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// TestNewAlgorithmsDoNotAllocate: a check of a tracked key allocates
+// nothing, admitted or denied. Not parallel: AllocsPerRun counts every
+// goroutine's allocations.
+func TestNewAlgorithmsDoNotAllocate(t *testing.T) {
+	c := newFakeClock(1_800_000_000 * int64(time.Second))
+	l := newAlgoLimiter(t, c,
+		policy.Rule{Name: "gcra", Limit: 1000, Window: time.Second, Algorithm: policy.GCRA},
+		policy.Rule{Name: "warm", Limit: 1000, Window: time.Second, Algorithm: policy.TokenBucket, WarmUp: time.Second},
+		policy.Rule{Name: "log", Limit: 1000, Window: time.Second, Algorithm: policy.SlidingLog},
+	)
+	ctx := context.Background()
+	for _, name := range []string{"gcra", "warm", "log"} {
+		for i := 0; i < 1000; i++ {
+			_, _ = l.Allow(ctx, name, "hot")
+		}
+		require.Zero(t, testing.AllocsPerRun(500, func() {
+			c.add(int64(time.Millisecond))
+			if _, err := l.Allow(ctx, name, "hot"); err != nil {
+				panic(err)
+			}
+		}), name)
+	}
+}
+
+// TestWindowAlgorithmsAreShared: the sliding, weighted and fixed windows are
+// accepted in every mode with a store (an unreachable one: New still returns
+// a limiter, on its failure mode).
+func TestWindowAlgorithmsAreShared(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	for _, a := range []policy.Algorithm{policy.SlidingWindow, policy.WeightedWindow, policy.FixedWindow} {
+		for _, mode := range []policy.Mode{policy.ModeDefault, policy.Eventual, policy.Strict, policy.Local} {
+			t.Run(fmt.Sprintf("%v/%v", a, mode), func(t *testing.T) {
+				t.Parallel()
+				rule := policy.Rule{Name: "r", Limit: 10, Window: time.Second, Algorithm: a, Mode: mode}
+				l, err := sluice.New(sluice.Options{Redis: client, Timeout: 5 * time.Millisecond}, rule)
+				require.NoError(t, err)
+				_ = l.Close() // the unreachable store: Close says the last counts could not be pushed
+			})
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// keyClock is what the engines of the per-key algorithms (TokenBucket,
+// GCRA, SlidingLog: a localcache.KeyTable each) share: the time a check is
+// decided at. They decide in this process only (Local), so a fleet view
+// does not concern them.
+type keyClock struct {
+	now    func() int64
+	ticked bool
+	pub    atomic.Int64 // the time of the last Tick
+}
+
+// init sets c up for cfg's clock.
+func (c *keyClock) init(cfg Config) {
+	c.now, c.ticked = cfg.Now, cfg.Ticked
+	c.pub.Store(cfg.Now())
+}
+
+// time returns the time a check is decided at: the published time, or the
+// clock.
+func (c *keyClock) time() int64 {
+	if c.ticked {
+		return c.pub.Load()
+	}
+	return c.now()
+}
+
+// Tick publishes now for checks on the published time.
+func (c *keyClock) Tick(now int64) { c.pub.Store(now) }
+
+// SetFleet does nothing: a Local rule does not share its keys.
+func (c *keyClock) SetFleet(int64, bool) {}
+
+// result turns a KeyTable's outcome into a Result: a RetryAfter of "never"
+// (-1, a cost the key can never admit, which the limiter refuses before it
+// gets here) becomes the ResetAfter, the best hint there is.
+func result(o localcache.Outcome) Result {
+	return Result{Allowed: o.Allowed, Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: retry(o.RetryAfter, o.ResetAfter)}
+}
+
+// peek is Peek for a KeyTable, on the clock (a Peek is rare; it reads the
+// time).
+func peek(t localcache.KeyTable, c *keyClock, key string) Result {
+	return result(t.Peek(key, c.now()))
+}
+
+// localOnly refuses a mode the per-key algorithms do not have yet; the
+// limiter refuses it earlier, with the same words (see package sluice).
+func localOnly(r policy.Rule) error {
+	if r.Mode != policy.Local {
+		return fmt.Errorf("%w %q: Algorithm %v supports only Mode policy.Local today (not %v): set Mode: policy.Local", policy.ErrInvalidRule, r.Name, r.Algorithm, r.Mode)
+	}
+	return nil
+}
+
+// ruleError wraps a table's refusal of a rule that passed Validate.
+func ruleError(r policy.Rule, err error) error {
+	return fmt.Errorf("%w %q: %v", policy.ErrInvalidRule, r.Name, err)
+}

@@ -1,0 +1,168 @@
+package localcache
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/policy"
+)
+
+// LogTable is the per-key state of a SlidingLog rule: the exact sliding log
+// (window.Log is its reference), one timestamp per admitted unit still in
+// the window, in a per-key ring of at most Limit timestamps.
+//
+// Cost n is admitted at t if the units admitted in (t−W, t] plus n are at
+// most Limit. The ring holds the admitted units in time order; a check
+// first drops those that left the window (ts ≤ t − W), then the count is
+// the ring's length. A denial's RetryAfter is exact: the (count+n−Limit)-th
+// oldest timestamp plus W, when enough units have left. The ring starts
+// small and doubles, up to Limit, only when the key's count in the window
+// needs it: a key's memory follows the most it held at once, not the rule's
+// Limit, and a check allocates only when its key reaches a new high.
+//
+// A per-key mutex guards the ring, unlike the other tables. An admission
+// writes n timestamps and moves the ring's end, and the ring must stay in
+// time order: several words that one compare-and-swap cannot publish
+// together, and a reader that saw the end moved before the timestamps were
+// written would count slots not yet filled. The lock is held for a few
+// loads and stores (the drop of expired units is amortized: each unit is
+// dropped once), never across anything that waits, and contention is per
+// key: SlidingLog is for low limits (policy.MaxLogLimit), whose keys see
+// few checks. A check whose clock reads earlier than the key's newest
+// timestamp (another goroutine's later reading got in first) is decided at
+// that newest time, so that the ring stays ordered.
+type LogTable struct {
+	window int64
+	limit  int64
+	keys   keyed[logEntry]
+}
+
+type logEntry struct {
+	mu   sync.Mutex
+	gone bool    // evicted by Sweep
+	ring []int64 // len is the capacity; the units are ring[head..head+size) mod len
+	head int
+	size int
+	last int64 // the newest timestamp
+}
+
+// logStart is the ring's first capacity.
+const logStart = 4
+
+// NewLogTable returns the table of a rule of limit units per window, under
+// the key bound keys.
+func NewLogTable(window time.Duration, limit int64, keys *Keys) (*LogTable, error) {
+	if keys == nil {
+		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
+	}
+	if window <= 0 || limit < 1 || limit > policy.MaxLogLimit {
+		return nil, fmt.Errorf("%w: sliding log of %d per %v: the limit must be between 1 and %d", ErrConfig, limit, window, policy.MaxLogLimit)
+	}
+	t := &LogTable{window: int64(window), limit: limit}
+	t.keys = newKeyed(keys, func() *logEntry { return &logEntry{ring: make([]int64, min(logStart, limit))} })
+	return t, nil
+}
+
+// at returns the i-th oldest timestamp of e.
+func (e *logEntry) at(i int) int64 { return e.ring[(e.head+i)%len(e.ring)] }
+
+// expire drops the units that left the window at now.
+func (t *LogTable) expire(e *logEntry, now int64) {
+	for e.size > 0 && e.ring[e.head] <= now-t.window {
+		e.head++
+		if e.head == len(e.ring) {
+			e.head = 0
+		}
+		e.size--
+	}
+}
+
+// grow makes room for need units, doubling the ring up to the limit.
+func (t *LogTable) grow(e *logEntry, need int) {
+	c := len(e.ring)
+	for c < need {
+		c *= 2
+	}
+	ring := make([]int64, min(int64(c), t.limit))
+	for i := 0; i < e.size; i++ {
+		ring[i] = e.at(i)
+	}
+	e.ring, e.head = ring, 0
+}
+
+// Allow decides cost n for key at now and records it if admitted.
+func (t *LogTable) Allow(key string, now, n int64) Outcome {
+	e := t.keys.lookup(key)
+	e.mu.Lock()
+	for e.gone {
+		e.mu.Unlock()
+		e = t.keys.replace(e, key)
+		e.mu.Lock()
+	}
+	defer e.mu.Unlock()
+	now = max(now, e.last)
+	t.expire(e, now)
+	c := int64(e.size)
+	if n < 1 || c+n > t.limit {
+		o := Outcome{Remaining: t.limit - c, ResetAfter: t.reset(e, now), RetryAfter: -1}
+		if n >= 1 && n <= t.limit {
+			// The oldest c+n−limit units must leave first.
+			o.RetryAfter = time.Duration(e.at(int(c+n-t.limit)-1) + t.window - now)
+		}
+		return o
+	}
+	if need := e.size + int(n); need > len(e.ring) {
+		t.grow(e, need)
+	}
+	for i := 0; i < int(n); i++ {
+		e.ring[(e.head+e.size)%len(e.ring)] = now
+		e.size++
+	}
+	e.last = now
+	return Outcome{Allowed: true, Remaining: t.limit - int64(e.size), ResetAfter: time.Duration(t.window)}
+}
+
+// reset returns how long from now until every unit of e has left the
+// window.
+func (t *LogTable) reset(e *logEntry, now int64) time.Duration {
+	if e.size == 0 {
+		return 0
+	}
+	return time.Duration(e.at(e.size-1) + t.window - now)
+}
+
+// Peek returns what a check of one unit would see at now.
+func (t *LogTable) Peek(key string, now int64) Outcome {
+	e, ok := t.keys.m.Load(key)
+	if !ok {
+		return Outcome{Allowed: true, Remaining: t.limit}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now = max(now, e.last)
+	t.expire(e, now)
+	rem := t.limit - int64(e.size)
+	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.reset(e, now)}
+}
+
+// Sweep evicts the keys with nothing left in the window at now.
+func (t *LogTable) Sweep(now int64) (removed int) {
+	t.keys.m.Range(func(key string, e *logEntry) bool {
+		e.mu.Lock()
+		if !e.gone {
+			t.expire(e, max(now, e.last))
+			if e.size == 0 {
+				e.gone = true
+				t.keys.remove(key, e)
+				removed++
+			}
+		}
+		e.mu.Unlock()
+		return true
+	})
+	return removed
+}
+
+// Len returns the number of keys tracked.
+func (t *LogTable) Len() int { return t.keys.Len() }
