@@ -1,8 +1,10 @@
 // Package window is the counting math of sluice.
 //
 // It holds sliding-window counters with sub-windows, fixed windows, the one
-// admit test (Estimate.Room) and an exact sliding log: pure, no I/O, time
-// passed in.
+// admit test (Estimate.Room) and an exact sliding log (log.go), and the
+// buckets: GCRA (gcra.go), the classic token bucket it is proven equal to
+// (tokenbucket.go) and Guava's warm-up (warmup.go). Pure, no I/O, time
+// passed in. This file holds the windows; the rest of this comment is theirs.
 //
 // Time is an int64 count of nanoseconds on the store's clock. A window of
 // length W is cut into B sub-windows (buckets) of length w = W/B; bucket j
