@@ -83,9 +83,10 @@ func (l *Limiter) background() {
 			continue
 		case <-t.C:
 		}
-		if l.clock == nil {
-			l.tick()
-		}
+		// Every table gets the time, also those whose checks read the
+		// clock themselves (a custom Clock, short sub-windows): the syncer
+		// ends a lease only once the published time has left its bucket.
+		l.tick()
 		if time.Since(lastSweep) >= sweepEvery || (l.keys.Full() && time.Since(lastSweep) >= sweepEvery/10) {
 			lastSweep = time.Now()
 			now := l.now()

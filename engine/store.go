@@ -46,7 +46,7 @@ func (w *windowRule) answer(a syncer.Answer, n int64) Result {
 	reset := w.geo.ResetAfter(a.At)
 	d := Result{
 		Allowed:    a.Admitted,
-		Remaining:  max(w.geo.Parts(a.At, a.Count).Room(w.limit), 0),
+		Remaining:  max(w.geo.Parts(a.At, a.Count).Room(w.limit)+a.Lease, 0),
 		ResetAfter: reset,
 	}
 	if !a.Admitted {

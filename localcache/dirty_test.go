@@ -111,7 +111,7 @@ func TestDrain(t *testing.T) {
 		require.Empty(t, tb.Pending(r, later+int64(geo.Span())*geo.Sub(), nil))
 
 		// A partial ack lowers pend by what it acks.
-		tb.Settle(r, later, []Bucket{{Index: k, Count: 1}, {Index: k + 2, Count: 2}}, k, []int64{1, 0, 2})
+		tb.Settle(r, later, []Bucket{{Index: k, Count: 1}, {Index: k + 2, Count: 2}}, k, []int64{1, 0, 2}, Bucket{})
 		require.ElementsMatch(t, []Bucket{{Index: k + 1, Count: 2}, {Index: k + 2, Count: 1}}, tb.Pending(r, later, nil))
 		est, own, _ := tb.Estimate("a", later)
 		require.Equal(t, 6.0, est)
@@ -121,7 +121,7 @@ func TestDrain(t *testing.T) {
 		far := now + int64(geo.Span()+1)*geo.Sub()
 		require.Equal(t, Allowed, tb.AllowAt("a", far, 5).Status)
 		kf := geo.Index(far)
-		tb.Settle(r, far, []Bucket{{Index: kf - int64(geo.Span()), Count: 5}}, kf, []int64{0})
+		tb.Settle(r, far, []Bucket{{Index: kf - int64(geo.Span()), Count: 5}}, kf, []int64{0}, Bucket{})
 		require.Contains(t, tb.Pending(r, far, nil), Bucket{Index: kf, Count: 5})
 	})
 }

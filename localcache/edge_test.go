@@ -43,13 +43,13 @@ func TestSettleClamps(t *testing.T) {
 	k := geo.Index(now)
 	require.Equal(t, Allowed, tb.AllowAt("k", now, 3).Status)
 	r, _ := tb.Ref("k")
-	tb.Settle(r, now, []Bucket{{Index: k, Count: 5}}, k, []int64{3})
+	tb.Settle(r, now, []Bucket{{Index: k, Count: 5}}, k, []int64{3}, Bucket{})
 	require.Empty(t, tb.Pending(r, now, nil))
 	est, own, _ := tb.Estimate("k", now)
 	require.Zero(t, own)
 	require.Equal(t, 3.0, est)
 
-	tb.Settle(r, now, nil, k-2, []int64{1 << 45, 1 << 45, 1 << 45})
+	tb.Settle(r, now, nil, k-2, []int64{1 << 45, 1 << 45, 1 << 45}, Bucket{})
 	est, _, _ = tb.Estimate("k", now)
 	require.Equal(t, float64(3*maxCount), est)
 	v := tb.AllowAt("k", now, 1)
@@ -102,8 +102,8 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, uintptr(24), hdrSize)
-	require.Equal(t, uintptr(48+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
-	require.Equal(t, uintptr(48+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
+	require.Equal(t, uintptr(56+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
+	require.Equal(t, uintptr(56+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
 	var e entry[[11]atomic.Uint64]
 	require.Equal(t, hdrSize, unsafe.Offsetof(e.pend))
 	require.Equal(t, hdrSize+11*8, unsafe.Offsetof(e.glob))

@@ -23,7 +23,7 @@ const (
 // an atomic uint64. A *hdr is a pointer to the whole entry: slot words and the
 // tail are reached by offset from it (Table.pend, Table.glob, Table.tail), so
 // the hot path needs no knowledge of the ring size and no generics. An entry
-// takes 24 bytes plus 8 per slot in a Local table, 48 bytes plus 16 per slot
+// takes 24 bytes plus 8 per slot in a Local table, 56 bytes plus 16 per slot
 // in an Eventual one.
 type hdr struct {
 	state  atomic.Uint32
@@ -37,6 +37,9 @@ type hdr struct {
 type tail struct {
 	next atomic.Pointer[hdr]
 	key  string
+	// lease is the store's grant (lease.go): tag the bucket it is for,
+	// count its units; 0 when the key holds none.
+	lease atomic.Uint64
 }
 
 // hdrSize is the offset of pend[0] in an entry.

@@ -103,8 +103,8 @@ func TestEventualOtherInstances(t *testing.T) {
 
 	// Totals outside this instance's window are ignored.
 	r, _ := tb.Ref("k")
-	tb.Settle(r, now, nil, k+1, []int64{1000})
-	tb.Settle(r, now, nil, k-int64(geo.Span())-2, []int64{1000, 1000})
+	tb.Settle(r, now, nil, k+1, []int64{1000}, Bucket{})
+	tb.Settle(r, now, nil, k-int64(geo.Span())-2, []int64{1000, 1000}, Bucket{})
 	est, _, _ = tb.Estimate("k", now)
 	require.Equal(t, 100.0, est)
 

@@ -128,7 +128,7 @@ func TestCachedDenialInvalidated(t *testing.T) {
 	ref, ok := tb.Ref("k")
 	require.True(t, ok)
 	acked := tb.Pending(ref, now, nil)
-	tb.Settle(ref, now, acked, geo.Index(now), []int64{0})
+	tb.Settle(ref, now, acked, geo.Index(now), []int64{0}, Bucket{})
 	assert.Zero(t, cachedDenialOf(tb, "k"), "a Settle with room ends the cached denial")
 	assert.Equal(t, Allowed, tb.Allow("k", 1).Status)
 }

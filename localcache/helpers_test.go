@@ -104,7 +104,7 @@ func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int6
 	pend := tb.Pending(r, now, nil)
 	first := geo.Oldest(geo.Index(now))
 	totals := s.push(tb.Key(r), pend, first, geo.Span())
-	tb.Settle(r, now, pend, first, totals)
+	tb.Settle(r, now, pend, first, totals, Bucket{})
 	var acked int64
 	for _, b := range pend {
 		acked += b.Count

@@ -62,8 +62,8 @@
 // table.go holds the Table and its memory layout, entry.go an entry's header
 // and states, keys.go the key bound and lookups, check.go the fast path,
 // plan.go the slow path, deny.go the denial cache, sync.go what the syncer
-// calls, sweep.go eviction; keyed.go, gcra.go, warmup.go and slidinglog.go
-// the other algorithms' tables.
+// calls, lease.go the store's leases, sweep.go eviction; keyed.go, gcra.go,
+// warmup.go and slidinglog.go the other algorithms' tables.
 package localcache
 
 import (

@@ -15,6 +15,7 @@ type view struct {
 // count an acknowledged count twice but never miss it.
 func (t *Table) scan(e *hdr, k int64, s int, phase float64) (v view) {
 	last := t.span - 1
+	lw := t.leaseWord(e)
 	for i := 0; i < t.span; i++ {
 		si := s - i
 		if si < 0 {
@@ -23,19 +24,22 @@ func (t *Table) scan(e *hdr, k int64, s int, phase float64) (v view) {
 		j := k - int64(i)
 		p := countAt(t.pend(e, si).Load(), j)
 		g := countAt(t.glob(e, si).Load(), j)
+		// What a lease covers is in g already (the store counted the
+		// grant): count it once, and not as unacknowledged.
+		u := p - covered(lw, j, p)
 		switch {
 		case i == 0:
 			v.others.Whole += g
 			continue
 		case i == last:
 			w := t.geo.OldWeight(phase)
-			v.others.Weighted = w * float64(p+g)
+			v.others.Weighted = w * float64(u+g)
 			v.own.Weighted = w * float64(p)
 		default:
-			v.others.Whole += p + g
+			v.others.Whole += u + g
 			v.own.Whole += p
 		}
-		v.div += p
+		v.div += u
 	}
 	return v
 }
@@ -93,10 +97,14 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 		v := t.scan(e, p.k, p.s, t.geo.Phase(now))
 		p.room = clampCount(v.others.Room(t.limit))
 		p.budget = p.room
+		var lease int64
 		switch p.health {
 		case healthy:
 			if !p.local {
 				p.budget = min(p.budget, t.capv.Load()-v.div)
+				// The lease's units are counted in the window already
+				// (in glob) and are this instance's to admit.
+				lease = countAt(t.leaseWord(e), p.k)
 			}
 		case failLocal:
 			p.shareBudget = clampCount(v.own.Room(t.share.Load()))
@@ -104,7 +112,8 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 		case failOpen:
 			p.budget = maxCount / 2
 		}
-		p.budget = max0(p.budget)
+		p.budget = clampCount(max0(p.budget) + lease)
+		p.room = clampCount(p.room + lease)
 		if force != nil {
 			return p
 		}

@@ -61,9 +61,13 @@ func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
 		return dst
 	}
 	k := t.geo.Index(now)
+	lw := t.leaseWord(e)
 	for i := 0; i < t.ring; i++ {
 		w := t.pend(e, i).Load()
 		c := countOf(w)
+		if lt := tagOf(lw); lt == tagOf(w) {
+			c -= min(c, countOf(lw)) // covered by the lease: the store has them
+		}
 		if c == 0 {
 			continue
 		}
@@ -75,13 +79,15 @@ func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
 }
 
 // Settle records a sync of r: the totals of buckets first, first+1, … as the
-// store returned them, and the counts it acknowledged (they leave pend); then
-// refreshes r's budget at now.
-func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64) {
+// store returned them, the counts it acknowledged (they leave pend) and the
+// lease it granted (lease.go: lease.Count units in bucket lease.Index, 0 for
+// none); then refreshes r's budget at now.
+func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64, lease Bucket) {
 	e := entryOf(r)
 	if e == nil {
 		return
 	}
+	t.setLease(e, lease)
 	k := t.geo.Index(now)
 	for i, tot := range totals {
 		j := first + int64(i)

@@ -151,7 +151,8 @@ func (t *Table) Room(key string, now int64) int64 {
 	k := t.geo.Index(now)
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
-	return v.others.Room(t.limit) - countAt(t.pend(e, s).Load(), k)
+	cur := countAt(t.pend(e, s).Load(), k)
+	return v.others.Room(t.limit) - cur + covered(t.leaseWord(e), k, cur)
 }
 
 // Estimate returns the windowed estimate for key at now, and this instance's
@@ -166,5 +167,6 @@ func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
 	cur := countAt(t.pend(e, s).Load(), k)
+	cur -= covered(t.leaseWord(e), k, cur) // in the view already
 	return v.others.Value() + float64(cur), v.div + cur, true
 }

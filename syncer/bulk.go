@@ -334,7 +334,7 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 			tot = nil
 			r.keys.MarkDirty(k.it.ref) // pull again next cycle
 		}
-		r.keys.Settle(k.it.ref, s.Now(), acked, oldest, tot)
+		r.keys.Settle(k.it.ref, s.Now(), acked, oldest, tot, window.Bucket{})
 		if len(k.deltas) > 0 {
 			s.prev = append(s.prev, k.it)
 		}

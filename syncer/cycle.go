@@ -149,9 +149,10 @@ func (s *Syncer) beatEvery() time.Duration {
 
 // item is one key to sync, with the reservations waiting on it.
 type item struct {
-	id  keyID
-	ref Handle // nil: no local state to push or settle
-	ws  []*waiter
+	id    keyID
+	ref   Handle // nil: no local state to push or settle
+	ws    []*waiter
+	lease bool // ask the store for a lease (a key at its cap: rules with leases only)
 }
 
 // collect drains every table's dirty keys and adds the keys with something
@@ -160,6 +161,7 @@ type item struct {
 // cycle, so after one sync without traffic every instance sees the same
 // totals.
 func (s *Syncer) collect() []item {
+	s.releaseOver(s.Now(), false) // their returns are corrections: collected below
 	var items []item
 	seen := make(map[keyID]bool, len(s.state)+len(s.prev))
 	for id, ks := range s.state {

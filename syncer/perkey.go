@@ -78,7 +78,9 @@ func (s *Syncer) build(it item, now int64) (c call, ok bool) {
 		// A waiter that gave up before this send decided (and counted)
 		// by its failure mode: nothing to send for it.
 	}
-	if len(nb.deltas) > 0 || len(nb.forced) > 0 || len(nb.costs) > 0 {
+	// A lease goes with a batch (so that a resend finds it recorded): a
+	// key asking for one sends a batch even with nothing else in it.
+	if len(nb.deltas) > 0 || len(nb.forced) > 0 || len(nb.costs) > 0 || (it.lease && it.ref != nil) {
 		nb.seq = s.nextSeq(now)
 		c.batches = append(c.batches, nb)
 	}
@@ -89,8 +91,13 @@ func (s *Syncer) build(it item, now int64) (c call, ok bool) {
 
 func (s *Syncer) args(c *call) []any {
 	r := c.it.id.rule
-	args := make([]any, 0, 7+len(c.batches)*8)
-	args = append(args, r.subUs, r.span, r.limit, r.ttlMs, s.cfg.InstanceID, len(c.batches), r.weigh)
+	var lease, want int64 // N̂ and the units wanted: ask for a lease; 0: do not
+	if c.it.lease && c.it.ref != nil {
+		lease = max(s.instances.Load(), 1)
+		want = r.keys.Want(c.it.ref, s.Now())
+	}
+	args := make([]any, 0, 9+len(c.batches)*8)
+	args = append(args, r.subUs, r.span, r.limit, r.ttlMs, s.cfg.InstanceID, len(c.batches), r.weigh, lease, want)
 	for _, b := range c.batches {
 		costs := b.costs
 		if b.sent > 0 {
@@ -204,9 +211,10 @@ func (s *Syncer) apply(c *call) error {
 	if err != nil {
 		return err
 	}
-	if len(v) != 2+r.span+2*len(c.batches) {
+	if len(v) != 3+r.span+2*len(c.batches) {
 		return fmt.Errorf("unexpected reply of %d values", len(v))
 	}
+	grant, _ := v[len(v)-1].(int64)
 	ints := make([]int64, 2+r.span)
 	for i := range ints {
 		n, ok := v[i].(int64)
@@ -216,7 +224,8 @@ func (s *Syncer) apply(c *call) error {
 		ints[i] = n
 	}
 	nowStore, oldest, totals := ints[0]*int64(time.Microsecond), ints[1], ints[2:]
-	res := Answer{At: nowStore, First: oldest, Totals: totals}
+	lease := window.Bucket{Index: r.geo.Index(nowStore), Count: grant}
+	res := Answer{At: nowStore, First: oldest, Totals: totals, Lease: grant}
 	type answer struct {
 		w   *waiter
 		res Answer
@@ -228,22 +237,30 @@ func (s *Syncer) apply(c *call) error {
 		status, _ := v[2+r.span+2*bi].(int64)
 		bits, _ := v[2+r.span+2*bi+1].(string)
 		acked = append(acked, b.deltas...)
-		if status == 2 || len(b.costs) == 0 {
+		if status == 2 {
 			continue
-		}
-		if s.bulk {
-			s.recs[c.it.id] = s.localNow()
 		}
 		k := r.geo.Index(nowStore)
 		if status == 1 {
 			// Applied by an earlier send (a go-redis retry, or ours after
-			// a lost reply): the store returns the results it recorded
-			// and the bucket it counted the admissions in.
-			var kb string
-			bits, kb, _ = strings.Cut(bits, ":")
+			// a lost reply): the store returns the results it recorded,
+			// the bucket it counted the admissions in, and the lease it
+			// granted, which this instance never learned of: give it back.
+			var rest, kb, gb string
+			bits, rest, _ = strings.Cut(bits, ":")
+			kb, gb, _ = strings.Cut(rest, ":")
 			if kk, err := strconv.ParseInt(kb, 10, 64); err == nil {
 				k = kk
 			}
+			if g, err := strconv.ParseInt(gb, 10, 64); err == nil && g > 0 {
+				s.correct(c.it.id, c.it.ref, k, -g)
+			}
+		}
+		if len(b.costs) == 0 {
+			continue
+		}
+		if s.bulk {
+			s.recs[c.it.id] = s.localNow()
 		}
 		if b.ws == nil {
 			// The callers were answered with an error when a send
@@ -270,7 +287,18 @@ func (s *Syncer) apply(c *call) error {
 		}
 	}
 	if c.it.ref != nil {
-		r.keys.Settle(c.it.ref, s.Now(), acked, oldest, totals)
+		if lease.Count > 0 {
+			if l, ok := s.leases[c.it.id]; ok && l.bucket != lease.Index && !s.release(c.it.id, l, false) {
+				// The checks may still admit on the lease of another
+				// bucket (their clock has not passed it): keep that one,
+				// and give this grant back.
+				s.correct(c.it.id, c.it.ref, lease.Index, -lease.Count)
+				lease.Count = 0
+			} else {
+				s.leases[c.it.id] = leased{ref: c.it.ref, bucket: lease.Index}
+			}
+		}
+		r.keys.Settle(c.it.ref, s.Now(), acked, oldest, totals, lease)
 		if len(c.batches) > 0 {
 			s.prev = append(s.prev, c.it)
 		}

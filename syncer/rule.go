@@ -25,8 +25,21 @@ type Keys interface {
 	// window at now.
 	Pending(h Handle, now int64, dst []window.Bucket) []window.Bucket
 	// Settle records a sync of h: the totals of buckets first, first+1, …
-	// as the store returned them, and the counts it acknowledged.
-	Settle(h Handle, now int64, acked []window.Bucket, first int64, totals []int64)
+	// as the store returned them (a lease granted is in them), the counts it
+	// acknowledged, and the lease it granted: lease.Count units in bucket
+	// lease.Index (0 units: none).
+	Settle(h Handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket)
+	// Release ends h's lease of bucket j if that bucket is over at now (as
+	// the checks see the time too), or with force: the units it covered
+	// leave the pending counts (the store counted them at the grant), and
+	// the units it did not use are returned, for the syncer to push as a
+	// negative correction of bucket j. done is false while the bucket is
+	// not over (the lease stays); true once it is ended, or if h holds none.
+	Release(h Handle, j, now int64, force bool) (unused int64, done bool)
+	// Want returns how many units h should ask the store to lease it at
+	// now: about what it admits per bucket, so that unused units, which
+	// count in the window until they are given back, stay few.
+	Want(h Handle, now int64) int64
 	// MarkDirty queues h for the next Drain again.
 	MarkDirty(h Handle)
 }
@@ -48,6 +61,9 @@ type RuleConfig struct {
 	Limit int64
 	// Keys is the rule's local key state.
 	Keys Keys
+	// Leases makes every per-key call of the rule ask the store for a lease
+	// (Eventual rules; see syncScript).
+	Leases bool
 }
 
 // Rule is one rule of a Syncer, created by New: its Redis key names and its
@@ -65,6 +81,7 @@ type Rule struct {
 	subUs  int64
 	span   int
 	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
+	leases bool
 }
 
 func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
@@ -90,6 +107,7 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 		suffix: "}:" + strconv.FormatInt(sub/1000, 10),
 		subUs:  sub / 1000,
 		span:   rc.Geometry.Span(),
+		leases: rc.Leases,
 		weigh:  "0",
 		// Keep a key while anything in it can still count, plus a margin
 		// for clock offsets.

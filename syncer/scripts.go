@@ -12,25 +12,40 @@ import (
 // count; field "i:<instance>" the last batch sequence number applied from that
 // instance, so a resent batch (go-redis retries, or our own retry after an
 // ambiguous failure) is recognised and never counted twice; and for every
-// applied batch that carried reservations, field "r<seq>:<instance>" holds
-// "<seq>:<bits>:<bucket>", its reservation results and the bucket they were
-// counted in, until a later call of that instance shows it has the reply (its
+// applied batch that carried reservations or a lease, field
+// "r<seq>:<instance>" holds "<seq>:<bits>:<bucket>:<lease>", its reservation
+// results, the bucket they were counted in and the lease granted with it, until a later call of that instance shows it has the reply (its
 // first batch is newer: the syncer resends every unanswered batch, oldest
 // first) or the TTL passes. Keeping one record per batch matters when replies
 // are lost several times in a row: each resend carries a newer batch too, and
 // the results of the oldest must survive it.
 //
+// Leases. A caller that asks for one (N̂ > 0 below) is granted, after its
+// batches and reservations, a lease: units of the current bucket's room
+// counted at once, as if admitted, in that bucket — the units it wants, at
+// most floor(room / (N̂+1)), a share of what is left that leaves the other
+// instances theirs. The caller
+// may then admit them on its own, unsynced, in that bucket only, and
+// returns what it did not use with a negative correction once the bucket is
+// over. The grant goes with the call's newest batch, only if that batch is
+// applied now, and is kept in the batch's record like reservation results:
+// a resent call grants nothing new and returns the recorded grant, which
+// the caller, not having used it, gives back. A call without a batch asks
+// for no lease.
+//
 // KEYS[1] the hash.
 // ARGV: sub-window µs, span (buckets in a window), limit, ttl ms, instance id,
 // batch count, "1" if the oldest bucket is weighted by its overlap with the
-// window (window.NewWeighted) or "0" if it counts whole, then per batch: seq,
-// delta count, reservation count, deltas as (bucket, count) pairs,
-// reservation costs.
+// window (window.NewWeighted) or "0" if it counts whole, N̂ to ask for a
+// lease or 0, the units wanted, then per batch: seq, delta count,
+// reservation count, deltas as (bucket, count) pairs, reservation costs.
 //
-// Returns: now µs, oldest bucket, span totals from the oldest bucket on, then
-// per batch: status (0 applied now, 1 applied before with reservation results
-// stored, 2 applied before without) and, for status 0, the reservation
-// results as a string of '0'/'1'; for status 1 "<bits>:<bucket>".
+// Returns: now µs, oldest bucket, span totals from the oldest bucket on
+// (including the grant), then per batch: status (0 applied now, 1 applied
+// before with reservation results stored, 2 applied before without) and, for
+// status 0, the reservation results as a string of '0'/'1'; for status 1
+// "<bits>:<bucket>:<lease>"; then the lease granted now, in the current
+// bucket (0 if none).
 //
 // Reservations are decided by the admit test of package window (LuaRoom,
 // generated from window.Estimate.Room), on the estimate in its two parts:
@@ -48,6 +63,8 @@ local inst = ARGV[5]
 local ifield = 'i:' .. inst
 local nb = tonumber(ARGV[6])
 local weigh_oldest = ARGV[7] == '1'
+local lease_n = tonumber(ARGV[8])
+local lease_want = tonumber(ARGV[9])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local k = math.floor(now / sub)
@@ -96,7 +113,8 @@ local function estimate()
   return whole, weighted
 end
 local status = {}
-local i = 8
+local grant = 0
+local i = 10
 for b = 1, nb do
   local seqs = ARGV[i]
   local seq = tonumber(seqs)
@@ -132,8 +150,20 @@ for b = 1, nb do
     end
     last = seq
     redis.call('HSET', key, ifield, seqs)
-    if nr > 0 then
-      local rec = bits .. ':' .. string.format('%.0f', k)
+    local g = 0
+    if b == nb and lease_n > 0 then
+      -- The lease goes with the call's newest batch, applied now: a
+      -- resend of the call finds it in the batch's record below.
+      local whole, weighted = estimate()
+      g = math.min(lease_want, math.floor(math.max(0, room(whole, weighted, limit)) / (lease_n + 1)))
+      if g > 0 then
+        counts[k] = (counts[k] or 0) + g
+        redis.call('HINCRBY', key, string.format('%.0f', k), g)
+        grant = g
+      end
+    end
+    if nr > 0 or g > 0 then
+      local rec = bits .. ':' .. string.format('%.0f', k) .. ':' .. string.format('%.0f', g)
       local name = 'r' .. seqs .. ':' .. inst
       redis.call('HSET', key, name, seqs .. ':' .. rec)
       recs[seqs] = {name, rec}
@@ -153,7 +183,7 @@ for b = 1, nb do
   end
 end
 if nb > 0 then
-  local first = tonumber(ARGV[8])
+  local first = tonumber(ARGV[10])
   for s, rec in pairs(recs) do
     if tonumber(s) < first then
       redis.call('HDEL', key, rec[1])
@@ -168,6 +198,7 @@ end
 for s = 1, #status do
   out[#out + 1] = status[s]
 end
+out[#out + 1] = grant
 return out
 `)
 

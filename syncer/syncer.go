@@ -154,6 +154,7 @@ type Syncer struct {
 	unacked []*bulkCall // bulk calls sent without a usable reply, to resend first
 	seq     int64
 	state   map[keyID]*keyState
+	leases  map[keyID]leased // keys holding a lease, by the syncer's loop only
 	// recs holds the keys whose store hash keeps a reservation record of
 	// this instance that is no longer needed, with the local time it was
 	// made: the next bulk push of the key removes it, or the key's TTL
@@ -200,6 +201,7 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		state:    make(map[keyID]*keyState),
+		leases:   make(map[keyID]leased),
 		recs:     make(map[keyID]int64),
 	}
 	s.base = time.Now()
@@ -347,6 +349,7 @@ func (s *Syncer) loop() {
 		case <-s.wake:
 			s.serveUrgent()
 		case ch := <-s.flushReq:
+			s.releaseOver(s.Now(), true) // a flush leaves the store counting what was admitted
 			ch <- s.cycle()
 		}
 	}

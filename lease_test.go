@@ -1,0 +1,70 @@
+package sluice_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// TestLeaseCutsRoundTrips: a key hammered far below its limit asks the store
+// for a lease at its cap, and for one twice as large each time it runs out:
+// a handful of round trips instead of one per cap's worth of checks. After a
+// Flush the store counts exactly what was admitted (the unused units are
+// given back), and a Strict rule never takes a lease.
+func TestLeaseCutsRoundTrips(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	for _, tc := range []struct {
+		mode      policy.Mode
+		maxTrips  int64
+		minTrips  int64
+		remaining int64
+	}{
+		// Cap ⌊0.01·1000/2⌋ = 5: without leases 300 checks take 59
+		// reservations; with them 5 + 10 + 30 + 90 + 270 covers 300
+		// after 4 grants (each ask is a reservation).
+		{policy.Eventual, 8, 1, 700},
+		{policy.Strict, 300, 300, 700},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			t.Parallel()
+			rule := policy.Rule{Name: "r", Limit: 1000, Window: time.Minute, Mode: tc.mode}
+			l, err := sluice.New(sluice.Options{Redis: client, Prefix: "lease-" + tc.mode.String(), SyncInterval: time.Hour, MinInstances: 1}, rule)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			ctx := context.Background()
+			for i := range 300 {
+				d, err := l.Allow(ctx, "r", "k")
+				require.NoError(t, err)
+				require.True(t, d.Allowed, "check %d", i)
+			}
+			trips := l.Stats().Sync.Reservations
+			assert.LessOrEqual(t, trips, tc.maxTrips)
+			assert.GreaterOrEqual(t, trips, tc.minTrips)
+			require.NoError(t, l.Flush(ctx))
+			keys, err := client.Keys(ctx, "lease-"+tc.mode.String()+":{r:k}*").Result()
+			require.NoError(t, err)
+			require.Len(t, keys, 1)
+			var inStore int64
+			for f, v := range client.HGetAll(ctx, keys[0]).Val() {
+				if f[0] >= '0' && f[0] <= '9' {
+					n, err := strconv.ParseInt(v, 10, 64)
+					require.NoError(t, err)
+					inStore += n
+				}
+			}
+			assert.Equal(t, int64(300), inStore, "the store counts what was admitted, no unused lease")
+			d, err := l.Peek("r", "k")
+			require.NoError(t, err)
+			assert.Equal(t, tc.remaining, d.Remaining)
+		})
+	}
+}

@@ -1,0 +1,136 @@
+package localcache
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/window"
+)
+
+// grant does what the syncer does with a lease: it pushes key's pending
+// counts, adds the grant to the store's current bucket, and settles.
+func grant(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now, units int64) {
+	pend := tb.Pending(r, now, nil)
+	k := geo.Index(now)
+	s.add(tb.Key(r), k, units)
+	first := geo.Oldest(k)
+	totals := s.push(tb.Key(r), pend, first, geo.Span())
+	tb.Settle(r, now, pend, first, totals, Bucket{Index: k, Count: units})
+}
+
+// TestLease: a lease raises the bucket's budget past the cap by its units;
+// the units it covers are neither pushed nor counted twice; Release waits for
+// the bucket to end (unless forced), then returns what was not used and
+// drops the covered units from pend, so that the store's counts plus the
+// pushed ones are exactly what was admitted.
+func TestLease(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		admit   int64 // checks of cost 1 after the grant, in its bucket
+		covered int64
+	}{
+		{"partly used", 4, 4},
+		{"used up and past it, to the cap", 13, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			geo := window.NewSliding(time.Minute, 6)
+			tb := mkTable(t, geo, 100, true)
+			tb.SetLimits(Limits{Cap: 3, Share: 100, Mode: policy.FailLocal})
+			s := newFakeStore()
+			t0 := bucketStart(geo, 0)
+			tb.Tick(t0)
+			got, v := admitUntil(t, tb, "k", t0, 100)
+			require.Equal(t, int64(3), got, "the cap")
+			require.Equal(t, OverCap, v.Status)
+			r, ok := tb.Ref("k")
+			require.True(t, ok)
+
+			grant(tb, geo, s, r, t0, 10)
+			assert.Zero(t, pendingSum(tb, r, t0), "pushed with the grant")
+			est, own, _ := tb.Estimate("k", t0)
+			assert.InDelta(t, 13, est, 1e-9, "3 admitted and 10 leased, once each")
+			assert.Zero(t, own)
+
+			admitted := int64(0)
+			for range tc.admit {
+				require.Equal(t, Allowed, tb.AllowAt("k", t0+1, 1).Status, "within the lease and the cap")
+				admitted++
+			}
+			if tc.admit == 13 {
+				assert.Equal(t, OverCap, tb.AllowAt("k", t0+1, 1).Status, "lease used up, cap reached")
+			}
+			est, own, _ = tb.Estimate("k", t0+1)
+			assert.InDelta(t, float64(13+admitted-tc.covered), est, 1e-9, "covered units are in the store's count already")
+			assert.Equal(t, admitted-tc.covered, own, "only uncovered units are unacknowledged")
+			assert.Equal(t, admitted-tc.covered, pendingSum(tb, r, t0+1), "only uncovered units are pushed")
+
+			_, done := tb.Release(r, geo.Index(t0), t0+1, false)
+			assert.False(t, done, "the bucket is not over")
+			t1 := bucketStart(geo, 1)
+			tb.Tick(t1)
+			unused, done := tb.Release(r, geo.Index(t0), t1, false)
+			require.True(t, done)
+			assert.Equal(t, 10-tc.covered, unused)
+			_, done = tb.Release(r, geo.Index(t0), t1, false)
+			assert.True(t, done, "nothing left to end")
+
+			// The store: the grant less what is given back, plus the
+			// pushed counts, is exactly what was admitted.
+			s.add("k", geo.Index(t0), -unused)
+			syncRef(tb, geo, s, r, t1)
+			var inStore int64
+			for _, n := range s.counts["k"] {
+				inStore += n
+			}
+			assert.Equal(t, 3+admitted, inStore)
+			assert.Zero(t, pendingSum(tb, r, t1))
+		})
+	}
+}
+
+// TestLeaseForcedRelease: a forced release ends a lease whose bucket is
+// still current, and the budget no longer includes it.
+func TestLeaseForcedRelease(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 6)
+	tb := mkTable(t, geo, 100, true)
+	tb.SetLimits(Limits{Cap: 2, Share: 100, Mode: policy.FailLocal})
+	s := newFakeStore()
+	t0 := bucketStart(geo, 0)
+	tb.Tick(t0)
+	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	r, _ := tb.Ref("k")
+	grant(tb, geo, s, r, t0, 5)
+	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	unused, done := tb.Release(r, geo.Index(t0), t0, true)
+	require.True(t, done)
+	assert.Equal(t, int64(4), unused)
+	got, v := admitUntil(t, tb, "k", t0, 100)
+	assert.Equal(t, int64(2), got, "the cap alone")
+	assert.Equal(t, OverCap, v.Status)
+}
+
+// TestWant: a key asks for twice what it admitted in the bucket, its lease
+// included, and at least twice its cap.
+func TestWant(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 6)
+	tb := mkTable(t, geo, 1000, true)
+	tb.SetLimits(Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal})
+	s := newFakeStore()
+	t0 := bucketStart(geo, 0)
+	tb.Tick(t0)
+	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	r, _ := tb.Ref("k")
+	assert.Equal(t, int64(8), tb.Want(r, t0), "twice the cap")
+	admitUntil(t, tb, "k", t0, 100)
+	grant(tb, geo, s, r, t0, 8)
+	admitUntil(t, tb, "k", t0, 100) // the lease and the cap again
+	assert.Equal(t, int64(2*(8+4)), tb.Want(r, t0), "doubling: the lease and the pending count")
+}
