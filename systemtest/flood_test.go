@@ -77,9 +77,15 @@ func TestKeyFlood(t *testing.T) {
 	)
 	// Window 2s, 10 sub-windows of 200ms: the victim's whole life fits in
 	// one window, and the flood's Redis keys expire 3.2s after their last
-	// call. Timeout 2s: no check is denied because the store was slow (a
+	// call. To measure, 20s: a flood of the default bound's size takes
+	// seconds to flush, and the victim's Redis key must outlive it.
+	// Timeout 2s: no check is denied because the store was slow (a
 	// reservation past the Timeout is denied under FailLocal).
-	rule := policy.Rule{Name: "flood", Limit: 100, Window: 2 * time.Second}
+	win := 2 * time.Second
+	if os.Getenv("SLUICE_FLOOD_MAXKEYS") != "" {
+		win = 20 * time.Second
+	}
+	rule := policy.Rule{Name: "flood", Limit: 100, Window: win}
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -101,9 +107,10 @@ func TestKeyFlood(t *testing.T) {
 		}
 		return dec.Allowed
 	}
-	// (b) Steady keys: each instance checks each key, then waits 60ms: in
-	// any 2.2s (the window and a sub-window, all a sliding window counts)
-	// at most 2·(2.2/0.06+1) = 75 checks of a key, under 0.9·L.
+	// (b) Steady keys: each instance checks each key, then waits 3% of the
+	// window: in any 1.1 windows (the window and a sub-window, all a
+	// sliding window counts) at most 2·(1.1/0.03+1) = 75 checks of a key,
+	// under 0.9·L.
 	for _, l := range ls {
 		wg.Add(1)
 		go func() {
@@ -119,7 +126,7 @@ func TestKeyFlood(t *testing.T) {
 				select {
 				case <-stopSteady:
 					return
-				case <-time.After(60 * time.Millisecond):
+				case <-time.After(win * 3 / 100):
 				}
 			}
 		}()
@@ -188,9 +195,9 @@ func TestKeyFlood(t *testing.T) {
 		}()
 	}
 
-	// (a) The victim: from 0.6s before the flood ends to 0.6s after, on
-	// both instances, as fast as each allows.
-	life := 1200 * time.Millisecond
+	// (a) The victim: from 0.3 windows before the flood ends to 0.3 after,
+	// on both instances, as fast as each allows.
+	life := win * 6 / 10
 	time.Sleep(max(d-life/2, 0))
 	var victimAdmitted, victimChecks atomic.Int64
 	victimDone := time.Now().Add(life)
@@ -273,7 +280,7 @@ func TestKeyFlood(t *testing.T) {
 
 	// Redis: every limiter hash expires after the window plus its TTL.
 	drained := time.Now()
-	waitFor(t, 30*time.Second, "Redis to expire the flood's keys", func() bool {
+	waitFor(t, 3*win+30*time.Second, "Redis to expire the flood's keys", func() bool {
 		keys, _, err := direct.Scan(ctx, 0, prefix+":{*", 1000).Result()
 		return err == nil && len(keys) == 0
 	})
