@@ -48,10 +48,11 @@ func doorWidth(bound int64) int {
 	return int(min(max(nextPow2(bound), minDoorWidth), maxDoorWidth))
 }
 
-// threshold returns how many sightings admit a key while n of max keys are
-// tracked (n at least half of max, below max): 2, 4, 8, then 15 per eighth.
-func threshold(n, max int64) int {
-	band := min(max0(8*n/max-4), 3) // 0: [1/2, 5/8), …, 3: [7/8, 1)
+// threshold returns how many sightings admit a key while n of bound keys
+// are tracked (n at least half of bound, below it): 2, 4, 8, then 15 per
+// eighth.
+func threshold(n, bound int64) int {
+	band := min(max0(8*n/bound-4), 3) // 0: [1/2, 5/8), …, 3: [7/8, 1)
 	return min(2<<band, counterMax)
 }
 
