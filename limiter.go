@@ -266,7 +266,8 @@ func (l *Limiter) reject(r *rule, name, key string, n int64) (Decision, error) {
 // Peek returns what Allow would see for key under the named rule, without
 // counting anything: Allowed reports whether one more unit fits the window as
 // this instance sees it, Remaining what is left. A key this instance does not
-// track has its full Limit remaining.
+// track has its full Limit remaining, less, under a Local rule, what the
+// rule's sketch of untracked keys counts for it.
 func (l *Limiter) Peek(rule, key string) (Decision, error) {
 	r := l.rule(rule)
 	if r == nil {

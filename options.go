@@ -83,8 +83,13 @@ type Options struct {
 	// sub-window is under 10ms read the clock on each check).
 	Clock Clock
 	// MaxKeys bounds the keys tracked locally, across rules; default
-	// DefaultMaxKeys. When full, checks for untracked keys share one overflow
-	// entry per rule until idle keys are evicted.
+	// DefaultMaxKeys. Past half of it a new key is tracked only once it has
+	// been seen a few times (2 to 15 as the cache fills), so a flood of keys
+	// used once cannot fill it. A key that is not tracked is still limited
+	// on its own: Eventual and Strict rules decide it in the store, exactly
+	// (a round trip per check); Local rules, and shared rules while the store
+	// is down under FailLocal, on a fixed-size sketch per rule that may deny
+	// it early but never admits it past its limit (or share).
 	MaxKeys int
 	// MaxKeyLength bounds a key's length in bytes; default
 	// DefaultMaxKeyLength. Longer keys are rejected with ErrKeyTooLong.

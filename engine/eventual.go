@@ -15,6 +15,9 @@ import (
 //   - fast and slow: Check → Table.Allow → window math (allowed or denied);
 //   - urgent: the verdict is OverCap → urgent → syncer.Rule.Reserve → the
 //     store's Answer → window math;
+//   - untracked: the verdict is Untracked (the admission rule keeps the key
+//     out of the local cache) → reserve, with no local state → the store
+//     decides on the key's fleet-wide count → window math;
 //   - fallback: the store failed the urgent check → fallback →
 //     Table.AllowDegraded by the failure mode.
 type eventualWindow struct{ windowRule }
@@ -39,6 +42,8 @@ func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localc
 	switch v.Status {
 	case localcache.OverCap:
 		return w.urgent(ctx, key, n)
+	case localcache.Untracked:
+		return w.reserve(ctx, key, nil, n)
 	case localcache.StoreDown:
 		return Result{ResetAfter: reset}, fmt.Errorf("%w: the failure mode is fail-closed", ErrStoreUnavailable)
 	}

@@ -10,17 +10,25 @@ import (
 	"github.com/sluicehq/sluice/syncer"
 )
 
-// urgent hands a check to the store: the key's pending counts travel with it
-// (an urgent sync), and the store decides on the fleet's totals. It waits at
-// most the syncer's Timeout or ctx's deadline; if the store fails, the
-// failure mode decides.
+// urgent hands a check to the store with the key's local state, if the
+// admission rule lets the key have one (see reserve).
 func (w *windowRule) urgent(ctx context.Context, key string, n int64) (Result, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	ref, ok := w.table.Ref(key)
 	if !ok {
-		ref = nil // the cache is full: the key has no entry of its own to sync
+		ref = nil // untracked: nothing local to sync, the store decides alone
+	}
+	return w.reserve(ctx, key, ref, n)
+}
+
+// reserve hands a check to the store: the key's pending counts, if it has a
+// local entry (ref), travel with it (an urgent sync), and the store decides
+// on the fleet's totals; a key the table does not track (nil ref) is decided
+// there exactly, on its fleet-wide count alone. It waits at most the
+// syncer's Timeout or ctx's deadline; if the store fails, the failure mode
+// decides.
+func (w *windowRule) reserve(ctx context.Context, key string, ref localcache.Ref, n int64) (Result, error) {
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	a, err := w.store.Reserve(ctx, key, ref, n)
 	if err == nil {
@@ -34,7 +42,9 @@ func (w *windowRule) urgent(ctx context.Context, key string, n int64) (Result, e
 	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal:
 		// The store is up but did not answer in time. Admitting past the
 		// cap would break the bound: deny, and let the caller retry once
-		// the store has caught up.
+		// the store has caught up. So for an untracked key: what a local
+		// decision admitted would never reach the store, whose count the
+		// other instances' reservations are decided on.
 		return Result{ResetAfter: w.geo.ResetAfter(w.now()), RetryAfter: w.interval}, nil
 	}
 	return w.fallback(key, n, err)

@@ -48,7 +48,12 @@ func (t *Table) AllowAt(key string, now int64, n int64) Verdict {
 func (t *Table) AllowDegraded(key string, now int64, n int64, m policy.FailureMode) Verdict {
 	h := healthOf(true, m)
 	for {
-		e := t.lookup(key)
+		// The check that reached the store already counted its sighting
+		// of an untracked key (Allow, Ref): this one does not.
+		e := t.lookup(key, now, false)
+		if e == nil {
+			return t.untracked(key, now, n, h)
+		}
 		if v, ok := t.slow(e, now, n, &h); ok {
 			return v
 		}
@@ -57,20 +62,23 @@ func (t *Table) AllowDegraded(key string, now int64, n int64, m policy.FailureMo
 }
 
 // allow checks n at position p: on e's cached budget if it is valid, else
-// on the slow path. With ticked, the time is the last Tick's (read only if
-// needed); else it is now.
+// on the slow path; a key the admission rule keeps out is decided as
+// untracked. With ticked, the time is the last Tick's; else it is now.
 func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Verdict {
 	tag := int64(p>>24) & tagMask
 	off := uintptr(p >> 48)
+	if ticked {
+		now = t.now.Load()
+	}
 	for {
-		e := t.lookup(key)
+		e := t.lookup(key, now, true)
+		if e == nil {
+			return t.untracked(key, now, n, health(t.health.Load()))
+		}
 		if bw := e.budget.Load(); tagOf(bw) == tag {
 			if c, ok := t.add(e, off, countOf(bw), n); ok {
 				return Verdict{Status: Allowed, Remaining: max0(roomOf(e.room.Load()) - c)}
 			}
-		}
-		if ticked {
-			now = t.now.Load()
 		}
 		if v, ok := t.slow(e, now, n, nil); ok {
 			return v

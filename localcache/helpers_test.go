@@ -134,8 +134,8 @@ func mustTable(t testing.TB, cfg Config) *Table {
 	return tb
 }
 
-// tracked reports whether key has an entry of its own in tb (a check of an
-// untracked key was decided on the overflow entry).
+// tracked reports whether key has an entry in tb (the admission rule let it
+// in).
 func tracked(tb *Table, key string) bool {
 	_, ok := tb.m.Load(key)
 	return ok

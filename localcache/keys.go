@@ -5,11 +5,14 @@ import (
 	"sync/atomic"
 )
 
-// Keys bounds the number of keys tracked by the Tables that share it.
+// Keys bounds the number of keys tracked by the Tables that share it, and
+// holds the admission rule's frequency sketch (admission.go), which they
+// share too.
 type Keys struct {
 	n    atomic.Int64
 	max  int64
 	full atomic.Bool
+	door atomic.Pointer[freqSketch] // allocated past the high-water mark
 }
 
 // NewKeys returns a bound of max keys.
@@ -21,22 +24,24 @@ func (k *Keys) Len() int64 { return k.n.Load() }
 // Max returns the bound.
 func (k *Keys) Max() int64 { return k.max }
 
-// Full reports, and clears, whether a new key has been refused since the last
-// call: a hint to sweep now.
+// Full reports, and clears, whether a new key has been refused at the bound
+// since the last call: a hint to sweep now.
 func (k *Keys) Full() bool { return k.full.Swap(false) }
 
-// lookup returns key's entry, creating it, or the overflow entry if the
-// bound is reached.
-func (t *Table) lookup(key string) *hdr {
+// lookup returns key's entry, creating it if the admission rule lets key in
+// (with sight, this check counts as a sighting of it); nil if key stays
+// untracked. A new entry of a Local table, or of any table while the store
+// is down, starts with what the table's sketch of untracked keys counted
+// for key (fresh).
+func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 	if e, ok := t.m.Load(key); ok {
 		return e
 	}
-	if t.keys.n.Load() >= t.keys.max {
-		t.keys.full.Store(true)
-		return t.overflow
+	if !t.admits(key, sight) {
+		return nil
 	}
 	k := strings.Clone(key) // the caller's string may live in a reused buffer
-	e, loaded := t.m.LoadOrCompute(k, func() *hdr { return t.newEntry(k) })
+	e, loaded := t.m.LoadOrCompute(k, func() *hdr { return t.fresh(k, now) })
 	if !loaded {
 		t.keys.n.Add(1)
 	}
@@ -55,11 +60,14 @@ func (t *Table) replace(e *hdr, key string) {
 	})
 }
 
-// Ref returns key's entry, creating it; ok is false if the cache is full and
-// key is on the shared overflow entry.
+// Ref returns key's entry, creating it if the admission rule lets key in
+// (the call counts as a sighting of key); ok is false, and the Ref nil, if
+// key stays untracked: it has no local state to sync.
 func (t *Table) Ref(key string) (Ref, bool) {
-	e := t.lookup(key)
-	return e, e != t.overflow
+	if e := t.lookup(key, t.now.Load(), true); e != nil {
+		return e, true
+	}
+	return nil, false
 }
 
 // Len returns the number of keys tracked by this table.

@@ -14,7 +14,7 @@ package localcache
 // leaseWord returns e's lease word: 0 for an entry that holds none, or of a
 // Local table or the overflow entry.
 func (t *Table) leaseWord(e *hdr) uint64 {
-	if !t.eventual || e == t.overflow {
+	if !t.eventual {
 		return 0
 	}
 	return t.tail(e).lease.Load()
@@ -37,7 +37,7 @@ func covered(lw uint64, j, p int64) int64 {
 // this instance past its cap by its cost: Flush and Close force).
 func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done bool) {
 	e := entryOf(r)
-	if e == nil || !t.eventual || e == t.overflow {
+	if e == nil || !t.eventual {
 		return 0, true
 	}
 	if !force && (j >= t.geo.Index(now) || j >= t.geo.Index(t.now.Load())) {
@@ -67,7 +67,7 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 // window until the bucket ends, stay below what it used.
 func (t *Table) Want(r Ref, now int64) int64 {
 	e := entryOf(r)
-	if e == nil || !t.eventual || e == t.overflow {
+	if e == nil || !t.eventual {
 		return 0
 	}
 	k := t.geo.Index(now)
@@ -81,7 +81,7 @@ func (t *Table) Want(r Ref, now int64) int64 {
 // lease of the same bucket, or in place of none (the syncer releases a lease
 // of another bucket first).
 func (t *Table) setLease(e *hdr, l Bucket) {
-	if l.Count <= 0 || !t.eventual || e == t.overflow {
+	if l.Count <= 0 || !t.eventual {
 		return
 	}
 	lw := t.tail(e).lease.Load()

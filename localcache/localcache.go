@@ -37,13 +37,34 @@
 //
 // # Bounds
 //
-// The number of keys across the Tables that share a Keys is bounded. When it is
-// reached, checks for keys not yet tracked are decided on a per-table overflow
-// entry shared by all of them (as if they were one key, local to this process)
-// until Sweep evicts idle keys: a key flood can neither grow memory nor escape
-// limiting. Sweep evicts a key once nothing of it is left in the window, in two
-// passes (mark, then remove) so that a check racing with the eviction is never
-// lost.
+// The number of keys across the Tables that share a Keys is bounded (Max),
+// and new keys earn their place (admission.go): below half of Max every key
+// gets an entry at its first check; past that high-water mark a key gets one
+// only once a frequency sketch shared by the Tables (sketch.go, count-min, 4
+// rows of 4-bit counters halved every Width/2 sightings, Width = Max rounded
+// up to a power of two within [1024, 2^22]: 2·Width bytes, 2 KiB to 8 MiB)
+// has seen it 2, 4, 8 or 15 times as the cache fills by eighths; at Max, no
+// key does. A flood of keys used once fills the first half and then
+// practically stops (5/8 at most), so keys in real use keep their entries
+// and new ones get in.
+//
+// A key without an entry is still limited on its own, never on a shared
+// bucket (untracked.go): an Eventual table answers Untracked while the store
+// is up, and the store decides the key exactly on its fleet-wide count; a
+// Local table, and an Eventual one while the store is down under FailLocal,
+// decide it on a per-table windowed count-min sketch (winsketch.go: 4 rows
+// of Width' cells of one ring each, Width' = Max/64 rounded up to a power of
+// two within [64, 4096]: 22 KiB for Max = 1000 and 1.4 MiB for the default at
+// the default precision, allocated at the table's first such decision),
+// which over-counts, so it can deny a key that collides with heavy keys in
+// every row but never admits one past its limit (the full Limit, or the
+// share L/N̂). Memory is bounded whatever the traffic: tracked keys ≤ Max
+// plus one per concurrent caller (the bound is checked before an insert),
+// and the sketches are fixed-size.
+//
+// Sweep evicts a key once nothing of it is left in the window, in two passes
+// (mark, then remove) so that a check racing with the eviction is never
+// lost; a refusal at Max asks for an early sweep (Keys.Full).
 //
 // # Other algorithms
 //
@@ -60,10 +81,12 @@
 // # Files
 //
 // table.go holds the Table and its memory layout, entry.go an entry's header
-// and states, keys.go the key bound and lookups, check.go the fast path,
-// plan.go the slow path, deny.go the denial cache, sync.go what the syncer
-// calls, lease.go the store's leases, sweep.go eviction; keyed.go, gcra.go,
-// warmup.go and slidinglog.go the other algorithms' tables.
+// and states, keys.go the key bound and lookups, admission.go the admission
+// rule and sketch.go its frequency sketch, untracked.go the decisions on
+// keys without an entry and winsketch.go their windowed sketch, check.go the
+// fast path, plan.go the slow path, deny.go the denial cache, sync.go what
+// the syncer calls, lease.go the store's leases, sweep.go eviction; keyed.go,
+// gcra.go, warmup.go and slidinglog.go the other algorithms' tables.
 package localcache
 
 import (
@@ -92,6 +115,10 @@ const (
 	// divergence cap: the store must decide (Eventual tables only; Ref gives
 	// the key's entry to hand to the syncer).
 	OverCap
+	// Untracked means the table does not track the key (the admission rule
+	// keeps it out) and the store is up: the store must decide, on the key's
+	// fleet-wide count, with no local state to sync (Eventual tables only).
+	Untracked
 	// StoreDown means the store is down and the failure mode is FailClosed.
 	StoreDown
 )
@@ -105,6 +132,8 @@ func (s Status) String() string {
 		return "over-limit"
 	case OverCap:
 		return "over-cap"
+	case Untracked:
+		return "untracked"
 	case StoreDown:
 		return "store-down"
 	}

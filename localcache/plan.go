@@ -80,7 +80,7 @@ type plan struct {
 // the test on the whole estimate admits it.
 func (t *Table) plan(e *hdr, now int64, force *health) plan {
 	g := t.gen.Load() // before the limits: a budget never outlives a SetLimits
-	p := plan{k: t.geo.Index(now), local: !t.eventual || e == t.overflow}
+	p := plan{k: t.geo.Index(now), local: !t.eventual}
 	p.s = t.slotOf(p.k)
 	p.tag = (p.k + int64(g)) & tagMask
 	switch {

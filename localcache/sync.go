@@ -29,7 +29,7 @@ func (t *Table) Drain(dst []Ref) []Ref {
 // MarkDirty queues r for the next Drain again.
 func (t *Table) MarkDirty(r Ref) {
 	e := entryOf(r)
-	if e == nil || e == t.overflow || !t.eventual {
+	if e == nil || !t.eventual {
 		return
 	}
 	for {

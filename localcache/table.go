@@ -2,6 +2,7 @@ package localcache
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -20,18 +21,19 @@ type Table struct {
 	nowUs atomic.Int64 // now / 1000, for the cached denials
 	reset atomic.Int64
 
-	m        *xsync.MapOf[string, *hdr]
-	newEntry func(key string) *hdr
-	geo      window.Sliding
-	limit    int64
-	ring     int     // slots per entry
-	globOff  uintptr // offset of glob[0]
-	tailOff  uintptr // offset of the tail (Eventual)
-	span     int     // buckets in a window: B+1, or 1 for a fixed window
-	eventual bool
-	ok       uint32 // state of an entry that needs nothing after an admission
-	keys     *Keys
-	overflow *hdr
+	m         *xsync.MapOf[string, *hdr]
+	newEntry  func(key string) *hdr
+	geo       window.Sliding
+	limit     int64
+	ring      int     // slots per entry
+	globOff   uintptr // offset of glob[0]
+	tailOff   uintptr // offset of the tail (Eventual)
+	span      int     // buckets in a window: B+1, or 1 for a fixed window
+	eventual  bool
+	ok        uint32 // state of an entry that needs nothing after an admission
+	keys      *Keys
+	seed      maphash.Seed              // hashes keys for the admission rule
+	strangers atomic.Pointer[winSketch] // untracked keys' counts, allocated on first use
 
 	gen    atomic.Uint32
 	capv   atomic.Int64
@@ -63,12 +65,11 @@ func newTable(cfg Config, slots int) (*Table, error) {
 		eventual: cfg.Eventual,
 		ok:       stClean,
 		keys:     cfg.Keys,
+		seed:     maphash.MakeSeed(),
 	}
 	if t.eventual {
 		t.ok = stDirty
 	}
-	t.overflow = t.newEntry("")
-	t.overflow.state.Store(t.ok)
 	t.capv.Store(NoCap)
 	t.share.Store(cfg.Limit)
 	return t, nil
@@ -142,11 +143,12 @@ func (t *Table) Limits() Limits {
 
 // Room returns how many units the admit test (window.Estimate.Room) would
 // let key pass at now, as this instance sees the window; a key this table
-// does not track has the whole Limit.
+// does not track has the whole Limit, less, in a Local table, what its
+// sketch of untracked keys counts for it.
 func (t *Table) Room(key string, now int64) int64 {
 	e, ok := t.m.Load(key)
 	if !ok {
-		return t.limit
+		return t.untrackedRoom(key, now)
 	}
 	k := t.geo.Index(now)
 	s := t.slotOf(k)

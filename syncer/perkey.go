@@ -259,7 +259,10 @@ func (s *Syncer) apply(c *call) error {
 		if len(b.costs) == 0 {
 			continue
 		}
-		if s.bulk {
+		if s.bulk && c.it.ref != nil {
+			// Only a key with local state can take the bulk path, which
+			// drops the record; an untracked key's record expires with its
+			// hash, and recs must not grow with every such key (a flood).
 			s.recs[c.it.id] = s.localNow()
 		}
 		if b.ws == nil {

@@ -206,10 +206,11 @@ func fillCost(sc *report.Scenario, res *fleet.Result, cfg *fleet.Config) {
 }
 
 // localBytesPerKey measures the heap growth per key of a limiter's local
-// cache: a limiter without a store, n distinct keys checked once.
+// cache: a limiter without a store, n distinct keys checked once (the bound
+// twice n: below half of it every new key gets an entry at once).
 func localBytesPerKey(rule policy.Rule, n int) float64 {
 	rule.Mode = policy.Local
-	l, err := sluice.New(sluice.Options{MaxKeys: n + 1}, rule)
+	l, err := sluice.New(sluice.Options{MaxKeys: 2*n + 2}, rule)
 	if err != nil {
 		return 0
 	}
