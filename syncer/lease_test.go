@@ -10,8 +10,8 @@ import (
 )
 
 // TestSyncScriptLease: a call that asks for a lease is granted, with its
-// newest batch, the units it wants up to floor(room / (N̂+1)) after its
-// reservations, counted at once in the current bucket and recorded with the
+// newest batch, the units it wants up to floor((room − L/10) / (N̂+1)) after
+// its reservations, counted at once in the current bucket and recorded with the
 // batch; a resend grants nothing new and returns the recorded grant; a call
 // that does not ask, or whose batch is not new, gets none.
 func TestSyncScriptLease(t *testing.T) {
@@ -29,11 +29,13 @@ func TestSyncScriptLease(t *testing.T) {
 		grant  int64
 		totals []int64 // span 2: the oldest bucket, then the current one
 	}{
-		{"a share of the room", 3, 1000, nil, nil, 25, []int64{0, 25}},
+		// floor((room − L/10) / (N̂+1)), L = 100.
+		{"a share of the room", 3, 1000, nil, nil, 22, []int64{0, 22}},
 		{"no more than wanted", 3, 10, nil, nil, 10, []int64{0, 10}},
-		{"after the reservations", 1, 1000, [][2]int64{{k, 40}}, []int64{20}, 20, []int64{0, 80}},
-		{"the oldest bucket counts whole", 1, 1000, [][2]int64{{k - 1, 60}}, nil, 20, []int64{60, 20}},
-		{"near the limit: what the share floors to", 3, 1000, [][2]int64{{k, 95}}, nil, 1, []int64{0, 96}},
+		{"after the reservations", 1, 1000, [][2]int64{{k, 40}}, []int64{20}, 15, []int64{0, 75}},
+		{"the oldest bucket counts whole", 1, 1000, [][2]int64{{k - 1, 60}}, nil, 15, []int64{60, 15}},
+		{"just above the last tenth", 3, 1000, [][2]int64{{k, 86}}, nil, 1, []int64{0, 87}},
+		{"never the last tenth", 3, 1000, [][2]int64{{k, 90}}, nil, 0, []int64{0, 90}},
 		{"at the limit: none", 3, 1000, [][2]int64{{k, 100}}, nil, 0, []int64{0, 100}},
 		{"not asked: none", 0, 1000, [][2]int64{{k, 5}}, nil, 0, []int64{0, 5}},
 	}

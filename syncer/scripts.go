@@ -23,8 +23,10 @@ import (
 // Leases. A caller that asks for one (N̂ > 0 below) is granted, after its
 // batches and reservations, a lease: units of the current bucket's room
 // counted at once, as if admitted, in that bucket — the units it wants, at
-// most floor(room / (N̂+1)), a share of what is left that leaves the other
-// instances theirs. The caller
+// most floor((room − ⌊L/10⌋) / (N̂+1)): a share of what is left that leaves
+// the other instances theirs, and never the last tenth of the limit, so that
+// units leased but not yet used or given back cannot make a key offered
+// below 0.9·L look full. The caller
 // may then admit them on its own, unsynced, in that bucket only, and
 // returns what it did not use with a negative correction once the bucket is
 // over. The grant goes with the call's newest batch, only if that batch is
@@ -155,7 +157,7 @@ for b = 1, nb do
       -- The lease goes with the call's newest batch, applied now: a
       -- resend of the call finds it in the batch's record below.
       local whole, weighted = estimate()
-      g = math.min(lease_want, math.floor(math.max(0, room(whole, weighted, limit)) / (lease_n + 1)))
+      g = math.min(lease_want, math.floor(math.max(0, room(whole, weighted, limit) - math.floor(limit / 10)) / (lease_n + 1)))
       if g > 0 then
         counts[k] = (counts[k] or 0) + g
         redis.call('HINCRBY', key, string.format('%.0f', k), g)
