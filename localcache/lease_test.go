@@ -94,18 +94,27 @@ func TestLease(t *testing.T) {
 	}
 }
 
+// leasedKey returns an Eventual table of limit with divergence cap capv,
+// its store, the time t0 at the start of a bucket (published), and the
+// entry of key "k" after one admission at t0.
+func leasedKey(t *testing.T, limit, capv int64) (*Table, window.Sliding, *fakeStore, int64, Ref) {
+	t.Helper()
+	geo := window.NewSliding(time.Minute, 6)
+	tb := mkTable(t, geo, limit, true)
+	tb.SetLimits(Limits{Cap: capv, Share: limit, Mode: policy.FailLocal})
+	t0 := bucketStart(geo, 0)
+	tb.Tick(t0)
+	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	r, ok := tb.Ref("k")
+	require.True(t, ok)
+	return tb, geo, newFakeStore(), t0, r
+}
+
 // TestLeaseForcedRelease: a forced release ends a lease whose bucket is
 // still current, and the budget no longer includes it.
 func TestLeaseForcedRelease(t *testing.T) {
 	t.Parallel()
-	geo := window.NewSliding(time.Minute, 6)
-	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 2, Share: 100, Mode: policy.FailLocal})
-	s := newFakeStore()
-	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-	r, _ := tb.Ref("k")
+	tb, geo, s, t0, r := leasedKey(t, 100, 2)
 	grant(tb, geo, s, r, t0, 5)
 	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 	unused, done := tb.Release(r, geo.Index(t0), t0, true)
@@ -120,14 +129,7 @@ func TestLeaseForcedRelease(t *testing.T) {
 // included, and at least twice its cap.
 func TestWant(t *testing.T) {
 	t.Parallel()
-	geo := window.NewSliding(time.Minute, 6)
-	tb := mkTable(t, geo, 1000, true)
-	tb.SetLimits(Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal})
-	s := newFakeStore()
-	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-	r, _ := tb.Ref("k")
+	tb, geo, s, t0, r := leasedKey(t, 1000, 4)
 	assert.Equal(t, int64(8), tb.Want(r, t0), "twice the cap")
 	admitUntil(t, tb, "k", t0, 100)
 	grant(tb, geo, s, r, t0, 8)

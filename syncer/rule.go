@@ -37,8 +37,9 @@ type Keys interface {
 	// not over (the lease stays); true once it is ended, or if h holds none.
 	Release(h Handle, j, now int64, force bool) (unused int64, done bool)
 	// Want returns how many units h should ask the store to lease it at
-	// now: about what it admits per bucket, so that unused units, which
-	// count in the window until they are given back, stay few.
+	// now: in proportion to what it has admitted in the current bucket, so
+	// that unused units, which count in the window until they are given
+	// back, stay below what it used.
 	Want(h Handle, now int64) int64
 	// MarkDirty queues h for the next Drain again.
 	MarkDirty(h Handle)
