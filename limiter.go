@@ -53,6 +53,9 @@ type rule struct {
 	maxCost int64 // policy.Rule.MaxCost: Burst for the buckets, else limit
 	window  time.Duration
 	eng     engine.Engine
+	extra   int64 // the soft band: what the engine admits past limit (policy.Rule.Soft)
+	shadow  bool  // policy.Rule.Shadow: never deny
+	refunds bool  // engine.CanRefund: AllowAll can take its admissions back
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -168,8 +171,9 @@ func resolution(pr policy.Rule) time.Duration {
 
 // addRule builds a validated rule's engine.
 func (l *Limiter) addRule(pr policy.Rule) error {
+	eff := pr.Effective() // the engine counts the soft band in
 	cfg := engine.Config{
-		Rule:         pr,
+		Rule:         eff,
 		Keys:         l.keys,
 		Now:          l.now,
 		Ticked:       l.clock == nil && resolution(pr) >= preciseBelow && pr.Mode != policy.Strict,
@@ -184,7 +188,8 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 	if err != nil {
 		return err
 	}
-	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng}
+	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng,
+		extra: eff.MaxCost() - pr.MaxCost(), shadow: pr.Shadow, refunds: engine.CanRefund(eng)}
 	l.rules[pr.Name] = r
 	if len(l.fast) < maxFastRules {
 		l.fast = append(l.fast, r)
@@ -245,6 +250,9 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 	d.Remaining = res.Remaining
 	d.ResetAfter = res.ResetAfter
 	d.RetryAfter = res.RetryAfter
+	if r.extra|boolInt(r.shadow) != 0 {
+		return r.shape(d, err)
+	}
 	return d, err
 }
 
@@ -276,7 +284,8 @@ func (l *Limiter) Peek(rule, key string) (Decision, error) {
 	if l.closed.Load() {
 		return Decision{Limit: r.limit}, ErrClosed
 	}
-	return r.eng.Peek(key).Decision(r.limit), nil
+	d, _ := r.shape(r.eng.Peek(key).Decision(r.limit), nil)
+	return d, nil
 }
 
 // Flush pushes every pending count and pulls every touched key's totals now,

@@ -114,7 +114,9 @@ func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []i
 			if tagOf(w) != b.Index&tagMask {
 				break // the bucket left the window and its slot was reused
 			}
-			if t.pend(e, si).CompareAndSwap(w, pack(b.Index, countOf(w)-b.Count)) {
+			// A refund (refund.go) may have lowered pend below what was
+			// pushed: the store keeps the difference (an over-count).
+			if t.pend(e, si).CompareAndSwap(w, pack(b.Index, max(countOf(w)-b.Count, 0))) {
 				break
 			}
 		}
