@@ -44,6 +44,10 @@ type Limiter struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	fleetMu  sync.Mutex
+
+	waitMu  sync.Mutex             // guards queues (wait.go)
+	queues  map[waitKey]*waitQueue // Wait's queues, by rule and key
+	waiters atomic.Int64           // callers queued in Wait, across keys
 }
 
 // rule is one rule of the limiter: its name, limit and engine.

@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -86,4 +87,31 @@ func ExampleDecision_Shadowed() {
 	// true false
 	// true false
 	// true true
+}
+
+// Wait queues a request instead of denying it: the leaky bucket as a
+// queue. Here a bucket of 100 per second that holds 1 spaces the requests
+// 10ms apart; a context whose deadline comes before the next admission is
+// refused at once.
+func ExampleLimiter_Wait() {
+	limiter, err := sluice.New(sluice.Options{}, policy.Rule{Name: "jobs", Limit: 100, Window: time.Second, Algorithm: policy.GCRA, Burst: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	ctx := context.Background()
+	start := time.Now()
+	for range 5 {
+		if err := limiter.Wait(ctx, "jobs", "queue"); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("5 admitted, at least 40ms:", time.Since(start) >= 40*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Microsecond)
+	defer cancel()
+	err = limiter.Wait(short, "jobs", "queue")
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// 5 admitted, at least 40ms: true
+	// true
 }

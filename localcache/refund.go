@@ -16,8 +16,8 @@ package localcache
 //
 // In an Eventual table the syncer may have read the pending count before
 // the refund and push it whole: Settle then lowers the count by no more
-// than it holds, and the store keeps the refunded units until their bucket
-// leaves the window (an over-count, never an under-count).
+// than it holds and returns the difference, which the syncer pushes back as
+// a negative correction (until then the store over-counts, never under).
 func (t *Table) Refund(key string, now, n int64) int64 {
 	e, ok := t.m.Load(key)
 	if !ok || n < 1 {
