@@ -26,11 +26,10 @@ const smallChecks = 8
 
 // taken is one check of AllowAll: its rule and, once decided, its result.
 type taken struct {
-	r       *rule
-	key     string
-	res     Decision
-	rc      receipt
-	counted bool // admitted and counted: Refund takes it back on a denial
+	r   *rule
+	key string
+	res Decision
+	el  elasticTake // rc, counted: the rule's; crc, capCounted: its capacity's
 }
 
 // AllowAll checks a request of cost n against every check at once and
@@ -90,13 +89,20 @@ func (l *Limiter) AllowAll(ctx context.Context, n int64, checks ...Check) (Decis
 	}
 	for i := range ts {
 		t := &ts[i]
-		res, rc, err := t.r.eng.Take(ctx, t.key, n)
-		d := res.Decision(t.r.limit)
-		t.counted = d.Allowed
-		if t.r.extra|boolInt(t.r.shadow) != 0 {
-			d, err = t.r.shape(d, err)
+		var d Decision
+		var err error
+		if t.r.capacity != nil {
+			d, t.el, err = l.takeElastic(ctx, t.r, t.key, n)
+		} else {
+			var res engine.Result
+			res, t.el.rc, err = t.r.eng.Take(ctx, t.key, n)
+			d = res.Decision(t.r.limit)
+			t.el.counted = d.Allowed
+			if t.r.extra|boolInt(t.r.shadow) != 0 {
+				d, err = t.r.shape(d, err)
+			}
 		}
-		t.res, t.rc = d, rc
+		t.res = d
 		if err != nil || !d.Allowed {
 			refund(ts[:i], n)
 			return d, err
@@ -105,15 +111,10 @@ func (l *Limiter) AllowAll(ctx context.Context, n int64, checks ...Check) (Decis
 	return mostRestrictive(ts), nil
 }
 
-// receipt is where an engine counted an admission.
-type receipt = engine.Receipt
-
 // refund takes back what the checks ts counted.
 func refund(ts []taken, n int64) {
 	for i := len(ts) - 1; i >= 0; i-- {
-		if ts[i].counted {
-			ts[i].r.eng.Refund(ts[i].key, n, ts[i].rc)
-		}
+		ts[i].r.refund(ts[i].key, n, ts[i].el)
 	}
 }
 

@@ -92,7 +92,10 @@ func TestAllowAllSharedAllOrNothing(t *testing.T) {
 			prefix := "allowall-" + name
 			wide := policy.Rule{Name: "wide", Limit: 1000, Window: time.Hour, Mode: tc.wide}
 			tight := policy.Rule{Name: "tight", Limit: 40, Window: time.Hour, Mode: tc.tight}
-			l, err := sluice.New(sluice.Options{Redis: client, Prefix: prefix, SyncInterval: time.Hour, MinInstances: 1}, wide, tight)
+			// A generous Timeout: a reservation that times out is denied
+			// (FailLocal), which the counts below allow but the first
+			// assertion does not.
+			l, err := sluice.New(sluice.Options{Redis: client, Prefix: prefix, SyncInterval: time.Hour, MinInstances: 1, Timeout: 5 * time.Second}, wide, tight)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = l.Close() })
 			ctx := context.Background()

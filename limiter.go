@@ -60,6 +60,9 @@ type rule struct {
 	extra   int64 // the soft band: what the engine admits past limit (policy.Rule.Soft)
 	shadow  bool  // policy.Rule.Shadow: never deny
 	refunds bool  // engine.CanRefund: AllowAll can take its admissions back
+	// capacity is the shared capacity rule of an elastic rule
+	// (policy.Rule.Ceiling; elastic.go), nil for the others.
+	capacity *rule
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -109,6 +112,9 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 		if err := l.addRule(pr); err != nil {
 			return nil, err
 		}
+	}
+	if err := l.linkCapacity(resolved); err != nil {
+		return nil, err
 	}
 	l.tick()
 	if l.sync != nil {
@@ -243,6 +249,9 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 	r := l.rule(rule)
 	if r == nil || n < 1 || n > r.maxCost || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
 		return l.reject(r, rule, key, n)
+	}
+	if r.capacity != nil {
+		return l.allowElastic(ctx, r, key, n)
 	}
 	res, err := r.eng.Check(ctx, key, n)
 	// Field by field into the named result, not a struct literal: the

@@ -201,6 +201,9 @@ func (l *Limiter) take(ctx context.Context, r *rule, key string, n int64) (Decis
 	if l.closed.Load() {
 		return Decision{Limit: r.limit}, ErrClosed
 	}
+	if r.capacity != nil {
+		return l.allowElastic(ctx, r, key, n)
+	}
 	res, _, err := r.eng.Take(ctx, key, n)
 	return r.shape(res.Decision(r.limit), err)
 }
