@@ -73,9 +73,10 @@ func (r *strictRule) call(ctx context.Context, script *redis.Script, key string,
 		err error
 	}
 	done := make(chan reply, 1)
-	// The round trip gets the operation timeout, not the check's: a reply
-	// that comes after the check gave up still tells the store's health.
-	op, cancel := context.WithTimeout(s.life, s.cfg.OpTimeout)
+	// The round trip gets the operation timeout (at least the check's): a
+	// reply that comes after the check gave up still tells the store's
+	// health.
+	op, cancel := context.WithTimeout(s.life, max(s.cfg.OpTimeout, s.cfg.Timeout))
 	keys := []string{r.KeyName(key)}
 	s.stats.roundTrips.Add(1)
 	s.stats.commands.Add(1)
@@ -102,7 +103,9 @@ func (r *strictRule) call(ctx context.Context, script *redis.Script, key string,
 			if errors.As(rep.err, &rerr) {
 				return nil, fmt.Errorf("syncer: strict check of %q: %w", keys[0], rep.err)
 			}
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, rep.err)
+			// The cause is not wrapped: a deadline of the round trip's own
+			// is not the caller's context ending.
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, rep.err)
 		}
 		return rep.v, nil
 	case <-timer.C:
