@@ -249,6 +249,11 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 	if geo.Fixed() {
 		period = int64(geo.Window())
 	}
+	if !cfg.Windowed() {
+		// A bucket's or log's ResetAfter is not tied to a period: the
+		// decision time is the store time read after the call.
+		period = 0
+	}
 	margin := recoveryMargin(period)
 	ctx := context.Background()
 	inst := uint16(in.idx)
@@ -309,7 +314,7 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 			flags |= record.Allowed
 		}
 		done := in.clk.Precise()
-		if sample && done-m0base(in.clk, m0) > period-margin {
+		if sample && period > 0 && done-m0base(in.clk, m0) > period-margin {
 			ws.ambiguous++ // the decision time cannot be told for sure
 		}
 		after := done + in.skew + in.offset.Load()
