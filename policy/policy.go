@@ -83,13 +83,17 @@ const (
 	// TokenBucket refills Limit per Window continuously (one unit every
 	// Interval, Window/Limit) and holds at most Burst: a full bucket admits
 	// Burst at once. Its keys are kept on GCRA's state (package window
-	// proves the two admit the same costs).
+	// proves the two admit the same costs). Mode Local or Strict (each
+	// check decided by one store script); not Eventual.
 	TokenBucket
 	// GCRA is the generic cell rate algorithm: the admission set of
 	// TokenBucket, one timestamp of state per key, an exact RetryAfter.
+	// Mode Local or Strict; not Eventual.
 	GCRA
 	// SlidingLog is exact: it keeps one timestamp per admitted unit in the
-	// window, per key, so its Limit is at most MaxLogLimit.
+	// window, per key, so its Limit is at most MaxLogLimit. Mode Local or
+	// Strict (the log kept in the store); not Eventual, which would not be
+	// exact.
 	SlidingLog
 )
 
