@@ -1,0 +1,81 @@
+package benchmarks
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// cpuMeter measures the CPU time a process spends besides its timed loops,
+// per second of wall time: the process's CPU time (getrusage RUSAGE_SELF)
+// minus the loop goroutines' own, each locked to its OS thread for the
+// loop (RUSAGE_THREAD). What remains is what runs beside the loop: a
+// limiter's background goroutines (sluice's syncer, ticker and sweeper), the
+// garbage collector, the Go runtime. It is reported as bg-cpu-ms/s (1000 =
+// one core busy all the time). For sluice eventual the syncer's own share is
+// this figure minus that of the same rule with an idle syncer.
+//
+// Every in-process benchmark is metered, so that the thread locking, which
+// costs a loop nothing measurable, is the same for all of them.
+type cpuMeter struct {
+	b      *testing.B
+	wall   time.Time
+	proc   time.Duration
+	loops  atomic.Int64  // ns of CPU of the loop goroutines
+	serial time.Duration // the locked loop thread's CPU time at the start
+	locked bool
+	ok     atomic.Bool
+}
+
+// meter starts measuring. With serial, the calling goroutine is the loop:
+// it is locked to its thread until report.
+func meter(b *testing.B, serial bool) *cpuMeter {
+	m := &cpuMeter{b: b}
+	m.ok.Store(true)
+	if serial {
+		runtime.LockOSThread()
+		t, ok := ThreadCPU()
+		m.serial, m.locked = t, true
+		m.ok.Store(ok)
+	}
+	p, ok := ProcessCPU()
+	if !ok {
+		m.ok.Store(false)
+	}
+	m.proc, m.wall = p, time.Now()
+	return m
+}
+
+// loop is called by each goroutine of a parallel loop before it starts; the
+// function it returns, when that goroutine is done.
+func (m *cpuMeter) loop() func() {
+	runtime.LockOSThread()
+	t0, ok := ThreadCPU()
+	return func() {
+		t1, ok1 := ThreadCPU()
+		runtime.UnlockOSThread()
+		if !ok || !ok1 {
+			m.ok.Store(false)
+			return
+		}
+		m.loops.Add(int64(t1 - t0))
+	}
+}
+
+// report stops measuring and reports bg-cpu-ms/s.
+func (m *cpuMeter) report() {
+	wall := time.Since(m.wall)
+	p, ok := ProcessCPU()
+	if m.locked {
+		t, ok1 := ThreadCPU()
+		runtime.UnlockOSThread()
+		m.loops.Add(int64(t - m.serial))
+		ok = ok && ok1
+	}
+	if !ok || !m.ok.Load() || wall <= 0 {
+		return
+	}
+	bg := p - m.proc - time.Duration(m.loops.Load())
+	m.b.ReportMetric(max(0, float64(bg))/1e6/wall.Seconds(), "bg-cpu-ms/s")
+}
