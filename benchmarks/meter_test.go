@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +15,10 @@ import (
 // limiter's background goroutines (sluice's syncer, ticker and sweeper), the
 // garbage collector, the Go runtime. It is reported as bg-cpu-ms/s (1000 =
 // one core busy all the time). For sluice eventual the syncer's own share is
-// this figure minus that of the same rule with an idle syncer.
+// this figure minus that of the same rule with an idle syncer. Part of it,
+// and part of the loop's own time (mark assists), is the garbage collector:
+// gc-cpu-ms/s is the runtime's own estimate of its CPU time over the loop
+// (runtime/metrics /cpu/classes/gc/total:cpu-seconds).
 //
 // It also reports the loop goroutines' CPU time per check, loop-cpu-ns/op:
 // unlike ns/op (wall time), it leaves out the time the loop's threads wait
@@ -28,6 +32,7 @@ type cpuMeter struct {
 	wall   time.Time
 	proc   time.Duration
 	loops  atomic.Int64  // ns of CPU of the loop goroutines
+	gc     float64       // the runtime's GC CPU estimate at the start, in seconds
 	serial time.Duration // the locked loop thread's CPU time at the start
 	locked bool
 	ok     atomic.Bool
@@ -48,8 +53,19 @@ func meter(b *testing.B, serial bool) *cpuMeter {
 	if !ok {
 		m.ok.Store(false)
 	}
-	m.proc, m.wall = p, time.Now()
+	m.proc, m.gc, m.wall = p, gcCPU(), time.Now()
 	return m
+}
+
+// gcCPU returns the runtime's estimate of the CPU time its garbage
+// collector has spent, in seconds (/cpu/classes/gc/total:cpu-seconds).
+func gcCPU() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
 }
 
 // loop is called by each goroutine of a parallel loop before it starts; the
@@ -71,6 +87,7 @@ func (m *cpuMeter) loop() func() {
 // report stops measuring and reports bg-cpu-ms/s.
 func (m *cpuMeter) report() {
 	wall := time.Since(m.wall)
+	gc := gcCPU()
 	p, ok := ProcessCPU()
 	if m.locked {
 		t, ok1 := ThreadCPU()
@@ -83,6 +100,7 @@ func (m *cpuMeter) report() {
 	}
 	bg := p - m.proc - time.Duration(m.loops.Load())
 	m.b.ReportMetric(max(0, float64(bg))/1e6/wall.Seconds(), "bg-cpu-ms/s")
+	m.b.ReportMetric((gc-m.gc)*1e3/wall.Seconds(), "gc-cpu-ms/s")
 	if m.b.N > 0 {
 		m.b.ReportMetric(float64(m.loops.Load())/float64(m.b.N), "loop-cpu-ns/op")
 	}

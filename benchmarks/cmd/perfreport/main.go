@@ -990,7 +990,8 @@ func (r *Report) writeScorecard(p printer, cpu bool) {
 func (r *Report) writeBeside(p printer) {
 	p("\n### What runs beside the checks\n\n")
 	p("CPU time the process spends besides its timed loops, per second of the loop's wall time (ms/s; 1000 = one core): the process's CPU time (`getrusage(RUSAGE_SELF)`) minus the loop goroutines' own, each locked to its OS thread for the loop (`RUSAGE_THREAD`). It holds the limiter's background goroutines, the garbage collector and the Go runtime. *The syncer's own CPU* is sluice eventual's figure minus that of the same rule with an idle syncer (SyncInterval 1h), which has the same ticker and sweeper. For sluice eventual also the key-syncs its syncer made per second of the loop (`Stats().Sync.KeySyncs`) and the CPU time Redis spent meanwhile (INFO `used_cpu_user + used_cpu_sys`). Median (min–max) over the runs.\n\n")
-	p("| key set | mode | eventual | eventual, idle syncer | the syncer's own (median difference) | local | floor | key-syncs/s | Redis CPU ms/s |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	p("*GC* is the Go runtime's estimate of its garbage collector's CPU time over the loop of sluice eventual (`/cpu/classes/gc/total:cpu-seconds`), counted in the first column or, for mark assists, in the loop's own time.\n\n")
+	p("| key set | mode | eventual | eventual, idle syncer | the syncer's own (median difference) | local | floor | eventual: GC | key-syncs/s | Redis CPU ms/s |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, set := range sets {
 		for _, mode := range modes {
 			ev, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual", mode), "bg-cpu-ms/s", 1)
@@ -1007,14 +1008,17 @@ func (r *Report) writeBeside(p printer) {
 			if idle, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual-idle", mode), "bg-cpu-ms/s", 1); ok {
 				own = fmt.Sprintf("%.0f", ev.Median-idle.Median)
 			}
-			ks, rc := "—", "—"
+			ks, rc, gc := "—", "—", "—"
+			if s, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual", mode), "gc-cpu-ms/s", 1); ok {
+				gc = s.fmtNum("%.0f")
+			}
 			if s, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual", mode), "keysyncs/s", 1); ok {
 				ks = s.fmtNum("%.0f")
 			}
 			if s, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual", mode), "redis-cpu-ms/s", 1); ok {
 				rc = s.fmtNum("%.0f")
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", setNames[set], mode, ev.fmtNum("%.0f"), cell("sluice-eventual-idle"), own, cell("sluice-local"), cell("floor"), ks, rc)
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", setNames[set], mode, ev.fmtNum("%.0f"), cell("sluice-eventual-idle"), own, cell("sluice-local"), cell("floor"), gc, ks, rc)
 		}
 	}
 	p("\n")
