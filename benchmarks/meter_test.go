@@ -1,8 +1,13 @@
 package benchmarks
 
 import (
+	"flag"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +34,7 @@ import (
 // costs a loop nothing measurable, is the same for all of them.
 type cpuMeter struct {
 	b      *testing.B
+	prof   *os.File // the loop's CPU profile (-loopprofile), or nil
 	wall   time.Time
 	proc   time.Duration
 	loops  atomic.Int64  // ns of CPU of the loop goroutines
@@ -38,11 +44,28 @@ type cpuMeter struct {
 	ok     atomic.Bool
 }
 
+// loopProfile names a directory into which every metered loop writes a CPU
+// profile of the whole process over that loop alone (its setup left out),
+// named after the benchmark. It cannot be combined with -test.cpuprofile.
+var loopProfile = flag.String("loopprofile", "", "write a CPU profile of each metered loop into this directory")
+
 // meter starts measuring. With serial, the calling goroutine is the loop:
 // it is locked to its thread until report.
 func meter(b *testing.B, serial bool) *cpuMeter {
 	m := &cpuMeter{b: b}
 	m.ok.Store(true)
+	if *loopProfile != "" {
+		name := strings.NewReplacer("/", "_", "=", "-").Replace(b.Name())
+		f, err := os.Create(filepath.Join(*loopProfile, name+".prof"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			b.Fatal(err)
+		}
+		m.prof = f
+	}
 	if serial {
 		runtime.LockOSThread()
 		t, ok := ThreadCPU()
@@ -87,6 +110,10 @@ func (m *cpuMeter) loop() func() {
 // report stops measuring and reports bg-cpu-ms/s.
 func (m *cpuMeter) report() {
 	wall := time.Since(m.wall)
+	if m.prof != nil {
+		pprof.StopCPUProfile()
+		_ = m.prof.Close()
+	}
 	gc := gcCPU()
 	p, ok := ProcessCPU()
 	if m.locked {
