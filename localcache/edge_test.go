@@ -95,21 +95,19 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	require.Equal(t, 2, tb.Len())
 }
 
-// TestEntrySize pins the documented entry layout: a 24-byte header, in an
-// Eventual entry the 8-byte dirty-list link, then pend, then in an Eventual
-// entry glob and the 24-byte tail (key and lease): 24 bytes plus 8 per slot
-// for a Local entry, 56 plus 16 per slot for an Eventual one, each in one
-// allocation.
+// TestEntrySize pins the documented entry layout: a 24-byte header, then
+// pend, then in an Eventual entry glob and the 24-byte tail (link and key): 24
+// bytes plus 8 per slot for a Local entry, 48 plus 16 per slot for an
+// Eventual one, each in one allocation.
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, uintptr(24), hdrSize)
 	require.Equal(t, uintptr(56+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
 	require.Equal(t, uintptr(56+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
 	var e entry[[11]atomic.Uint64]
-	require.Equal(t, hdrSize, unsafe.Offsetof(e.link))
-	require.Equal(t, hdrSize+linkSize, unsafe.Offsetof(e.pend))
-	require.Equal(t, hdrSize+linkSize+11*8, unsafe.Offsetof(e.glob))
-	require.Equal(t, hdrSize+linkSize+11*16, unsafe.Offsetof(e.tail))
+	require.Equal(t, hdrSize, unsafe.Offsetof(e.pend))
+	require.Equal(t, hdrSize+11*8, unsafe.Offsetof(e.glob))
+	require.Equal(t, hdrSize+11*16, unsafe.Offsetof(e.tail))
 	var le localEntry[[11]atomic.Uint64]
 	require.Equal(t, hdrSize, unsafe.Offsetof(le.pend))
 	require.Equal(t, uintptr(24+8*11), unsafe.Sizeof(le), "a Local entry has no glob and no tail")
@@ -120,7 +118,7 @@ func TestEntrySize(t *testing.T) {
 			require.GreaterOrEqual(t, ring, slots)
 			h := alloc("k")
 			if eventual {
-				tb := &Table{tailOff: hdrSize + linkSize + uintptr(ring)*16}
+				tb := &Table{tailOff: hdrSize + uintptr(ring)*16}
 				require.Equal(t, "k", tb.tail(h).key)
 			}
 		}

@@ -18,21 +18,13 @@ const (
 )
 
 // hdr is the fixed part of an entry, the same for every ring size. An entry
-// is one allocation (see entryAllocator): a hdr followed, in an Eventual
-// table, by its dirty-list link, then its ring, pend[0..R) then, in an
-// Eventual table, glob[0..R) and a tail; each slot word an atomic uint64. A
-// *hdr is a pointer to the whole entry: the link, slot words and the tail are
-// reached by offset from it (Table.next, Table.pend, Table.glob, Table.tail),
-// so the hot path needs no knowledge of the ring size and no generics. An
-// entry takes 24 bytes plus 8 per slot in a Local table, 56 bytes plus 16 per
-// slot in an Eventual one.
-//
-// The link sits right after the hdr, not in the tail: a check that dirties a
-// clean key writes it, and there it shares a cache line with the words every
-// check reads (in each of the four alignments a 240-byte entry gets),
-// where in the tail it would be a line of its own, at the far end of the
-// entry. On a large key set most keys are clean when they are checked (the
-// syncer cleaned them since), so that is a line per such check.
+// is one allocation (see entryAllocator): a hdr followed by its ring,
+// pend[0..R) then, in an Eventual table, glob[0..R) and a tail; each slot word
+// an atomic uint64. A *hdr is a pointer to the whole entry: slot words and the
+// tail are reached by offset from it (Table.pend, Table.glob, Table.tail), so
+// the hot path needs no knowledge of the ring size and no generics. An entry
+// takes 24 bytes plus 8 per slot in a Local table, 56 bytes plus 16 per slot
+// in an Eventual one.
 type hdr struct {
 	state  atomic.Uint32
 	synced atomic.Uint32 // bumped by Settle once it has stored totals
@@ -40,35 +32,22 @@ type hdr struct {
 	room   atomic.Uint64 // same tag; count: Limit minus the estimate without the current pend
 }
 
-// link is an Eventual entry's dirty-list link, after its hdr.
-type link struct {
-	next atomic.Pointer[hdr]
-}
-
 // tail is what only an Eventual table's entries carry, after their ring: the
-// key, for the syncer, and its lease.
+// dirty-list link and the key, for the syncer.
 type tail struct {
-	key string
+	next atomic.Pointer[hdr]
+	key  string
 	// lease is the store's grant (lease.go): tag the bucket it is for,
 	// count its units; 0 when the key holds none.
 	lease atomic.Uint64
 }
 
-// hdrSize is the size of a hdr: the offset of the link in an Eventual entry,
-// of pend[0] in a Local one.
+// hdrSize is the offset of pend[0] in an entry.
 const hdrSize = unsafe.Sizeof(hdr{})
-
-// linkSize is the size of an Eventual entry's link.
-const linkSize = unsafe.Sizeof(link{})
 
 // pend returns slot i's pend word of e.
 func (t *Table) pend(e *hdr, i int) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), t.pendOff+uintptr(i)*8))
-}
-
-// next returns e's dirty-list link (Eventual tables only).
-func (t *Table) next(e *hdr) *atomic.Pointer[hdr] {
-	return (*atomic.Pointer[hdr])(unsafe.Add(unsafe.Pointer(e), hdrSize))
+	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), hdrSize+uintptr(i)*8))
 }
 
 // glob returns slot i's glob word of e. A Local table's entries have none:
@@ -118,7 +97,7 @@ func (t *Table) settleState(e *hdr, st uint32) bool {
 func (t *Table) push(e *hdr) {
 	for {
 		h := t.dirty.Load()
-		t.next(e).Store(h)
+		t.tail(e).next.Store(h)
 		if t.dirty.CompareAndSwap(h, e) {
 			return
 		}

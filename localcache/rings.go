@@ -3,14 +3,13 @@ package localcache
 import "sync/atomic"
 
 // entry is the memory layout of one key's state in an Eventual table, with a
-// ring of len(A) slots: a hdr, the dirty-list link, then pend[len(A)], then
-// glob[len(A)], then the tail (key and lease). Only
+// ring of len(A) slots: a hdr, then pend[len(A)], then glob[len(A)], then the
+// tail (dirty-list link and key). Only
 // allocation uses it (one type per ring size, so an entry is one allocation
 // with its slots inline and the garbage collector knows where its pointers
 // are); everything else goes through the *hdr at its start.
 type entry[A ring] struct {
 	hdr
-	link
 	pend A
 	glob A
 	tail

@@ -15,8 +15,8 @@ func entryOf(r Ref) *hdr {
 // clean, and returns the extended slice. Only one goroutine may drain.
 func (t *Table) Drain(dst []Ref) []Ref {
 	for e := t.dirty.Swap(nil); e != nil; {
-		next := t.next(e).Load()
-		t.next(e).Store(nil)
+		next := t.tail(e).next.Load()
+		t.tail(e).next.Store(nil)
 		// Clean before the syncer reads pend: a later admission dirties
 		// the entry again and queues it anew.
 		e.state.CompareAndSwap(stDirty, stClean)

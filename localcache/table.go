@@ -26,7 +26,6 @@ type Table struct {
 	geo       window.Sliding
 	limit     int64
 	ring      int     // slots per entry
-	pendOff   uintptr // offset of pend[0]: after the hdr, and in an Eventual entry the link
 	globOff   uintptr // offset of glob[0]
 	tailOff   uintptr // offset of the tail (Eventual)
 	span      int     // buckets in a window: B+1, or 1 for a fixed window
@@ -54,19 +53,14 @@ func newTable(cfg Config, slots int) (*Table, error) {
 	if alloc == nil {
 		return nil, fmt.Errorf("%w: %d slots is more than the largest ring", ErrConfig, slots)
 	}
-	pendOff := hdrSize
-	if cfg.Eventual {
-		pendOff += linkSize
-	}
 	t := &Table{
 		m:        xsync.NewMapOf[string, *hdr](),
 		newEntry: alloc,
 		geo:      cfg.Geometry,
 		limit:    cfg.Limit,
 		ring:     ring,
-		pendOff:  pendOff,
-		globOff:  pendOff + uintptr(ring)*8,
-		tailOff:  pendOff + uintptr(ring)*16,
+		globOff:  hdrSize + uintptr(ring)*8,
+		tailOff:  hdrSize + uintptr(ring)*16,
 		span:     cfg.Geometry.Span(),
 		eventual: cfg.Eventual,
 		ok:       stClean,
@@ -84,7 +78,7 @@ func newTable(cfg Config, slots int) (*Table, error) {
 // posWord packs what a check needs of the time: the bucket, the budget tag
 // and where the bucket's pend word is.
 func (t *Table) posWord(k, tag int64) uint64 {
-	off := t.pendOff + uintptr(t.slotOf(k))*8
+	off := hdrSize + uintptr(t.slotOf(k))*8
 	return uint64(k&tagMask) | uint64(tag)<<24 | uint64(off)<<48
 }
 
