@@ -908,7 +908,8 @@ func (s Spread) fmtNum(format string) string {
 // (sec/op) or, with cpu, the loop goroutines' CPU time (loop-cpu-ns/op).
 func (r *Report) nsSpread(set, path, lib, mode string, cpu ...bool) (Spread, bool) {
 	if len(cpu) > 0 && cpu[0] {
-		return r.Data.Spread(checkName(r.libBench(lib), set, path, lib, mode), "loop-cpu-ns/op", 1)
+		// benchfmt tidies "ns/op" units into seconds: loop-cpu-sec/op.
+		return r.Data.Spread(checkName(r.libBench(lib), set, path, lib, mode), "loop-cpu-sec/op", 1e9)
 	}
 	return r.Data.Spread(checkName(r.libBench(lib), set, path, lib, mode), "sec/op", 1e9)
 }
