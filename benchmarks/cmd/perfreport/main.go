@@ -871,7 +871,7 @@ func (r *Report) writeEnv(p printer) {
 		}
 		p("| %s | %s |\n", k, strings.ReplaceAll(r.Meta[k], "|", "\\|"))
 	}
-	p("\nTo reproduce (needs `redis-server` and `redis-benchmark` in PATH, Go 1.26):\n\n```sh\ncd benchmarks\n./run.sh          # full run, about 12 minutes on an idle 2-core machine; writes ../docs/performance.md\n./run.sh -quick   # about 5 minutes: 3 repetitions, shorter runs\n./run.sh -profile # also CPU profiles of the sluice benchmarks (pprof -top) in the output directory\n```\n\n")
+	p("\nTo reproduce (needs `redis-server` and `redis-benchmark` in PATH, Go 1.26):\n\n```sh\ncd benchmarks\n./run.sh          # full run, about 20 minutes on an idle 2-core machine; writes ../docs/performance.md\n./run.sh -quick   # about 8 minutes: 3 repetitions, shorter runs\n./run.sh -profile # also CPU profiles of the sluice benchmarks (pprof -top) in the output directory\n```\n\n")
 	p("The raw results and benchstat's output are kept in the output directory the script prints (`-out DIR` to choose it). To compare two runs: `go tool benchstat old/results.txt new/results.txt` inside `benchmarks/`. Single benchmarks: `go test -run '^$' -bench 'BenchmarkCheck/set=10k/path=allow' -count 10 .`\n\n")
 	p("A 2-core VM is noisy: differences within the confidence intervals are not differences. The `redis-server` under test runs on the same two cores as the benchmark (and, for eventual mode, as the syncer).\n\n")
 }
