@@ -95,7 +95,7 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 	for {
 		sq := e.synced.Load() // before the scan
 		v := t.scan(e, p.k, p.s, t.geo.Phase(now))
-		p.room = clampCount(v.others.Room(t.limit))
+		p.room = clampCount(v.others.Room(t.limit.Load()))
 		p.budget = p.room
 		var lease int64
 		switch p.health {
@@ -175,7 +175,7 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 	}
 	v.Status = OverLimit
 	if cur > p.room {
-		v.RetryAfter = t.geo.RetryAfter(now, t.limit, n, func(j int64) int64 {
+		v.RetryAfter = t.geo.RetryAfter(now, t.limit.Load(), n, func(j int64) int64 {
 			si := t.slotOf(j)
 			return countAt(t.pend(e, si).Load(), j) + countAt(t.glob(e, si).Load(), j)
 		})
