@@ -3,9 +3,9 @@ package policy_test
 import (
 	"bytes"
 	"errors"
-	"reflect"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
