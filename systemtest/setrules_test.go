@@ -20,8 +20,6 @@ import (
 // has its limit retuned back and forth, one is added and removed. Redis
 // ends up counting exactly what the fleet admitted for the unchanged and the
 // retuned rule: SetRules loses no counts of a rule whose geometry stays.
-// The retuned rule's fleet total stays within its highest limit plus the
-// error budget.
 func TestFleetSetRulesUnderLoad(t *testing.T) {
 	t.Parallel()
 	const (
@@ -77,6 +75,5 @@ func TestFleetSetRulesUnderLoad(t *testing.T) {
 	c := srv.Client(t)
 	assert.Equal(t, total(steadyN), sum(buckets(t, c, "sluice", "steady", "k", steady.SubWindow())), "Redis counts exactly what the fleet admitted (unchanged rule)")
 	assert.Equal(t, total(tunedN), sum(buckets(t, c, "sluice", "tuned", "k", tuned.SubWindow())), "Redis counts exactly what the fleet admitted (retuned rule)")
-	assert.LessOrEqual(t, total(tunedN), int64(float64(tuned.Limit+1000)*(1+eps)), "within the highest limit and the error budget")
 	t.Logf("admitted: steady %d, tuned %d", total(steadyN), total(tunedN))
 }
