@@ -20,6 +20,8 @@ import (
 // has its limit retuned back and forth, one is added and removed. Redis
 // ends up counting exactly what the fleet admitted for the unchanged and the
 // retuned rule: SetRules loses no counts of a rule whose geometry stays.
+// While instances disagree on the limit the fleet stays within the highest
+// of them plus the error budget.
 func TestFleetSetRulesUnderLoad(t *testing.T) {
 	t.Parallel()
 	const (
@@ -31,7 +33,11 @@ func TestFleetSetRulesUnderLoad(t *testing.T) {
 	tuned := policy.Rule{Name: "tuned", Limit: 2000, Window: time.Minute}
 	extra := policy.Rule{Name: "extra", Limit: 10, Window: time.Minute}
 	srv := redistest.Start(t)
-	opts := sluice.Options{ErrorBudget: eps, SyncInterval: 20 * time.Millisecond}
+	// A long Timeout: under -race on a busy machine a check's urgent sync
+	// can take longer than the default 50ms, and a store taken for down
+	// puts the rules on their failure mode, whose bound around an outage
+	// is L(2+ε) (docs/design.md, Known limits), not what this test is about.
+	opts := sluice.Options{ErrorBudget: eps, SyncInterval: 20 * time.Millisecond, Timeout: 2 * time.Second}
 	ls := fleet(t, n, func() redis.UniversalClient { return srv.Client(t) }, opts, steady, tuned)
 
 	stop := make(chan struct{})
@@ -75,5 +81,9 @@ func TestFleetSetRulesUnderLoad(t *testing.T) {
 	c := srv.Client(t)
 	assert.Equal(t, total(steadyN), sum(buckets(t, c, "sluice", "steady", "k", steady.SubWindow())), "Redis counts exactly what the fleet admitted (unchanged rule)")
 	assert.Equal(t, total(tunedN), sum(buckets(t, c, "sluice", "tuned", "k", tuned.SubWindow())), "Redis counts exactly what the fleet admitted (retuned rule)")
+	assert.LessOrEqual(t, total(tunedN), int64(float64(tuned.Limit+1000)*(1+eps)), "within the highest limit any instance had, and the error budget")
+	for _, l := range ls {
+		assert.False(t, l.Stats().Degraded)
+	}
 	t.Logf("admitted: steady %d, tuned %d", total(steadyN), total(tunedN))
 }
