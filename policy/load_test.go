@@ -297,3 +297,30 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.read += n
 	return int(n), nil
 }
+
+// BenchmarkMatch measures Match on an envoy configuration: an exact match,
+// a default (the key is the value) and two variable entries (the key is
+// built).
+func BenchmarkMatch(b *testing.B) {
+	c, err := policy.LoadFile("testdata/envoy/features.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name    string
+		entries []policy.Entry
+	}{
+		{"default", []policy.Entry{{Key: "api", Value: "k1"}}},
+		{"nested-exact", []policy.Entry{{Key: "api", Value: "k1"}, {Key: "method", Value: "GET"}}},
+		{"two-variable", []policy.Entry{{Key: "api", Value: "k1"}, {Key: "batch", Value: "b2"}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, ok := c.Match(bc.entries...); !ok {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}

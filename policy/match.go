@@ -49,19 +49,18 @@ func newNode() *node {
 // For sluice's format a descriptor is one entry whose Key is a rule name
 // and whose Value the key: Match returns them if the rule exists.
 func (c Config) Match(entries ...Entry) (rule, key string, ok bool) {
-	if c.Format == FormatSluice {
-		if len(entries) != 1 {
-			return "", "", false
-		}
-		for i := range c.Rules {
-			if c.Rules[i].Name == entries[0].Key {
-				return c.Rules[i].Name, entries[0].Value, true
+	if c.root == nil { // a Config built in Go, not loaded
+		if len(entries) == 1 {
+			for i := range c.Rules {
+				if c.Rules[i].Name == entries[0].Key {
+					return c.Rules[i].Name, entries[0].Value, true
+				}
 			}
 		}
 		return "", "", false
 	}
 	n := c.root
-	if n == nil || len(entries) == 0 {
+	if len(entries) == 0 {
 		return "", "", false
 	}
 	var first string // the first variable value

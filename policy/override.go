@@ -1,10 +1,6 @@
 package policy
 
-import (
-	"fmt"
-	"math"
-	"time"
-)
+import "fmt"
 
 // TierSeparator joins a rule's name and an override's Tier into the name the
 // override's keys are counted under (see Rule.Tier). Rule names cannot hold
@@ -125,6 +121,9 @@ func (r Rule) validateOverrides(bad func(string, ...any) error) error {
 // validateDeny checks a Deny rule: Limit 0, no Burst, WarmUp or overrides,
 // a Window in range (the RetryAfter of its denials).
 func (r Rule) validateDeny(bad func(string, ...any) error) error {
+	if r.Algorithm > SlidingLog || r.Mode > Strict {
+		return bad("unknown Algorithm %d or Mode %d: use the policy constants", uint8(r.Algorithm), uint8(r.Mode))
+	}
 	switch {
 	case r.Limit != 0:
 		return bad("Deny is set with Limit %d: a Deny rule admits nothing; set Limit 0, or remove Deny", r.Limit)
@@ -137,17 +136,3 @@ func (r Rule) validateDeny(bad func(string, ...any) error) error {
 	}
 	return nil
 }
-
-// safeMul returns a·b, or false if it overflows int64 (both positive).
-func safeMul(a, b int64) (int64, bool) {
-	if a <= 0 || b <= 0 {
-		return 0, a >= 0 && b >= 0
-	}
-	if a > math.MaxInt64/b {
-		return 0, false
-	}
-	return a * b, true
-}
-
-// durationOK reports whether d is a window the rules accept.
-func durationOK(d time.Duration) bool { return d >= MinWindow && d <= MaxWindow }

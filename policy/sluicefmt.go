@@ -48,6 +48,11 @@ func loadSluice(top *yaml.Node) (Config, error) {
 	if len(c.Rules) == 0 {
 		return Config{}, errAt(top, "rules", "is empty: write at least one rule (name, limit, window)")
 	}
+	// Match: one entry, its key a rule name (a default: any value, the key).
+	c.root = newNode()
+	for _, r := range c.Rules {
+		c.root.deflt[r.Name] = &node{key: r.Name, rule: r.Name, limited: true}
+	}
 	return c, nil
 }
 
