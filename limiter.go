@@ -44,6 +44,10 @@ type Limiter struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	fleetMu  sync.Mutex
+
+	waitMu  sync.Mutex             // guards queues (wait.go)
+	queues  map[waitKey]*waitQueue // Wait's queues, by rule and key
+	waiters atomic.Int64           // callers queued in Wait, across keys
 }
 
 // rule is one rule of the limiter: its name, limit and engine, and the
@@ -54,8 +58,14 @@ type rule struct {
 	maxCost int64 // policy.Rule.MaxCost: Burst for the buckets, else limit
 	window  time.Duration
 	eng     engine.Engine
-	over    map[string]*rule // key → its override tier's rule; nil without overrides
-	pr      policy.Rule      // as resolved (for a tier: policy.Rule.Tier's)
+	extra   int64 // the soft band: what the engine admits past limit (policy.Rule.Soft)
+	shadow  bool  // policy.Rule.Shadow: never deny
+	refunds bool  // engine.CanRefund: AllowAll can take its admissions back
+	// capacity is the shared capacity rule of an elastic rule
+	// (policy.Rule.Ceiling; elastic.go), nil for the others.
+	capacity *rule
+	over     map[string]*rule // key → its override tier's rule; nil without overrides
+	pr       policy.Rule      // as resolved (for a tier: policy.Rule.Tier's)
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -108,6 +118,9 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 		}
 		set.add(r)
 	}
+	if err := l.linkCapacity(set, resolved); err != nil {
+		return nil, err
+	}
 	l.set.Store(set)
 	l.tick()
 	if l.sync != nil {
@@ -146,8 +159,10 @@ func resolveRules(rules []policy.Rule, store bool) (out []policy.Rule, shared bo
 		if pr.Mode != policy.Local && !store {
 			return nil, false, fmt.Errorf("%w %q: Mode %v needs a store: set Options.Redis, or use policy.Local", policy.ErrInvalidRule, pr.Name, pr.Mode)
 		}
-		if !sharedAlgorithm(pr.Algorithm) && pr.Mode != policy.Local {
-			return nil, false, fmt.Errorf("%w %q: Algorithm %v supports only Mode policy.Local today, not %v (the default with a store is Eventual): set Mode: policy.Local, or use SlidingWindow, WeightedWindow or FixedWindow to share the limit across the fleet", policy.ErrInvalidRule, pr.Name, pr.Algorithm, pr.Mode)
+		if !windowAlgorithm(pr.Algorithm) && pr.Mode == policy.Eventual {
+			// Only a ModeDefault gets here: Validate refuses an explicit
+			// Eventual for these algorithms, with the reason.
+			return nil, false, fmt.Errorf("%w %q: Algorithm %v has no Mode Eventual, the default with a store: set Mode: policy.Strict to share it across the fleet (one store call per check), or policy.Local", policy.ErrInvalidRule, pr.Name, pr.Algorithm)
 		}
 		shared = shared || pr.Mode != policy.Local
 		out = append(out, pr)
@@ -155,10 +170,10 @@ func resolveRules(rules []policy.Rule, store bool) (out []policy.Rule, shared bo
 	return out, shared, nil
 }
 
-// sharedAlgorithm reports whether an algorithm has the Eventual and Strict
-// modes: the sliding, weighted and fixed windows. TokenBucket, GCRA and
-// SlidingLog are Local only for now.
-func sharedAlgorithm(a policy.Algorithm) bool {
+// windowAlgorithm reports whether an algorithm counts in sub-windows (the
+// sliding, weighted and fixed windows) and so has the Eventual mode.
+// TokenBucket, GCRA and SlidingLog run Local or Strict.
+func windowAlgorithm(a policy.Algorithm) bool {
 	return a == policy.SlidingWindow || a == policy.WeightedWindow || a == policy.FixedWindow
 }
 
@@ -169,7 +184,7 @@ func sharedAlgorithm(a policy.Algorithm) bool {
 // tick old, which delays a decision by at most a tick, a tenth of the
 // resolution or less.
 func resolution(pr policy.Rule) time.Duration {
-	if sharedAlgorithm(pr.Algorithm) {
+	if windowAlgorithm(pr.Algorithm) {
 		return pr.SubWindow()
 	}
 	return pr.Interval()
@@ -177,8 +192,9 @@ func resolution(pr policy.Rule) time.Duration {
 
 // newEngine builds a validated rule's engine.
 func (l *Limiter) newEngine(pr policy.Rule) (engine.Engine, error) {
+	eff := pr.Effective() // the engine counts the soft band in
 	cfg := engine.Config{
-		Rule:         pr,
+		Rule:         eff,
 		Keys:         l.keys,
 		Now:          l.now,
 		Ticked:       l.clock == nil && resolution(pr) >= preciseBelow && pr.Mode != policy.Strict,
@@ -239,6 +255,9 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 	if r == nil || n < 1 || n > r.maxCost || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
 		return l.reject(r, rule, key, n)
 	}
+	if r.capacity != nil {
+		return l.allowElastic(ctx, r, key, n)
+	}
 	res, err := r.eng.Check(ctx, key, n)
 	// Field by field into the named result, not a struct literal: the
 	// compiler builds a five-field literal in a temporary and copies it with
@@ -249,6 +268,9 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 	d.Remaining = res.Remaining
 	d.ResetAfter = res.ResetAfter
 	d.RetryAfter = res.RetryAfter
+	if r.extra|boolInt(r.shadow) != 0 {
+		return r.shape(d, err)
+	}
 	return d, err
 }
 
@@ -283,7 +305,8 @@ func (l *Limiter) Peek(rule, key string) (Decision, error) {
 	if l.closed.Load() {
 		return Decision{Limit: r.limit}, ErrClosed
 	}
-	return r.eng.Peek(key).Decision(r.limit), nil
+	d, _ := r.shape(r.eng.Peek(key).Decision(r.limit), nil)
+	return d, nil
 }
 
 // Flush pushes every pending count and pulls every touched key's totals now,

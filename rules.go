@@ -81,34 +81,44 @@ type retune struct {
 
 // buildOne makes the rule checks call name that pr's engine decides.
 func (l *Limiter) buildOne(name string, pr policy.Rule, old map[string]*rule, b *build) (*rule, error) {
-	r := &rule{name: name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, pr: pr}
+	eff := pr.Effective() // what the engine counts: the soft band or the ceiling in
+	r := &rule{name: name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, pr: pr,
+		extra: eff.MaxCost() - pr.MaxCost(), shadow: pr.Shadow}
 	if pr.Limit == 0 { // Deny, or an Unlimited tier: every cost reaches the engine
-		r.maxCost = policy.MaxLimit
+		r.maxCost, r.extra = policy.MaxLimit, 0
 	}
-	if o := old[pr.Name]; o != nil && sameGeometry(o.pr, pr) {
-		if rt, ok := o.eng.(engine.Retuner); ok {
-			r.eng = o.eng
-			b.kept[o.eng] = true
-			if o.pr.Limit != pr.Limit {
-				b.retune = append(b.retune, retune{rt, pr.Limit})
-			}
-			return r, nil
+	r.eng = l.keep(old[pr.Name], pr, b)
+	if r.eng == nil {
+		eng, err := l.newEngine(pr)
+		if err != nil {
+			return nil, err
 		}
-		if o.pr.Limit == pr.Limit && o.pr.Burst == pr.Burst && o.pr.WarmUp == pr.WarmUp && o.pr.Deny == pr.Deny {
-			r.eng = o.eng // a bucket or log rule unchanged
-			b.kept[o.eng] = true
-			return r, nil
-		}
-	}
-	eng, err := l.newEngine(pr)
-	if err != nil {
-		return nil, err
-	}
-	if b != nil {
 		b.fresh = append(b.fresh, eng)
+		r.eng = eng
 	}
-	r.eng = eng
+	r.refunds = engine.CanRefund(r.eng)
 	return r, nil
+}
+
+// keep returns o's engine if pr can keep it (the same counting geometry),
+// recording a retune if its limit changed; nil if pr needs a new engine.
+func (l *Limiter) keep(o *rule, pr policy.Rule, b *build) engine.Engine {
+	if o == nil || !sameGeometry(o.pr, pr) {
+		return nil
+	}
+	was, now := o.pr.Effective(), pr.Effective()
+	if rt, ok := o.eng.(engine.Retuner); ok {
+		if was.Limit != now.Limit {
+			b.retune = append(b.retune, retune{rt, now.Limit})
+		}
+		b.kept[o.eng] = true
+		return o.eng
+	}
+	if was.Limit == now.Limit && was.Burst == now.Burst && was.WarmUp == now.WarmUp {
+		b.kept[o.eng] = true // a bucket or log rule unchanged
+		return o.eng
+	}
+	return nil
 }
 
 // sameGeometry reports whether a and b count the same way: the same name

@@ -57,6 +57,10 @@ func (l *Limiter) SetRules(rules ...policy.Rule) error {
 		}
 		next.add(r)
 	}
+	if err := l.linkCapacity(next, resolved); err != nil {
+		retire(b.fresh)
+		return err
+	}
 	for _, rt := range b.retune {
 		rt.eng.SetLimit(rt.limit)
 	}

@@ -57,7 +57,7 @@ func TestSetRules(t *testing.T) {
 		{"invalid set changes nothing", []policy.Rule{with(api, func(r *policy.Rule) { r.Limit = 50 }), {Name: "bad", Limit: 0, Window: time.Second}}, "Limit 0 is out of range", 2, 2},
 		{"duplicate names change nothing", []policy.Rule{api, api}, "duplicate rule name", 2, 2},
 		{"empty set changes nothing", nil, "no rules", 2, 2},
-		{"shared rule without a syncer", []policy.Rule{api, with(bucket, func(r *policy.Rule) { r.Mode = policy.Eventual })}, "needs a store", 2, 2},
+		{"shared rule without a store", []policy.Rule{with(api, func(r *policy.Rule) { r.Mode = policy.Eventual }), bucket}, "needs a store", 2, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -303,4 +303,23 @@ func TestSetRulesShared(t *testing.T) {
 	use(t, l, "api", "k", 7)
 	require.NoError(t, l.Flush(context.Background()))
 	assert.Equal(t, int64(193), remaining(t, l, "api", "k"), "a new geometry counts apart")
+}
+
+// TestSetRulesElastic: an elastic rule is linked to its capacity rule in
+// the new set; a set whose capacity rule is missing is refused whole.
+func TestSetRulesElastic(t *testing.T) {
+	t.Parallel()
+	service := policy.Rule{Name: "service", Limit: 1000, Window: time.Minute}
+	tenant := policy.Rule{Name: "tenant", Limit: 2, Window: time.Minute, Ceiling: 4, Capacity: "service"}
+	l, err := sluice.New(sluice.Options{}, service, tenant)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	require.NoError(t, l.SetRules(service, tenant))
+	use(t, l, "tenant", "k", 4) // past its limit, within the ceiling, while the service has room
+	err = l.SetRules(tenant)
+	require.ErrorIs(t, err, policy.ErrInvalidRule)
+	assert.Contains(t, err.Error(), "Capacity")
+	d, err := l.Allow(context.Background(), "tenant", "k")
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "the refused set changed nothing: the ceiling is reached")
 }

@@ -13,7 +13,9 @@
 // in the store). A new algorithm is a new Engine here, with its own state and
 // math, not an edit across the hot path: TokenBucket and GCRA (gcra.go; with a
 // WarmUp, warmup.go) and SlidingLog (slidinglog.go) are Local engines on a
-// localcache.KeyTable each (keyed.go holds what they share).
+// localcache.KeyTable each (keyed.go holds what they share), and Strict
+// engines decided by the store's own script per check (gcrastrict.go,
+// logstrict.go; strictkeyed.go holds their failure mode).
 package engine
 
 import (
@@ -103,6 +105,13 @@ type Engine interface {
 	// SetFleet tells the engine the live-instance count N̂ and whether the
 	// store is down; it adjusts the error budget's split at once.
 	SetFleet(instances int64, down bool)
+	// Take is Check for a request checked against several rules
+	// (Limiter.AllowAll): it also returns a Receipt of where an admission
+	// was counted, for Refund.
+	Take(ctx context.Context, key string, n int64) (Result, Receipt, error)
+	// Refund takes back cost n that Take admitted for key with receipt rc,
+	// when another rule denied the same request. It never blocks.
+	Refund(key string, n int64, rc Receipt)
 }
 
 // Config is what an engine needs to know of its rule and its limiter.

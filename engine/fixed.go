@@ -47,6 +47,15 @@ func (denyAll) Sweep(int64) int { return 0 }
 // SetFleet does nothing: nothing is shared.
 func (denyAll) SetFleet(int64, bool) {}
 
+// Take is Check: nothing is counted, so nothing needs a receipt.
+func (d denyAll) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
+	res, err := d.Check(ctx, key, n)
+	return res, Receipt{}, err
+}
+
+// Refund has nothing to take back.
+func (denyAll) Refund(string, int64, Receipt) {}
+
 // unlimited is the rule of an Unlimited override (policy.Rule.Tier): every
 // check is admitted, counting nothing. Its Result has nothing Remaining;
 // the limiter reports a Limit of 0 for it.
@@ -68,6 +77,15 @@ func (unlimited) Sweep(int64) int { return 0 }
 
 // SetFleet does nothing.
 func (unlimited) SetFleet(int64, bool) {}
+
+// Take is Check: nothing is counted.
+func (u unlimited) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
+	res, err := u.Check(ctx, key, n)
+	return res, Receipt{}, err
+}
+
+// Refund has nothing to take back.
+func (unlimited) Refund(string, int64, Receipt) {}
 
 // newFixed returns the engine of a rule that decides without state: a Deny
 // rule, or an Unlimited override's rule (Limit 0 without Deny); ok is false

@@ -73,7 +73,7 @@ type Descriptor struct {
 	// that only leads to nested descriptors, or an allow-listed value).
 	RateLimit *RateLimit
 	// ShadowMode, envoy's shadow_mode: the limit decides and counts, but
-	// never denies.
+	// never denies (its rule has Shadow set).
 	ShadowMode bool
 	// DetailedMetric is envoy's detailed_metric: per-value metrics. sluice
 	// keeps it for the caller's metrics; it changes no decision.

@@ -113,6 +113,7 @@ func (l *envoyLoader) descriptors(n *yaml.Node, at string, parent *node, path st
 				Window:    envoyUnits[strings.ToLower(d.RateLimit.Unit)] * time.Duration(max(d.RateLimit.UnitMultiplier, 1)),
 				Algorithm: FixedWindow,
 				Deny:      d.RateLimit.RequestsPerUnit == 0,
+				Shadow:    d.ShadowMode,
 			}
 			if prev, dup := l.names[r.Name]; dup {
 				return errAt(dn, field, "descriptors %s and %s make the same rule name %q: rename a key or value", prev, full, r.Name)

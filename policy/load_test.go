@@ -112,6 +112,7 @@ func TestEnvoyRules(t *testing.T) {
 	}
 	assert.Equal(t, policy.Rule{Name: "edge.api", Limit: 100, Window: time.Minute, Algorithm: policy.FixedWindow}, byName["edge.api"])
 	assert.True(t, byName["edge.api.method_DELETE"].Deny)
+	assert.True(t, byName["edge.api.method_GET"].Shadow, "shadow_mode")
 	assert.Equal(t, 30*time.Second, byName["edge.api.batch"].Window, "unit_multiplier")
 	api := c.Descriptors[0]
 	assert.True(t, api.DetailedMetric)
@@ -127,7 +128,7 @@ func TestEnvoyRules(t *testing.T) {
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	c := load(t, "testdata/sluice/rules.yaml")
-	require.Len(t, c.Rules, 6)
+	require.Len(t, c.Rules, 8)
 	var buf bytes.Buffer
 	require.NoError(t, c.Encode(&buf))
 	back, err := policy.Load(&buf)
@@ -153,6 +154,12 @@ func TestRoundTrip(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				r.WarmUp = time.Duration(1+rng.IntN(10)) * r.Window
 			}
+		}
+		if rng.IntN(3) == 0 {
+			r.Shadow = true
+		}
+		if rng.IntN(3) == 0 {
+			r.Soft = float64(rng.IntN(100)) / 64
 		}
 		switch rng.IntN(5) {
 		case 0:

@@ -41,7 +41,9 @@ type Override struct {
 
 // Tier returns the rule the keys of r's override named tier are decided
 // under: r with the override's limit, named r.Name + TierSeparator + tier,
-// and without overrides; ok is false if r has no such override. An
+// without overrides and without elasticity (Ceiling, Capacity: a tier's
+// limit is its own); ok is false if r has no such override. Soft and
+// Shadow apply to a tier as to its rule. An
 // Unlimited override's rule has Limit 0 and Deny false: nothing counts it.
 func (r Rule) Tier(tier string) (Rule, bool) {
 	for _, o := range r.Overrides {
@@ -57,8 +59,9 @@ func (r Rule) tierRule(o Override) Rule {
 	t.Name = r.Name + TierSeparator + o.Tier
 	t.Overrides = nil
 	t.Limit, t.Burst, t.Deny = o.Limit, o.Burst, o.Deny
+	t.Ceiling, t.Capacity = 0, "" // a tier's limit is its own: not elastic
 	if o.Unlimited || o.Deny {
-		t.Limit, t.Burst, t.WarmUp = 0, 0, 0
+		t.Limit, t.Burst, t.WarmUp, t.Soft = 0, 0, 0, 0
 	}
 	return t
 }
@@ -127,8 +130,8 @@ func (r Rule) validateDeny(bad func(string, ...any) error) error {
 	switch {
 	case r.Limit != 0:
 		return bad("Deny is set with Limit %d: a Deny rule admits nothing; set Limit 0, or remove Deny", r.Limit)
-	case r.Burst != 0 || r.WarmUp != 0:
-		return bad("Deny is set with a Burst or WarmUp: remove them")
+	case r.Burst != 0 || r.WarmUp != 0 || r.Soft != 0 || r.Ceiling != 0 || r.Capacity != "":
+		return bad("Deny is set with a Burst, WarmUp, Soft, Ceiling or Capacity: remove them")
 	case len(r.Overrides) != 0:
 		return bad("Deny is set with Overrides: give the denied keys a Deny override of a limited rule instead")
 	case r.Window < MinWindow || r.Window > MaxWindow:

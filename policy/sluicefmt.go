@@ -15,7 +15,7 @@ const MaxRules = 10_000
 
 var (
 	sluiceTop      = []string{"rules"}
-	sluiceRule     = []string{"name", "limit", "window", "algorithm", "precision", "burst", "warm_up", "mode", "deny", "overrides"}
+	sluiceRule     = []string{"name", "limit", "window", "algorithm", "precision", "burst", "warm_up", "mode", "soft", "ceiling", "capacity", "shadow", "deny", "overrides"}
 	sluiceOverride = []string{"tier", "keys", "limit", "burst", "unlimited", "deny"}
 	algorithms     = []Algorithm{SlidingWindow, FixedWindow, WeightedWindow, TokenBucket, GCRA, SlidingLog}
 	modes          = []Mode{ModeDefault, Eventual, Local, Strict}
@@ -84,6 +84,14 @@ func decodeRule(n *yaml.Node, at string) (Rule, error) {
 			if s, err = str(v, field); err == nil {
 				r.Mode, err = parseEnum(v, field, s, modes)
 			}
+		case "soft":
+			r.Soft, err = number(v, field, 0, 1e6)
+		case "ceiling":
+			r.Ceiling, err = integer(v, field, 0, MaxLimit)
+		case "capacity":
+			r.Capacity, err = str(v, field)
+		case "shadow":
+			r.Shadow, err = boolean(v, field)
 		case "deny":
 			r.Deny, err = boolean(v, field)
 		case "overrides":
@@ -173,6 +181,18 @@ func (c Config) Encode(w io.Writer) error {
 		}
 		if r.Mode != ModeDefault {
 			add(m, "mode", scalar(r.Mode.String(), "!!str"))
+		}
+		if r.Soft != 0 {
+			add(m, "soft", scalar(strconv.FormatFloat(r.Soft, 'g', -1, 64), "!!float"))
+		}
+		if r.Ceiling != 0 {
+			add(m, "ceiling", integerNode(r.Ceiling))
+		}
+		if r.Capacity != "" {
+			add(m, "capacity", scalar(r.Capacity, "!!str"))
+		}
+		if r.Shadow {
+			add(m, "shadow", scalar("true", "!!bool"))
 		}
 		if r.Deny {
 			add(m, "deny", scalar("true", "!!bool"))
