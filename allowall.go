@@ -67,6 +67,9 @@ func (l *Limiter) AllowAll(ctx context.Context, n int64, checks ...Check) (Decis
 	warm := -1 // the check whose rule cannot refund, if any: decided last
 	for i, c := range checks {
 		r := l.rule(c.Rule)
+		if r != nil && r.over != nil {
+			r = r.tier(c.Key)
+		}
 		if r == nil || n < 1 || n > r.maxCost || len(c.Key) > l.opts.MaxKeyLength || l.closed.Load() {
 			d, err := l.reject(r, c.Rule, c.Key, n)
 			return d, fmt.Errorf("check %d: %w", i, err)

@@ -26,7 +26,7 @@ func (l *Limiter) now() int64 {
 // tick publishes the time to every engine.
 func (l *Limiter) tick() {
 	now := l.now()
-	for _, r := range l.rules {
+	for _, r := range l.set.Load().all {
 		r.eng.Tick(now)
 	}
 }
@@ -50,9 +50,7 @@ func (l *Limiter) applyFleet() {
 				"failure_mode", l.opts.FailureMode.String(), "err", f.Err)
 		}
 	}
-	for _, r := range l.rules {
-		r.eng.SetFleet(n, !f.Healthy)
-	}
+	l.setFleet(l.set.Load(), n, !f.Healthy)
 }
 
 // background publishes the time every tickEvery, applies the fleet view
@@ -69,10 +67,8 @@ func (l *Limiter) background() {
 	// only once nothing of theirs is left in the window, so sweeping more
 	// often finds little, and a sweep walks every key. A full cache asks
 	// for an early sweep.
-	sweepEvery := time.Minute
-	for _, r := range l.rules {
-		sweepEvery = min(sweepEvery, max(r.window, time.Second))
-	}
+	var set *ruleSet
+	var sweepEvery time.Duration
 	lastSweep := time.Now()
 	for {
 		select {
@@ -87,10 +83,16 @@ func (l *Limiter) background() {
 		// clock themselves (a custom Clock, short sub-windows): the syncer
 		// ends a lease only once the published time has left its bucket.
 		l.tick()
+		if s := l.set.Load(); s != set {
+			set, sweepEvery = s, time.Minute
+			for _, r := range set.all {
+				sweepEvery = min(sweepEvery, max(r.window, time.Second))
+			}
+		}
 		if time.Since(lastSweep) >= sweepEvery || (l.keys.Full() && time.Since(lastSweep) >= sweepEvery/10) {
 			lastSweep = time.Now()
 			now := l.now()
-			for _, r := range l.rules {
+			for _, r := range set.all {
 				r.eng.Sweep(now)
 			}
 		}

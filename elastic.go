@@ -38,9 +38,10 @@ type elasticTake struct {
 	counted, capCounted bool
 }
 
-// linkCapacity adds the meter of each capacity rule that an elastic rule
-// names, and links the elastic rules to it.
-func (l *Limiter) linkCapacity(rules []policy.Rule) error {
+// linkCapacity adds to set the meter of each capacity rule that an elastic
+// rule names, and links the elastic rules to it. old and b are buildRule's:
+// a meter whose capacity rule kept its geometry keeps its counts.
+func (l *Limiter) linkCapacity(set *ruleSet, rules []policy.Rule, old map[string]*rule, b *build) error {
 	for _, pr := range rules {
 		if pr.Capacity == "" {
 			continue
@@ -58,23 +59,25 @@ func (l *Limiter) linkCapacity(rules []policy.Rule) error {
 			return fmt.Errorf("%w %q: Capacity %q is itself elastic: a capacity rule must be a plain rule", policy.ErrInvalidRule, pr.Name, pr.Capacity)
 		}
 		name := cp.Name + MeterSuffix
-		m := l.rules[name]
+		m := set.byName[name]
 		if m == nil {
 			meter := *cp
 			meter.Name = name
-			meter.Limit = min(2*cp.Limit, policy.MaxLimit)
-			meter.Soft, meter.Shadow = 0, false
+			meter.Limit = meter2(cp.Limit)
+			meter.Soft, meter.Shadow, meter.Overrides = 0, false, nil
 			if err := meter.Validate(); err != nil {
 				return fmt.Errorf("%w %q: the meter of its Capacity %q: %v", policy.ErrInvalidRule, pr.Name, pr.Capacity, err)
 			}
-			if err := l.addRule(meter); err != nil {
+			r, err := l.buildRule(meter, old, b)
+			if err != nil {
 				return err
 			}
-			m = l.rules[name]
+			set.add(r)
+			m = r
 		} else if m.limit != meter2(cp.Limit) || l.isUser(rules, name) {
 			return fmt.Errorf("%w %q: a rule is named %q, the name of its Capacity's meter: rename it", policy.ErrInvalidRule, pr.Name, name)
 		}
-		r := l.rules[pr.Name]
+		r := set.byName[pr.Name]
 		r.capacity, r.capLimit = m, cp.Limit
 		r.capRetry = max(cp.SubWindow(), cp.Interval(), 1)
 	}

@@ -195,3 +195,24 @@ func ExampleLimiter_AllowN_elastic() {
 	// alice again: 0
 	// carol, within her limit: 10
 }
+
+// TestElasticSetRules: SetRules with the same elastic rules keeps the
+// capacity's meter and its count (the heavy client's elastic band stays
+// used), and a retuned capacity retunes its meter.
+func TestElasticSetRules(t *testing.T) {
+	t.Parallel()
+	c := newFakeClock(1_800_000_000 * int64(time.Second))
+	l := newAlgoLimiter(t, c, elasticRules...)
+	assert.Equal(t, 50, allowMany(t, l, "heavy", 60))
+	require.NoError(t, l.SetRules(elasticRules...))
+	assert.Equal(t, 0, allowMany(t, l, "heavy", 10), "the rule and its meter kept their counts")
+	meter, err := l.Peek("service"+sluice.MeterSuffix, sluice.CapacityKey)
+	require.NoError(t, err)
+	assert.Equal(t, int64(200-50), meter.Remaining, "the meter counted the elastic rule's 50 admissions")
+
+	bigger := append([]policy.Rule{{Name: "service", Limit: 1000, Window: time.Minute}}, elasticRules[1:]...)
+	require.NoError(t, l.SetRules(bigger...))
+	meter, err = l.Peek("service"+sluice.MeterSuffix, sluice.CapacityKey)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2000), meter.Limit, "the meter follows its capacity's Limit")
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -117,4 +119,68 @@ func ExampleLimiter_Flush() {
 	// Output:
 	// <nil>
 	// <nil>
+}
+
+// SetRules replaces the rules while checks run: a rule that keeps its
+// geometry keeps its counts, and a new limit applies at once.
+func ExampleLimiter_SetRules() {
+	limiter, err := sluice.New(sluice.Options{}, policy.Rule{Name: "api", Limit: 3, Window: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	ctx := context.Background()
+	for range 3 {
+		_, _ = limiter.Allow(ctx, "api", "alice")
+	}
+	d, _ := limiter.Allow(ctx, "api", "alice")
+	fmt.Println(d.Allowed, d.Remaining)
+
+	err = limiter.SetRules(
+		policy.Rule{Name: "api", Limit: 5, Window: time.Minute},
+		policy.Rule{Name: "search", Limit: 1, Window: time.Second},
+	)
+	fmt.Println(err)
+	d, _ = limiter.Allow(ctx, "api", "alice")
+	fmt.Println(d.Allowed, d.Remaining) // 3 counted before, 1 now: 1 left of 5
+
+	err = limiter.SetRules(policy.Rule{Name: "api", Limit: 0, Window: time.Minute})
+	fmt.Println(err)
+	// Output:
+	// false 0
+	// <nil>
+	// true 1
+	// invalid rule "api": Limit 0 is out of range: it must be between 1 and 4294967295
+}
+
+// WatchFile applies a configuration file and follows its changes; a file
+// that does not load keeps the rules in force.
+func ExampleLimiter_WatchFile() {
+	dir, err := os.MkdirTemp("", "sluice")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, []byte("rules:\n  - {name: api, limit: 100, window: 1m}\n"), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := policy.LoadFile(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := sluice.New(sluice.Options{}, cfg.Rules...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = limiter.WatchFile(ctx, path, sluice.WatchOptions{Interval: time.Second})
+	fmt.Println(err)
+	d, _ := limiter.Peek("api", "alice")
+	fmt.Println(d.Limit)
+	// Output:
+	// <nil>
+	// 100
 }

@@ -30,8 +30,8 @@ const (
 // passes the syncer's view of the fleet (N̂, the store's health) on to them.
 type Limiter struct {
 	opts  Options
-	fast  []*rule // the first maxFastRules rules, scanned before the map
-	rules map[string]*rule
+	set   atomic.Pointer[ruleSet] // the rules; SetRules replaces it whole
+	setMu sync.Mutex              // serializes SetRules
 	keys  *localcache.Keys
 	sync  *syncer.Syncer // nil without a store or without shared rules
 	clock Clock          // nil: system clock
@@ -50,7 +50,8 @@ type Limiter struct {
 	waiters atomic.Int64           // callers queued in Wait, across keys
 }
 
-// rule is one rule of the limiter: its name, limit and engine.
+// rule is one rule of the limiter: its name, limit and engine, and the
+// rules of its overrides' keys.
 type rule struct {
 	name    string
 	limit   int64
@@ -63,8 +64,10 @@ type rule struct {
 	// capacity is the meter of an elastic rule's capacity rule
 	// (policy.Rule.Ceiling; elastic.go), nil for the others.
 	capacity *rule
-	capLimit int64         // the capacity rule's Limit
-	capRetry time.Duration // RetryAfter of a denial at the capacity: its sub-window
+	capLimit int64            // the capacity rule's Limit
+	capRetry time.Duration    // RetryAfter of a denial at the capacity: its sub-window
+	over     map[string]*rule // key → its override tier's rule; nil without overrides
+	pr       policy.Rule      // as resolved (for a tier: policy.Rule.Tier's)
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -86,7 +89,6 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 	}
 	l := &Limiter{
 		opts:  opts,
-		rules: make(map[string]*rule, len(rules)),
 		keys:  localcache.NewKeys(int64(opts.MaxKeys)),
 		clock: opts.Clock,
 		stop:  make(chan struct{}),
@@ -110,14 +112,18 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
 		}
 	}
+	set := newRuleSet(len(resolved))
 	for _, pr := range resolved {
-		if err := l.addRule(pr); err != nil {
+		r, err := l.buildRule(pr, nil, &build{kept: map[engine.Engine]bool{}})
+		if err != nil {
 			return nil, err
 		}
+		set.add(r)
 	}
-	if err := l.linkCapacity(resolved); err != nil {
+	if err := l.linkCapacity(set, resolved, nil, &build{kept: map[engine.Engine]bool{}}); err != nil {
 		return nil, err
 	}
+	l.set.Store(set)
 	l.tick()
 	if l.sync != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Second))
@@ -143,6 +149,9 @@ func resolveRules(rules []policy.Rule, store bool) (out []policy.Rule, shared bo
 			return nil, false, fmt.Errorf("%w %q: duplicate rule name: every rule needs a unique name", policy.ErrInvalidRule, pr.Name)
 		}
 		seen[pr.Name] = true
+		if pr.Deny {
+			pr.Mode = policy.Local // denies without counting: nothing to share
+		}
 		if pr.Mode == policy.ModeDefault {
 			pr.Mode = policy.Local
 			if store {
@@ -183,8 +192,8 @@ func resolution(pr policy.Rule) time.Duration {
 	return pr.Interval()
 }
 
-// addRule builds a validated rule's engine.
-func (l *Limiter) addRule(pr policy.Rule) error {
+// newEngine builds a validated rule's engine.
+func (l *Limiter) newEngine(pr policy.Rule) (engine.Engine, error) {
 	eff := pr.Effective() // the engine counts the soft band in
 	cfg := engine.Config{
 		Rule:         eff,
@@ -198,36 +207,27 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 	if pr.Mode != policy.Local {
 		cfg.Store = l.sync
 	}
-	eng, err := engine.New(cfg)
-	if err != nil {
-		return err
-	}
-	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng,
-		extra: eff.MaxCost() - pr.MaxCost(), shadow: pr.Shadow, refunds: engine.CanRefund(eng)}
-	l.rules[pr.Name] = r
-	if len(l.fast) < maxFastRules {
-		l.fast = append(l.fast, r)
-	}
-	return nil
+	return engine.New(cfg)
 }
 
 // rule returns the rule named name, or nil.
 func (l *Limiter) rule(name string) *rule {
+	s := l.set.Load()
 	// Callers usually pass the same string constant the rule was built
 	// with: the same bytes at the same address are the same name, without a
 	// byte comparison.
 	p := unsafe.StringData(name)
-	for _, r := range l.fast {
+	for _, r := range s.fast {
 		if unsafe.StringData(r.name) == p && len(r.name) == len(name) {
 			return r
 		}
 	}
-	for _, r := range l.fast {
+	for _, r := range s.fast {
 		if r.name == name {
 			return r
 		}
 	}
-	return l.rules[name]
+	return s.byName[name]
 }
 
 // Allow checks one request for key under the named rule. See AllowN.
@@ -251,6 +251,9 @@ func (l *Limiter) Allow(ctx context.Context, rule, key string) (Decision, error)
 // context.Background.
 func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Decision, err error) {
 	r := l.rule(rule)
+	if r != nil && r.over != nil {
+		r = r.tier(key)
+	}
 	if r == nil || n < 1 || n > r.maxCost || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
 		return l.reject(r, rule, key, n)
 	}
@@ -297,6 +300,9 @@ func (l *Limiter) Peek(rule, key string) (Decision, error) {
 	r := l.rule(rule)
 	if r == nil {
 		return Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
+	}
+	if r.over != nil {
+		r = r.tier(key)
 	}
 	if l.closed.Load() {
 		return Decision{Limit: r.limit}, ErrClosed

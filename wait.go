@@ -73,6 +73,9 @@ func (l *Limiter) WaitN(ctx context.Context, rule, key string, n int64) error {
 		ctx = context.Background()
 	}
 	r := l.rule(rule)
+	if r != nil && r.over != nil {
+		r = r.tier(key)
+	}
 	if r == nil || n < 1 || n > r.maxCost || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
 		_, err := l.reject(r, rule, key, n)
 		return err

@@ -139,6 +139,9 @@ type Config struct {
 
 // New returns the engine for cfg's rule: its algorithm and mode choose it.
 func New(cfg Config) (Engine, error) {
+	if e, ok := newFixed(cfg.Rule); ok {
+		return e, nil
+	}
 	switch cfg.Rule.Algorithm {
 	case policy.SlidingWindow, policy.FixedWindow, policy.WeightedWindow:
 		return newWindow(cfg)

@@ -69,11 +69,11 @@ func (w *windowRule) answer(a syncer.Answer, n int64) Result {
 	reset := w.geo.ResetAfter(a.At)
 	d := Result{
 		Allowed:    a.Admitted,
-		Remaining:  max(w.geo.Parts(a.At, a.Count).Room(w.limit)+a.Lease, 0),
+		Remaining:  max(w.geo.Parts(a.At, a.Count).Room(w.limit.Load())+a.Lease, 0),
 		ResetAfter: reset,
 	}
 	if !a.Admitted {
-		d.RetryAfter = retry(w.geo.RetryAfter(a.At, w.limit, n, a.Count), reset)
+		d.RetryAfter = retry(w.geo.RetryAfter(a.At, w.limit.Load(), n, a.Count), reset)
 	}
 	return d
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/localcache"
@@ -16,28 +17,41 @@ import (
 // (localWindow, eventualWindow, strictWindow) differ only in Check; they
 // embed it by value, so that a check reaches the table one load sooner.
 type windowRule struct {
-	limit  int64
+	limit  atomic.Int64 // SetLimit changes it in place
 	geo    window.Sliding
 	table  *localcache.Table
 	store  *syncer.Rule // nil for Local
 	now    func() int64
 	ticked bool
 
-	budget   float64
-	mode     policy.FailureMode
-	interval time.Duration
+	budget    float64
+	mode      policy.FailureMode
+	interval  time.Duration
+	instances atomic.Int64 // N̂ as last set, for SetLimit
 }
 
 func newWindow(cfg Config) (Engine, error) {
 	r := cfg.Rule
-	w := &windowRule{
-		limit:    r.Limit,
-		now:      cfg.Now,
-		ticked:   cfg.Ticked,
-		budget:   cfg.ErrorBudget,
-		mode:     cfg.FailureMode,
-		interval: cfg.SyncInterval,
+	// The engine is one of three types that embed windowRule; build it in
+	// place (windowRule holds atomics, which must not be copied).
+	var (
+		e Engine
+		w *windowRule
+	)
+	switch r.Mode {
+	case policy.Local:
+		lw := &localWindow{}
+		e, w = lw, &lw.windowRule
+	case policy.Strict:
+		sw := &strictWindow{}
+		e, w = sw, &sw.windowRule
+	default:
+		ew := &eventualWindow{}
+		e, w = ew, &ew.windowRule
 	}
+	w.limit.Store(r.Limit)
+	w.now, w.ticked = cfg.Now, cfg.Ticked
+	w.budget, w.mode, w.interval = cfg.ErrorBudget, cfg.FailureMode, cfg.SyncInterval
 	if r.Algorithm == policy.FixedWindow {
 		w.geo = window.NewFixed(r.Window)
 	} else {
@@ -50,7 +64,7 @@ func newWindow(cfg Config) (Engine, error) {
 	}
 	w.table = t
 	if !shared {
-		return &localWindow{*w}, nil
+		return e, nil
 	}
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w %q: Mode %v needs a store", policy.ErrInvalidRule, r.Name, r.Mode)
@@ -60,10 +74,28 @@ func newWindow(cfg Config) (Engine, error) {
 		return nil, fmt.Errorf("%w %q: %v", policy.ErrInvalidRule, r.Name, err)
 	}
 	w.SetFleet(1, false)
-	if r.Mode == policy.Strict {
-		return &strictWindow{*w}, nil
+	return e, nil
+}
+
+// SetLimit changes the rule's Limit in place: every count stays, the
+// cached budgets are dropped, and the next check is decided on the new
+// limit (see Retuner).
+func (w *windowRule) SetLimit(limit int64) {
+	w.limit.Store(limit)
+	w.table.SetLimit(limit)
+	if w.store != nil {
+		w.store.SetLimit(limit)
 	}
-	return &eventualWindow{*w}, nil
+	lim := w.table.Limits()
+	w.SetFleet(w.instances.Load(), lim.Down)
+}
+
+// Retire tells the store to push the rule's pending counts once more and
+// then forget the rule (see Retirer).
+func (w *windowRule) Retire() {
+	if w.store != nil {
+		w.store.Retire()
+	}
 }
 
 // WindowGeometry returns the counting geometry of a validated sliding,
@@ -89,9 +121,11 @@ func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
 // failure mode. A Local rule's table ignores them.
 func (w *windowRule) SetFleet(instances int64, down bool) {
 	n := max(instances, 1)
+	w.instances.Store(n)
+	limit := w.limit.Load()
 	lim := localcache.Limits{
-		Cap:   int64(math.Floor(w.budget * float64(w.limit) / float64(n+1))),
-		Share: w.limit / n,
+		Cap:   int64(math.Floor(w.budget * float64(limit) / float64(n+1))),
+		Share: limit / n,
 		Down:  down,
 		Mode:  w.mode,
 	}

@@ -100,7 +100,7 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 	for {
 		sq := e.synced.Load() // before the scan
 		v := t.scan(e, p.k, p.s, t.geo.Phase(now))
-		p.room = clampCount(v.others.Room(t.limit))
+		p.room = clampCount(v.others.Room(t.limit.Load()))
 		p.budget = p.room
 		var lease int64
 		switch p.health {
@@ -147,16 +147,16 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 // grows back to the whole share ⌊L/N̂⌋.
 func (t *Table) fairShare(v view) int64 {
 	ack := window.Estimate{Whole: v.others.Whole - v.own.Whole, Weighted: v.others.Weighted - v.own.Weighted}
-	room := ack.Room(t.limit)
+	room := ack.Room(t.limit.Load())
 	share := t.share.Load()
 	switch {
 	case room <= 0 || share <= 0:
 		return 0
-	case room >= t.limit:
+	case room >= t.limit.Load():
 		return share
 	}
 	hi, lo := bits.Mul64(uint64(room), uint64(share))
-	q, _ := bits.Div64(hi, lo, uint64(t.limit)) // room < limit: the quotient fits
+	q, _ := bits.Div64(hi, lo, uint64(t.limit.Load())) // room < limit: the quotient fits
 	return int64(q)
 }
 
@@ -207,7 +207,7 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 	}
 	v.Status = OverLimit
 	if cur > p.room {
-		v.RetryAfter = t.geo.RetryAfter(now, t.limit, n, func(j int64) int64 {
+		v.RetryAfter = t.geo.RetryAfter(now, t.limit.Load(), n, func(j int64) int64 {
 			si := t.slotOf(j)
 			return countAt(t.pend(e, si).Load(), j) + countAt(t.glob(e, si).Load(), j)
 		})

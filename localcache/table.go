@@ -24,11 +24,11 @@ type Table struct {
 	m         *xsync.MapOf[string, *hdr]
 	newEntry  func(key string) *hdr
 	geo       window.Sliding
-	limit     int64
-	ring      int     // slots per entry
-	globOff   uintptr // offset of glob[0]
-	tailOff   uintptr // offset of the tail (Eventual)
-	span      int     // buckets in a window: B+1, or 1 for a fixed window
+	limit     atomic.Int64 // SetLimit changes it
+	ring      int          // slots per entry
+	globOff   uintptr      // offset of glob[0]
+	tailOff   uintptr      // offset of the tail (Eventual)
+	span      int          // buckets in a window: B+1, or 1 for a fixed window
 	eventual  bool
 	ok        uint32 // state of an entry that needs nothing after an admission
 	keys      *Keys
@@ -57,7 +57,6 @@ func newTable(cfg Config, slots int) (*Table, error) {
 		m:        xsync.NewMapOf[string, *hdr](),
 		newEntry: alloc,
 		geo:      cfg.Geometry,
-		limit:    cfg.Limit,
 		ring:     ring,
 		globOff:  hdrSize + uintptr(ring)*8,
 		tailOff:  hdrSize + uintptr(ring)*16,
@@ -70,6 +69,7 @@ func newTable(cfg Config, slots int) (*Table, error) {
 	if t.eventual {
 		t.ok = stDirty
 	}
+	t.limit.Store(cfg.Limit)
 	t.capv.Store(NoCap)
 	t.share.Store(cfg.Limit)
 	return t, nil
@@ -131,6 +131,15 @@ func (t *Table) SetLimits(l Limits) {
 	t.Tick(t.now.Load())
 }
 
+// SetLimit changes the rule's limit per window, keeping every count, and
+// invalidates every cached budget: the next check of each key plans on the
+// new limit.
+func (t *Table) SetLimit(limit int64) {
+	t.limit.Store(limit)
+	t.gen.Add(genStride)
+	t.Tick(t.now.Load())
+}
+
 // Limits returns the current limits.
 func (t *Table) Limits() Limits {
 	return Limits{
@@ -154,7 +163,7 @@ func (t *Table) Room(key string, now int64) int64 {
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
 	cur := countAt(t.pend(e, s).Load(), k)
-	return v.others.Room(t.limit) - cur + covered(t.leaseWord(e), k, cur)
+	return v.others.Room(t.limit.Load()) - cur + covered(t.leaseWord(e), k, cur)
 }
 
 // Estimate returns the windowed estimate for key at now, and this instance's

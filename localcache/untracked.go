@@ -37,17 +37,17 @@ func (t *Table) winSketch() *winSketch {
 // store's health h (ignored by a Local table).
 func (t *Table) untracked(key string, now, n int64, h health) Verdict {
 	if !t.eventual {
-		return t.winSketch().decide(key, now, n, t.limit)
+		return t.winSketch().decide(key, now, n, t.limit.Load())
 	}
 	switch h {
 	case healthy:
 		return Verdict{Status: Untracked}
 	case failOpen:
-		return Verdict{Status: Allowed, Remaining: max0(t.limit - n)}
+		return Verdict{Status: Allowed, Remaining: max0(t.limit.Load() - n)}
 	case failClosed:
 		return Verdict{Status: StoreDown}
 	}
-	return t.winSketch().decide(key, now, n, min(t.share.Load(), t.limit))
+	return t.winSketch().decide(key, now, n, min(t.share.Load(), t.limit.Load()))
 }
 
 // fresh returns a new entry for key, seeded from the sketch of untracked
@@ -64,7 +64,7 @@ func (t *Table) fresh(key string, now int64) *hdr {
 // Limit, or in a Local table what its sketch leaves.
 func (t *Table) untrackedRoom(key string, now int64) int64 {
 	if s := t.strangers.Load(); s != nil && !t.eventual {
-		return s.room(key, now, t.limit)
+		return s.room(key, now, t.limit.Load())
 	}
-	return t.limit
+	return t.limit.Load()
 }

@@ -204,6 +204,14 @@ type Rule struct {
 	// never denies. A check it would have denied is Allowed with a
 	// RetryAfter above 0 (see Decision.Shadowed).
 	Shadow bool
+	// Deny makes the rule deny every check (envoy ratelimit's
+	// requests_per_unit: 0); Limit must then be 0, and RetryAfter is the
+	// Window.
+	Deny bool
+	// Overrides give named keys their own limit: a higher tier, an
+	// allow-listed service, a blocked client (see Override). A key in no
+	// override gets the rule's Limit.
+	Overrides []Override
 }
 
 // ErrInvalidRule is wrapped by every error Validate returns.
@@ -261,6 +269,9 @@ func (r Rule) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %q: %s", ErrInvalidRule, r.Name, fmt.Sprintf(format, args...))
 	}
+	if r.Deny {
+		return r.validateDeny(bad)
+	}
 	if r.Limit < 1 || r.Limit > MaxLimit {
 		return bad("Limit %d is out of range: it must be between 1 and %d", r.Limit, int64(MaxLimit))
 	}
@@ -297,7 +308,7 @@ func (r Rule) Validate() error {
 	} else if r.Window%time.Microsecond != 0 {
 		return bad("Window %v is not a whole number of microseconds: round it, for example to %v", r.Window, r.Window.Truncate(time.Microsecond))
 	}
-	return nil
+	return r.validateOverrides(bad)
 }
 
 // validateAlgorithm checks the fields that belong to some algorithms only:

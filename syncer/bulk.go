@@ -129,7 +129,7 @@ func (s *Syncer) bulkArgs(c *bulkCall) []any {
 	for _, k := range c.keys[:c.push] {
 		args = append(args, k.boxed)
 	}
-	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL, s.cfg.InstanceID, len(c.rules))
+	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL.Load(), s.cfg.InstanceID, len(c.rules))
 	for _, r := range c.rules {
 		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound())
 	}

@@ -169,7 +169,7 @@ func (s *Syncer) collect() []item {
 		seen[id] = true
 		items = append(items, item{id: id, ref: ks.ref})
 	}
-	for _, r := range s.rules {
+	for _, r := range s.drainList() {
 		s.refs = r.keys.Drain(s.refs[:0])
 		for _, ref := range s.refs {
 			id := keyID{rule: r, key: r.keys.Key(ref)}

@@ -109,11 +109,11 @@ type outcome struct {
 // outcomeOf turns a for cost n on r into an outcome.
 func outcomeOf(r *testRule, a Answer, n int64) outcome {
 	o := outcome{
-		Remaining:  max(r.geo.Parts(a.At, a.Count).Room(r.limit), 0),
+		Remaining:  max(r.geo.Parts(a.At, a.Count).Room(r.limit.Load()), 0),
 		ResetAfter: r.geo.ResetAfter(a.At),
 	}
 	if !a.Admitted {
-		o.RetryAfter = r.geo.RetryAfter(a.At, r.limit, n, a.Count)
+		o.RetryAfter = r.geo.RetryAfter(a.At, r.limit.Load(), n, a.Count)
 	}
 	return o
 }

@@ -97,7 +97,7 @@ func (s *Syncer) args(c *call) []any {
 		want = r.keys.Want(c.it.ref, s.Now())
 	}
 	args := make([]any, 0, 9+len(c.batches)*8)
-	args = append(args, r.subUs, r.span, r.limit, r.ttlMs, s.cfg.InstanceID, len(c.batches), r.weigh, lease, want)
+	args = append(args, r.subUs, r.span, r.limit.Load(), r.ttlMs, s.cfg.InstanceID, len(c.batches), r.weigh, lease, want)
 	for _, b := range c.batches {
 		costs := b.costs
 		if b.sent > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -75,7 +76,7 @@ type Rule struct {
 	s     *Syncer
 	name  string
 	geo   window.Sliding
-	limit int64
+	limit atomic.Int64 // SetLimit changes it
 	keys  Keys
 
 	prefix string // "<prefix>:{<name>:"
@@ -95,16 +96,10 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 	case sub < int64(time.Microsecond) || sub%int64(time.Microsecond) != 0:
 		return nil, fmt.Errorf("syncer: rule %q: sub-window %v is not a whole number of microseconds", rc.Name, time.Duration(sub))
 	}
-	for _, r := range s.rules {
-		if r.name == rc.Name {
-			return nil, fmt.Errorf("syncer: rule %q: duplicate name", rc.Name)
-		}
-	}
 	r := &Rule{
 		s:      s,
 		name:   rc.Name,
 		geo:    rc.Geometry,
-		limit:  rc.Limit,
 		keys:   rc.Keys,
 		prefix: s.cfg.Prefix + ":{" + rc.Name + ":",
 		suffix: "}:" + strconv.FormatInt(sub/1000, 10),
@@ -119,26 +114,75 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 	if rc.Geometry.Weighted() {
 		r.weigh = "1"
 	}
+	r.limit.Store(rc.Limit)
 	return r, nil
 }
 
-// AddRule adds a rule before Start and returns its handle.
+// AddRule adds a rule and returns its handle. Rules may be added while the
+// syncer runs: the next cycle syncs the new rule's keys. A rule added while
+// one of the same name runs (a limiter replacing a rule whose geometry
+// changed) syncs beside it until the old one is retired; New refuses
+// duplicate names.
 func (s *Syncer) AddRule(rc RuleConfig) (*Rule, error) {
-	if s.running.Load() || s.closed.Load() {
-		return nil, fmt.Errorf("syncer: rule %q: rules are added before Start", rc.Name)
+	if s.closed.Load() {
+		return nil, fmt.Errorf("syncer: rule %q: %w", rc.Name, ErrClosed)
 	}
+	s.rulesMu.Lock()
+	defer s.rulesMu.Unlock()
 	r, err := s.newRule(rc)
 	if err != nil {
 		return nil, err
 	}
-	s.rules = append(s.rules, r)
-	s.markerTTL = max(s.markerTTL, 2*r.ttlMs)
+	s.rules = append(s.rules[:len(s.rules):len(s.rules)], r)
+	for old := s.markerTTL.Load(); old < 2*r.ttlMs && !s.markerTTL.CompareAndSwap(old, 2*r.ttlMs); old = s.markerTTL.Load() {
+	}
 	return r, nil
+}
+
+// Retire takes r out of the sync: the next cycle pushes its dirty keys
+// one last time (keys with something outstanding stay until it is
+// settled), then r is forgotten and a rule of the same name may be added.
+// Its table must take no more checks.
+func (r *Rule) Retire() {
+	s := r.s
+	s.rulesMu.Lock()
+	defer s.rulesMu.Unlock()
+	for i, x := range s.rules {
+		if x == r {
+			s.rules = append(s.rules[:i:i], s.rules[i+1:]...)
+			s.retired = append(s.retired, r)
+			return
+		}
+	}
+}
+
+// SetLimit changes the limit the store decides r's reservations against.
+func (r *Rule) SetLimit(limit int64) { r.limit.Store(limit) }
+
+// ruleList returns the rules, and under the lock's hand-off the slice is
+// never written again (AddRule and Retire copy).
+func (s *Syncer) ruleList() []*Rule {
+	s.rulesMu.Lock()
+	defer s.rulesMu.Unlock()
+	return s.rules
+}
+
+// drainList returns the rules to drain this cycle: the rules and those
+// retired since the last cycle, which it forgets.
+func (s *Syncer) drainList() []*Rule {
+	s.rulesMu.Lock()
+	defer s.rulesMu.Unlock()
+	if len(s.retired) == 0 {
+		return s.rules
+	}
+	out := append(s.rules[:len(s.rules):len(s.rules)], s.retired...)
+	s.retired = nil
+	return out
 }
 
 // Rule returns the rule named name, or nil.
 func (s *Syncer) Rule(name string) *Rule {
-	for _, r := range s.rules {
+	for _, r := range s.ruleList() {
 		if r.name == name {
 			return r
 		}

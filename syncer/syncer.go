@@ -53,6 +53,7 @@ package syncer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -112,11 +113,13 @@ type Clock interface {
 // Syncer is the background sync of one limiter. Its methods are safe for
 // concurrent use.
 type Syncer struct {
-	cfg   Config
-	rules []*Rule
-	reg   string // registry key
-	base  time.Time
-	baseN int64 // base as Unix ns
+	cfg     Config
+	rulesMu sync.Mutex
+	rules   []*Rule // copied on write: a slice handed out is never written
+	retired []*Rule // to drain once more, then forget
+	reg     string  // registry key
+	base    time.Time
+	baseN   int64 // base as Unix ns
 
 	offset    atomic.Int64
 	instances atomic.Int64
@@ -148,7 +151,7 @@ type Syncer struct {
 	// key, kept markerTTL ms.
 	bulk      bool
 	markers   [bulkLanes]string
-	markerTTL int64
+	markerTTL atomic.Int64
 
 	// Owned by the loop goroutine (and Start, before it runs).
 	clock   offsetFilter
@@ -208,7 +211,12 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 	s.base = time.Now()
 	s.baseN = s.base.UnixNano()
 	s.life, s.kill = context.WithCancel(context.Background())
+	seen := make(map[string]bool, len(rules))
 	for _, rc := range rules {
+		if seen[rc.Name] {
+			return nil, fmt.Errorf("syncer: rule %q: duplicate name", rc.Name)
+		}
+		seen[rc.Name] = true
 		if _, err := s.AddRule(rc); err != nil {
 			return nil, err
 		}
@@ -218,7 +226,7 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 	for i := range s.markers {
 		s.markers[i] = string(EncodeKey([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
 	}
-	s.markerTTL = max(s.markerTTL, 2*cfg.InstanceTTL.Milliseconds())
+	s.markerTTL.Store(max(s.markerTTL.Load(), 2*cfg.InstanceTTL.Milliseconds()))
 	s.instances.Store(1)
 	s.fleet = Fleet{Instances: 1}
 	return s, nil

@@ -1,0 +1,139 @@
+package sluice
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// ruleSet is the limiter's rules as one immutable value: New builds one,
+// SetRules builds the next and swaps it in whole, so a check sees either
+// set, never a mix.
+type ruleSet struct {
+	fast   []*rule          // the first maxFastRules rules, scanned before the map
+	byName map[string]*rule // every rule by the name checks use
+	all    map[string]*rule // every engine's rule: the rules and their tiers, by engine name
+}
+
+func newRuleSet(n int) *ruleSet {
+	return &ruleSet{byName: make(map[string]*rule, n), all: make(map[string]*rule, n)}
+}
+
+// add adds r and its tiers.
+func (s *ruleSet) add(r *rule) {
+	s.byName[r.name] = r
+	s.all[r.pr.Name] = r
+	if len(s.fast) < maxFastRules {
+		s.fast = append(s.fast, r)
+	}
+	for _, t := range r.over {
+		s.all[t.pr.Name] = t
+	}
+}
+
+// tier returns the rule key is decided under: its override's, or r.
+func (r *rule) tier(key string) *rule {
+	if t, ok := r.over[key]; ok {
+		return t
+	}
+	return r
+}
+
+// buildRule makes the rule of pr (validated, Mode resolved) and of its
+// overrides. With old (the rules of the set being replaced, by engine
+// name) it keeps the engine of every rule whose counting geometry is
+// unchanged, recording in retune the limits to set on it; fresh collects
+// the engines it builds.
+func (l *Limiter) buildRule(pr policy.Rule, old map[string]*rule, b *build) (*rule, error) {
+	r, err := l.buildOne(pr.Name, pr, old, b)
+	if err != nil || len(pr.Overrides) == 0 {
+		return r, err
+	}
+	r.over = make(map[string]*rule)
+	for _, o := range pr.Overrides {
+		tr, _ := pr.Tier(o.Tier)
+		t, err := l.buildOne(pr.Name, tr, old, b)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range o.Keys {
+			if len(k) > l.opts.MaxKeyLength {
+				return nil, fmt.Errorf("%w %q: override tier %q has a key of %d bytes, longer than Options.MaxKeyLength %d: no check could use it", policy.ErrInvalidRule, pr.Name, o.Tier, len(k), l.opts.MaxKeyLength)
+			}
+			r.over[k] = t
+		}
+	}
+	return r, nil
+}
+
+// build is what SetRules collects while it builds the next set.
+type build struct {
+	fresh  []engine.Engine // engines built, retired if the set is refused
+	retune []retune        // kept engines whose limit changes
+	kept   map[engine.Engine]bool
+}
+
+type retune struct {
+	eng   engine.Retuner
+	limit int64
+}
+
+// buildOne makes the rule checks call name that pr's engine decides.
+func (l *Limiter) buildOne(name string, pr policy.Rule, old map[string]*rule, b *build) (*rule, error) {
+	eff := pr.Effective() // what the engine counts: the soft band or the ceiling in
+	r := &rule{name: name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, pr: pr,
+		extra: eff.MaxCost() - pr.MaxCost(), shadow: pr.Shadow}
+	if pr.Limit == 0 { // Deny, or an Unlimited tier: every cost reaches the engine
+		r.maxCost, r.extra = policy.MaxLimit, 0
+	}
+	r.eng = l.keep(old[pr.Name], pr, b)
+	if r.eng == nil {
+		eng, err := l.newEngine(pr)
+		if err != nil {
+			return nil, err
+		}
+		b.fresh = append(b.fresh, eng)
+		r.eng = eng
+	}
+	r.refunds = engine.CanRefund(r.eng)
+	return r, nil
+}
+
+// keep returns o's engine if pr can keep it (the same counting geometry),
+// recording a retune if its limit changed; nil if pr needs a new engine.
+func (l *Limiter) keep(o *rule, pr policy.Rule, b *build) engine.Engine {
+	if o == nil || !sameGeometry(o.pr, pr) {
+		return nil
+	}
+	was, now := o.pr.Effective(), pr.Effective()
+	if rt, ok := o.eng.(engine.Retuner); ok {
+		if was.Limit != now.Limit {
+			b.retune = append(b.retune, retune{rt, now.Limit})
+		}
+		b.kept[o.eng] = true
+		return o.eng
+	}
+	if was.Limit == now.Limit && was.Burst == now.Burst && was.WarmUp == now.WarmUp {
+		b.kept[o.eng] = true // a bucket or log rule unchanged
+		return o.eng
+	}
+	return nil
+}
+
+// sameGeometry reports whether a and b count the same way: the same name
+// (and so the same store keys), algorithm, window, sub-windows and mode,
+// and neither denies or is unlimited. Their limits may differ.
+func sameGeometry(a, b policy.Rule) bool {
+	return a.Name == b.Name && a.Algorithm == b.Algorithm && a.Window == b.Window &&
+		a.Buckets() == b.Buckets() && a.Mode == b.Mode &&
+		a.Limit != 0 && b.Limit != 0 && !a.Deny && !b.Deny
+}
+
+// setFleet passes N̂ and the store's health to every engine of s. The
+// caller holds fleetMu.
+func (l *Limiter) setFleet(s *ruleSet, n int64, down bool) {
+	for _, r := range s.all {
+		r.eng.SetFleet(n, down)
+	}
+}
