@@ -53,6 +53,7 @@ type rule struct {
 	maxCost int64 // policy.Rule.MaxCost: Burst for the buckets, else limit
 	window  time.Duration
 	eng     engine.Engine
+	spec    policy.Rule // as resolved by New (Mode set)
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -184,7 +185,7 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 	if err != nil {
 		return err
 	}
-	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng}
+	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng, spec: pr}
 	l.rules[pr.Name] = r
 	if len(l.fast) < maxFastRules {
 		l.fast = append(l.fast, r)

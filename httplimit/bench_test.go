@@ -1,0 +1,82 @@
+package httplimit_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// nopWriter is a ResponseWriter that keeps its header map between requests
+// (cleared, not reallocated), so that the benchmark counts the middleware's
+// allocations and not the recorder's.
+type nopWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *nopWriter) WriteHeader(code int)        { w.code = code }
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+
+// benchHandler returns the middleware around okHandler, on a local limiter
+// whose limit no benchmark reaches.
+func benchHandler(tb testing.TB, omit httplimit.Headers) http.Handler {
+	lim, err := sluice.New(sluice.Options{}, policy.Rule{Name: "api", Limit: policy.MaxLimit, Window: time.Hour})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = lim.Close() })
+	mw, err := httplimit.New(httplimit.Config{
+		Limiter:     lim,
+		Routes:      []httplimit.Route{{Pattern: "/", Rules: []httplimit.Rule{{Name: "api"}}}},
+		ErrorMode:   httplimit.ErrorReject,
+		OmitHeaders: omit,
+	})
+	require.NoError(tb, err)
+	return mw(okHandler)
+}
+
+func benchRequest() *http.Request {
+	r, _ := http.NewRequest(http.MethodGet, "http://example.com/api/items", nil)
+	r.RemoteAddr = "192.0.2.7:41234"
+	return r
+}
+
+const allHeaders = httplimit.HeaderRateLimitPolicy | httplimit.HeaderRateLimit | httplimit.HeaderXRateLimit | httplimit.HeaderRetryAfter
+
+func serveLoop(b *testing.B, h http.Handler) {
+	r := benchRequest()
+	w := &nopWriter{h: make(http.Header)}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+}
+
+// BenchmarkMiddleware serves one admitted request per iteration: the bare
+// handler, the middleware with every header, and without headers.
+// BenchmarkMiddleware/overhead reports the difference with headers on, in
+// the same run, as overhead-ns/op.
+func BenchmarkMiddleware(b *testing.B) {
+	b.Run("bare", func(b *testing.B) { serveLoop(b, okHandler) })
+	b.Run("headers", func(b *testing.B) { serveLoop(b, benchHandler(b, 0)) })
+	b.Run("no-headers", func(b *testing.B) { serveLoop(b, benchHandler(b, allHeaders)) })
+	b.Run("overhead", func(b *testing.B) {
+		limited := benchHandler(b, 0)
+		bare := testing.Benchmark(func(b *testing.B) { serveLoop(b, okHandler) })
+		with := testing.Benchmark(func(b *testing.B) { serveLoop(b, limited) })
+		for b.Loop() { // the two runs above are the measurement
+		}
+		b.ReportMetric(float64(bare.NsPerOp()), "bare-ns/op")
+		b.ReportMetric(float64(with.NsPerOp()), "limited-ns/op")
+		b.ReportMetric(float64(with.NsPerOp()-bare.NsPerOp()), "overhead-ns/op")
+		b.ReportMetric(float64(with.AllocsPerOp()-bare.AllocsPerOp()), "overhead-allocs/op")
+	})
+}
