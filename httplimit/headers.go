@@ -50,7 +50,7 @@ const maxSFInteger = 999_999_999_999_999
 // ruleHeaders holds what the headers say about one rule that never changes:
 // its RateLimit item up to the remaining count, its limit as text.
 type ruleHeaders struct {
-	rateLimitPrefix string // `"name";r=`
+	rateLimitPrefix string   // `"name";r=`
 	limit           []string // X-RateLimit-Limit, shared by every response
 }
 
