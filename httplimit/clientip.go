@@ -20,6 +20,12 @@ const (
 	XRealIP = "X-Real-IP"
 )
 
+// The header names as http.Header keys them.
+var (
+	canonicalXRealIP = http.CanonicalHeaderKey(XRealIP)
+	canonicalXFF     = http.CanonicalHeaderKey(XForwardedFor)
+)
+
 // DefaultIPv6Prefix is the IPv6 prefix length ClientIP groups addresses by
 // when IPv6Prefix is 0: a /64 is one subnet, usually one host or one
 // customer, which can pick any of its 2^64 addresses at will.
@@ -171,7 +177,7 @@ func (r *resolver) behind(a netip.Addr, h http.Header) (netip.Addr, error) {
 	if len(values) == 0 {
 		return a, nil // a trusted host speaking for itself (a health check)
 	}
-	if r.header == XRealIP {
+	if r.header == canonicalXRealIP {
 		c := parseNode(values[len(values)-1])
 		if !c.IsValid() {
 			return c, fmt.Errorf("%w: trusted proxy %v sent X-Real-IP %q, not an address", ErrNoIdentity, a, truncate(values[len(values)-1]))
@@ -179,7 +185,7 @@ func (r *resolver) behind(a netip.Addr, h http.Header) (netip.Addr, error) {
 		return c, nil
 	}
 	var hs hops
-	if r.header == XForwardedFor {
+	if r.header == canonicalXFF {
 		parseXFF(values, &hs)
 	} else {
 		parseForwarded(values, &hs)
