@@ -68,18 +68,16 @@ func policyItem(pr policy.Rule) httpsfv.Item {
 // each rule's fixed parts, with httpsfv: the policy name is an sf-string,
 // so any rule name is written correctly.
 func staticHeaders(rules []policy.Rule) (policyValue []string, per []ruleHeaders, err error) {
-	list := make(httpsfv.List, 0, len(rules))
 	for _, pr := range rules {
-		list = append(list, policyItem(pr))
 		name, err := httpsfv.Marshal(httpsfv.NewItem(pr.Name))
 		if err != nil {
 			return nil, nil, fmt.Errorf("httplimit: rule %q: %w", pr.Name, err)
 		}
 		per = append(per, ruleHeaders{rateLimitPrefix: name + ";r=", limit: []string{strconv.FormatInt(pr.Limit, 10)}})
 	}
-	v, err := httpsfv.Marshal(list)
+	v, err := PolicyField(rules...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("httplimit: RateLimit-Policy: %w", err)
+		return nil, nil, err
 	}
 	return []string{v}, per, nil
 }

@@ -355,3 +355,22 @@ func TestNoAllocations(t *testing.T) {
 		assert.Equal(t, http.StatusOK, w.code)
 	}
 }
+
+// TestRateLimitFieldMatchesHTTPSFV: the middleware's RateLimit value, built
+// without httpsfv's allocations, is byte for byte what httpsfv serializes.
+func TestRateLimitFieldMatchesHTTPSFV(t *testing.T) {
+	t.Parallel()
+	lim := newLimiter(t, policy.Rule{Name: "api.v1_x-y", Limit: 2, Window: 1500 * time.Millisecond, Precision: 3})
+	url, c := limited(t, lim, httplimit.Config{Routes: oneRoute("api.v1_x-y")})
+	for range 3 {
+		resp, _ := get(t, c, url, nil)
+		rl := sfItem(t, resp.Header, "RateLimit")
+		d := sluice.Decision{Remaining: param(t, rl, "r"), ResetAfter: time.Duration(param(t, rl, "t")) * time.Second}
+		want, err := httplimit.RateLimitField("api.v1_x-y", d)
+		require.NoError(t, err)
+		assert.Equal(t, want, resp.Header.Get("RateLimit"))
+		pol := sfItem(t, resp.Header, "RateLimit-Policy")
+		_, hasW := pol.Params.Get("w")
+		assert.False(t, hasW, "a 1.5s window is not whole seconds: no w")
+	}
+}
