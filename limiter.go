@@ -48,12 +48,12 @@ type Limiter struct {
 
 // rule is one rule of the limiter: its name, limit and engine.
 type rule struct {
+	spec    *policy.Rule // as resolved by New (Mode set), for Limiter.Rule
 	name    string
 	limit   int64
 	maxCost int64 // policy.Rule.MaxCost: Burst for the buckets, else limit
 	window  time.Duration
 	eng     engine.Engine
-	spec    policy.Rule // as resolved by New (Mode set)
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -185,11 +185,12 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 	if err != nil {
 		return err
 	}
-	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng, spec: pr}
+	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng}
 	l.rules[pr.Name] = r
 	if len(l.fast) < maxFastRules {
 		l.fast = append(l.fast, r)
 	}
+	r.spec = &pr
 	return nil
 }
 

@@ -10,7 +10,7 @@ func (l *Limiter) Rule(name string) (policy.Rule, bool) {
 	if r == nil {
 		return policy.Rule{}, false
 	}
-	return r.spec, true
+	return *r.spec, true
 }
 
 // MaxKeyLength returns the longest key the limiter accepts, in bytes
