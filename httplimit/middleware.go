@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -97,6 +98,9 @@ type Config struct {
 	// empty means "about:blank".
 	ProblemType string
 }
+
+// maxRules is the most rules a route may layer.
+const maxRules = 8
 
 // route is a checked Route.
 type route struct {
@@ -268,23 +272,21 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		next.ServeHTTP(w, r)
 		return
 	}
-	key, err := rt.keys[0](r)
-	switch {
-	case err != nil:
-		m.onNoID(w, r, err)
-		return
-	case key == "":
-		m.onNoID(w, r, fmt.Errorf("%w: the key function returned an empty key", ErrNoIdentity))
-		return
-	case len(key) > m.maxKey:
-		m.onNoID(w, r, fmt.Errorf("%w: %d bytes, the limiter's MaxKeyLength is %d (wrap the KeyFunc with httplimit.Hashed)", ErrKeyTooLong, len(key), m.maxKey))
-		return
+	var keyBuf [maxRules]string
+	keys := keyBuf[:len(rt.keys)]
+	for i, fn := range rt.keys {
+		key, err := m.key(fn, r)
+		if err != nil {
+			m.onNoID(w, r, err)
+			return
+		}
+		keys[i] = key
 	}
 	n := int64(1)
 	if rt.cost != nil {
 		n = rt.cost(r)
 	}
-	d, err := m.lim.AllowN(r.Context(), rt.names[0], key, n)
+	d, bind, err := m.decide(r.Context(), rt, keys, n)
 	if err != nil {
 		if m.report != nil {
 			m.report(r, err)
@@ -300,12 +302,37 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if m.set&HeaderRateLimitPolicy != 0 {
 		h[hPolicy] = rt.policyValue
 	}
-	setDynamic(h, m.set, &rt.per[0], d, time.Now())
+	setDynamic(h, m.set, &rt.per[bind], d, time.Now())
 	if !d.Allowed {
-		m.deny(w, r, Denial{Rule: rt.names[0], Decision: d})
+		m.deny(w, r, Denial{Rule: rt.names[bind], Decision: d})
 		return
 	}
 	next.ServeHTTP(w, r)
+}
+
+// key runs a key function and bounds its key: an error, an empty key or
+// one past the limiter's MaxKeyLength is no identity.
+func (m *middleware) key(fn KeyFunc, r *http.Request) (string, error) {
+	key, err := fn(r)
+	switch {
+	case err != nil:
+		return "", err
+	case key == "":
+		return "", fmt.Errorf("%w: the key function returned an empty key", ErrNoIdentity)
+	case len(key) > m.maxKey:
+		return "", fmt.Errorf("%w: %d bytes, the limiter's MaxKeyLength is %d (wrap the KeyFunc with httplimit.Hashed)", ErrKeyTooLong, len(key), m.maxKey)
+	}
+	return key, nil
+}
+
+// decide checks cost n against the route's rules under keys (one per rule)
+// and returns the decision that binds and the index of its rule. Today a
+// route has one rule (New refuses more): layered rules plug in here, as one
+// Limiter.AllowAll over a sluice.Check per rule, so that a denial by one
+// rule consumes nothing from the others.
+func (m *middleware) decide(ctx context.Context, rt *route, keys []string, n int64) (sluice.Decision, int, error) {
+	d, err := m.lim.AllowN(ctx, rt.names[0], keys[0], n)
+	return d, 0, err
 }
 
 func (m *middleware) defaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
