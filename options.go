@@ -30,6 +30,8 @@ const (
 	DefaultMaxKeys = 1_000_000
 	// DefaultMaxKeyLength is the MaxKeyLength of Options that leave it zero.
 	DefaultMaxKeyLength = 256
+	// DefaultMaxWaiters is the MaxWaiters of Options that leave it zero.
+	DefaultMaxWaiters = 1024
 )
 
 // Bounds on Options that New refuses outside, because nothing sensible can
@@ -106,6 +108,10 @@ type Options struct {
 	// dial" while Redis is down): route or silence it with redis.SetLogger
 	// (see the package github.com/redis/go-redis/v9/logging).
 	Logger *slog.Logger
+	// MaxWaiters bounds the callers of Wait and WaitN queued on one key of
+	// one rule on this instance; default DefaultMaxWaiters. The next one
+	// gets ErrTooManyWaiters at once.
+	MaxWaiters int
 }
 
 // fill sets the defaults of the fields left zero and says what is wrong
@@ -161,6 +167,12 @@ func (o *Options) fill() error {
 		o.MaxKeyLength = DefaultMaxKeyLength
 	case o.MaxKeyLength < 0:
 		return bad("MaxKeyLength %d: it must be positive (0 means %d)", o.MaxKeyLength, DefaultMaxKeyLength)
+	}
+	switch {
+	case o.MaxWaiters == 0:
+		o.MaxWaiters = DefaultMaxWaiters
+	case o.MaxWaiters < 0:
+		return bad("MaxWaiters %d: it must be positive (0 means %d)", o.MaxWaiters, DefaultMaxWaiters)
 	}
 	if o.MinInstances < 0 || o.MinInstances > MaxMinInstances {
 		return bad("MinInstances %d: it must be between 0 and %d (set it to the fleet size)", o.MinInstances, MaxMinInstances)
