@@ -29,12 +29,23 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { 
 // benchHandler returns the middleware around okHandler, on a local limiter
 // whose limit no benchmark reaches.
 func benchHandler(tb testing.TB, omit httplimit.Headers) http.Handler {
-	lim, err := sluice.New(sluice.Options{}, policy.Rule{Name: "api", Limit: policy.MaxLimit, Window: time.Hour})
+	return benchHandlerRules(tb, omit, "api")
+}
+
+// benchHandlerRules is benchHandler with the route's rules layered.
+func benchHandlerRules(tb testing.TB, omit httplimit.Headers, names ...string) http.Handler {
+	var rules []policy.Rule
+	var layers []httplimit.Rule
+	for _, n := range names {
+		rules = append(rules, policy.Rule{Name: n, Limit: policy.MaxLimit, Window: time.Hour})
+		layers = append(layers, httplimit.Rule{Name: n})
+	}
+	lim, err := sluice.New(sluice.Options{}, rules...)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = lim.Close() })
 	mw, err := httplimit.New(httplimit.Config{
 		Limiter:     lim,
-		Routes:      []httplimit.Route{{Pattern: "/", Rules: []httplimit.Rule{{Name: "api"}}}},
+		Routes:      []httplimit.Route{{Pattern: "/", Rules: layers}},
 		ErrorMode:   httplimit.ErrorReject,
 		OmitHeaders: omit,
 	})
@@ -66,6 +77,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("bare", func(b *testing.B) { serveLoop(b, okHandler) })
 	b.Run("headers", func(b *testing.B) { serveLoop(b, benchHandler(b, 0)) })
 	b.Run("no-headers", func(b *testing.B) { serveLoop(b, benchHandler(b, allHeaders)) })
+	b.Run("layered-2", func(b *testing.B) { serveLoop(b, benchHandlerRules(b, 0, "second", "hour")) })
 }
 
 // BenchmarkOverhead reports the middleware's overhead over the bare

@@ -2,8 +2,9 @@
 //
 // New returns a middleware, func(http.Handler) http.Handler, so it wraps a
 // ServeMux, a chi or gorilla router, or one handler. Each request that
-// matches a Route (a ServeMux pattern) is checked against the route's rule
-// under its client's key:
+// matches a Route (a ServeMux pattern) is checked against the route's rules
+// (several are layered with Limiter.AllowAll: all or none) under its
+// client's key:
 //
 //   - Who the client is: a KeyFunc. PeerIP keys by the connection's peer;
 //     ClientIP reads Forwarded, X-Forwarded-For or X-Real-IP from trusted

@@ -28,13 +28,17 @@ func PolicyField(rules ...policy.Rule) (string, error) {
 
 // RateLimitField returns the value of the IETF RateLimit field for the
 // decision d of the rule named rule: `"api";r=42;t=18` (r the remaining
-// units, t the seconds until the window holds nothing counted now),
-// serialized by httpsfv. The middleware writes the same bytes without
+// units, t the seconds until the window holds nothing counted now, and
+// sluice-shadow when a shadow rule would have denied), serialized by
+// httpsfv. The middleware writes the same bytes without
 // httpsfv's allocations.
 func RateLimitField(rule string, d sluice.Decision) (string, error) {
 	it := httpsfv.NewItem(rule)
 	it.Params.Add("r", sfInt(d.Remaining))
 	it.Params.Add("t", sfInt(seconds(d.ResetAfter, 0)))
+	if d.Shadowed() {
+		it.Params.Add(shadowParam, true)
+	}
 	v, err := httpsfv.Marshal(httpsfv.List{it})
 	if err != nil {
 		return "", fmt.Errorf("httplimit: RateLimit: %w", err)

@@ -21,10 +21,12 @@ type Headers uint8
 const (
 	// HeaderRateLimitPolicy is the IETF RateLimit-Policy field: one item per
 	// rule of the route, `"name";q=Limit;w=Window-in-seconds` (w only for a
-	// window of whole seconds).
+	// window of whole seconds; the parameter sluice-shadow for a shadow
+	// rule, which is not enforced).
 	HeaderRateLimitPolicy Headers = 1 << iota
 	// HeaderRateLimit is the IETF RateLimit field: `"name";r=Remaining;t=Reset`
-	// for the rule that decided the request (the most restrictive one).
+	// for each rule of the route (with the parameter sluice-shadow when a
+	// shadow rule would have denied the request).
 	HeaderRateLimit
 	// HeaderXRateLimit is the legacy trio X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds),
@@ -44,12 +46,19 @@ const (
 	hRetryAfter = "Retry-After"
 )
 
+// shadowParam marks a shadow rule (policy.Rule.Shadow): in
+// RateLimit-Policy, a rule that is not enforced; in RateLimit, a rule that
+// would have denied the request it let through. A vendor parameter, as the
+// draft asks of parameters it does not define.
+const shadowParam = "sluice-shadow"
+
 // maxSFInteger is the largest sf-integer (RFC 9651 §3.3.1: 15 digits).
 const maxSFInteger = 999_999_999_999_999
 
 // ruleHeaders holds what the headers say about one rule that never changes:
 // its RateLimit item up to the remaining count, its limit as text.
 type ruleHeaders struct {
+	shadow          bool     // policy.Rule.Shadow: a dry run
 	rateLimitPrefix string   // `"name";r=`
 	limit           []string // X-RateLimit-Limit, shared by every response
 }
@@ -60,6 +69,9 @@ func policyItem(pr policy.Rule) httpsfv.Item {
 	it.Params.Add("q", pr.Limit)
 	if pr.Window%time.Second == 0 {
 		it.Params.Add("w", int64(pr.Window/time.Second))
+	}
+	if pr.Shadow {
+		it.Params.Add(shadowParam, true)
 	}
 	return it
 }
@@ -73,7 +85,7 @@ func staticHeaders(rules []policy.Rule) (policyValue []string, per []ruleHeaders
 		if err != nil {
 			return nil, nil, fmt.Errorf("httplimit: rule %q: %w", pr.Name, err)
 		}
-		per = append(per, ruleHeaders{rateLimitPrefix: name + ";r=", limit: []string{strconv.FormatInt(pr.Limit, 10)}})
+		per = append(per, ruleHeaders{shadow: pr.Shadow, rateLimitPrefix: name + ";r=", limit: []string{strconv.FormatInt(pr.Limit, 10)}})
 	}
 	v, err := PolicyField(rules...)
 	if err != nil {
@@ -100,9 +112,19 @@ func sfInt(n int64) int64 {
 	return min(max(n, 0), maxSFInteger)
 }
 
+// item is one rule's state for the RateLimit field.
+type item struct {
+	rh        *ruleHeaders
+	remaining int64
+	reset     time.Duration
+	shadowed  bool // a shadow rule that would have denied
+}
+
 // setDynamic sets the headers that change with each decision, in one
-// string and one []string for all of them (two allocations per response).
-func setDynamic(h http.Header, set Headers, rh *ruleHeaders, d sluice.Decision, now time.Time) {
+// string and one []string for all of them (two allocations per response):
+// RateLimit with one item per rule in items, and the legacy headers and
+// Retry-After from d, the decision of the rule bind.
+func setDynamic(h http.Header, set Headers, items []item, bind *ruleHeaders, d sluice.Decision, now time.Time) {
 	var buf [192]byte
 	b := buf[:0]
 	var ends [4]int
@@ -110,10 +132,18 @@ func setDynamic(h http.Header, set Headers, rh *ruleHeaders, d sluice.Decision, 
 	n := 0
 	mark := func(k string) { keys[n], ends[n] = k, len(b); n++ }
 	if set&HeaderRateLimit != 0 {
-		b = append(b, rh.rateLimitPrefix...)
-		b = strconv.AppendInt(b, sfInt(d.Remaining), 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, sfInt(seconds(d.ResetAfter, 0)), 10)
+		for i, it := range items {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, it.rh.rateLimitPrefix...)
+			b = strconv.AppendInt(b, sfInt(it.remaining), 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, sfInt(seconds(it.reset, 0)), 10)
+			if it.shadowed {
+				b = append(b, ";"+shadowParam...)
+			}
+		}
 		mark(hRateLimit)
 	}
 	if set&HeaderXRateLimit != 0 {
@@ -138,6 +168,6 @@ func setDynamic(h http.Header, set Headers, rh *ruleHeaders, d sluice.Decision, 
 		h[keys[i]] = vals[i : i+1 : i+1]
 	}
 	if set&HeaderXRateLimit != 0 {
-		h[hXLimit] = rh.limit
+		h[hXLimit] = bind.limit
 	}
 }

@@ -27,9 +27,11 @@ type Route struct {
 	// specific pattern wins. A request no route matches is served without a
 	// check: add a route "/" to limit everything else.
 	Pattern string
-	// Rules are checked together: a request is admitted only if every rule
-	// admits it. Today a route holds one rule; layered rules need
-	// Limiter.AllowAll, which admits against all or none.
+	// Rules are checked together, with Limiter.AllowAll: a request is
+	// admitted only if every rule admits it, and counted against all or
+	// none (a denial by one rule uses up nothing of the others). Up to
+	// maxRules (8). A shadow rule (policy.Rule.Shadow) never denies; the
+	// headers say when it would have.
 	Rules []Rule
 	// Cost returns a request's cost in the rules' units; nil means 1. A
 	// cost below 1 or above a rule's limit is an error (see ErrorMode).
@@ -99,7 +101,8 @@ type Config struct {
 	ProblemType string
 }
 
-// maxRules is the most rules a route may layer.
+// maxRules is the most rules a route may layer (AllowAll decides up to 8
+// checks without allocating).
 const maxRules = 8
 
 // route is a checked Route.
@@ -223,8 +226,8 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 	if len(cr.Rules) == 0 {
 		return nil, errors.New("no Rules: name at least one rule of the limiter")
 	}
-	if len(cr.Rules) > 1 {
-		return nil, errors.New("layered rules (more than one per route) need Limiter.AllowAll, which this version of sluice does not have: use one rule per route")
+	if len(cr.Rules) > maxRules {
+		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(cr.Rules), maxRules)
 	}
 	rt := &route{pattern: cr.Pattern, cost: cr.Cost}
 	var specs []policy.Rule
@@ -286,7 +289,9 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if rt.cost != nil {
 		n = rt.cost(r)
 	}
-	d, bind, err := m.decide(r.Context(), rt, keys, n)
+	var itemBuf [maxRules]item
+	items := itemBuf[:len(rt.names)]
+	d, bind, err := m.decide(r.Context(), rt, keys, n, items)
 	if err != nil {
 		if m.report != nil {
 			m.report(r, err)
@@ -302,7 +307,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if m.set&HeaderRateLimitPolicy != 0 {
 		h[hPolicy] = rt.policyValue
 	}
-	setDynamic(h, m.set, &rt.per[bind], d, time.Now())
+	setDynamic(h, m.set, items, &rt.per[bind], d, time.Now())
 	if !d.Allowed {
 		m.deny(w, r, Denial{Rule: rt.names[bind], Decision: d})
 		return
@@ -325,14 +330,41 @@ func (m *middleware) key(fn KeyFunc, r *http.Request) (string, error) {
 	return key, nil
 }
 
-// decide checks cost n against the route's rules under keys (one per rule)
-// and returns the decision that binds and the index of its rule. Today a
-// route has one rule (New refuses more): layered rules plug in here, as one
-// Limiter.AllowAll over a sluice.Check per rule, so that a denial by one
-// rule consumes nothing from the others.
-func (m *middleware) decide(ctx context.Context, rt *route, keys []string, n int64) (sluice.Decision, int, error) {
-	d, err := m.lim.AllowN(ctx, rt.names[0], keys[0], n)
-	return d, 0, err
+// decide checks cost n against the route's rules under keys (one per rule),
+// all or none (Limiter.AllowAll: a denial by one rule consumes nothing from
+// the others), and returns the decision that binds and the index of its
+// rule. For the RateLimit field it fills items with each rule's state.
+func (m *middleware) decide(ctx context.Context, rt *route, keys []string, n int64, items []item) (sluice.Decision, int, error) {
+	if len(rt.names) == 1 {
+		d, err := m.lim.AllowN(ctx, rt.names[0], keys[0], n)
+		items[0] = item{rh: &rt.per[0], remaining: d.Remaining, reset: d.ResetAfter, shadowed: d.Shadowed()}
+		return d, 0, err
+	}
+	var buf [maxRules]sluice.Check
+	checks := buf[:len(rt.names)]
+	for i, name := range rt.names {
+		checks[i] = sluice.Check{Rule: name, Key: keys[i]}
+	}
+	d, err := m.lim.AllowAll(ctx, n, checks...)
+	if err != nil {
+		return d, 0, err
+	}
+	// AllowAll's decision is the most restrictive one; each rule's own
+	// state, for its RateLimit item, is a Peek (no count).
+	bind, least := 0, int64(-1)
+	for i, name := range rt.names {
+		p, err := m.lim.Peek(name, keys[i])
+		if err != nil {
+			return d, 0, err
+		}
+		it := item{rh: &rt.per[i], remaining: p.Remaining, reset: p.ResetAfter}
+		it.shadowed = rt.per[i].shadow && d.Shadowed() && p.Remaining < n
+		items[i] = it
+		if p.Limit == d.Limit && (least < 0 || p.Remaining < least) {
+			bind, least = i, p.Remaining
+		}
+	}
+	return d, bind, nil
 }
 
 func (m *middleware) defaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {

@@ -340,18 +340,20 @@ func TestNewRefuses(t *testing.T) {
 
 // TestNoAllocations: an admitted request costs the middleware two
 // allocations with the headers on (one string holding every changing
-// header value, one []string for them) and none with them off. Not
+// header value, one []string for them) and none with them off, with one
+// rule or two layered. Not
 // parallel: AllocsPerRun counts every goroutine's allocations.
 func TestNoAllocations(t *testing.T) {
 	for _, tc := range []struct {
-		omit httplimit.Headers
-		want float64
-	}{{0, 2}, {allHeaders, 0}} {
-		h := benchHandler(t, tc.omit)
+		omit  httplimit.Headers
+		rules []string
+		want  float64
+	}{{0, []string{"api"}, 2}, {allHeaders, []string{"api"}, 0}, {0, []string{"second", "hour"}, 2}, {allHeaders, []string{"second", "hour"}, 0}} {
+		h := benchHandlerRules(t, tc.omit, tc.rules...)
 		r := benchRequest()
 		w := &nopWriter{h: make(http.Header)}
 		got := testing.AllocsPerRun(1000, func() { clear(w.h); h.ServeHTTP(w, r) })
-		assert.Equal(t, tc.want, got, "omit %b", tc.omit)
+		assert.Equal(t, tc.want, got, "omit %b, rules %v", tc.omit, tc.rules)
 		assert.Equal(t, http.StatusOK, w.code)
 	}
 }
