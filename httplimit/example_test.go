@@ -181,3 +181,40 @@ func ExampleRateLimitField() {
 	fmt.Println(v, err)
 	// Output: "api";r=42;t=18 <nil>
 }
+
+// Layered rules: 2 per minute and 3 per hour for one client, counted all
+// or none, each with its own item in the IETF fields.
+func ExampleNew_layered() {
+	limiter, err := sluice.New(sluice.Options{},
+		policy.Rule{Name: "minute", Limit: 2, Window: time.Minute},
+		policy.Rule{Name: "hour", Limit: 3, Window: time.Hour},
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter:   limiter,
+		Routes:    []httplimit.Route{{Pattern: "/", Rules: []httplimit.Rule{{Name: "minute"}, {Name: "hour"}}}},
+		ErrorMode: httplimit.ErrorReject,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for range 3 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:5555"
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("RateLimit-Policy"))
+		fmt.Println("   ", w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("X-RateLimit-Limit"))
+	}
+	// Output:
+	// 200 "minute";q=2;w=60, "hour";q=3;w=3600
+	//     1 2
+	// 200 "minute";q=2;w=60, "hour";q=3;w=3600
+	//     0 2
+	// 429 "minute";q=2;w=60, "hour";q=3;w=3600
+	//     0 2
+}

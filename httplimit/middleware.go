@@ -231,7 +231,12 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 	}
 	rt := &route{pattern: cr.Pattern, cost: cr.Cost}
 	var specs []policy.Rule
-	for _, r := range cr.Rules {
+	for i, r := range cr.Rules {
+		for _, o := range cr.Rules[:i] {
+			if o.Name == r.Name && o.Key == nil && r.Key == nil {
+				return nil, fmt.Errorf("rule %q twice under the same key: list each rule once per key (a Cost of 2, if that is meant)", r.Name)
+			}
+		}
 		pr, ok := m.lim.Rule(r.Name)
 		if !ok {
 			return nil, fmt.Errorf("rule %q: the limiter has no such rule", r.Name)

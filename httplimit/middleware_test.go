@@ -325,6 +325,7 @@ func TestNewRefuses(t *testing.T) {
 		{"no routes", httplimit.Config{Limiter: lim, ErrorMode: httplimit.ErrorReject}, "Routes is empty"},
 		{"no error mode", httplimit.Config{Limiter: lim, Routes: ok}, "ErrorMode"},
 		{"unknown rule", httplimit.Config{Limiter: lim, Routes: oneRoute("nope"), ErrorMode: httplimit.ErrorReject}, `"nope"`},
+		{"rule twice", httplimit.Config{Limiter: lim, Routes: []httplimit.Route{{Pattern: "/", Rules: []httplimit.Rule{{Name: "api"}, {Name: "api"}}}}, ErrorMode: httplimit.ErrorReject}, "twice"},
 		{"no rules", httplimit.Config{Limiter: lim, Routes: []httplimit.Route{{Pattern: "/"}}, ErrorMode: httplimit.ErrorReject}, "no Rules"},
 		{"bad pattern", httplimit.Config{Limiter: lim, Routes: []httplimit.Route{{Pattern: "GET", Rules: ok[0].Rules}}, ErrorMode: httplimit.ErrorReject}, "pattern"},
 		{"duplicate pattern", httplimit.Config{Limiter: lim, Routes: append(oneRoute("api"), ok...), ErrorMode: httplimit.ErrorReject}, "pattern"},
