@@ -24,7 +24,7 @@ func (w *localWindow) Take(_ context.Context, key string, n int64) (Result, Rece
 }
 
 // Refund lowers the key's pending count in the bucket of the admission.
-func (w *localWindow) Refund(key string, n int64, rc Receipt) { w.table.Refund(key, rc.At, n) }
+func (w *localWindow) Refund(key string, n int64, rc Receipt) { _, _ = w.table.Refund(key, rc.At, n) }
 
 // Take decides n for key as Check does, on the clock.
 func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
@@ -50,12 +50,16 @@ func (w *strictWindow) Take(ctx context.Context, key string, n int64) (Result, R
 }
 
 // Refund takes back an admission of a shared rule: from the key's pending
-// count if it was decided here (to be pushed or not, as any count), by a
-// negative correction pushed to the store if the store counted it.
+// count if it was decided here, and what is no longer pending there (the
+// store has it: pushed, or covered by a lease) by a negative correction
+// pushed to the store, as for an admission the store counted.
 func (w *windowRule) Refund(key string, n int64, rc Receipt) {
 	if !rc.Store {
-		w.table.Refund(key, rc.At, n)
-		return
+		taken, tracked := w.table.Refund(key, rc.At, n)
+		if !tracked || taken == n {
+			return
+		}
+		n -= taken
 	}
 	ref, ok := w.table.Ref(key)
 	if !ok {
@@ -93,9 +97,33 @@ func (w *warmLocal) Take(_ context.Context, key string, n int64) (Result, Receip
 // such a rule last, so that nothing after it can deny (see CanRefund).
 func (w *warmLocal) Refund(string, int64, Receipt) {}
 
-// CanRefund reports whether e's Refund takes an admission back; false only
-// for a TokenBucket or GCRA rule with a WarmUp.
+// Take decides n for key in the store, as Check does.
+func (g *gcraStrict) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
+	r, err := g.Check(ctx, key, n)
+	return r, Receipt{Store: true}, err
+}
+
+// Refund does nothing: the store's script has no way yet to move a key's
+// TAT back without a second round trip. Limiter.AllowAll checks such a rule
+// last (see CanRefund).
+func (g *gcraStrict) Refund(string, int64, Receipt) {}
+
+// Take decides n for key in the store, as Check does.
+func (l *logStrict) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
+	r, err := l.Check(ctx, key, n)
+	return r, Receipt{Store: true}, err
+}
+
+// Refund does nothing, as for a Strict GCRA rule.
+func (l *logStrict) Refund(string, int64, Receipt) {}
+
+// CanRefund reports whether e's Refund takes an admission back; false for a
+// TokenBucket or GCRA rule with a WarmUp, and for the Strict TokenBucket,
+// GCRA and SlidingLog rules.
 func CanRefund(e Engine) bool {
-	_, warm := e.(*warmLocal)
-	return !warm
+	switch e.(type) {
+	case *warmLocal, *gcraStrict, *logStrict:
+		return false
+	}
+	return true
 }
