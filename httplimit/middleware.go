@@ -1,0 +1,402 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// Rule is one limiter rule a route checks.
+type Rule struct {
+	// Name is the name of a rule of the Limiter.
+	Name string
+	// Key names the client for this rule; nil means Config.Key.
+	Key KeyFunc
+}
+
+// Route is the limit on the requests that match a pattern.
+type Route struct {
+	// Pattern is a net/http ServeMux pattern ("GET /api/{id}",
+	// "example.com/", "/"), matched as ServeMux matches it: the most
+	// specific pattern wins. A request no route matches is served without a
+	// check: add a route "/" to limit everything else.
+	Pattern string
+	// Rules are checked together, with Limiter.AllowAll: a request is
+	// admitted only if every rule admits it, and counted against all or
+	// none (a denial by one rule uses up nothing of the others). Up to
+	// maxRules (8). A shadow rule (policy.Rule.Shadow) never denies; the
+	// headers say when it would have.
+	Rules []Rule
+	// Cost returns a request's cost in the rules' units; nil means 1. A
+	// cost below 1 or above a rule's limit is an error (see ErrorMode).
+	Cost func(*http.Request) int64
+}
+
+// ErrorMode says what the middleware does when the limiter cannot make a
+// check (a closed limiter, an invalid cost, an unknown rule). A store
+// failure is decided by the limiter's FailureMode: FailLocal and FailOpen
+// decide without an error; under FailClosed the check fails with
+// sluice.ErrStoreUnavailable and the request is rejected whatever the
+// ErrorMode, as that failure mode asks.
+type ErrorMode uint8
+
+const (
+	// errorModeUnset makes New fail: the choice must be explicit.
+	errorModeUnset ErrorMode = iota
+	// ErrorReject answers 503 Service Unavailable (Config.OnError, by
+	// default a problem+json body).
+	ErrorReject
+	// ErrorServe serves the request unlimited, without rate-limit headers.
+	// Config.ReportError still hears of the error.
+	ErrorServe
+)
+
+// Denial is what the middleware knows about a request it denies.
+type Denial struct {
+	// Rule is the name of the rule that denied it.
+	Rule string
+	// Decision is that rule's decision (Allowed is false).
+	Decision sluice.Decision
+}
+
+// Config configures the middleware.
+type Config struct {
+	// Limiter makes the checks. Required.
+	Limiter *sluice.Limiter
+	// Routes are the limits, by request pattern. At least one.
+	Routes []Route
+	// Key names the client of a request for the rules without their own;
+	// nil means PeerIP(). Behind proxies use ClientIP.Key.
+	Key KeyFunc
+	// ErrorMode says what happens when a check cannot be made. Required:
+	// there is no silent default.
+	ErrorMode ErrorMode
+	// OnError writes the response to a request whose check failed, when the
+	// request is not served (ErrorReject, or a store failure under
+	// FailClosed); nil means a 503 problem+json. The rate-limit headers are
+	// not set.
+	OnError func(w http.ResponseWriter, r *http.Request, err error)
+	// ReportError, if set, hears of every failed check (to log or count
+	// them), whatever the ErrorMode.
+	ReportError func(r *http.Request, err error)
+	// OnNoIdentity writes the response to a request whose client the key
+	// function cannot name (the error wraps ErrNoIdentity or
+	// ErrKeyTooLong); nil means 400 Bad Request with a problem+json body.
+	// Such a request is never checked under a shared key.
+	OnNoIdentity func(w http.ResponseWriter, r *http.Request, err error)
+	// Deny writes the response to a denied request; nil means 429 Too Many
+	// Requests with a problem+json body (see Problem). The rate-limit
+	// headers and Retry-After are already set on w.
+	Deny func(w http.ResponseWriter, r *http.Request, d Denial)
+	// OmitHeaders lists the headers not to send; by default all are sent.
+	OmitHeaders Headers
+	// ProblemType is the type URI of the default denial's problem body;
+	// empty means "about:blank".
+	ProblemType string
+}
+
+// maxRules is the most rules a route may layer (AllowAll decides up to 8
+// checks without allocating).
+const maxRules = 8
+
+// route is a checked Route.
+type route struct {
+	pattern     string
+	names       []string
+	keys        []KeyFunc
+	cost        func(*http.Request) int64
+	policyValue []string
+	per         []ruleHeaders
+}
+
+// middleware is a checked Config.
+type middleware struct {
+	lim         *sluice.Limiter
+	mux         *http.ServeMux
+	byPattern   map[string]*route // the routes, by their pattern as written
+	all         *route            // the only route, when its pattern is "/"
+	maxKey      int
+	set         Headers
+	errorMode   ErrorMode
+	onError     func(http.ResponseWriter, *http.Request, error)
+	report      func(*http.Request, error)
+	onNoID      func(http.ResponseWriter, *http.Request, error)
+	deny        func(http.ResponseWriter, *http.Request, Denial)
+	problemType string
+}
+
+// routeHandler marks a route in the middleware's ServeMux, which only
+// matches and never serves.
+type routeHandler struct{ rt *route }
+
+func (routeHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// New checks cfg and returns the middleware: each request that matches a
+// route is checked against the route's rules, under its client's key, and
+// served if admitted, with the rate-limit headers; else answered as
+// cfg.Deny says. The error says what is wrong with cfg and how to fix it.
+func New(cfg Config) (func(http.Handler) http.Handler, error) {
+	m, err := newMiddleware(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.serve(next, w, r)
+		})
+	}, nil
+}
+
+func newMiddleware(cfg Config) (m *middleware, err error) {
+	if cfg.Limiter == nil {
+		return nil, errors.New("httplimit: Config.Limiter is nil: pass the *sluice.Limiter that holds the rules")
+	}
+	if len(cfg.Routes) == 0 {
+		return nil, errors.New(`httplimit: Config.Routes is empty: add a Route, for example {Pattern: "/", Rules: []httplimit.Rule{{Name: "api"}}}`)
+	}
+	switch cfg.ErrorMode {
+	case ErrorReject, ErrorServe:
+	default:
+		return nil, fmt.Errorf("httplimit: Config.ErrorMode %d: choose httplimit.ErrorReject (answer 503) or httplimit.ErrorServe (serve unlimited) for checks the limiter cannot make", cfg.ErrorMode)
+	}
+	m = &middleware{
+		lim:         cfg.Limiter,
+		mux:         http.NewServeMux(),
+		byPattern:   make(map[string]*route, len(cfg.Routes)),
+		maxKey:      cfg.Limiter.MaxKeyLength(),
+		set:         ^cfg.OmitHeaders,
+		errorMode:   cfg.ErrorMode,
+		onError:     cfg.OnError,
+		report:      cfg.ReportError,
+		onNoID:      cfg.OnNoIdentity,
+		deny:        cfg.Deny,
+		problemType: cfg.ProblemType,
+	}
+	if m.problemType == "" {
+		m.problemType = "about:blank"
+	}
+	if m.onError == nil {
+		m.onError = m.defaultOnError
+	}
+	if m.onNoID == nil {
+		m.onNoID = m.defaultOnNoIdentity
+	}
+	if m.deny == nil {
+		m.deny = m.defaultDeny
+	}
+	key := cfg.Key
+	if key == nil {
+		key = PeerIP()
+	}
+	for i, cr := range cfg.Routes {
+		rt, err := m.route(cr, key)
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: Config.Routes[%d] (%q): %w", i, cr.Pattern, err)
+		}
+		if err := register(m.mux, cr.Pattern, routeHandler{rt}); err != nil {
+			return nil, fmt.Errorf("httplimit: Config.Routes[%d]: %w", i, err)
+		}
+		m.byPattern[cr.Pattern] = rt
+	}
+	if len(cfg.Routes) == 1 && cfg.Routes[0].Pattern == "/" {
+		m.all = m.byPattern["/"]
+	}
+	return m, nil
+}
+
+// register adds a pattern to the mux, turning its panic on a bad or
+// conflicting pattern into an error.
+func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("pattern %q: %v", pattern, p)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
+	if len(cr.Rules) == 0 {
+		return nil, errors.New("no Rules: name at least one rule of the limiter")
+	}
+	if len(cr.Rules) > maxRules {
+		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(cr.Rules), maxRules)
+	}
+	rt := &route{pattern: cr.Pattern, cost: cr.Cost}
+	var specs []policy.Rule
+	for i, r := range cr.Rules {
+		for _, o := range cr.Rules[:i] {
+			if o.Name == r.Name && o.Key == nil && r.Key == nil {
+				return nil, fmt.Errorf("rule %q twice under the same key: list each rule once per key (a Cost of 2, if that is meant)", r.Name)
+			}
+		}
+		pr, ok := m.lim.Rule(r.Name)
+		if !ok {
+			return nil, fmt.Errorf("rule %q: the limiter has no such rule", r.Name)
+		}
+		k := r.Key
+		if k == nil {
+			k = key
+		}
+		rt.names = append(rt.names, pr.Name)
+		rt.keys = append(rt.keys, k)
+		specs = append(specs, pr)
+	}
+	var err error
+	rt.policyValue, rt.per, err = staticHeaders(specs)
+	return rt, err
+}
+
+// match returns the route of r, or nil. A request that a ServeMux has
+// already routed (the middleware wraps a handler registered on it) carries
+// the pattern it matched: a route with that very pattern is its route. The
+// ServeMux's own matching allocates, so it is the last resort.
+func (m *middleware) match(r *http.Request) *route {
+	if m.all != nil {
+		return m.all
+	}
+	if r.Pattern != "" {
+		if rt := m.byPattern[r.Pattern]; rt != nil {
+			return rt
+		}
+	}
+	h, _ := m.mux.Handler(r)
+	if rh, ok := h.(routeHandler); ok {
+		return rh.rt
+	}
+	return nil // no route, or the mux would redirect (to a cleaned path)
+}
+
+func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	rt := m.match(r)
+	if rt == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	var keyBuf [maxRules]string
+	keys := keyBuf[:len(rt.keys)]
+	for i, fn := range rt.keys {
+		key, err := m.key(fn, r)
+		if err != nil {
+			m.onNoID(w, r, err)
+			return
+		}
+		keys[i] = key
+	}
+	n := int64(1)
+	if rt.cost != nil {
+		n = rt.cost(r)
+	}
+	var itemBuf [maxRules]item
+	items := itemBuf[:len(rt.names)]
+	d, bind, err := m.decide(r.Context(), rt, keys, n, items)
+	if err != nil {
+		if m.report != nil {
+			m.report(r, err)
+		}
+		if m.errorMode == ErrorServe && !errors.Is(err, sluice.ErrStoreUnavailable) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.onError(w, r, err)
+		return
+	}
+	h := w.Header()
+	if m.set&HeaderRateLimitPolicy != 0 {
+		h[hPolicy] = rt.policyValue
+	}
+	setDynamic(h, m.set, items, &rt.per[bind], d, time.Now())
+	if !d.Allowed {
+		m.deny(w, r, Denial{Rule: rt.names[bind], Decision: d})
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// key runs a key function and bounds its key: an error, an empty key or
+// one past the limiter's MaxKeyLength is no identity.
+func (m *middleware) key(fn KeyFunc, r *http.Request) (string, error) {
+	key, err := fn(r)
+	switch {
+	case err != nil:
+		return "", err
+	case key == "":
+		return "", fmt.Errorf("%w: the key function returned an empty key", ErrNoIdentity)
+	case len(key) > m.maxKey:
+		return "", fmt.Errorf("%w: %d bytes, the limiter's MaxKeyLength is %d (wrap the KeyFunc with httplimit.Hashed)", ErrKeyTooLong, len(key), m.maxKey)
+	}
+	return key, nil
+}
+
+// decide checks cost n against the route's rules under keys (one per rule),
+// all or none (Limiter.AllowAll: a denial by one rule consumes nothing from
+// the others), and returns the decision that binds and the index of its
+// rule. For the RateLimit field it fills items with each rule's state.
+func (m *middleware) decide(ctx context.Context, rt *route, keys []string, n int64, items []item) (sluice.Decision, int, error) {
+	if len(rt.names) == 1 {
+		d, err := m.lim.AllowN(ctx, rt.names[0], keys[0], n)
+		items[0] = item{rh: &rt.per[0], remaining: d.Remaining, reset: d.ResetAfter, shadowed: d.Shadowed()}
+		return d, 0, err
+	}
+	var buf [maxRules]sluice.Check
+	checks := buf[:len(rt.names)]
+	for i, name := range rt.names {
+		checks[i] = sluice.Check{Rule: name, Key: keys[i]}
+	}
+	d, err := m.lim.AllowAll(ctx, n, checks...)
+	if err != nil {
+		return d, 0, err
+	}
+	// AllowAll's decision is the most restrictive one; each rule's own
+	// state, for its RateLimit item, is a Peek (no count).
+	bind, least := 0, int64(-1)
+	for i, name := range rt.names {
+		p, err := m.lim.Peek(name, keys[i])
+		if err != nil {
+			return d, 0, err
+		}
+		it := item{rh: &rt.per[i], remaining: p.Remaining, reset: p.ResetAfter}
+		it.shadowed = rt.per[i].shadow && d.Shadowed() && p.Remaining < n
+		items[i] = it
+		if p.Limit == d.Limit && (least < 0 || p.Remaining < least) {
+			bind, least = i, p.Remaining
+		}
+	}
+	return d, bind, nil
+}
+
+func (m *middleware) defaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
+	retry := seconds(d.Decision.RetryAfter, 1)
+	Problem{
+		Type:       m.problemType,
+		Title:      http.StatusText(http.StatusTooManyRequests),
+		Status:     http.StatusTooManyRequests,
+		Detail:     "rate limit " + strconv.Quote(d.Rule) + " exceeded: retry in " + strconv.FormatInt(retry, 10) + "s",
+		RetryAfter: retry,
+	}.Write(w)
+}
+
+func (m *middleware) defaultOnError(w http.ResponseWriter, r *http.Request, err error) {
+	Problem{
+		Type:   "about:blank",
+		Title:  http.StatusText(http.StatusServiceUnavailable),
+		Status: http.StatusServiceUnavailable,
+		Detail: "the rate limiter could not decide this request",
+	}.Write(w)
+}
+
+func (m *middleware) defaultOnNoIdentity(w http.ResponseWriter, r *http.Request, err error) {
+	Problem{
+		Type:   "about:blank",
+		Title:  http.StatusText(http.StatusBadRequest),
+		Status: http.StatusBadRequest,
+		Detail: "the request does not identify its client: " + err.Error(),
+	}.Write(w)
+}

@@ -1,0 +1,19 @@
+package sluice
+
+import "github.com/sluicehq/sluice/policy"
+
+// Rule returns the limiter's rule named name, as New resolved it (its Mode
+// is never ModeDefault), and whether there is one. Middleware reads it to
+// describe a rule to clients (its Limit and Window), without a check.
+func (l *Limiter) Rule(name string) (policy.Rule, bool) {
+	r := l.rule(name)
+	if r == nil {
+		return policy.Rule{}, false
+	}
+	return r.pr, true
+}
+
+// MaxKeyLength returns the longest key the limiter accepts, in bytes
+// (Options.MaxKeyLength, or DefaultMaxKeyLength): a longer key is rejected
+// with ErrKeyTooLong.
+func (l *Limiter) MaxKeyLength() int { return l.opts.MaxKeyLength }
