@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/localcache"
@@ -26,7 +28,31 @@ type windowRule struct {
 	budget   float64
 	mode     policy.FailureMode
 	interval time.Duration
+	fleet    *fleetState // shared by the copies the engines embed
 }
+
+// fleetState is what SetFleet last applied, and the recovery grace: after an
+// outage under FailLocal the table stays Recovering until every live
+// instance has started a sync cycle since this one saw the store again (the
+// registry's oldest heartbeat is later than recovered), then for
+// recoveryGrace sync intervals more, counted in Ticks: time for those cycles
+// to push the outage counts and for this instance's next pull to bring them.
+type fleetState struct {
+	mu        sync.Mutex
+	instances int64
+	down      bool
+	recovered int64        // store time the store was seen again
+	grace     atomic.Int64 // 0: none; -1: waiting for the fleet; > 0: ticks left
+}
+
+// recoveryGrace, in sync intervals, is how long a FailLocal rule stays
+// Recovering once every live instance has heartbeated since the store came
+// back: a cycle heartbeats first and pushes after, within about one
+// interval, and this instance's next cycle pulls what it pushed.
+const recoveryGrace = 2
+
+// tickEvery is the limiter's Tick period, which the grace is counted in.
+const tickEvery = time.Millisecond
 
 func newWindow(cfg Config) (Engine, error) {
 	r := cfg.Rule
@@ -37,6 +63,7 @@ func newWindow(cfg Config) (Engine, error) {
 		budget:   cfg.ErrorBudget,
 		mode:     cfg.FailureMode,
 		interval: cfg.SyncInterval,
+		fleet:    &fleetState{},
 	}
 	if r.Algorithm == policy.FixedWindow {
 		w.geo = window.NewFixed(r.Window)
@@ -78,8 +105,32 @@ func WindowGeometry(r policy.Rule) window.Sliding {
 	return window.NewSliding(r.Window, r.Buckets())
 }
 
-// Tick publishes now for checks on the published time.
-func (w *windowRule) Tick(now int64) { w.table.Tick(now) }
+// Tick publishes now for checks on the published time, and ends the
+// recovery grace once it has run out.
+func (w *windowRule) Tick(now int64) {
+	w.table.Tick(now)
+	if w.fleet.grace.Load() != 0 {
+		w.tickGrace()
+	}
+}
+
+// tickGrace advances the recovery grace by one Tick.
+func (w *windowRule) tickGrace() {
+	f := w.fleet
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch g := f.grace.Load(); {
+	case g < 0:
+		if w.store.OldestHeartbeat() > f.recovered {
+			f.grace.Store(max(int64(recoveryGrace*w.interval/tickEvery), 1))
+		}
+	case g == 1:
+		f.grace.Store(0)
+		w.applyFleet()
+	case g > 1:
+		f.grace.Store(g - 1)
+	}
+}
 
 // Sweep evicts the keys idle at now.
 func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
@@ -87,13 +138,37 @@ func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
 // SetFleet splits the error budget among instances+1 (the divergence cap
 // ⌊ε·L/(N̂+1)⌋ per instance) and sets each instance's share L/N̂ for the
 // failure mode. A Local rule's table ignores them.
+//
+// Back from an outage under FailLocal, an Eventual table is Recovering
+// (localcache.Limits.Recovering) until the fleet has pushed its outage
+// counts (fleetState): an instance that sees the store first must not have
+// it admit checks before the others' outage counts have reached it.
 func (w *windowRule) SetFleet(instances int64, down bool) {
-	n := max(instances, 1)
+	f := w.fleet
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case down:
+		f.grace.Store(0)
+	case f.down && w.mode == policy.FailLocal && w.store != nil:
+		f.recovered = w.now()
+		f.grace.Store(-1)
+	}
+	f.instances, f.down = max(instances, 1), down
+	w.applyFleet()
+}
+
+// applyFleet sets the table's limits from the fleet state; the caller holds
+// w.fleet.mu.
+func (w *windowRule) applyFleet() {
+	f := w.fleet
+	n := f.instances
 	lim := localcache.Limits{
-		Cap:   int64(math.Floor(w.budget * float64(w.limit) / float64(n+1))),
-		Share: w.limit / n,
-		Down:  down,
-		Mode:  w.mode,
+		Cap:        int64(math.Floor(w.budget * float64(w.limit) / float64(n+1))),
+		Share:      w.limit / n,
+		Down:       f.down,
+		Mode:       w.mode,
+		Recovering: !f.down && f.grace.Load() > 0,
 	}
 	if w.table.Limits() != lim {
 		w.table.SetLimits(lim)
