@@ -168,7 +168,7 @@ func (w *windowRule) applyFleet() {
 		Share:      w.limit / n,
 		Down:       f.down,
 		Mode:       w.mode,
-		Recovering: !f.down && f.grace.Load() > 0,
+		Recovering: !f.down && f.grace.Load() != 0,
 	}
 	if w.table.Limits() != lim {
 		w.table.SetLimits(lim)

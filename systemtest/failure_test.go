@@ -3,8 +3,6 @@ package systemtest
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,7 +277,6 @@ func TestOutageRecovery(t *testing.T) {
 		}
 	}
 	outage := admitted.Load()
-	fmt.Fprintf(os.Stderr, "DBG %d restart\n", time.Now().UnixMilli()%100000)
 	srv.Restart()
 	waitFor(t, 10*time.Second, "the first limiter to see the store again", func() bool { return !ls[0].Stats().Degraded })
 	deadline := time.Now().Add(20 * opts.SyncInterval)
@@ -288,9 +285,7 @@ func TestOutageRecovery(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	first := admitted.Load()
-	fmt.Fprintf(os.Stderr, "DBG %d first phase over\n", time.Now().UnixMilli()%100000)
 	waitFor(t, 10*time.Second, "every limiter to see the store again", degraded(ls, false))
-	fmt.Fprintf(os.Stderr, "DBG %d last phase\n", time.Now().UnixMilli()%100000)
 	var last []int64
 	for _, l := range ls {
 		before := admitted.Load()
