@@ -42,6 +42,7 @@ type fleetState struct {
 	instances int64
 	down      bool
 	recovered int64        // store time the store was seen again
+	expect    int64        // N̂ when the outage began: the instances to wait for
 	grace     atomic.Int64 // 0: none; -1: waiting for the fleet; > 0: ticks left
 }
 
@@ -121,7 +122,12 @@ func (w *windowRule) tickGrace() {
 	defer f.mu.Unlock()
 	switch g := f.grace.Load(); {
 	case g < 0:
-		if w.store.OldestHeartbeat() > f.recovered {
+		// Every instance the registry holds has heartbeated since, and it
+		// holds as many as before the outage, or the instances missing have
+		// stayed silent for an InstanceTTL since the store came back: they
+		// would have left the registry anyway.
+		all := f.instances >= f.expect || w.now()-f.recovered > int64(w.store.InstanceTTL())
+		if all && w.store.OldestHeartbeat() > f.recovered {
 			f.grace.Store(max(int64(recoveryGrace*w.interval/tickEvery), 1))
 		}
 	case g == 1:
@@ -149,9 +155,12 @@ func (w *windowRule) SetFleet(instances int64, down bool) {
 	defer f.mu.Unlock()
 	switch {
 	case down:
+		if !f.down && f.grace.Load() == 0 {
+			f.expect = 0 // a new outage, not a relapse during a recovery
+		}
 		f.grace.Store(0)
 	case f.down && w.mode == policy.FailLocal && w.store != nil:
-		f.recovered = w.now()
+		f.recovered, f.expect = w.now(), max(f.expect, f.instances)
 		f.grace.Store(-1)
 	}
 	f.instances, f.down = max(instances, 1), down
@@ -163,12 +172,19 @@ func (w *windowRule) SetFleet(instances int64, down bool) {
 func (w *windowRule) applyFleet() {
 	f := w.fleet
 	n := f.instances
+	recovering := !f.down && f.grace.Load() != 0
+	if recovering {
+		// A registry that lost its expired entries in a long outage counts
+		// only the instances back so far: the shares stay those of the
+		// fleet that admitted during the outage.
+		n = max(n, f.expect)
+	}
 	lim := localcache.Limits{
 		Cap:        int64(math.Floor(w.budget * float64(w.limit) / float64(n+1))),
 		Share:      w.limit / n,
 		Down:       f.down,
 		Mode:       w.mode,
-		Recovering: !f.down && f.grace.Load() != 0,
+		Recovering: recovering,
 	}
 	if w.table.Limits() != lim {
 		w.table.SetLimits(lim)
