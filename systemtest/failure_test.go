@@ -247,6 +247,22 @@ func TestErrorsAreSentinels(t *testing.T) {
 // had time to push their outage counts (the recovery grace).
 func TestOutageRecovery(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		long bool // the outage outlasts InstanceTTL: the store comes back with an empty registry
+	}{
+		{name: "short"},
+		{name: "longer than InstanceTTL", long: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			outageRecovery(t, tc.long)
+		})
+	}
+}
+
+// outageRecovery is one run of TestOutageRecovery.
+func outageRecovery(t *testing.T, long bool) {
 	srv := redistest.Start(t, redistest.WithPersistence())
 	rule := policy.Rule{Name: "api", Limit: 400, Window: time.Hour}
 	// A Timeout no loaded test machine reaches: the bound assumes that each
@@ -275,6 +291,11 @@ func TestOutageRecovery(t *testing.T) {
 		for range 150 {
 			allow(l)
 		}
+	}
+	if long {
+		// The default InstanceTTL at this SyncInterval is 3 s: every
+		// registry entry expires before the store is back.
+		time.Sleep(3500 * time.Millisecond)
 	}
 	outage := admitted.Load()
 	srv.Restart()
