@@ -34,9 +34,13 @@ type windowRule struct {
 // fleetState is what SetFleet last applied, and the recovery grace: after an
 // outage under FailLocal the table stays Recovering until every live
 // instance has started a sync cycle since this one saw the store again (the
-// registry's oldest heartbeat is later than recovered), then for
-// recoveryGrace sync intervals more, counted in Ticks: time for those cycles
-// to push the outage counts and for this instance's next pull to bring them.
+// registry's oldest heartbeat is later than recovered) and the registry
+// holds the N̂ of the outage's start again (expect; or an InstanceTTL has
+// passed: a store that kept its data through a long outage comes back with
+// its registry entries expired), then for recoveryGrace sync intervals
+// more, counted in Ticks: time for those cycles to push the outage counts
+// and for this instance's next pull to bring them. Its table is Recovering
+// throughout, with the shares of expect instances.
 type fleetState struct {
 	mu        sync.Mutex
 	instances int64
