@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,11 +25,39 @@ type windowRule struct {
 	now    func() int64
 	ticked bool
 
-	budget    float64
-	mode      policy.FailureMode
-	interval  time.Duration
-	instances atomic.Int64 // N̂ as last set, for SetLimit
+	budget   float64
+	mode     policy.FailureMode
+	interval time.Duration
+	fleet    *fleetState
 }
+
+// fleetState is what SetFleet last applied, and the recovery grace: after an
+// outage under FailLocal the table stays Recovering until every live
+// instance has started a sync cycle since this one saw the store again (the
+// registry's oldest heartbeat is later than recovered) and the registry
+// holds the N̂ of the outage's start again (expect; or an InstanceTTL has
+// passed: a store that kept its data through a long outage comes back with
+// its registry entries expired), then for recoveryGrace sync intervals
+// more, counted in Ticks: time for those cycles to push the outage counts
+// and for this instance's next pull to bring them. Its table is Recovering
+// throughout, with the shares of expect instances.
+type fleetState struct {
+	mu        sync.Mutex
+	instances int64
+	down      bool
+	recovered int64        // store time the store was seen again
+	expect    int64        // N̂ when the outage began: the instances to wait for
+	grace     atomic.Int64 // 0: none; -1: waiting for the fleet; > 0: ticks left
+}
+
+// recoveryGrace, in sync intervals, is how long a FailLocal rule stays
+// Recovering once every live instance has heartbeated since the store came
+// back: a cycle heartbeats first and pushes after, within about one
+// interval, and this instance's next cycle pulls what it pushed.
+const recoveryGrace = 2
+
+// tickEvery is the limiter's Tick period, which the grace is counted in.
+const tickEvery = time.Millisecond
 
 func newWindow(cfg Config) (Engine, error) {
 	r := cfg.Rule
@@ -50,6 +79,7 @@ func newWindow(cfg Config) (Engine, error) {
 		e, w = ew, &ew.windowRule
 	}
 	w.limit.Store(r.Limit)
+	w.fleet = &fleetState{}
 	w.now, w.ticked = cfg.Now, cfg.Ticked
 	w.budget, w.mode, w.interval = cfg.ErrorBudget, cfg.FailureMode, cfg.SyncInterval
 	if r.Algorithm == policy.FixedWindow {
@@ -86,8 +116,9 @@ func (w *windowRule) SetLimit(limit int64) {
 	if w.store != nil {
 		w.store.SetLimit(limit)
 	}
-	lim := w.table.Limits()
-	w.SetFleet(w.instances.Load(), lim.Down)
+	w.fleet.mu.Lock()
+	w.applyFleet()
+	w.fleet.mu.Unlock()
 }
 
 // Retire tells the store to push the rule's pending counts once more and
@@ -110,8 +141,37 @@ func WindowGeometry(r policy.Rule) window.Sliding {
 	return window.NewSliding(r.Window, r.Buckets())
 }
 
-// Tick publishes now for checks on the published time.
-func (w *windowRule) Tick(now int64) { w.table.Tick(now) }
+// Tick publishes now for checks on the published time, and ends the
+// recovery grace once it has run out.
+func (w *windowRule) Tick(now int64) {
+	w.table.Tick(now)
+	if w.fleet.grace.Load() != 0 {
+		w.tickGrace()
+	}
+}
+
+// tickGrace advances the recovery grace by one Tick.
+func (w *windowRule) tickGrace() {
+	f := w.fleet
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch g := f.grace.Load(); {
+	case g < 0:
+		// Every instance the registry holds has heartbeated since, and it
+		// holds as many as before the outage, or the instances missing have
+		// stayed silent for an InstanceTTL since the store came back: they
+		// would have left the registry anyway.
+		all := f.instances >= f.expect || w.now()-f.recovered > int64(w.store.InstanceTTL())
+		if all && w.store.OldestHeartbeat() > f.recovered {
+			f.grace.Store(max(int64(recoveryGrace*w.interval/tickEvery), 1))
+		}
+	case g == 1:
+		f.grace.Store(0)
+		w.applyFleet()
+	case g > 1:
+		f.grace.Store(g - 1)
+	}
+}
 
 // Sweep evicts the keys idle at now.
 func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
@@ -119,15 +179,48 @@ func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
 // SetFleet splits the error budget among instances+1 (the divergence cap
 // ⌊ε·L/(N̂+1)⌋ per instance) and sets each instance's share L/N̂ for the
 // failure mode. A Local rule's table ignores them.
+//
+// Back from an outage under FailLocal, an Eventual table is Recovering
+// (localcache.Limits.Recovering) until the fleet has pushed its outage
+// counts (fleetState): an instance that sees the store first must not have
+// it admit checks before the others' outage counts have reached it.
 func (w *windowRule) SetFleet(instances int64, down bool) {
-	n := max(instances, 1)
-	w.instances.Store(n)
+	f := w.fleet
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case down:
+		if !f.down && f.grace.Load() == 0 {
+			f.expect = 0 // a new outage, not a relapse during a recovery
+		}
+		f.grace.Store(0)
+	case f.down && w.mode == policy.FailLocal && w.store != nil:
+		f.recovered, f.expect = w.now(), max(f.expect, f.instances)
+		f.grace.Store(-1)
+	}
+	f.instances, f.down = max(instances, 1), down
+	w.applyFleet()
+}
+
+// applyFleet sets the table's limits from the fleet state; the caller holds
+// w.fleet.mu.
+func (w *windowRule) applyFleet() {
+	f := w.fleet
+	n := max(f.instances, 1) // 0 until the first SetFleet (never, for a Local rule)
+	recovering := !f.down && f.grace.Load() != 0
+	if recovering {
+		// A registry that lost its expired entries in a long outage counts
+		// only the instances back so far: the shares stay those of the
+		// fleet that admitted during the outage.
+		n = max(n, f.expect)
+	}
 	limit := w.limit.Load()
 	lim := localcache.Limits{
-		Cap:   int64(math.Floor(w.budget * float64(limit) / float64(n+1))),
-		Share: limit / n,
-		Down:  down,
-		Mode:  w.mode,
+		Cap:        int64(math.Floor(w.budget * float64(limit) / float64(n+1))),
+		Share:      limit / n,
+		Down:       f.down,
+		Mode:       w.mode,
+		Recovering: recovering,
 	}
 	if w.table.Limits() != lim {
 		w.table.SetLimits(lim)

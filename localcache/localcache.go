@@ -177,6 +177,13 @@ type Limits struct {
 	Down bool
 	// Mode is the failure mode that decides while Down.
 	Mode policy.FailureMode
+	// Recovering is set, with the store up again after an outage under
+	// FailLocal, until every instance has had time to push its outage
+	// counts: a check is then decided here, admitted while the window as
+	// this instance sees it holds at most Share less the cost (room for
+	// the others' outage counts it cannot see yet, at most (N̂−1)·Share),
+	// and never sent to the store. Ignored while Down.
+	Recovering bool
 }
 
 // NoCap is a Limits.Cap that never binds.
@@ -191,6 +198,7 @@ const (
 	failLocal
 	failOpen
 	failClosed
+	recovering // up again after an outage under FailLocal (Limits.Recovering)
 )
 
 func healthOf(down bool, m policy.FailureMode) health {
@@ -198,6 +206,14 @@ func healthOf(down bool, m policy.FailureMode) health {
 		return healthy
 	}
 	return health(m) + 1
+}
+
+// healthOfLimits is the health l sets.
+func healthOfLimits(l Limits) health {
+	if l.Recovering && !l.Down {
+		return recovering
+	}
+	return healthOf(l.Down, l.Mode)
 }
 
 // Config configures a Table.

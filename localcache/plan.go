@@ -115,6 +115,11 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 			p.fair = t.fairShare(v)
 			p.shareBudget = clampCount(v.own.Room(p.fair))
 			p.budget = min(p.budget, p.shareBudget)
+		case recovering:
+			// Everything this instance sees, its own counts too, within
+			// its share: the rest of the window is kept for the others'
+			// outage counts that have not reached the store yet.
+			p.budget = min(p.budget, clampCount(v.others.Room(t.share.Load())))
 		case failOpen:
 			p.budget = maxCount / 2
 		}
@@ -211,6 +216,17 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 			si := t.slotOf(j)
 			return countAt(t.pend(e, si).Load(), j) + countAt(t.glob(e, si).Load(), j)
 		})
+	}
+	if p.health == recovering && cur <= p.room {
+		// Held back for the others' outage counts: retry once the window
+		// as this instance sees it has room under the share.
+		share := t.share.Load()
+		if v.RetryAfter = t.geo.ResetAfter(now); n <= share {
+			v.RetryAfter = t.geo.RetryAfter(now, share, n, func(j int64) int64 {
+				si := t.slotOf(j)
+				return countAt(t.pend(e, si).Load(), j) + countAt(t.glob(e, si).Load(), j)
+			})
+		}
 	}
 	if p.health == failLocal && cur > p.shareBudget {
 		share := p.fair

@@ -126,7 +126,7 @@ func (t *Table) SetLimits(l Limits) {
 	t.capv.Store(l.Cap)
 	t.share.Store(l.Share)
 	t.mode.Store(uint32(l.Mode))
-	t.health.Store(uint32(healthOf(l.Down, l.Mode)))
+	t.health.Store(uint32(healthOfLimits(l)))
 	t.gen.Add(genStride)
 	t.Tick(t.now.Load())
 }
@@ -142,11 +142,13 @@ func (t *Table) SetLimit(limit int64) {
 
 // Limits returns the current limits.
 func (t *Table) Limits() Limits {
+	h := health(t.health.Load())
 	return Limits{
-		Cap:   t.capv.Load(),
-		Share: t.share.Load(),
-		Down:  health(t.health.Load()) != healthy,
-		Mode:  policy.FailureMode(t.mode.Load()),
+		Cap:        t.capv.Load(),
+		Share:      t.share.Load(),
+		Down:       h != healthy && h != recovering,
+		Mode:       policy.FailureMode(t.mode.Load()),
+		Recovering: h == recovering,
 	}
 }
 

@@ -39,6 +39,12 @@ func (s *Syncer) Instances() int { return int(s.instances.Load()) }
 // Healthy reports whether the last round trip to the store succeeded.
 func (s *Syncer) Healthy() bool { return s.healthy.Load() }
 
+// OldestHeartbeat returns the store time (ns) of the oldest heartbeat among
+// the live instances, as the last heartbeat of this one read the registry:
+// every live instance has started a sync cycle since. It assumes the fleet
+// shares one InstanceTTL (one SyncInterval); 0 before the first heartbeat.
+func (s *Syncer) OldestHeartbeat() int64 { return s.oldestBeat.Load() }
+
 // publish records a change of the fleet view and signals it.
 func (s *Syncer) publish(change func(f *Fleet) bool) {
 	s.fleetMu.Lock()
@@ -97,7 +103,7 @@ func (s *Syncer) registry(ctx context.Context, remove bool) error {
 		s.stats.failures.Add(1)
 		return fmt.Errorf("syncer: registry: %w", err)
 	}
-	if len(v) != 3 {
+	if len(v) != 4 {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
 	}
 	sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
@@ -111,6 +117,11 @@ func (s *Syncer) registry(ctx context.Context, remove bool) error {
 	}
 	store := sec*int64(time.Second) + usec*int64(time.Microsecond)
 	s.offset.Store(s.clock.sample(store-(sent+recv)/2, recv-sent))
+	if first, err := strconv.ParseInt(fmt.Sprint(v[3]), 10, 64); err == nil && first > 0 {
+		// Every live instance heartbeated at or after its expiry less
+		// the TTL (the fleet's instances share it: it follows SyncInterval).
+		s.oldestBeat.Store(first*int64(time.Millisecond) - int64(s.cfg.InstanceTTL))
+	}
 	n = max(n, 1)
 	s.instances.Store(n)
 	s.publish(func(f *Fleet) bool {

@@ -19,6 +19,7 @@ func TestRegistryScript(t *testing.T) {
 	ctx := ctxT(t, opTimeout)
 	const reg = "t:instances"
 	const ttl = 5000
+	var first int64 // the earliest expiry, from the last run
 	run := func(id string, remove bool) (nowMs, n int64) {
 		t.Helper()
 		rm := "0"
@@ -27,7 +28,9 @@ func TestRegistryScript(t *testing.T) {
 		}
 		v, err := registryScript.Run(ctx, c, []string{reg}, id, ttl, rm).Slice()
 		require.NoError(t, err)
-		require.Len(t, v, 3)
+		require.Len(t, v, 4)
+		first, err = strconv.ParseInt(v[3].(string), 10, 64)
+		require.NoError(t, err)
 		sec, err := strconv.ParseInt(v[0].(string), 10, 64)
 		require.NoError(t, err)
 		usec, err := strconv.ParseInt(v[1].(string), 10, 64)
@@ -51,8 +54,12 @@ func TestRegistryScript(t *testing.T) {
 	assert.Greater(t, pttl, time.Duration(ttl)*time.Millisecond)
 	assert.LessOrEqual(t, pttl, 2*time.Duration(ttl)*time.Millisecond)
 
+	assert.Equal(t, nowMs+ttl, first, "the only member's expiry")
+
+	time.Sleep(2 * time.Millisecond)
 	_, n = run("b", false)
 	assert.Equal(t, int64(2), n)
+	assert.Equal(t, nowMs+ttl, first, "the earliest expiry is a's, the oldest heartbeat")
 
 	// An expired member is dropped by the next heartbeat.
 	require.NoError(t, c.ZAdd(ctx, reg, redis.Z{Score: float64(nowMs - 1), Member: "dead"}).Err())

@@ -196,6 +196,13 @@ func (r *Rule) Name() string { return r.name }
 // Healthy reports whether the rule's store is healthy (see Syncer.Healthy).
 func (r *Rule) Healthy() bool { return r.s.Healthy() }
 
+// OldestHeartbeat is the rule's Syncer's OldestHeartbeat.
+func (r *Rule) OldestHeartbeat() int64 { return r.s.OldestHeartbeat() }
+
+// InstanceTTL is how long a silent instance stays in the rule's Syncer's
+// registry (Config.InstanceTTL).
+func (r *Rule) InstanceTTL() time.Duration { return r.s.cfg.InstanceTTL }
+
 // Reserve asks the store to decide cost n for key and waits for the answer
 // (see Syncer.Reserve).
 func (r *Rule) Reserve(ctx context.Context, key string, h Handle, n int64) (Answer, error) {

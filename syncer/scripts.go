@@ -206,7 +206,8 @@ return out
 
 // registryScript heartbeats (or removes) an instance in the registry sorted
 // set, whose scores are expiry times in ms, drops expired members, and returns
-// the store's TIME and the number of live instances.
+// the store's TIME, the number of live instances and the earliest expiry
+// among them (ms; the oldest heartbeat plus its TTL).
 //
 // KEYS[1] the registry; ARGV: instance id, ttl ms, "1" to remove.
 var registryScript = redis.NewScript(`
@@ -220,7 +221,8 @@ else
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', nowms))
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
-return {t[1], t[2], redis.call('ZCARD', KEYS[1])}
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0'}
 `)
 
 // bulkScript pushes one instance's counts for many keys, of any rules, in

@@ -123,9 +123,11 @@ type Syncer struct {
 
 	offset    atomic.Int64
 	instances atomic.Int64
-	healthy   atomic.Bool
-	closed    atomic.Bool
-	running   atomic.Bool
+	// oldestBeat is OldestHeartbeat.
+	oldestBeat atomic.Int64
+	healthy    atomic.Bool
+	closed     atomic.Bool
+	running    atomic.Bool
 
 	fleetMu sync.Mutex
 	fleet   Fleet

@@ -238,3 +238,86 @@ func TestErrorsAreSentinels(t *testing.T) {
 	assert.True(t, errors.Is(err, sluice.ErrClosed))
 	assert.ErrorIs(t, l.Flush(ctx), sluice.ErrClosed)
 }
+
+// TestOutageRecovery kills a Redis that keeps its data under four
+// instances that had admitted some of a key's limit, lets each admit its
+// part of the rest while it is down, restarts it and hammers one instance
+// from the moment it is back: what the fleet admits in the window stays
+// near L — the instance back first stays on its share until the others have
+// had time to push their outage counts (the recovery grace).
+func TestOutageRecovery(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		long bool // the outage outlasts InstanceTTL: the store comes back with an empty registry
+	}{
+		{name: "short"},
+		{name: "longer than InstanceTTL", long: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			outageRecovery(t, tc.long)
+		})
+	}
+}
+
+// outageRecovery is one run of TestOutageRecovery.
+func outageRecovery(t *testing.T, long bool) {
+	srv := redistest.Start(t, redistest.WithPersistence())
+	rule := policy.Rule{Name: "api", Limit: 400, Window: time.Hour}
+	// A Timeout no loaded test machine reaches: the bound assumes that each
+	// instance's first sync cycle back pushes its outage counts, and a cycle
+	// that times out leaves them pending for later.
+	opts := sluice.Options{SyncInterval: 50 * time.Millisecond, Timeout: time.Second, ErrorBudget: 0.05}
+	ls := fleet(t, 4, func() redis.UniversalClient { return srv.Client(t) }, opts, rule)
+	ctx := context.Background()
+	var admitted atomic.Int64
+	allow := func(l *sluice.Limiter) {
+		d, err := l.Allow(ctx, rule.Name, "k")
+		assert.NoError(t, err)
+		if d.Allowed {
+			admitted.Add(1)
+		}
+	}
+	for _, l := range ls {
+		for range 20 {
+			allow(l)
+		}
+	}
+	flushAll(t, ls)
+	srv.Kill()
+	waitFor(t, 5*time.Second, "every limiter to notice the outage", degraded(ls, true))
+	for _, l := range ls {
+		for range 150 {
+			allow(l)
+		}
+	}
+	if long {
+		// The default InstanceTTL at this SyncInterval is 3 s: every
+		// registry entry expires before the store is back.
+		time.Sleep(3500 * time.Millisecond)
+	}
+	outage := admitted.Load()
+	srv.Restart()
+	waitFor(t, 10*time.Second, "the first limiter to see the store again", func() bool { return !ls[0].Stats().Degraded })
+	deadline := time.Now().Add(20 * opts.SyncInterval)
+	for time.Now().Before(deadline) {
+		allow(ls[0])
+		time.Sleep(100 * time.Microsecond)
+	}
+	first := admitted.Load()
+	waitFor(t, 10*time.Second, "every limiter to see the store again", degraded(ls, false))
+	var last []int64
+	for _, l := range ls {
+		before := admitted.Load()
+		for range 50 {
+			allow(l)
+		}
+		last = append(last, admitted.Load()-before)
+	}
+	flushAll(t, ls)
+	got := keyTotal(t, srv.Client(t), "sluice", rule, "k")
+	t.Logf("admitted %d (%d by the end of the outage, %d by the first back, then %v), Redis holds %d", admitted.Load(), outage, first, last, got)
+	assert.Equal(t, admitted.Load(), got, "Redis counts every admission exactly once")
+	assert.LessOrEqual(t, admitted.Load(), rule.Limit+int64(opts.ErrorBudget*float64(rule.Limit)), "the window around the outage")
+}
