@@ -34,9 +34,10 @@ type Limiter struct {
 	rules map[string]*rule
 	keys  *localcache.Keys
 	sync  *syncer.Syncer // nil without a store or without shared rules
-	clock Clock          // nil: system clock
-	base  time.Time      // system clock origin
-	baseN int64          // base as Unix ns
+	tel   *telemetry
+	clock Clock     // nil: system clock
+	base  time.Time // system clock origin
+	baseN int64     // base as Unix ns
 
 	nhat     atomic.Int64
 	degraded atomic.Bool
@@ -53,6 +54,7 @@ type rule struct {
 	maxCost int64 // policy.Rule.MaxCost: Burst for the buckets, else limit
 	window  time.Duration
 	eng     engine.Engine
+	counts  *engine.Counts // nil: checks not counted (no-op MeterProvider)
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -79,6 +81,7 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 		clock: opts.Clock,
 		stop:  make(chan struct{}),
 	}
+	l.tel = newTelemetry(&l.opts)
 	l.base = time.Now()
 	l.baseN = l.base.UnixNano()
 	l.nhat.Store(int64(max(opts.MinInstances, 1)))
@@ -90,6 +93,7 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 			Interval:   opts.SyncInterval,
 			Timeout:    opts.Timeout,
 			Batch:      opts.BatchSize,
+			Observer:   l.tel,
 		}
 		if opts.Clock != nil {
 			cfg.Clock = opts.Clock
@@ -104,6 +108,7 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 		}
 	}
 	l.tick()
+	l.tel.start(l)
 	if l.sync != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Second))
 		_ = l.sync.Start(ctx) // a failure is in the fleet view: the rules start on their failure mode
@@ -176,6 +181,7 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 		ErrorBudget:  l.opts.ErrorBudget,
 		FailureMode:  l.opts.FailureMode,
 		SyncInterval: l.opts.SyncInterval,
+		Counts:       l.tel.addRule(pr.Name),
 	}
 	if pr.Mode != policy.Local {
 		cfg.Store = l.sync
@@ -184,7 +190,7 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 	if err != nil {
 		return err
 	}
-	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng}
+	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng, counts: cfg.Counts}
 	l.rules[pr.Name] = r
 	if len(l.fast) < maxFastRules {
 		l.fast = append(l.fast, r)
@@ -236,6 +242,7 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 		return l.reject(r, rule, key, n)
 	}
 	res, err := r.eng.Check(ctx, key, n)
+	r.counts.Check(engine.OutcomeOf(res.Allowed, err))
 	// Field by field into the named result, not a struct literal: the
 	// compiler builds a five-field literal in a temporary and copies it with
 	// 16-byte moves that the 8-byte loads of the return then wait on (two
@@ -250,6 +257,9 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 
 // reject explains why a check could not be made.
 func (l *Limiter) reject(r *rule, name, key string, n int64) (Decision, error) {
+	if r != nil {
+		r.counts.Check(engine.OutcomeError)
+	}
 	switch {
 	case r == nil:
 		return Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, name)
@@ -317,6 +327,7 @@ func (l *Limiter) Close() error {
 	}
 	close(l.stop)
 	l.wg.Wait()
+	defer l.tel.close()
 	if l.sync == nil {
 		return nil
 	}

@@ -126,6 +126,10 @@ type Config struct {
 	// SyncInterval is the store's sync period: the retry hint of a check the
 	// store did not answer in time.
 	SyncInterval time.Duration
+	// Counts, if not nil, receives the checks the engine decides on the
+	// store and failure-mode paths (Counts.Add); the caller counts every
+	// check (Counts.Check).
+	Counts *Counts
 }
 
 // New returns the engine for cfg's rule: its algorithm and mode choose it.

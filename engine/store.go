@@ -32,12 +32,16 @@ func (w *windowRule) reserve(ctx context.Context, key string, ref localcache.Ref
 	}
 	a, err := w.store.Reserve(ctx, key, ref, n)
 	if err == nil {
-		return w.answer(a, n), nil
+		res := w.answer(a, n)
+		w.counts.Add(w.path, OutcomeOf(res.Allowed, nil))
+		return res, nil
 	}
 	switch {
 	case errors.Is(err, syncer.ErrClosed):
+		w.counts.Add(w.path, OutcomeError)
 		return Result{}, ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		w.counts.Add(w.path, OutcomeError)
 		return Result{}, fmt.Errorf("sluice: check abandoned: %w", err)
 	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal:
 		// The store is up but did not answer in time. Admitting past the
@@ -45,6 +49,7 @@ func (w *windowRule) reserve(ctx context.Context, key string, ref localcache.Ref
 		// the store has caught up. So for an untracked key: what a local
 		// decision admitted would never reach the store, whose count the
 		// other instances' reservations are decided on.
+		w.counts.Add(PathFallback, OutcomeDenied)
 		return Result{ResetAfter: w.geo.ResetAfter(w.now()), RetryAfter: w.interval}, nil
 	}
 	return w.fallback(key, n, err)
@@ -71,7 +76,10 @@ func (w *windowRule) fallback(key string, n int64, cause error) (Result, error) 
 	now, reset := w.clock()
 	v := w.table.AllowDegraded(key, now, n, w.mode)
 	if v.Status == localcache.StoreDown {
+		w.counts.Add(PathFallback, OutcomeError)
 		return Result{Remaining: v.Remaining, ResetAfter: reset}, fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
 	}
-	return w.local(v, reset), nil
+	res := w.local(v, reset)
+	w.counts.Add(PathFallback, OutcomeOf(res.Allowed, nil))
+	return res, nil
 }

@@ -26,6 +26,9 @@ type windowRule struct {
 	budget   float64
 	mode     policy.FailureMode
 	interval time.Duration
+
+	counts *Counts // nil: not counted
+	path   Path    // the path of a check the store decides: urgent or strict
 }
 
 func newWindow(cfg Config) (Engine, error) {
@@ -37,6 +40,11 @@ func newWindow(cfg Config) (Engine, error) {
 		budget:   cfg.ErrorBudget,
 		mode:     cfg.FailureMode,
 		interval: cfg.SyncInterval,
+		counts:   cfg.Counts,
+		path:     PathUrgent,
+	}
+	if r.Mode == policy.Strict {
+		w.path = PathStrict
 	}
 	if r.Algorithm == policy.FixedWindow {
 		w.geo = window.NewFixed(r.Window)

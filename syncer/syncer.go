@@ -98,6 +98,9 @@ type Config struct {
 	// its monotonic reading (immune to wall-clock steps). The store clock is
 	// this clock plus the offset measured at every heartbeat.
 	Clock Clock
+	// Observer, if not nil, hears the cycles, urgent round trips, store
+	// errors and over-limit pulls (telemetry).
+	Observer Observer
 
 	// perKey forces the per-key path on a standalone store (tests).
 	perKey bool
@@ -163,6 +166,8 @@ type Syncer struct {
 	prev []item // keys pushed in the last full cycle, to pull once more
 	refs []Handle
 	buf  []window.Bucket
+	// cycleKeys is the number of keys of the cycle under way (Observer).
+	cycleKeys int
 
 	stats counters
 }
@@ -345,12 +350,12 @@ func (s *Syncer) loop() {
 		case <-s.done:
 			return
 		case <-t.C:
-			_ = s.cycle()
+			_ = s.observedCycle()
 		case <-s.wake:
 			s.serveUrgent()
 		case ch := <-s.flushReq:
 			s.releaseOver(s.Now(), true) // a flush leaves the store counting what was admitted
-			ch <- s.cycle()
+			ch <- s.observedCycle()
 		}
 	}
 }
