@@ -169,7 +169,7 @@ func (t *telemetry) start(l *Limiter) {
 	untracked, err := m.Int64ObservableCounter("sluice.keys.untracked", metric.WithUnit("{check}"),
 		metric.WithDescription("Checks of keys the local cache keeps out (admission rule, or the key bound reached)."))
 	keep(err)
-	fmActive, err := m.Int64ObservableGauge("sluice.failure_mode.active", metric.WithUnit("1"),
+	fmActive, err := m.Int64ObservableGauge("sluice.failure_mode.active", metric.WithUnit("{state}"),
 		metric.WithDescription("1 while the store is unreachable and checks that need it are decided by the failure mode."))
 	keep(err)
 	fmTime, err := m.Float64ObservableCounter("sluice.failure_mode.duration", metric.WithUnit("s"),
