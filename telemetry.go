@@ -67,6 +67,7 @@ type telemetry struct {
 
 // ruleTelemetry is one rule's check counts and their attribute sets.
 type ruleTelemetry struct {
+	name   string
 	counts *engine.Counts
 	attrs  [engine.NumPaths][engine.NumOutcomes]metric.ObserveOption
 }
@@ -118,13 +119,21 @@ func newTelemetry(opts *Options) *telemetry {
 	return t
 }
 
-// addRule returns the check counts of a new rule, nil if checks are not
-// counted (the no-op MeterProvider).
+// addRule returns the check counts of a rule, nil if checks are not
+// counted (the no-op MeterProvider). A rule built again under the same name
+// (a new rule set) keeps its counts: the counters never go back.
 func (t *telemetry) addRule(name string) *engine.Counts {
 	if !t.count {
 		return nil
 	}
-	rt := &ruleTelemetry{counts: new(engine.Counts)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, rt := range t.rules {
+		if rt.name == name {
+			return rt.counts
+		}
+	}
+	rt := &ruleTelemetry{name: name, counts: new(engine.Counts)}
 	for p := range engine.NumPaths {
 		for o := range engine.NumOutcomes {
 			rt.attrs[p][o] = metric.WithAttributeSet(attribute.NewSet(
@@ -135,9 +144,7 @@ func (t *telemetry) addRule(name string) *engine.Counts {
 		}
 	}
 	t.excessAttr.Store(name, metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name))))
-	t.mu.Lock()
 	t.rules = append(t.rules, rt)
-	t.mu.Unlock()
 	return rt.counts
 }
 

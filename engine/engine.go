@@ -14,6 +14,10 @@
 // math, not an edit across the hot path: TokenBucket and GCRA (gcra.go; with a
 // WarmUp, warmup.go) and SlidingLog (slidinglog.go) are Local engines on a
 // localcache.KeyTable each (keyed.go holds what they share).
+//
+// counts.go counts checks by outcome and path for the metrics (Counts): the
+// limiter counts every check, the store and failure-mode paths count
+// themselves.
 package engine
 
 import (

@@ -47,7 +47,8 @@
 // syncer.go holds the Syncer and its lifecycle, rule.go the rules and key
 // names, fleet.go the registry, health and clock offset, cycle.go a sync
 // cycle, reserve.go reservations, perkey.go the per-key script path, bulk.go
-// the bulk path, scripts.go the Lua, stats.go the counters.
+// the bulk path, scripts.go the Lua, stats.go the counters, observer.go
+// what it reports to telemetry (Observer).
 package syncer
 
 import (
