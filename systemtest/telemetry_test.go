@@ -114,7 +114,8 @@ func TestTelemetryChecks(t *testing.T) {
 	local := policy.Rule{Name: "local", Limit: 10, Window: time.Hour, Mode: policy.Local}
 	strict := policy.Rule{Name: "strict", Limit: 5, Window: time.Hour, Mode: policy.Strict}
 	eventual := policy.Rule{Name: "eventual", Limit: 100, Window: time.Hour}
-	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), Prefix: "tel", SyncInterval: time.Hour, ErrorBudget: 0.1}),
+	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), Prefix: "tel", SyncInterval: time.Hour, ErrorBudget: 0.1,
+		Timeout: 5 * time.Second}),
 		local, strict, eventual)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -289,7 +290,9 @@ func TestTelemetryAccuracyExcess(t *testing.T) {
 	const limit, budget = 100, 0.5
 	rule := policy.Rule{Name: "api", Limit: limit, Window: time.Hour}
 	sdkA, sdkB := newOtelSDK(t), newOtelSDK(t)
-	opts := sluice.Options{Prefix: "excess", SyncInterval: time.Hour, ErrorBudget: budget, MinInstances: 2}
+	// A long Timeout: on a loaded machine a store decision must not turn
+	// into a fallback.
+	opts := sluice.Options{Prefix: "excess", SyncInterval: time.Hour, ErrorBudget: budget, MinInstances: 2, Timeout: 5 * time.Second}
 	opts.Redis = srv.Client(t)
 	a, err := sluice.New(sdkA.options(opts), rule)
 	require.NoError(t, err)
