@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -60,6 +65,68 @@ func TestMetricsServer(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
+	out := scrape(t, ms)
+	assert.Contains(t, out, `sluice_checks_total{outcome="allowed",path="local",rule="api",service_instance_id="i0"} 2`)
+	assert.Contains(t, out, `sluice_checks_total{outcome="denied",path="local",rule="api",service_instance_id="i0"} 1`)
+	assert.Contains(t, out, `sluice_checks_total{outcome="denied",path="local",rule="api",service_instance_id="i1"} 2`)
+	assert.Contains(t, out, `sluice_keys_tracked{service_instance_id="i1"} 1`)
+}
+
+// TestDashboardMetrics: every metric the Grafana dashboard queries is one
+// the exporter serves for a limiter whose store went away (the accuracy
+// histogram only once a pull found a key above its limit).
+func TestDashboardMetrics(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ms, err := startMetrics("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ms.Close() })
+	mp, err := ms.provider(0)
+	require.NoError(t, err)
+	l, err := sluice.New(sluice.Options{Redis: srv.Client(t), MeterProvider: mp, Timeout: 5 * time.Second},
+		policy.Rule{Name: "api", Limit: 10, Window: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	for range 20 {
+		_, err := l.Allow(ctx, "api", "k")
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Flush(ctx))
+	srv.Kill() // store errors are counted from the first one on
+	require.Eventually(t, func() bool { return l.Stats().Degraded }, 10*time.Second, 10*time.Millisecond)
+	served := scrape(t, ms)
+
+	b, err := os.ReadFile("../../docs/grafana/sluice.json")
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(b, &dash))
+	names := regexp.MustCompile(`sluice_[a-z_]+`)
+	seen := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, n := range names.FindAllString(tg.Expr, -1) {
+				if strings.HasPrefix(n, "sluice_accuracy_excess") {
+					continue // recorded only for a key above its limit
+				}
+				seen++
+				assert.Contains(t, served, "\n"+n+"{", "panel %q queries %s", p.Title, n)
+			}
+		}
+	}
+	assert.Greater(t, seen, 15)
+}
+
+// scrape returns ms's /metrics.
+func scrape(t *testing.T, ms *metricsServer) string {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+ms.Addr()+"/metrics", nil)
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)
@@ -67,9 +134,5 @@ func TestMetricsServer(t *testing.T) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	out := string(body)
-	assert.Contains(t, out, `sluice_checks_total{outcome="allowed",path="local",rule="api",service_instance_id="i0"} 2`)
-	assert.Contains(t, out, `sluice_checks_total{outcome="denied",path="local",rule="api",service_instance_id="i0"} 1`)
-	assert.Contains(t, out, `sluice_checks_total{outcome="denied",path="local",rule="api",service_instance_id="i1"} 2`)
-	assert.Contains(t, out, `sluice_keys_tracked{service_instance_id="i1"} 1`)
+	return "\n" + string(body)
 }
