@@ -45,6 +45,10 @@ type Limiter struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	fleetMu  sync.Mutex
+
+	waitMu  sync.Mutex             // guards queues (wait.go)
+	queues  map[waitKey]*waitQueue // Wait's queues, by rule and key
+	waiters atomic.Int64           // callers queued in Wait, across keys
 }
 
 // rule is one rule of the limiter: its name, limit and engine.
@@ -54,7 +58,13 @@ type rule struct {
 	maxCost int64 // policy.Rule.MaxCost: Burst for the buckets, else limit
 	window  time.Duration
 	eng     engine.Engine
-	counts  *engine.Counts // nil: checks not counted (no-op MeterProvider)
+	extra   int64 // the soft band: what the engine admits past limit (policy.Rule.Soft)
+	shadow  bool  // policy.Rule.Shadow: never deny
+	refunds bool  // engine.CanRefund: AllowAll can take its admissions back
+	// capacity is the shared capacity rule of an elastic rule
+	// (policy.Rule.Ceiling; elastic.go), nil for the others.
+	capacity *rule
+	counts   *engine.Counts // nil: checks not counted (no-op MeterProvider)
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -106,6 +116,9 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 		if err := l.addRule(pr); err != nil {
 			return nil, err
 		}
+	}
+	if err := l.linkCapacity(resolved); err != nil {
+		return nil, err
 	}
 	l.tick()
 	l.tel.start(l)
@@ -173,8 +186,9 @@ func resolution(pr policy.Rule) time.Duration {
 
 // addRule builds a validated rule's engine.
 func (l *Limiter) addRule(pr policy.Rule) error {
+	eff := pr.Effective() // the engine counts the soft band in
 	cfg := engine.Config{
-		Rule:         pr,
+		Rule:         eff,
 		Keys:         l.keys,
 		Now:          l.now,
 		Ticked:       l.clock == nil && resolution(pr) >= preciseBelow && pr.Mode != policy.Strict,
@@ -190,7 +204,8 @@ func (l *Limiter) addRule(pr policy.Rule) error {
 	if err != nil {
 		return err
 	}
-	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng, counts: cfg.Counts}
+	r := &rule{name: pr.Name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, eng: eng,
+		extra: eff.MaxCost() - pr.MaxCost(), shadow: pr.Shadow, refunds: engine.CanRefund(eng), counts: cfg.Counts}
 	l.rules[pr.Name] = r
 	if len(l.fast) < maxFastRules {
 		l.fast = append(l.fast, r)
@@ -241,8 +256,10 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 	if r == nil || n < 1 || n > r.maxCost || len(key) > l.opts.MaxKeyLength || l.closed.Load() {
 		return l.reject(r, rule, key, n)
 	}
+	if r.capacity != nil {
+		return l.allowElastic(ctx, r, key, n)
+	}
 	res, err := r.eng.Check(ctx, key, n)
-	r.counts.Check(engine.OutcomeOf(res.Allowed, err))
 	// Field by field into the named result, not a struct literal: the
 	// compiler builds a five-field literal in a temporary and copies it with
 	// 16-byte moves that the 8-byte loads of the return then wait on (two
@@ -252,6 +269,11 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 	d.Remaining = res.Remaining
 	d.ResetAfter = res.ResetAfter
 	d.RetryAfter = res.RetryAfter
+	if r.extra|boolInt(r.shadow) != 0 {
+		r.count(d, err)
+		return r.shape(d, err)
+	}
+	r.counts.Check(engine.OutcomeOf(res.Allowed, err))
 	return d, err
 }
 
@@ -286,7 +308,8 @@ func (l *Limiter) Peek(rule, key string) (Decision, error) {
 	if l.closed.Load() {
 		return Decision{Limit: r.limit}, ErrClosed
 	}
-	return r.eng.Peek(key).Decision(r.limit), nil
+	d, _ := r.shape(r.eng.Peek(key).Decision(r.limit), nil)
+	return d, nil
 }
 
 // Flush pushes every pending count and pulls every touched key's totals now,

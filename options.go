@@ -32,6 +32,8 @@ const (
 	DefaultMaxKeys = 1_000_000
 	// DefaultMaxKeyLength is the MaxKeyLength of Options that leave it zero.
 	DefaultMaxKeyLength = 256
+	// DefaultMaxWaiters is the MaxWaiters of Options that leave it zero.
+	DefaultMaxWaiters = 1024
 )
 
 // Bounds on Options that New refuses outside, because nothing sensible can
@@ -121,6 +123,10 @@ type Options struct {
 	// checks handed to the store (never one per check). Default: the global
 	// one (otel.GetTracerProvider).
 	TracerProvider trace.TracerProvider
+	// MaxWaiters bounds the callers of Wait and WaitN queued on one key of
+	// one rule on this instance; default DefaultMaxWaiters. The next one
+	// gets ErrTooManyWaiters at once.
+	MaxWaiters int
 }
 
 // fill sets the defaults of the fields left zero and says what is wrong
@@ -176,6 +182,12 @@ func (o *Options) fill() error {
 		o.MaxKeyLength = DefaultMaxKeyLength
 	case o.MaxKeyLength < 0:
 		return bad("MaxKeyLength %d: it must be positive (0 means %d)", o.MaxKeyLength, DefaultMaxKeyLength)
+	}
+	switch {
+	case o.MaxWaiters == 0:
+		o.MaxWaiters = DefaultMaxWaiters
+	case o.MaxWaiters < 0:
+		return bad("MaxWaiters %d: it must be positive (0 means %d)", o.MaxWaiters, DefaultMaxWaiters)
 	}
 	if o.MinInstances < 0 || o.MinInstances > MaxMinInstances {
 		return bad("MinInstances %d: it must be between 0 and %d (set it to the fleet size)", o.MinInstances, MaxMinInstances)

@@ -12,11 +12,13 @@ type Stats struct {
 	Degraded bool
 	// Sync holds the syncer's counters (zero without a store).
 	Sync syncer.Stats
+	// Waiters is the number of Wait and WaitN calls queued now.
+	Waiters int64
 }
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() Stats {
-	s := Stats{Keys: l.keys.Len(), Instances: l.nhat.Load(), Degraded: l.degraded.Load()}
+	s := Stats{Keys: l.keys.Len(), Instances: l.nhat.Load(), Degraded: l.degraded.Load(), Waiters: l.waiters.Load()}
 	if l.sync != nil {
 		s.Sync = l.sync.Stats()
 	}

@@ -329,3 +329,21 @@ func errKind(err error) int {
 	}
 	return errOther
 }
+
+// count counts a check of r whose engine decided d and err (before shape):
+// a soft rule's admission past Limit on the soft path, a shadow rule's
+// denial that shape turns into an admission on the shadow path (with the
+// engine's outcome: what the rule would have done), then the check itself.
+func (r *rule) count(d Decision, err error) {
+	if r.counts == nil {
+		return
+	}
+	o := engine.OutcomeOf(d.Allowed, err)
+	switch {
+	case d.Allowed && r.extra > 0 && d.Remaining < r.extra:
+		r.counts.Add(engine.PathSoft, o)
+	case r.shadow && !d.Allowed && (err == nil || errors.Is(err, ErrStoreUnavailable)):
+		r.counts.Add(engine.PathShadow, o)
+	}
+	r.counts.Check(o)
+}

@@ -107,6 +107,13 @@ type Engine interface {
 	// SetFleet tells the engine the live-instance count N̂ and whether the
 	// store is down; it adjusts the error budget's split at once.
 	SetFleet(instances int64, down bool)
+	// Take is Check for a request checked against several rules
+	// (Limiter.AllowAll): it also returns a Receipt of where an admission
+	// was counted, for Refund.
+	Take(ctx context.Context, key string, n int64) (Result, Receipt, error)
+	// Refund takes back cost n that Take admitted for key with receipt rc,
+	// when another rule denied the same request. It never blocks.
+	Refund(key string, n int64, rc Receipt)
 }
 
 // Config is what an engine needs to know of its rule and its limiter.

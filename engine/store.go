@@ -13,11 +13,17 @@ import (
 // urgent hands a check to the store with the key's local state, if the
 // admission rule lets the key have one (see reserve).
 func (w *windowRule) urgent(ctx context.Context, key string, n int64) (Result, error) {
+	res, _, err := w.urgentAt(ctx, key, n)
+	return res, err
+}
+
+// urgentAt is urgent with the receipt of an admission (take.go).
+func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result, Receipt, error) {
 	ref, ok := w.table.Ref(key)
 	if !ok {
 		ref = nil // untracked: nothing local to sync, the store decides alone
 	}
-	return w.reserve(ctx, key, ref, n)
+	return w.reserveAt(ctx, key, ref, n)
 }
 
 // reserve hands a check to the store: the key's pending counts, if it has a
@@ -27,6 +33,13 @@ func (w *windowRule) urgent(ctx context.Context, key string, n int64) (Result, e
 // syncer's Timeout or ctx's deadline; if the store fails, the failure mode
 // decides.
 func (w *windowRule) reserve(ctx context.Context, key string, ref localcache.Ref, n int64) (Result, error) {
+	res, _, err := w.reserveAt(ctx, key, ref, n)
+	return res, err
+}
+
+// reserveAt is reserve with the receipt of an admission: the store's time
+// if the store decided, the local time if the failure mode did.
+func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.Ref, n int64) (Result, Receipt, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -34,15 +47,15 @@ func (w *windowRule) reserve(ctx context.Context, key string, ref localcache.Ref
 	if err == nil {
 		res := w.answer(a, n)
 		w.counts.Add(w.path, OutcomeOf(res.Allowed, nil))
-		return res, nil
+		return res, Receipt{At: a.At, Store: true}, nil
 	}
 	switch {
 	case errors.Is(err, syncer.ErrClosed):
 		w.counts.Add(w.path, OutcomeError)
-		return Result{}, ErrClosed
+		return Result{}, Receipt{}, ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		w.counts.Add(w.path, OutcomeError)
-		return Result{}, fmt.Errorf("sluice: check abandoned: %w", err)
+		return Result{}, Receipt{}, fmt.Errorf("sluice: check abandoned: %w", err)
 	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal:
 		// The store is up but did not answer in time. Admitting past the
 		// cap would break the bound: deny, and let the caller retry once
@@ -50,9 +63,9 @@ func (w *windowRule) reserve(ctx context.Context, key string, ref localcache.Ref
 		// decision admitted would never reach the store, whose count the
 		// other instances' reservations are decided on.
 		w.counts.Add(PathFallback, OutcomeDenied)
-		return Result{ResetAfter: w.geo.ResetAfter(w.now()), RetryAfter: w.interval}, nil
+		return Result{ResetAfter: w.geo.ResetAfter(w.now()), RetryAfter: w.interval}, Receipt{}, nil
 	}
-	return w.fallback(key, n, err)
+	return w.fallbackAt(key, n, err)
 }
 
 // answer turns the store's answer into a Result, with the window math on
@@ -73,13 +86,19 @@ func (w *windowRule) answer(a syncer.Answer, n int64) Result {
 // fallback decides a check the store failed by the failure mode, counting
 // what it admits locally (to push once the store is back).
 func (w *windowRule) fallback(key string, n int64, cause error) (Result, error) {
+	res, _, err := w.fallbackAt(key, n, cause)
+	return res, err
+}
+
+// fallbackAt is fallback with the receipt of an admission.
+func (w *windowRule) fallbackAt(key string, n int64, cause error) (Result, Receipt, error) {
 	now, reset := w.clock()
 	v := w.table.AllowDegraded(key, now, n, w.mode)
 	if v.Status == localcache.StoreDown {
 		w.counts.Add(PathFallback, OutcomeError)
-		return Result{Remaining: v.Remaining, ResetAfter: reset}, fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
+		return Result{Remaining: v.Remaining, ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
 	}
 	res := w.local(v, reset)
 	w.counts.Add(PathFallback, OutcomeOf(res.Allowed, nil))
-	return res, nil
+	return res, Receipt{At: now}, nil
 }

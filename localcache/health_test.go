@@ -51,9 +51,16 @@ func TestHealth(t *testing.T) {
 		syncAll(tb, geo, store, t0)
 		tb.SetLimits(Limits{Cap: NoCap, Share: 30, Down: true, Mode: policy.FailLocal})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
-		require.Equal(t, int64(20), got)
+		// Its part of the room the fleet left: ⌊(100−80)·30/100⌋, not
+		// the whole share (the other instances get theirs of the same 20).
+		require.Equal(t, int64(6), got)
 		require.Equal(t, OverLimit, v.Status)
-		require.Zero(t, v.Remaining)
+		require.Equal(t, int64(14), v.Remaining, "Remaining is the window's")
+		// Once the acknowledged bucket has left the window, the whole
+		// share is back.
+		later := t0 + int64(geo.Window()) + geo.Sub()
+		got, _ = admitUntil(t, tb, "k", later, 1000)
+		require.Equal(t, int64(30), got)
 	})
 
 	t.Run("FailOpen admits everything and counts it", func(t *testing.T) {

@@ -1,6 +1,10 @@
 package localcache
 
-import "github.com/sluicehq/sluice/window"
+import (
+	"math/bits"
+
+	"github.com/sluicehq/sluice/window"
+)
 
 // view is what a scan of an entry's ring finds, excluding the current
 // bucket's pend.
@@ -69,6 +73,7 @@ type plan struct {
 	s              int
 	room, budget   int64
 	shareBudget    int64 // failLocal only
+	fair           int64 // failLocal only: this instance's part of the room (fairShare)
 	health         health
 	local, rotated bool
 }
@@ -107,7 +112,8 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 				lease = countAt(t.leaseWord(e), p.k)
 			}
 		case failLocal:
-			p.shareBudget = clampCount(v.own.Room(t.share.Load()))
+			p.fair = t.fairShare(v)
+			p.shareBudget = clampCount(v.own.Room(p.fair))
 			p.budget = min(p.budget, p.shareBudget)
 		case failOpen:
 			p.budget = maxCount / 2
@@ -126,6 +132,32 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 			return p
 		}
 	}
+}
+
+// fairShare is this instance's part, while the store is down under
+// FailLocal, of what the window had left when it went down: share/L of the
+// room the acknowledged counts leave, ⌊(L − G)·⌊L/N̂⌋/L⌋ ≤ (L − G)/N̂, where G
+// is the fleet's count as the last pull saw it (glob, without this
+// instance's own unacknowledged counts, which the share's check counts
+// itself). N̂ instances that each keep their own count within it admit at
+// most L − G between them on top of what the store had seen, so a window
+// spanning the start of an outage stays within L plus what the views had not
+// seen (at most the divergence caps): not L plus N̂ whole shares. As the
+// outage goes on the acknowledged buckets leave the window and the part
+// grows back to the whole share ⌊L/N̂⌋.
+func (t *Table) fairShare(v view) int64 {
+	ack := window.Estimate{Whole: v.others.Whole - v.own.Whole, Weighted: v.others.Weighted - v.own.Weighted}
+	room := ack.Room(t.limit)
+	share := t.share.Load()
+	switch {
+	case room <= 0 || share <= 0:
+		return 0
+	case room >= t.limit:
+		return share
+	}
+	hi, lo := bits.Mul64(uint64(room), uint64(share))
+	q, _ := bits.Div64(hi, lo, uint64(t.limit)) // room < limit: the quotient fits
+	return int64(q)
 }
 
 // clampCount keeps a room within what a word holds.
@@ -181,7 +213,7 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 		})
 	}
 	if p.health == failLocal && cur > p.shareBudget {
-		share := t.share.Load()
+		share := p.fair
 		ra := t.geo.ResetAfter(now)
 		if n <= share {
 			ra = t.geo.RetryAfter(now, share, n, func(j int64) int64 {

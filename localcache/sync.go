@@ -81,11 +81,14 @@ func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
 // Settle records a sync of r: the totals of buckets first, first+1, … as the
 // store returned them, the counts it acknowledged (they leave pend) and the
 // lease it granted (lease.go: lease.Count units in bucket lease.Index, 0 for
-// none); then refreshes r's budget at now.
-func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64, lease Bucket) {
+// none); then refreshes r's budget at now. It returns the units the store
+// counted that are no longer pending: taken back by a Refund (refund.go)
+// after the syncer read them, for the syncer to push back as a negative
+// correction (nil almost always).
+func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64, lease Bucket) (over []Bucket) {
 	e := entryOf(r)
 	if e == nil {
-		return
+		return nil
 	}
 	t.setLease(e, lease)
 	k := t.geo.Index(now)
@@ -114,12 +117,19 @@ func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []i
 			if tagOf(w) != b.Index&tagMask {
 				break // the bucket left the window and its slot was reused
 			}
-			if t.pend(e, si).CompareAndSwap(w, pack(b.Index, countOf(w)-b.Count)) {
+			// A refund (refund.go) may have lowered pend below what was
+			// pushed: the store counted the difference, which goes back.
+			c := countOf(w) - b.Count
+			if t.pend(e, si).CompareAndSwap(w, pack(b.Index, max(c, 0))) {
+				if c < 0 {
+					over = append(over, Bucket{Index: b.Index, Count: -c})
+				}
 				break
 			}
 		}
 	}
 	t.plan(e, now, nil)
+	return over
 }
 
 // addGlob adds n to slot si's glob word for bucket j.

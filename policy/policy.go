@@ -172,6 +172,28 @@ type Rule struct {
 	WarmUp time.Duration
 	// Mode is where decisions are made; default ModeDefault.
 	Mode Mode
+	// Soft is soft throttling: the rule admits up to Limit·(1+Soft) (and,
+	// for a TokenBucket or GCRA, refills and holds that much more), while
+	// the Decision's Limit and Remaining still speak of Limit: a check in
+	// the soft band is Allowed with Remaining 0. 0 (the default) means no
+	// soft band; negative, NaN and infinite values are refused.
+	Soft float64
+	// Ceiling makes the rule elastic: a key may pass its Limit, up to
+	// Ceiling per Window, while the rule named by Capacity (a shared
+	// capacity, for example the whole service's rate) has room; when it has
+	// none, every key is held to its own Limit. The Decision speaks of
+	// Limit, as for Soft. 0 (the default) means no elasticity; with it,
+	// Capacity is required and Ceiling must be at least Limit. For the
+	// counting algorithms (the windows and SlidingLog), not with Soft.
+	Ceiling int64
+	// Capacity names the shared capacity rule of an elastic rule (see
+	// Ceiling); the limiter counts every admission of the elastic rule
+	// against it, under the key "*" (sluice.CapacityKey).
+	Capacity string
+	// Shadow makes the rule a dry run: it decides and counts as usual but
+	// never denies. A check it would have denied is Allowed with a
+	// RetryAfter above 0 (see Decision.Shadowed).
+	Shadow bool
 }
 
 // ErrInvalidRule is wrapped by every error Validate returns.
@@ -246,6 +268,12 @@ func (r Rule) Validate() error {
 		return bad("unknown Mode %d: use policy.Eventual, policy.Local or policy.Strict", r.Mode)
 	}
 	if err := r.validateAlgorithm(bad); err != nil {
+		return err
+	}
+	if err := r.validateSoft(bad); err != nil {
+		return err
+	}
+	if err := r.validateElastic(bad); err != nil {
 		return err
 	}
 	if r.Algorithm == SlidingWindow || r.Algorithm == WeightedWindow {

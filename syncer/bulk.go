@@ -336,7 +336,9 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 			r.keys.MarkDirty(k.it.ref) // pull again next cycle
 		}
 		s.pulledTotals(r, nowStore, oldest, tot)
-		r.keys.Settle(k.it.ref, s.Now(), acked, oldest, tot, window.Bucket{})
+		for _, o := range r.keys.Settle(k.it.ref, s.Now(), acked, oldest, tot, window.Bucket{}) {
+			s.correct(k.it.id, k.it.ref, o.Index, -o.Count) // refunded after the push
+		}
 		if len(k.deltas) > 0 {
 			s.prev = append(s.prev, k.it)
 		}

@@ -163,6 +163,7 @@ type item struct {
 // totals.
 func (s *Syncer) collect() []item {
 	s.releaseOver(s.Now(), false) // their returns are corrections: collected below
+	s.takeRefunds()               // so are refunds
 	var items []item
 	seen := make(map[keyID]bool, len(s.state)+len(s.prev))
 	for id, ks := range s.state {

@@ -129,13 +129,15 @@ func FuzzEncodeKey(f *testing.F) {
 // local state (and a table cannot hold every geometry named here).
 type noKeys struct{}
 
-func (noKeys) Drain(dst []Handle) []Handle                                          { return dst }
-func (noKeys) Key(Handle) string                                                    { return "" }
-func (noKeys) Pending(_ Handle, _ int64, dst []window.Bucket) []window.Bucket       { return dst }
-func (noKeys) Settle(Handle, int64, []window.Bucket, int64, []int64, window.Bucket) {}
-func (noKeys) Release(Handle, int64, int64, bool) (int64, bool)                     { return 0, true }
-func (noKeys) Want(Handle, int64) int64                                             { return 0 }
-func (noKeys) MarkDirty(Handle)                                                     {}
+func (noKeys) Drain(dst []Handle) []Handle                                    { return dst }
+func (noKeys) Key(Handle) string                                              { return "" }
+func (noKeys) Pending(_ Handle, _ int64, dst []window.Bucket) []window.Bucket { return dst }
+func (noKeys) Settle(Handle, int64, []window.Bucket, int64, []int64, window.Bucket) []window.Bucket {
+	return nil
+}
+func (noKeys) Release(Handle, int64, int64, bool) (int64, bool) { return 0, true }
+func (noKeys) Want(Handle, int64) int64                         { return 0 }
+func (noKeys) MarkDirty(Handle)                                 {}
 
 // nameRule returns a rule of no keys, for naming them.
 func nameRule(name string, geo window.Sliding) *testRule {

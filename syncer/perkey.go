@@ -302,7 +302,9 @@ func (s *Syncer) apply(c *call) error {
 				s.leases[c.it.id] = leased{ref: c.it.ref, bucket: lease.Index}
 			}
 		}
-		r.keys.Settle(c.it.ref, s.Now(), acked, oldest, totals, lease)
+		for _, o := range r.keys.Settle(c.it.ref, s.Now(), acked, oldest, totals, lease) {
+			s.correct(c.it.id, c.it.ref, o.Index, -o.Count) // refunded after the push
+		}
 		if len(c.batches) > 0 {
 			s.prev = append(s.prev, c.it)
 		}

@@ -27,8 +27,10 @@ type Keys interface {
 	// Settle records a sync of h: the totals of buckets first, first+1, …
 	// as the store returned them (a lease granted is in them), the counts it
 	// acknowledged, and the lease it granted: lease.Count units in bucket
-	// lease.Index (0 units: none).
-	Settle(h Handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket)
+	// lease.Index (0 units: none). It returns acknowledged units that are
+	// no longer pending (refunded after Pending read them), for a negative
+	// correction.
+	Settle(h Handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket)
 	// Release ends h's lease of bucket j if that bucket is over at now (as
 	// the checks see the time too), or with force: the units it covered
 	// leave the pending counts (the store counted them at the grant), and

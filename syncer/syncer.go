@@ -132,8 +132,9 @@ type Syncer struct {
 	fleet   Fleet
 	changed chan struct{}
 
-	mu     sync.Mutex
-	urgent []*waiter
+	mu      sync.Mutex
+	urgent  []*waiter
+	refunds []refund // refunded store admissions, for the next cycle (refund.go)
 
 	wake     chan struct{}
 	flushReq chan chan error

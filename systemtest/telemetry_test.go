@@ -378,3 +378,42 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestTelemetryShaping: a soft rule's admissions past Limit count on the
+// soft path, a shadow rule's would-be denials (admitted) on the shadow
+// path with the outcome the rule would have had.
+func TestTelemetryShaping(t *testing.T) {
+	t.Parallel()
+	sdk := newOtelSDK(t)
+	l, err := sluice.New(sdk.options(sluice.Options{}),
+		policy.Rule{Name: "soft", Limit: 10, Window: time.Hour, Soft: 0.5},
+		policy.Rule{Name: "shadow", Limit: 2, Window: time.Hour, Shadow: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	var softAllowed, shadowAllowed int
+	for range 20 {
+		d, err := l.Allow(ctx, "soft", "k")
+		require.NoError(t, err)
+		if d.Allowed {
+			softAllowed++
+		}
+	}
+	for range 5 {
+		d, err := l.Allow(ctx, "shadow", "k")
+		require.NoError(t, err)
+		if d.Allowed {
+			shadowAllowed++
+		}
+	}
+	require.Equal(t, 15, softAllowed)
+	require.Equal(t, 5, shadowAllowed, "a shadow rule never denies")
+	checks := sumInt(t, sdk.collect(t)["sluice.checks"])
+	assert.Equal(t, map[string]int64{
+		"outcome=allowed,path=local,rule=soft":   10,
+		"outcome=allowed,path=soft,rule=soft":    5,
+		"outcome=denied,path=local,rule=soft":    5,
+		"outcome=allowed,path=local,rule=shadow": 2,
+		"outcome=denied,path=shadow,rule=shadow": 3,
+	}, checks)
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/syncer"
+)
+
+// Receipt says where Take counted an admission, so that Refund can take it
+// back from the same place: At is the time it was decided at (the store's,
+// if the store decided), Store whether the store counted it.
+type Receipt struct {
+	At    int64
+	Store bool
+}
+
+// Take decides n for key on the clock (not the published time: a refund must
+// find the bucket the admission went to).
+func (w *localWindow) Take(_ context.Context, key string, n int64) (Result, Receipt, error) {
+	now, reset := w.clock()
+	return w.local(w.table.AllowAt(key, now, n), reset), Receipt{At: now}, nil
+}
+
+// Refund lowers the key's pending count in the bucket of the admission.
+func (w *localWindow) Refund(key string, n int64, rc Receipt) { w.table.Refund(key, rc.At, n) }
+
+// Take decides n for key as Check does, on the clock.
+func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
+	now, reset := w.clock()
+	v := w.table.AllowAt(key, now, n)
+	switch v.Status {
+	case localcache.OverCap:
+		return w.urgentAt(ctx, key, n)
+	case localcache.Untracked:
+		return w.reserveAt(ctx, key, nil, n)
+	case localcache.StoreDown:
+		w.counts.Add(PathFallback, OutcomeError)
+		return Result{ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: the failure mode is fail-closed", ErrStoreUnavailable)
+	}
+	return w.local(v, reset), Receipt{At: now}, nil
+}
+
+// Take decides n for key in the store, as Check does.
+func (w *strictWindow) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
+	if !w.store.Healthy() {
+		return w.fallbackAt(key, n, syncer.ErrUnavailable)
+	}
+	return w.urgentAt(ctx, key, n)
+}
+
+// Refund takes back an admission of a shared rule: from the key's pending
+// count if it was decided here (to be pushed or not, as any count), by a
+// negative correction pushed to the store if the store counted it.
+func (w *windowRule) Refund(key string, n int64, rc Receipt) {
+	if !rc.Store {
+		w.table.Refund(key, rc.At, n)
+		return
+	}
+	ref, ok := w.table.Ref(key)
+	if !ok {
+		ref = nil
+	}
+	w.store.Refund(key, ref, rc.At, n)
+}
+
+// Take decides n for key on the clock.
+func (g *gcraLocal) Take(_ context.Context, key string, n int64) (Result, Receipt, error) {
+	now := g.now()
+	return result(g.table.Allow(key, now, n)), Receipt{At: now}, nil
+}
+
+// Refund moves the key's TAT back by n intervals.
+func (g *gcraLocal) Refund(key string, n int64, _ Receipt) { g.table.Refund(key, n) }
+
+// Take decides n for key on the clock.
+func (l *logLocal) Take(_ context.Context, key string, n int64) (Result, Receipt, error) {
+	now := l.now()
+	return result(l.table.Allow(key, now, n)), Receipt{At: now}, nil
+}
+
+// Refund removes the n timestamps the admission added.
+func (l *logLocal) Refund(key string, n int64, rc Receipt) { l.table.Refund(key, rc.At, n) }
+
+// Take decides n for key on the clock.
+func (w *warmLocal) Take(_ context.Context, key string, n int64) (Result, Receipt, error) {
+	now := w.now()
+	return result(w.table.Allow(key, now, n)), Receipt{At: now}, nil
+}
+
+// Refund does nothing: a warm-up key's packed state cannot take an
+// admission back (its cold permits moved with it). Limiter.AllowAll checks
+// such a rule last, so that nothing after it can deny (see CanRefund).
+func (w *warmLocal) Refund(string, int64, Receipt) {}
+
+// CanRefund reports whether e's Refund takes an admission back; false only
+// for a TokenBucket or GCRA rule with a WarmUp.
+func CanRefund(e Engine) bool {
+	_, warm := e.(*warmLocal)
+	return !warm
+}

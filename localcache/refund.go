@@ -1,0 +1,84 @@
+package localcache
+
+// Refunds. Limiter.AllowAll counts a request against several rules one
+// after the other; when a later rule denies it, the earlier admissions are
+// taken back here, so that a denial consumes nothing. A refund only ever
+// lowers a count by units that were counted and not admitted in the end:
+// every count stays at least what was really admitted, so no bound on
+// admissions depends on it.
+
+// Refund takes back up to n units that AllowAt or AllowDegraded admitted for
+// key at now, from the key's pending count in the bucket of now, and returns
+// how many it took back. It takes back fewer when the entry is gone or the
+// bucket has left the ring (the units then stay counted: conservative), and
+// none for a key the table does not track (its units are in the sketch of
+// untracked keys, which keeps them).
+//
+// In an Eventual table the syncer may have read the pending count before
+// the refund and push it whole: Settle then lowers the count by no more
+// than it holds and returns the difference, which the syncer pushes back as
+// a negative correction (until then the store over-counts, never under).
+func (t *Table) Refund(key string, now, n int64) int64 {
+	e, ok := t.m.Load(key)
+	if !ok || n < 1 {
+		return 0
+	}
+	j := t.geo.Index(now)
+	pw := t.pend(e, t.slotOf(j))
+	for {
+		w := pw.Load()
+		if tagOf(w) != j&tagMask {
+			return 0
+		}
+		c := min(countOf(w), n)
+		if c == 0 {
+			return 0
+		}
+		if pw.CompareAndSwap(w, w-uint64(c)) {
+			return c
+		}
+	}
+}
+
+// Refund takes back cost n that Allow admitted for key: the key's TAT moves
+// back by n intervals. If the admission found the bucket fuller than its
+// TAT said (the TAT was in the past), the key ends up with less than it had
+// before: conservative. A key that is gone or was counted on the overflow
+// entry keeps the cost.
+func (t *GCRATable) Refund(key string, n int64) {
+	e, ok := t.keys.m.Load(key)
+	if !ok || n < 1 {
+		return
+	}
+	for {
+		tat := e.tat.Load()
+		if tat == tatGone || tat == tatFresh {
+			return
+		}
+		if e.tat.CompareAndSwap(tat, tat-n*t.g.Interval()) {
+			return
+		}
+	}
+}
+
+// Refund takes back up to n units that Allow admitted for key at now: the
+// newest timestamps of the log, if they are at now (a later admission at a
+// later time is not removed in their place), and returns how many.
+func (t *LogTable) Refund(key string, now, n int64) int64 {
+	e, ok := t.keys.m.Load(key)
+	if !ok || n < 1 {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var c int64
+	for c < n && e.size > 0 && !e.gone {
+		i := (e.head + e.size - 1) % len(e.ring)
+		if e.ring[i] != now {
+			break
+		}
+		e.size--
+		c++
+	}
+	return c
+}
