@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
@@ -221,42 +220,46 @@ func TestSlidingLogMatchesOracle(t *testing.T) {
 	}
 }
 
-// TestNewAlgorithmsAreLocalOnly: TokenBucket, GCRA and SlidingLog rules
-// work in Local mode with or without a store; any other mode (including the
-// default with a store, which is Eventual) is refused by New, saying which
-// mode the algorithm supports.
-func TestNewAlgorithmsAreLocalOnly(t *testing.T) {
+// TestNewAlgorithmsModes: TokenBucket, GCRA and SlidingLog work in Local
+// mode with or without a store and in Strict mode with one; Eventual is
+// refused, explicitly (by Validate, with the reason) or as the default with
+// a store (by New), and both errors say which modes to use.
+func TestNewAlgorithmsModes(t *testing.T) {
 	t.Parallel()
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: New fails first
-	t.Cleanup(func() { _ = client.Close() })
+	client := redistest.Start(t).Client(t)
 	for _, a := range []policy.Algorithm{policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
 		for _, tc := range []struct {
 			mode  policy.Mode
 			store bool
-			ok    bool
+			err   string // "" if accepted
 		}{
-			{policy.Local, false, true},
-			{policy.ModeDefault, false, true},
-			{policy.ModeDefault, true, false},
-			{policy.Eventual, true, false},
-			{policy.Strict, true, false},
+			{policy.Local, false, ""},
+			{policy.Local, true, ""},
+			{policy.ModeDefault, false, ""},
+			{policy.Strict, true, ""},
+			{policy.Strict, false, "needs a store"},
+			{policy.ModeDefault, true, "has no Mode Eventual, the default with a store"},
+			{policy.Eventual, true, "Mode Eventual is"},
 		} {
 			t.Run(fmt.Sprintf("%v/%v/store=%v", a, tc.mode, tc.store), func(t *testing.T) {
 				t.Parallel()
 				rule := policy.Rule{Name: "r", Limit: 10, Window: time.Second, Algorithm: a, Mode: tc.mode}
-				opts := sluice.Options{}
+				opts := sluice.Options{Prefix: fmt.Sprintf("modes-%d-%d", a, tc.mode)}
 				if tc.store {
 					opts.Redis = client
 				}
 				l, err := sluice.New(opts, rule)
-				if tc.ok {
+				if tc.err == "" {
 					require.NoError(t, err)
 					_ = l.Close()
 					return
 				}
 				require.ErrorIs(t, err, policy.ErrInvalidRule)
-				require.ErrorContains(t, err, fmt.Sprintf("Algorithm %v supports only Mode policy.Local today", a))
-				require.ErrorContains(t, err, "set Mode: policy.Local")
+				require.ErrorContains(t, err, tc.err)
+				require.ErrorContains(t, err, "policy.Local")
+				if tc.mode != policy.Strict {
+					require.ErrorContains(t, err, "policy.Strict", "the mode that shares the algorithm")
+				}
 			})
 		}
 	}

@@ -52,8 +52,8 @@ type taken struct {
 //
 // The error is non-nil when the checks cannot be made: none, the same rule
 // and key twice, an unknown rule, a cost AllowN would refuse for one of
-// them, or more than one rule with a WarmUp (whose admissions cannot be
-// taken back); or, as for AllowN, a closed limiter or a store failure under
+// them, or more than one rule whose admissions cannot be taken back (a
+// WarmUp, or a Strict TokenBucket, GCRA or SlidingLog); or, as for AllowN, a closed limiter or a store failure under
 // FailClosed (then nothing is counted, and the Decision is a denial).
 func (l *Limiter) AllowAll(ctx context.Context, n int64, checks ...Check) (Decision, error) {
 	var buf [smallChecks]taken
@@ -78,7 +78,7 @@ func (l *Limiter) AllowAll(ctx context.Context, n int64, checks ...Check) (Decis
 		}
 		if !r.refunds {
 			if warm >= 0 {
-				return Decision{}, fmt.Errorf("%w: rules %q and %q both have a WarmUp, whose admissions cannot be taken back: pass at most one to AllowAll", ErrInvalidChecks, ts[warm].r.name, r.name)
+				return Decision{}, fmt.Errorf("%w: rules %q and %q both count admissions that cannot be taken back (a WarmUp, or a Strict TokenBucket, GCRA or SlidingLog): pass at most one such rule to AllowAll", ErrInvalidChecks, ts[warm].r.name, r.name)
 			}
 			warm = i
 		}

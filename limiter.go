@@ -155,8 +155,10 @@ func resolveRules(rules []policy.Rule, store bool) (out []policy.Rule, shared bo
 		if pr.Mode != policy.Local && !store {
 			return nil, false, fmt.Errorf("%w %q: Mode %v needs a store: set Options.Redis, or use policy.Local", policy.ErrInvalidRule, pr.Name, pr.Mode)
 		}
-		if !sharedAlgorithm(pr.Algorithm) && pr.Mode != policy.Local {
-			return nil, false, fmt.Errorf("%w %q: Algorithm %v supports only Mode policy.Local today, not %v (the default with a store is Eventual): set Mode: policy.Local, or use SlidingWindow, WeightedWindow or FixedWindow to share the limit across the fleet", policy.ErrInvalidRule, pr.Name, pr.Algorithm, pr.Mode)
+		if !windowAlgorithm(pr.Algorithm) && pr.Mode == policy.Eventual {
+			// Only a ModeDefault gets here: Validate refuses an explicit
+			// Eventual for these algorithms, with the reason.
+			return nil, false, fmt.Errorf("%w %q: Algorithm %v has no Mode Eventual, the default with a store: set Mode: policy.Strict to share it across the fleet (one store call per check), or policy.Local", policy.ErrInvalidRule, pr.Name, pr.Algorithm)
 		}
 		shared = shared || pr.Mode != policy.Local
 		out = append(out, pr)
@@ -164,10 +166,10 @@ func resolveRules(rules []policy.Rule, store bool) (out []policy.Rule, shared bo
 	return out, shared, nil
 }
 
-// sharedAlgorithm reports whether an algorithm has the Eventual and Strict
-// modes: the sliding, weighted and fixed windows. TokenBucket, GCRA and
-// SlidingLog are Local only for now.
-func sharedAlgorithm(a policy.Algorithm) bool {
+// windowAlgorithm reports whether an algorithm counts in sub-windows (the
+// sliding, weighted and fixed windows) and so has the Eventual mode.
+// TokenBucket, GCRA and SlidingLog run Local or Strict.
+func windowAlgorithm(a policy.Algorithm) bool {
 	return a == policy.SlidingWindow || a == policy.WeightedWindow || a == policy.FixedWindow
 }
 
@@ -178,7 +180,7 @@ func sharedAlgorithm(a policy.Algorithm) bool {
 // tick old, which delays a decision by at most a tick, a tenth of the
 // resolution or less.
 func resolution(pr policy.Rule) time.Duration {
-	if sharedAlgorithm(pr.Algorithm) {
+	if windowAlgorithm(pr.Algorithm) {
 		return pr.SubWindow()
 	}
 	return pr.Interval()

@@ -13,7 +13,9 @@
 // in the store). A new algorithm is a new Engine here, with its own state and
 // math, not an edit across the hot path: TokenBucket and GCRA (gcra.go; with a
 // WarmUp, warmup.go) and SlidingLog (slidinglog.go) are Local engines on a
-// localcache.KeyTable each (keyed.go holds what they share).
+// localcache.KeyTable each (keyed.go holds what they share), and Strict
+// engines decided by the store's own script per check (gcrastrict.go,
+// logstrict.go; strictkeyed.go holds their failure mode).
 //
 // counts.go counts checks by outcome and path for the metrics (Counts): the
 // limiter counts every check, the store and failure-mode paths count

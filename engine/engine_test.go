@@ -209,10 +209,14 @@ func TestNewRefuses(t *testing.T) {
 	require.ErrorIs(t, err, policy.ErrInvalidRule)
 	_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: 99}, Keys: localcache.NewKeys(1), Now: c.now})
 	require.ErrorIs(t, err, policy.ErrInvalidRule)
-	// The per-key algorithms are Local only, for now.
+	// The per-key algorithms have no Eventual mode, and Strict needs a
+	// store.
 	for _, a := range []policy.Algorithm{policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
+		_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: a, Mode: policy.Eventual}, Keys: localcache.NewKeys(1), Now: c.now})
+		require.ErrorIs(t, err, policy.ErrInvalidRule)
+		require.ErrorContains(t, err, "supports Mode policy.Local and policy.Strict")
 		_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: a, Mode: policy.Strict}, Keys: localcache.NewKeys(1), Now: c.now})
 		require.ErrorIs(t, err, policy.ErrInvalidRule)
-		require.ErrorContains(t, err, "supports only Mode policy.Local")
+		require.ErrorContains(t, err, "needs a store")
 	}
 }

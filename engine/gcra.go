@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -22,11 +23,14 @@ type gcraLocal struct {
 
 func newGCRA(cfg Config) (Engine, error) {
 	r := cfg.Rule
-	if err := localOnly(r); err != nil {
+	if err := supported(r); err != nil {
 		return nil, err
 	}
 	if r.WarmUp > 0 {
 		return newWarmUp(cfg)
+	}
+	if r.Mode == policy.Strict {
+		return newGCRAStrict(cfg)
 	}
 	t, err := localcache.NewGCRATable(window.NewGCRA(r.Window, r.Limit, r.Burst), cfg.Keys)
 	if err != nil {

@@ -8,10 +8,10 @@ import (
 	"github.com/sluicehq/sluice/policy"
 )
 
-// keyClock is what the engines of the per-key algorithms (TokenBucket,
-// GCRA, SlidingLog: a localcache.KeyTable each) share: the time a check is
-// decided at. They decide in this process only (Local), so a fleet view
-// does not concern them.
+// keyClock is what the Local engines of the per-key algorithms
+// (TokenBucket, GCRA, SlidingLog: a localcache.KeyTable each) share: the
+// time a check is decided at. They decide in this process only, so a fleet
+// view does not concern them.
 type keyClock struct {
 	now    func() int64
 	ticked bool
@@ -52,11 +52,15 @@ func peek(t localcache.KeyTable, c *keyClock, key string) Result {
 	return result(t.Peek(key, c.now()))
 }
 
-// localOnly refuses a mode the per-key algorithms do not have yet; the
-// limiter refuses it earlier, with the same words (see package sluice).
-func localOnly(r policy.Rule) error {
-	if r.Mode != policy.Local {
-		return fmt.Errorf("%w %q: Algorithm %v supports only Mode policy.Local today (not %v): set Mode: policy.Local", policy.ErrInvalidRule, r.Name, r.Algorithm, r.Mode)
+// supported refuses a mode the per-key algorithms do not have: Eventual
+// (and a WarmUp in Strict). policy.Rule.Validate refuses them first, with
+// the reasons; this is the engine's own guard.
+func supported(r policy.Rule) error {
+	if r.Mode != policy.Local && r.Mode != policy.Strict {
+		return fmt.Errorf("%w %q: Algorithm %v supports Mode policy.Local and policy.Strict, not %v: set Mode: policy.Local or policy.Strict", policy.ErrInvalidRule, r.Name, r.Algorithm, r.Mode)
+	}
+	if r.WarmUp > 0 && r.Mode != policy.Local {
+		return fmt.Errorf("%w %q: a WarmUp supports only Mode policy.Local, not %v: set Mode: policy.Local, or remove WarmUp", policy.ErrInvalidRule, r.Name, r.Mode)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // logLocal is a SlidingLog rule, Local: the exact sliding log, one
@@ -19,8 +20,11 @@ type logLocal struct {
 
 func newSlidingLog(cfg Config) (Engine, error) {
 	r := cfg.Rule
-	if err := localOnly(r); err != nil {
+	if err := supported(r); err != nil {
 		return nil, err
+	}
+	if r.Mode == policy.Strict {
+		return newLogStrict(cfg)
 	}
 	t, err := localcache.NewLogTable(r.Window, r.Limit, cfg.Keys)
 	if err != nil {

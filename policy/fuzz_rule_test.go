@@ -23,10 +23,10 @@ import (
 // Window, with the documented bucket count, and the local cache and the
 // syncer (which keys Redis by the sub-window in µs) accept it; a TokenBucket
 // or GCRA builds its math (window.NewGCRA, window.NewWarmUp, which panic on
-// bad input) and its table, a SlidingLog its table; a Limiter takes it (the
-// new algorithms in Local mode only, refusing the others even with a store)
+// bad input) and its table, a SlidingLog its table; a Limiter takes it
 // and admits a check of cost 1 and of cost MaxCost (Limit, or Burst) on a
-// fresh key, and rejects cost MaxCost+1.
+// fresh key, and rejects cost MaxCost+1; the new algorithms are never
+// accepted Eventual, and the syncer takes them Strict.
 func FuzzRuleValidate(f *testing.F) {
 	type seed struct {
 		name      string
@@ -75,6 +75,13 @@ func FuzzRuleValidate(f *testing.F) {
 		{"x", 1, int64(policy.MaxWindow), uint8(policy.GCRA), 0, 0, 2, 0},               // refill > MaxWindow
 		{"x", 1, int64(time.Hour), uint8(policy.GCRA), 0, 0, 25, int64(time.Hour)},      // warm-up debt > a day
 		{"x", 10, math.MaxInt64, uint8(policy.GCRA), 0, 0, math.MaxInt64, math.MaxInt64},
+		// Their modes.
+		{"gcra-strict", 10, int64(time.Second), uint8(policy.GCRA), 0, uint8(policy.Strict), 3, 0},
+		{"tb-strict", 1, int64(policy.MaxWindow / 8), uint8(policy.TokenBucket), 0, uint8(policy.Strict), 1, 0},
+		{"x", 1, int64(policy.MaxWindow / 8), uint8(policy.TokenBucket), 0, uint8(policy.Strict), 2, 0}, // Burst·T > MaxStrictTolerance
+		{"x", 10, int64(time.Second), uint8(policy.GCRA), 0, uint8(policy.Eventual), 0, 0},
+		{"x", 10, int64(time.Second), uint8(policy.SlidingLog), 0, uint8(policy.Eventual), 0, 0},
+		{"x", 10, int64(time.Second), uint8(policy.GCRA), 0, uint8(policy.Strict), 0, int64(5 * time.Second)}, // WarmUp in Strict
 	} {
 		f.Add(s.name, s.limit, s.window, s.algorithm, s.precision, s.mode, s.burst, s.warmUp)
 	}
@@ -234,12 +241,38 @@ func checkLimiter(t *testing.T, r policy.Rule) {
 	}
 	switch r.Algorithm {
 	case policy.TokenBucket, policy.GCRA, policy.SlidingLog:
-		// Local only, for now: refused with a store too, before it is
-		// dialled, unless the mode is Local.
-		if r.Mode != policy.Local {
-			if _, err := sluice.New(sluice.Options{Redis: neverDialled}, r); !errors.Is(err, policy.ErrInvalidRule) {
-				t.Fatalf("%+v: a non-Local mode with a store: %v", r, err)
+		checkKeyedModes(t, r)
+	}
+}
+
+// checkKeyedModes checks the modes of an accepted TokenBucket, GCRA or
+// SlidingLog rule: never Eventual; the default with a store (Eventual) is
+// refused by New before the store is dialled; Strict never with a WarmUp,
+// and the syncer takes it (its store state and key names).
+func checkKeyedModes(t *testing.T, r policy.Rule) {
+	t.Helper()
+	switch r.Mode {
+	case policy.Eventual:
+		t.Fatalf("%+v: Eventual accepted for a %v", r, r.Algorithm)
+	case policy.ModeDefault:
+		if _, err := sluice.New(sluice.Options{Redis: neverDialled}, r); !errors.Is(err, policy.ErrInvalidRule) {
+			t.Fatalf("%+v: the default mode (Eventual) with a store: %v", r, err)
+		}
+	case policy.Strict:
+		s, err := syncer.New(syncer.Config{Client: dummyClient, Prefix: "p", InstanceID: "i", Interval: time.Second, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Algorithm == policy.SlidingLog {
+			_, err = s.AddLog(r.Name, r.Window, r.Limit)
+		} else {
+			if r.WarmUp != 0 {
+				t.Fatalf("%+v: a WarmUp accepted in Strict", r)
 			}
+			_, err = s.AddGCRA(r.Name, int64(r.Interval()), r.MaxCost())
+		}
+		if err != nil {
+			t.Fatalf("%+v: the syncer rejects an accepted Strict rule: %v", r, err)
 		}
 	}
 }

@@ -50,6 +50,11 @@ const (
 	// debt (at most three times that, when cold) must fit the packed state
 	// of localcache.WarmTable.
 	MaxWarmUpDebt = 24 * time.Hour
+	// MaxStrictTolerance is the largest Burst·Interval of a TokenBucket or
+	// GCRA rule in Mode Strict: the store's script keeps the debt in Lua
+	// numbers, doubles exact to 2^53 ns; this bound (2^52 ns, about 52
+	// days) leaves room for a cost on top.
+	MaxStrictTolerance = time.Duration(1 << 52)
 )
 
 // Algorithm selects the counting math of a rule (see package window).
@@ -78,13 +83,17 @@ const (
 	// TokenBucket refills Limit per Window continuously (one unit every
 	// Interval, Window/Limit) and holds at most Burst: a full bucket admits
 	// Burst at once. Its keys are kept on GCRA's state (package window
-	// proves the two admit the same costs).
+	// proves the two admit the same costs). Mode Local or Strict (each
+	// check decided by one store script); not Eventual.
 	TokenBucket
 	// GCRA is the generic cell rate algorithm: the admission set of
 	// TokenBucket, one timestamp of state per key, an exact RetryAfter.
+	// Mode Local or Strict; not Eventual.
 	GCRA
 	// SlidingLog is exact: it keeps one timestamp per admitted unit in the
-	// window, per key, so its Limit is at most MaxLogLimit.
+	// window, per key, so its Limit is at most MaxLogLimit. Mode Local or
+	// Strict (the log kept in the store); not Eventual, which would not be
+	// exact.
 	SlidingLog
 )
 
@@ -306,6 +315,9 @@ func (r Rule) validateAlgorithm(bad func(string, ...any) error) error {
 	if a != SlidingWindow && a != WeightedWindow && a != FixedWindow && r.Precision != 0 {
 		return bad("Precision %d is set on a %v rule: only SlidingWindow and WeightedWindow have sub-windows; remove Precision", r.Precision, a)
 	}
+	if err := r.validateMode(bad); err != nil {
+		return err
+	}
 	if a == SlidingLog && r.Limit > MaxLogLimit {
 		return bad("Limit %d is too large for a SlidingLog, which keeps one timestamp per unit per key: the most is %d; use SlidingWindow or GCRA for higher limits", r.Limit, MaxLogLimit)
 	}
@@ -323,6 +335,9 @@ func (r Rule) validateAlgorithm(bad func(string, ...any) error) error {
 	if burst > int64(MaxWindow/iv) {
 		return bad("Burst %d takes %d intervals of %v to refill, longer than %v: lower Burst or raise the rate", burst, burst, iv, MaxWindow)
 	}
+	if r.Mode == Strict && time.Duration(burst) > MaxStrictTolerance/iv {
+		return bad("Burst %d takes %v to refill; in Mode Strict the most is %v (the store computes in doubles): lower Burst or raise the rate", burst, time.Duration(burst)*iv, MaxStrictTolerance)
+	}
 	if r.WarmUp < 0 {
 		return bad("WarmUp %v is negative: use 0 for no warm-up, or a positive duration", r.WarmUp)
 	}
@@ -338,6 +353,21 @@ func (r Rule) validateAlgorithm(bad func(string, ...any) error) error {
 		return bad("WarmUp %v spans %d intervals of %v; the most is %d: shorten WarmUp, or lower the Limit", r.WarmUp, r.WarmUp/iv, iv, MaxWarmUpIntervals)
 	case time.Duration(burst) > MaxWarmUpDebt/iv:
 		return bad("Burst %d takes %v to refill; with a WarmUp the most is %v: lower Burst or raise the rate", burst, time.Duration(burst)*iv, MaxWarmUpDebt)
+	}
+	return nil
+}
+
+// validateMode refuses the modes an algorithm does not have: TokenBucket,
+// GCRA and SlidingLog run Local or Strict, not Eventual, and a WarmUp runs
+// Local only.
+func (r Rule) validateMode(bad func(string, ...any) error) error {
+	switch a := r.Algorithm; {
+	case a == SlidingLog && r.Mode == Eventual:
+		return bad("Mode Eventual is refused for a SlidingLog: the log is exact by definition, and decided on counts a sync old it would not be; use Mode policy.Strict to share it across the fleet (one store call per check), or policy.Local")
+	case a.isBucket() && r.Mode == Eventual:
+		return bad("Mode Eventual is not available for a %v: a bucket decided on the fleet's counts a sync old has no proven bound yet (docs/design.md, \"Eventual buckets\"); use Mode policy.Strict to share it across the fleet (one store call per check), or policy.Local", a)
+	case r.WarmUp != 0 && r.Mode == Strict:
+		return bad("WarmUp %v with Mode Strict: a warm-up is decided in this process only; use Mode policy.Local, or remove WarmUp", r.WarmUp)
 	}
 	return nil
 }

@@ -148,6 +148,18 @@ func TestValidateErrors(t *testing.T) {
 			[]string{`invalid rule "api"`, "Precision 65 is out of range"}},
 		{"burst on weighted", with(func(r *policy.Rule) { r.Algorithm = policy.WeightedWindow; r.Burst = 3 }),
 			[]string{"Burst 3 is set on a weighted rule"}},
+		{"eventual gcra", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Mode = policy.Eventual }),
+			[]string{"Mode Eventual is not available for a gcra", "no proven bound", "use Mode policy.Strict", "or policy.Local"}},
+		{"eventual token bucket", with(func(r *policy.Rule) { r.Algorithm = policy.TokenBucket; r.Mode = policy.Eventual }),
+			[]string{"Mode Eventual is not available for a token-bucket"}},
+		{"eventual sliding log", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.Mode = policy.Eventual }),
+			[]string{"Mode Eventual is refused for a SlidingLog", "exact by definition", "use Mode policy.Strict", "or policy.Local"}},
+		{"strict warm-up", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Mode = policy.Strict; r.WarmUp = 10 * time.Second }),
+			[]string{"WarmUp 10s with Mode Strict", "use Mode policy.Local, or remove WarmUp"}},
+		{"strict tolerance", with(func(r *policy.Rule) {
+			r.Algorithm, r.Mode = policy.TokenBucket, policy.Strict
+			r.Limit, r.Window, r.Burst = 1, 24*time.Hour, 60
+		}), []string{"Burst 60 takes 1440h0m0s to refill; in Mode Strict the most is"}},
 		{"unknown mode", with(func(r *policy.Rule) { r.Mode = 4 }),
 			[]string{`invalid rule "api"`, "unknown Mode 4", "use policy.Eventual, policy.Local or policy.Strict"}},
 		// Several problems: the name is reported first, then the fields in
@@ -213,6 +225,12 @@ func TestValidateValid(t *testing.T) {
 			r.Limit, r.WarmUp, r.Burst = 1000, 65536*time.Millisecond, 1000
 		})},
 		{"sliding log", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog })},
+		{"strict gcra", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Mode = policy.Strict; r.Burst = 3 })},
+		{"strict token bucket at the tolerance", with(func(r *policy.Rule) {
+			r.Algorithm, r.Mode = policy.TokenBucket, policy.Strict
+			r.Limit, r.Window, r.Burst = 1, 24*time.Hour, 52
+		})},
+		{"strict sliding log", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.Mode = policy.Strict })},
 		{"sliding log MaxLogLimit", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.Limit = policy.MaxLogLimit })},
 	}
 	for _, tt := range tests {

@@ -70,8 +70,8 @@ func spreadKeys(t *testing.T, cl *redistest.Cluster, cc *redis.ClusterClient, pr
 
 // TestClusterFleet runs the fleet accuracy tests of fleet_test.go against a
 // 3-master Redis Cluster, on keys spread over every master: the error budget's
-// bound under bursts, exact Redis totals, strict exactness, reconvergence,
-// and the key layout (one hash per limiter key, on the master of its slot).
+// bound under bursts, exact Redis totals, strict exactness (windows, buckets
+// and the log), reconvergence, and the key layout (one hash per limiter key, on the master of its slot).
 // The subtests share one cluster, each with its own Prefix.
 func TestClusterFleet(t *testing.T) {
 	// Not parallel with the package's other tests (its load would disturb
@@ -190,6 +190,46 @@ func TestClusterFleet(t *testing.T) {
 		for ki, k := range keys {
 			assert.Equal(t, int64(50), admitted[ki].Load(), "%s: exactly Limit pass", k)
 			assert.Equal(t, int64(50), sum(buckets(t, cc, prefix, rule.Name, k, rule.SubWindow())), "%s in Redis", k)
+		}
+	})
+
+	t.Run("strict-buckets-and-log", func(t *testing.T) {
+		t.Parallel()
+		const prefix = "strictkeyed"
+		// A refill of one unit a minute: nothing refills while the test runs.
+		rules := []policy.Rule{
+			{Name: "gcra", Limit: 60, Window: time.Hour, Algorithm: policy.GCRA, Burst: 20, Mode: policy.Strict},
+			{Name: "tb", Limit: 60, Window: time.Hour, Algorithm: policy.TokenBucket, Burst: 20, Mode: policy.Strict},
+			{Name: "log", Limit: 20, Window: time.Hour, Algorithm: policy.SlidingLog, Mode: policy.Strict},
+		}
+		ls := fleet(t, 2, client, sluice.Options{Prefix: prefix, Timeout: 5 * time.Second}, rules...)
+		keys := spreadKeys(t, cl, cc, prefix, rules[0], 1)
+		for _, rule := range rules {
+			admitted := make([]atomic.Int64, len(keys))
+			var wg sync.WaitGroup
+			for _, l := range ls {
+				for ki, k := range keys {
+					for range 3 {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for range 10 {
+								d, err := l.Allow(context.Background(), rule.Name, k)
+								if !assert.NoError(t, err) {
+									return
+								}
+								if d.Allowed {
+									admitted[ki].Add(1)
+								}
+							}
+						}()
+					}
+				}
+			}
+			wg.Wait()
+			for ki, k := range keys {
+				assert.Equal(t, int64(20), admitted[ki].Load(), "%s %s: exactly the central bucket's burst or log's limit", rule.Name, k)
+			}
 		}
 	})
 

@@ -114,9 +114,10 @@ func TestTelemetryChecks(t *testing.T) {
 	local := policy.Rule{Name: "local", Limit: 10, Window: time.Hour, Mode: policy.Local}
 	strict := policy.Rule{Name: "strict", Limit: 5, Window: time.Hour, Mode: policy.Strict}
 	eventual := policy.Rule{Name: "eventual", Limit: 100, Window: time.Hour}
+	bucket := policy.Rule{Name: "bucket", Limit: 5, Window: time.Hour, Algorithm: policy.GCRA, Mode: policy.Strict}
 	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), Prefix: "tel", SyncInterval: time.Hour, ErrorBudget: 0.1,
 		Timeout: 5 * time.Second}),
-		local, strict, eventual)
+		local, strict, eventual, bucket)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()
@@ -129,6 +130,10 @@ func TestTelemetryChecks(t *testing.T) {
 	require.ErrorIs(t, err, sluice.ErrInvalidCost)
 	for range 8 {
 		_, err := l.Allow(ctx, "strict", "k")
+		require.NoError(t, err)
+	}
+	for range 8 {
+		_, err := l.Allow(ctx, "bucket", "k")
 		require.NoError(t, err)
 	}
 	var allowed, denied int64
@@ -151,6 +156,8 @@ func TestTelemetryChecks(t *testing.T) {
 	assert.Equal(t, int64(1), checks["outcome=error,path=local,rule=local"])
 	assert.Equal(t, int64(5), checks["outcome=allowed,path=strict,rule=strict"])
 	assert.Equal(t, int64(3), checks["outcome=denied,path=strict,rule=strict"])
+	assert.Equal(t, int64(5), checks["outcome=allowed,path=strict,rule=bucket"])
+	assert.Equal(t, int64(3), checks["outcome=denied,path=strict,rule=bucket"])
 	// The eventual rule: L admitted (its cap is 5 with N̂ = 1: the store
 	// decides from the sixth on), the rest denied.
 	assert.Equal(t, int64(100), allowed)
@@ -176,13 +183,13 @@ func TestTelemetryChecks(t *testing.T) {
 	assert.Equal(t, denied, evDenied)
 	st := l.Stats()
 	assert.Positive(t, evUrgent)
-	assert.Equal(t, st.Sync.Reservations, evUrgent+8, "every check the store decided is on the urgent or strict path")
-	assert.Equal(t, int64(25+1+8+150), sumOf(t, m["sluice.checks"]))
+	assert.Equal(t, st.Sync.Reservations, evUrgent+8+8, "every check the store decided is on the urgent or strict path")
+	assert.Equal(t, int64(25+1+8+8+150), sumOf(t, m["sluice.checks"]))
 
 	assert.Equal(t, st.Sync.UrgentCycles, sumOf(t, m["sluice.sync.urgent"]))
 	assert.GreaterOrEqual(t, sumOf(t, m["sluice.store.round_trips"]), st.Sync.UrgentCycles)
 	assert.Equal(t, int64(1), gaugeInt(t, m["sluice.instances"]))
-	assert.Equal(t, int64(3), sumOf(t, m["sluice.keys.tracked"]))
+	assert.Equal(t, int64(3), sumOf(t, m["sluice.keys.tracked"]), "a Strict bucket keeps no local state while the store is up")
 	assert.Equal(t, int64(0), gaugeInt(t, m["sluice.failure_mode.active"]))
 	cyc, ok := m["sluice.sync.cycle.duration"].Data.(metricdata.Histogram[float64])
 	require.True(t, ok)
@@ -208,7 +215,7 @@ func TestTelemetryChecks(t *testing.T) {
 		}
 	}
 	assert.Equal(t, st.Sync.Cycles, cycles)
-	assert.Equal(t, st.Sync.UrgentCycles, urgent)
+	assert.Equal(t, st.Sync.UrgentCycles+8, urgent, "and one per check of the Strict bucket")
 	// A closed limiter no longer reports its observable metrics.
 	_, ok = sdk.collect(t)["sluice.checks"]
 	assert.False(t, ok)

@@ -228,7 +228,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.Sync, "sync", 100*time.Millisecond, "sync interval (sluice.Options.SyncInterval)")
 	fs.Var(budgetFlag{&o.Budget}, "budget", "error budget `ε` as a fraction or percentage, e.g. 0.01 or 1% (default 1%)")
 	fs.IntVar(&o.Precision, "precision", policy.DefaultPrecision, "sub-windows per window of the sliding window (B)")
-	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|weighted|fixed`")
+	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|weighted|fixed|tokenbucket|gcra|slidinglog`; the last three run in Strict mode (every check decided by Redis), measured against one exact central bucket (Burst = Limit) or log")
 	fs.Var(durationFlag{&o.Timeout}, "timeout", fmt.Sprintf("the longest time `D` a check waits for Redis (sluice.Options.Timeout) (default %v on the embedded stand-in, which runs scripts slowly; %v, the library's, with -redis)", embeddedTimeout, sluice.DefaultTimeout))
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
 	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's own: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
@@ -303,26 +303,38 @@ func (o *options) fillDefaults() {
 	}
 }
 
+// algorithms maps -algorithm's values to the rule's algorithm.
+var algorithms = map[string]policy.Algorithm{
+	"sliding":     policy.SlidingWindow,
+	"weighted":    policy.WeightedWindow,
+	"fixed":       policy.FixedWindow,
+	"tokenbucket": policy.TokenBucket,
+	"gcra":        policy.GCRA,
+	"slidinglog":  policy.SlidingLog,
+}
+
 func (o *options) validate(profiles, sweepText string) error {
 	limit, window, err := parseRule(o.RuleText)
 	if err != nil {
 		return err
 	}
-	switch o.Algorithm {
-	case "sliding", "weighted", "fixed":
-	default:
-		return fmt.Errorf("-algorithm %q: use sliding, weighted or fixed", o.Algorithm)
+	alg, ok := algorithms[o.Algorithm]
+	if !ok {
+		return fmt.Errorf("-algorithm %q: use sliding, weighted, fixed, tokenbucket, gcra or slidinglog", o.Algorithm)
 	}
 	if o.Precision < 1 || o.Precision > policy.MaxPrecision {
 		return fmt.Errorf("-precision %d: use 1 to %d sub-windows", o.Precision, policy.MaxPrecision)
 	}
-	o.Rule = policy.Rule{Name: "loadtest", Limit: limit, Window: window, Precision: o.Precision, Mode: policy.Eventual}
-	if o.Algorithm == "weighted" {
-		o.Rule.Algorithm = policy.WeightedWindow
-	}
-	if o.Algorithm == "fixed" {
-		o.Rule.Algorithm = policy.FixedWindow
-		o.Rule.Precision = 0
+	o.Rule = policy.Rule{Name: "loadtest", Limit: limit, Window: window, Algorithm: alg, Mode: policy.Eventual}
+	switch alg {
+	case policy.SlidingWindow, policy.WeightedWindow:
+		o.Rule.Precision = o.Precision
+	case policy.TokenBucket, policy.GCRA, policy.SlidingLog:
+		// Their fleet-wide mode: every check decided by Redis.
+		o.Rule.Mode = policy.Strict
+		if o.Sim {
+			return fmt.Errorf("-algorithm %s: -sim models the window algorithms only", o.Algorithm)
+		}
 	}
 	if err := o.Rule.Validate(); err != nil {
 		return fmt.Errorf("-rule %s: %w", o.RuleText, err)
@@ -491,7 +503,7 @@ func (s *sweep) apply(o *options, i int) {
 		o.Keys, _ = strconv.Atoi(v)
 	case "precision":
 		o.Precision, _ = strconv.Atoi(v)
-		if o.Rule.Algorithm != policy.FixedWindow {
+		if a := o.Rule.Algorithm; a == policy.SlidingWindow || a == policy.WeightedWindow {
 			o.Rule.Precision = o.Precision
 		}
 	}

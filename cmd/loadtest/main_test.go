@@ -50,6 +50,13 @@ func TestParseFlags(t *testing.T) {
 		!o.Procs || o.Seed != 9 || o.keysFor("zipf") != 7 {
 		t.Errorf("parsed: %+v", o)
 	}
+	// The per-key algorithms run Strict, without sub-windows.
+	for name, a := range map[string]policy.Algorithm{"tokenbucket": policy.TokenBucket, "gcra": policy.GCRA, "slidinglog": policy.SlidingLog} {
+		o, err := parseFlags([]string{"-algorithm", name, "-precision", "20"}, &bytes.Buffer{})
+		if err != nil || o.Rule.Algorithm != a || o.Rule.Mode != policy.Strict || o.Rule.Precision != 0 {
+			t.Errorf("-algorithm %s: %+v %v", name, o.Rule, err)
+		}
+	}
 	for _, c := range []struct{ in, limit, window string }{
 		{"100/s", "100", "1s"}, {"1000/1m", "1000", "1m0s"}, {"100/min", "100", "1m0s"}, {"7/500ms", "7", "500ms"}, {"3/hour", "3", "1h0m0s"},
 	} {
@@ -73,7 +80,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-rule", "10/1s", "-precision", "7"}, "whole microseconds"},
 		{[]string{"-budget", "2"}, "outside (0, 1]"},
 		{[]string{"-budget", "x"}, "percentage"},
-		{[]string{"-algorithm", "leaky"}, "sliding, weighted or fixed"},
+		{[]string{"-algorithm", "leaky"}, "sliding, weighted, fixed, tokenbucket, gcra or slidinglog"},
+		{[]string{"-algorithm", "gcra", "-sim"}, "window algorithms only"},
+		{[]string{"-algorithm", "slidinglog", "-rule", "2000/1s"}, "too large for a SlidingLog"},
 		{[]string{"-profile", "steady,nope"}, "one or more of"},
 		{[]string{"-instances", "0"}, "-instances"},
 		{[]string{"-sync", "10us"}, "at least 1ms"},

@@ -25,7 +25,7 @@ import (
 // fleetConfig builds the fleet configuration of one scenario.
 func fleetConfig(o *options, profile string, target store.Target, prefix, runID string) fleet.Config {
 	rule := o.Rule
-	if rule.Algorithm != policy.FixedWindow {
+	if rule.Algorithm == policy.SlidingWindow || rule.Algorithm == policy.WeightedWindow {
 		rule.Precision = o.Precision
 	}
 	sub := rule.SubWindow()
@@ -62,8 +62,11 @@ func fleetConfig(o *options, profile string, target store.Target, prefix, runID 
 
 // ruleText describes a rule: "100/1s sliding B=10".
 func ruleText(r policy.Rule) string {
-	if r.Algorithm == policy.FixedWindow {
+	switch r.Algorithm {
+	case policy.FixedWindow:
 		return fmt.Sprintf("%d/%v fixed", r.Limit, r.Window)
+	case policy.TokenBucket, policy.GCRA, policy.SlidingLog:
+		return fmt.Sprintf("%d/%v %v %v", r.Limit, r.Window, r.Algorithm, r.Mode)
 	}
 	return fmt.Sprintf("%d/%v %v B=%d", r.Limit, r.Window, r.Algorithm, r.Buckets())
 }
@@ -96,7 +99,16 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 	if f := os.Getenv("LOADTEST_DUMP"); f != "" {
 		dump(f+"-"+profile+".csv", res.Records)
 	}
-	a := oracle.Analyze(res.Records, oracle.Params{Geometry: cfg.Geometry(), Limit: cfg.Rule.Limit})
+	a := oracle.Analyze(res.Records, oracle.Params{Geometry: cfg.Geometry(), Limit: cfg.Rule.Limit, Algorithm: cfg.Rule.Algorithm, Burst: cfg.Rule.Burst})
+	switch cfg.Rule.Algorithm {
+	case policy.TokenBucket, policy.GCRA:
+		sc.Notes = append(sc.Notes, "a bucket's over-admission is measured against its bound Burst + r·τ: per key, the most admitted in any interval τ less r·τ, ÷ Burst (= L) − 1; the exact reference and the central algorithm are one exact bucket replaying the merged stream")
+	case policy.SlidingLog:
+		sc.Notes = append(sc.Notes, "the exact reference and the central algorithm are both the exact sliding log replaying the merged stream")
+	}
+	if !cfg.Windowed() {
+		sc.Notes = append(sc.Notes, "decision times are the store time at the middle of each call (a Strict check is decided in Redis during the call): they err by up to half the call's latency, so checks decided within that of each other may be replayed out of order, which the replay counts as over-admission or wrong decisions")
+	}
 	sc.Accuracy = a.Summary
 	var urgent int64
 	for _, in := range res.Instances {
@@ -235,6 +247,12 @@ func localBytesPerKey(rule policy.Rule, n int) float64 {
 func redisKeyName(prefix string, rule policy.Rule, key string) string {
 	b := []byte(prefix + ":{" + rule.Name + ":")
 	b = syncer.EncodeKey(b, key)
+	switch rule.Algorithm {
+	case policy.TokenBucket, policy.GCRA:
+		return string(b) + "}:gcra:" + strconv.FormatInt(int64(rule.Interval()), 10) + ":" + strconv.FormatInt(rule.MaxCost(), 10)
+	case policy.SlidingLog:
+		return string(b) + "}:log:" + strconv.FormatInt(rule.Window.Microseconds(), 10)
+	}
 	return string(b) + "}:" + strconv.FormatInt(rule.SubWindow().Microseconds(), 10)
 }
 

@@ -60,8 +60,19 @@ type Config struct {
 	Meter func(i int) (metric.MeterProvider, error) `json:"-"`
 }
 
-// Geometry returns the rule's window geometry.
+// Geometry returns the rule's window geometry (for a TokenBucket, GCRA or
+// SlidingLog rule, one sub-window of the Window).
 func (c *Config) Geometry() window.Sliding { return engine.WindowGeometry(c.Rule) }
+
+// Windowed reports whether the rule counts in sub-windows (sliding,
+// weighted, fixed), as opposed to a TokenBucket, GCRA or SlidingLog.
+func (c *Config) Windowed() bool {
+	switch c.Rule.Algorithm {
+	case policy.SlidingWindow, policy.WeightedWindow, policy.FixedWindow:
+		return true
+	}
+	return false
+}
 
 // Result is a fleet run's output.
 type Result struct {

@@ -257,6 +257,11 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 	if geo.Fixed() {
 		period = int64(geo.Window())
 	}
+	if !cfg.Windowed() {
+		// A bucket's or log's ResetAfter is not tied to a period: the
+		// decision time is the store time at the middle of the call.
+		period = 0
+	}
 	margin := recoveryMargin(period)
 	ctx := context.Background()
 	inst := uint16(in.idx)
@@ -286,9 +291,12 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 			}
 		}
 		sample := i&63 == 0 || debugTimes
-		var m0 int64
+		var m0, before int64
 		if sample {
 			m0 = in.clk.Mono()
+		}
+		if period == 0 {
+			before = in.clk.Precise()
 		}
 		d, err := in.lim.AllowN(ctx, rule, in.keys[c.Key], int64(c.Cost))
 		var flags uint8
@@ -317,10 +325,15 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 			flags |= record.Allowed
 		}
 		done := in.clk.Precise()
-		if sample && done-m0base(in.clk, m0) > period-margin {
+		if sample && period > 0 && done-m0base(in.clk, m0) > period-margin {
 			ws.ambiguous++ // the decision time cannot be told for sure
 		}
 		after := done + in.skew + in.offset.Load()
+		if period == 0 {
+			// Decided in the store during the call: the midpoint errs by
+			// at most half the call.
+			after -= (done - before) / 2
+		}
 		t := recoverTime(after, d.ResetAfter, period, margin)
 		if sk := abs(after - t); sk > ws.maxSkew {
 			ws.maxSkew = sk

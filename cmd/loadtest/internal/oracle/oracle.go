@@ -2,7 +2,10 @@
 // replays the merged stream of checks, key by key in time order, through an
 // exact sliding log (window.Log) and through the fleet's own algorithm run
 // centrally (window.Counter with the same geometry), and computes these
-// accuracy measurements:
+// accuracy measurements (for a TokenBucket or GCRA rule the exact reference
+// and the central algorithm are both one exact bucket, window.GCRA, and the
+// over-admission is measured against the bucket's bound: see Params; for a
+// SlidingLog both are the exact log):
 //
 //   - over-admission: per key, max over t of the cost admitted in (t−W, t],
 //     divided by L, minus 1 — for the fleet, and for the central algorithm
@@ -26,17 +29,105 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
 // Params describe the rule the records were decided under.
 type Params struct {
 	// Geometry is the rule's counting geometry (window.NewSliding or
-	// window.NewFixed).
+	// window.NewFixed); for the other algorithms, one sub-window of W.
 	Geometry window.Sliding
 	// Limit is L.
 	Limit int64
+	// Algorithm is the rule's algorithm; the zero value is SlidingWindow,
+	// whose central reference is window.Counter on Geometry, as that of
+	// WeightedWindow and FixedWindow.
+	Algorithm policy.Algorithm
+	// Burst is the capacity of a TokenBucket or GCRA (0 means Limit). Its
+	// "most admitted in a window" (MaxFleet, MaxCentral, MaxEstimate) is
+	// the most admitted in any interval (s, t] less the refill of that
+	// interval, max A(s, t] − (t − s)/T: at most Burst for an exact
+	// bucket, which is its bound Burst + r·τ; over-admission is that over
+	// Limit, minus 1, so the load test runs buckets with Burst = Limit.
+	Burst int64
 }
+
+// bucket reports whether the rule is a TokenBucket or GCRA.
+func (p Params) bucket() bool {
+	return p.Algorithm == policy.TokenBucket || p.Algorithm == policy.GCRA
+}
+
+// reference is an exact or central algorithm replaying one key's checks.
+type reference interface {
+	Allow(t, n int64) bool
+}
+
+// gcraRef is one exact bucket (window.GCRA) replaying a key's checks.
+type gcraRef struct {
+	g   window.GCRA
+	tat int64
+}
+
+func (r *gcraRef) Allow(t, n int64) bool {
+	next, ok := r.g.Admit(r.tat, t, n)
+	if ok {
+		r.tat = next
+	}
+	return ok
+}
+
+// references returns the exact reference and the central algorithm of one
+// key: the sliding log and the window counter for the window algorithms, one
+// exact bucket (both) for a TokenBucket or GCRA, the log (both) for a
+// SlidingLog.
+func (p Params) references() (exact, central reference) {
+	switch {
+	case p.bucket():
+		g := window.NewGCRA(p.Window(), p.Limit, p.Burst)
+		return &gcraRef{g: g}, &gcraRef{g: g}
+	case p.Algorithm == policy.SlidingLog:
+		return window.NewLog(p.Window(), p.Limit), window.NewLog(p.Window(), p.Limit)
+	}
+	return window.NewLog(p.Window(), p.Limit), window.NewCounter(p.Geometry, p.Limit)
+}
+
+// maxTracker tracks the most admitted "in a window" of a stream of
+// admissions in ascending time order (see Params.Burst).
+type maxTracker interface {
+	add(t, c int64)
+	peak() int64
+}
+
+// newMax returns the tracker of p's rule: the most in any window (t−W, t]
+// (windowMax), or for a bucket the most in any interval less its refill
+// (burstMax).
+func (p Params) newMax() maxTracker {
+	if p.bucket() {
+		return &burstMax{iv: window.NewGCRA(p.Window(), p.Limit, p.Burst).Interval()}
+	}
+	return &windowMax{w: int64(p.Window())}
+}
+
+// burstMax tracks max over s ≤ t of A[s, t] − (t − s)/T by Lindley's
+// recursion on an unconditional theoretical arrival time: every admission
+// moves it to max(tat, t) + c·T, and (tat − t)/T is then that maximum at t.
+type burstMax struct {
+	iv  int64
+	tat int64
+	max int64
+}
+
+func (m *burstMax) add(t, c int64) {
+	m.tat = max(m.tat, t) + c*m.iv
+	// Rounded up: an exact bucket keeps tat − t ≤ Burst·T, so it peaks at
+	// Burst exactly, and any excess, however small, shows as a unit.
+	if b := (m.tat - t + m.iv - 1) / m.iv; b > m.max {
+		m.max = b
+	}
+}
+
+func (m *burstMax) peak() int64 { return m.max }
 
 // Window returns W.
 func (p Params) Window() time.Duration { return p.Geometry.Window() }
@@ -211,6 +302,8 @@ type windowMax struct {
 	max   int64
 }
 
+func (m *windowMax) peak() int64 { return m.max }
+
 func (m *windowMax) add(t, c int64) {
 	m.times = append(m.times, t)
 	m.costs = append(m.costs, c)
@@ -233,12 +326,12 @@ func (m *windowMax) add(t, c int64) {
 func measureKey(rs []record.Record, p Params) KeyResult {
 	w := int64(p.Window())
 	k := KeyResult{Key: rs[0].Key, First: rs[0].T, Last: rs[len(rs)-1].T}
-	exact := window.NewLog(p.Window(), p.Limit)
-	central := window.NewCounter(p.Geometry, p.Limit)
+	exact, central := p.references()
 	est := window.NewCounter(p.Geometry, p.Limit)
+	windowed := p.Algorithm == policy.SlidingWindow || p.Algorithm == policy.WeightedWindow || p.Algorithm == policy.FixedWindow
 	offered := windowMax{w: w}
-	fleet := windowMax{w: w}
-	cent := windowMax{w: w}
+	fleet := p.newMax()
+	cent := p.newMax()
 	for _, r := range rs {
 		c := int64(r.Cost)
 		k.Checks++
@@ -259,9 +352,11 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 		if fl {
 			k.Admitted += c
 			fleet.add(r.T, c)
-			est.Add(r.T, c)
-			if e := est.Estimate(r.T); e > k.MaxEstimate {
-				k.MaxEstimate = e
+			if windowed {
+				est.Add(r.T, c)
+				if e := est.Estimate(r.T); e > k.MaxEstimate {
+					k.MaxEstimate = e
+				}
 			}
 		} else {
 			k.Denied++
@@ -279,7 +374,11 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 			k.Disagree++
 		}
 	}
-	k.MaxOffered, k.MaxFleet, k.MaxCentral = offered.max, fleet.max, cent.max
+	k.MaxOffered, k.MaxFleet, k.MaxCentral = offered.max, fleet.peak(), cent.peak()
+	if !windowed {
+		// The algorithm counts exactly what it bounds.
+		k.MaxEstimate = float64(k.MaxFleet)
+	}
 	return k
 }
 
@@ -386,8 +485,7 @@ func (a *Analysis) Series(key uint32, from, to int64, step time.Duration) (Serie
 	}
 	rs := a.recs[off[0]:off[1]]
 	p := a.Params
-	exact := window.NewLog(p.Window(), p.Limit)
-	central := window.NewCounter(p.Geometry, p.Limit)
+	exact, central := p.references()
 	// Decisions per record, then sliding sums sampled on the grid.
 	type ev struct {
 		t              int64

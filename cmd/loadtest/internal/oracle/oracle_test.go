@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -202,4 +203,54 @@ func TestMaxP99(t *testing.T) {
 	if mx, p99 := maxP99(nil); mx != 0 || p99 != 0 {
 		t.Error("empty")
 	}
+}
+
+// The bucket oracle: one exact bucket (window.GCRA) is both the exact and
+// the central reference, and over-admission is the most admitted in any
+// interval less its refill, over Burst (= Limit), minus 1.
+func TestBucketOracle(t *testing.T) {
+	for _, a := range []policy.Algorithm{policy.TokenBucket, policy.GCRA} {
+		p := Params{Geometry: window.NewSliding(time.Second, 1), Limit: 10, Algorithm: a}
+		iv := sec / 10
+		// A conforming stream, all admitted: a full burst, then one unit
+		// per interval for three seconds.
+		var rs []record.Record
+		for i := range 10 {
+			rs = append(rs, rec(int64(i), 0, 0, true))
+		}
+		for i := int64(1); i <= 30; i++ {
+			rs = append(rs, rec(9+i*iv, 0, 1, true))
+		}
+		s := Analyze(rs, p).Summary
+		near(t, "conforming OverMax", s.OverMax, 0)
+		near(t, "conforming WrongRate", s.WrongRate, 0)
+		if s.LimitedKeys != 1 {
+			t.Fatalf("%v: a key offered 13 per second is limited: %+v", a, s)
+		}
+		// Two bursts 1ns apart, both admitted: twice the burst.
+		rs = rs[:0]
+		for i := range 20 {
+			rs = append(rs, rec(int64(i), 1, uint16(i%2), true))
+		}
+		s = Analyze(rs, p).Summary
+		near(t, "double burst OverMax", s.OverMax, 1)
+		near(t, "double burst AlgoOverMax", s.AlgoOverMax, 0)
+		near(t, "double burst ExcessMax", s.ExcessMax, 1)
+		near(t, "double burst EstimateOverMax", s.EstimateOverMax, 1)
+		near(t, "double burst WrongAdmitRate", s.WrongAdmitRate, 0.5)
+	}
+}
+
+// The sliding-log oracle: the exact log is both references.
+func TestLogOracle(t *testing.T) {
+	p := Params{Geometry: window.NewSliding(time.Second, 1), Limit: 10, Algorithm: policy.SlidingLog}
+	var rs []record.Record
+	for i := range 10 {
+		rs = append(rs, rec(int64(i), 0, 0, true), rec(sec+int64(i), 0, 1, true))
+	}
+	rs = append(rs, rec(sec+10, 0, 0, true)) // the 11th in (t−W, t]
+	s := Analyze(rs, p).Summary
+	near(t, "OverMax", s.OverMax, 0.1)
+	near(t, "AlgoOverMax", s.AlgoOverMax, 0)
+	near(t, "WrongAdmitRate", s.WrongAdmitRate, 1.0/21)
 }

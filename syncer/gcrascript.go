@@ -1,0 +1,51 @@
+package syncer
+
+import "github.com/redis/go-redis/v9"
+
+// gcraScript decides one check of a Strict TokenBucket or GCRA rule on the
+// store's clock, with the admission test of window.GCRA: cost n is admitted
+// at t if and only if debt + n·T ≤ τ, where debt = max(TAT − t, 0), and
+// then TAT becomes t + debt + n·T.
+//
+// The key is a string holding the TAT in ns since the Unix epoch, written
+// as decimal seconds followed by exactly nine digits of nanoseconds, and
+// kept until it has passed (a key whose TAT has passed is a full bucket, as
+// a missing one). The arithmetic stays exact in Lua's doubles: the time is
+// kept as (seconds, nanoseconds) and only the debt, at most τ + n·T ≤ 2^53
+// ns (policy.MaxStrictTolerance), is ever one number. A value that does not parse
+// is taken for a full bucket and overwritten by the next admission.
+//
+// KEYS[1] the key. ARGV: T ns, τ ns, n, "1" to peek (decide one unit,
+// record nothing).
+//
+// Returns: 1 if admitted (0 if not), the store's TIME seconds and
+// microseconds, and the debt after the decision in ns (TAT − now, ≥ 0).
+var gcraScript = redis.NewScript(`
+local t = redis.call('TIME')
+local sec = tonumber(t[1])
+local ns = tonumber(t[2]) * 1000
+local iv = tonumber(ARGV[1])
+local tau = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local debt = 0
+local v = redis.call('GET', KEYS[1])
+if v then
+  local vs, vn = string.match(v, '^(%d+)(%d%d%d%d%d%d%d%d%d)$')
+  if vs then
+    debt = (tonumber(vs) - sec) * 1000000000 + (tonumber(vn) - ns)
+    if debt < 0 then debt = 0 end
+  end
+end
+if debt + n * iv > tau then
+  return {0, t[1], t[2], debt}
+end
+if ARGV[4] == '1' then
+  return {1, t[1], t[2], debt}
+end
+debt = debt + n * iv
+local x = ns + debt
+local carry = math.floor(x / 1000000000)
+redis.call('SET', KEYS[1], string.format('%.0f%09.0f', sec + carry, x - carry * 1000000000),
+  'PX', string.format('%.0f', math.floor(debt / 1000000) + 1))
+return {1, t[1], t[2], debt}
+`)

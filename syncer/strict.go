@@ -1,0 +1,237 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/policy"
+)
+
+// GCRARule and LogRule are the Strict rules of the per-key algorithms
+// (TokenBucket and GCRA, SlidingLog): every check is one call of the
+// algorithm's own script (gcrascript.go, logscript.go), which decides it on
+// the store's clock (Redis TIME inside the script) and the key's state in
+// the store. They share nothing with the window rules' sync: no pending
+// counts, no reservations queued for the loop. A check calls the store from
+// its own goroutine and waits at most Config.Timeout or its context's
+// deadline, whichever comes first, whether or not the client's socket reads
+// honour context deadlines.
+//
+// A check whose wait ends before the reply (ErrTimeout, a cancelled
+// context) may still have been admitted by the store: the store then
+// counts a unit the caller did not get, which errs on the safe side. A
+// failed round trip other than a Redis error reply marks the store
+// unhealthy, as a failed sync does; the next heartbeat marks it healthy
+// again.
+//
+// Their Redis keys are "<prefix>:{<rule>:<key>}:<kind>", kind naming the
+// algorithm and the parameters its state depends on, so that a rule whose
+// parameters change does not read a state of other units; the braces make
+// the key its own Redis Cluster hash tag, as the window rules' keys.
+
+// strictRule is what GCRARule and LogRule share: the syncer, the key names.
+type strictRule struct {
+	s      *Syncer
+	prefix string // "<prefix>:{<name>:"
+	suffix string // "}:<kind>"
+}
+
+func (s *Syncer) newStrict(name, kind string) strictRule {
+	return strictRule{s: s, prefix: s.cfg.Prefix + ":{" + name + ":", suffix: "}:" + kind}
+}
+
+// KeyName returns the Redis key of a limiter key of the rule.
+func (r *strictRule) KeyName(key string) string {
+	b := make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8)
+	b = append(b, r.prefix...)
+	b = EncodeKey(b, key)
+	b = append(b, r.suffix...)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+}
+
+// call runs script on key with args and returns its reply, waiting at most
+// the syncer's Timeout or ctx's deadline.
+func (r *strictRule) call(ctx context.Context, script *redis.Script, key string, args ...any) ([]int64, error) {
+	s := r.s
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if !s.healthy.Load() {
+		return nil, ErrUnavailable
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	type reply struct {
+		v   []int64
+		err error
+	}
+	done := make(chan reply, 1)
+	// The round trip gets the operation timeout (at least the check's): a
+	// reply that comes after the check gave up still tells the store's
+	// health.
+	op, cancel := context.WithTimeout(s.life, max(s.cfg.OpTimeout, s.cfg.Timeout))
+	keys := []string{r.KeyName(key)}
+	s.stats.roundTrips.Add(1)
+	s.stats.commands.Add(1)
+	go func() {
+		defer cancel()
+		start := time.Now()
+		v, err := script.Run(op, s.cfg.Client, keys, args...).Int64Slice()
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.Urgent(start, time.Since(start), 1, 1, err)
+		}
+		if err != nil {
+			s.failed(err)
+			var rerr redis.Error
+			if !errors.As(err, &rerr) && !errors.Is(err, context.Canceled) {
+				s.setHealth(false, fmt.Errorf("syncer: strict check: %w", err))
+			}
+		} else {
+			s.stats.reservations.Add(1)
+		}
+		done <- reply{v, err}
+	}()
+	timer := time.NewTimer(s.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case rep := <-done:
+		if rep.err != nil {
+			var rerr redis.Error
+			if errors.As(rep.err, &rerr) {
+				return nil, fmt.Errorf("syncer: strict check of %q: %w", keys[0], rep.err)
+			}
+			// The cause is not wrapped: a deadline of the round trip's own
+			// is not the caller's context ending.
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, rep.err)
+		}
+		return rep.v, nil
+	case <-timer.C:
+		return nil, ErrTimeout
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.done:
+		return nil, ErrClosed
+	}
+}
+
+// storeTime turns the script's TIME (seconds, microseconds) into ns.
+func storeTime(sec, usec int64) int64 { return sec*int64(time.Second) + usec*int64(time.Microsecond) }
+
+// GCRARule is a TokenBucket or GCRA rule in Strict mode: each check is one
+// call of gcraScript.
+type GCRARule struct {
+	strictRule
+	interval int64
+	tau      int64
+}
+
+// GCRAAnswer is the store's decision on a check of a GCRARule.
+type GCRAAnswer struct {
+	// Admitted reports whether the store admitted the cost.
+	Admitted bool
+	// At is the store's time of the decision, in ns (Redis TIME: whole µs).
+	At int64
+	// TAT is the key's theoretical arrival time after the decision, in ns:
+	// At plus its debt, and At for a full bucket.
+	TAT int64
+}
+
+// AddGCRA returns the Strict rule named name of a GCRA with emission
+// interval (ns) and burst: its keys' states are kept in the store. It may
+// be called before or after Start.
+func (s *Syncer) AddGCRA(name string, interval, burst int64) (*GCRARule, error) {
+	switch {
+	case interval < 1 || burst < 1:
+		return nil, fmt.Errorf("syncer: rule %q: GCRA interval %d ns and burst %d must be positive", name, interval, burst)
+	case burst > int64(policy.MaxStrictTolerance)/interval:
+		return nil, fmt.Errorf("syncer: rule %q: Burst·Interval %d·%v exceeds %v", name, burst, time.Duration(interval), policy.MaxStrictTolerance)
+	}
+	kind := "gcra:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(burst, 10)
+	return &GCRARule{strictRule: s.newStrict(name, kind), interval: interval, tau: burst * interval}, nil
+}
+
+// Decide asks the store to decide cost n for key; with peek it decides
+// nothing and records nothing, and Admitted reports whether one unit fits.
+func (r *GCRARule) Decide(ctx context.Context, key string, n int64, peek bool) (GCRAAnswer, error) {
+	p := "0"
+	if peek {
+		p, n = "1", 1
+	}
+	v, err := r.call(ctx, gcraScript, key, r.interval, r.tau, n, p)
+	if err != nil {
+		return GCRAAnswer{}, err
+	}
+	if len(v) != 4 {
+		return GCRAAnswer{}, fmt.Errorf("syncer: gcra script: unexpected reply %v", v)
+	}
+	at := storeTime(v[1], v[2])
+	return GCRAAnswer{Admitted: v[0] == 1, At: at, TAT: at + v[3]}, nil
+}
+
+// LogRule is a SlidingLog rule in Strict mode: each check is one call of
+// logScript.
+type LogRule struct {
+	strictRule
+	windowUs int64
+	limit    int64
+}
+
+// LogAnswer is the store's decision on a check of a LogRule, with the log as
+// it was after it.
+type LogAnswer struct {
+	// Admitted reports whether the store admitted the cost.
+	Admitted bool
+	// At is the store's time of the decision, in ns (whole µs).
+	At int64
+	// Count is the units in the window (At−Window, At] after the decision.
+	Count int64
+	// Newest is the time of the newest unit in the window, in ns; -1 if
+	// there is none.
+	Newest int64
+	// Retry is, for a denial of a cost of at most Limit, the time of the
+	// unit whose leaving the window makes room for the cost, in ns; -1
+	// otherwise.
+	Retry int64
+}
+
+// AddLog returns the Strict rule named name of a sliding log of limit
+// units per window (a whole number of µs): its keys' logs are kept in the
+// store. It may be called before or after Start.
+func (s *Syncer) AddLog(name string, window time.Duration, limit int64) (*LogRule, error) {
+	if window < time.Microsecond || window%time.Microsecond != 0 || limit < 1 {
+		return nil, fmt.Errorf("syncer: rule %q: sliding log of %d per %v: the window must be a positive whole number of µs, the limit positive", name, limit, window)
+	}
+	us := int64(window / time.Microsecond)
+	return &LogRule{strictRule: s.newStrict(name, "log:"+strconv.FormatInt(us, 10)), windowUs: us, limit: limit}, nil
+}
+
+// Decide asks the store to decide cost n for key; with peek it decides
+// nothing and records nothing (expired units may still be dropped), and
+// Admitted reports whether one unit fits.
+func (r *LogRule) Decide(ctx context.Context, key string, n int64, peek bool) (LogAnswer, error) {
+	p := "0"
+	if peek {
+		p, n = "1", 1
+	}
+	v, err := r.call(ctx, logScript, key, r.windowUs, r.limit, n, p)
+	if err != nil {
+		return LogAnswer{}, err
+	}
+	if len(v) != 5 {
+		return LogAnswer{}, fmt.Errorf("syncer: log script: unexpected reply %v", v)
+	}
+	us := func(x int64) int64 {
+		if x < 0 {
+			return -1
+		}
+		return x * int64(time.Microsecond)
+	}
+	return LogAnswer{Admitted: v[0] == 1, At: us(v[1]), Count: v[2], Newest: us(v[3]), Retry: us(v[4])}, nil
+}
