@@ -14,44 +14,81 @@ import (
 const CapacityKey = "*"
 
 // Elastic rules (policy.Rule.Ceiling): the engine counts a key up to
-// Ceiling; an admission that takes the key past its Limit (into the elastic
-// band) stands only if the shared capacity rule admits it too, and is taken
-// back otherwise. Every admission of the rule is counted against the
-// capacity while it has room, so the capacity measures the rule's whole
-// traffic: a lone heavy key gets the room the others leave, and loses it as
-// soon as their traffic fills the capacity. A key within its Limit is never
-// denied by the capacity.
+// Ceiling. Every admission of an elastic rule is also counted on its
+// capacity's meter: a rule named "<capacity>.elastic" that the limiter adds,
+// with the capacity rule's window and mode and twice its limit, so that it
+// keeps counting while the capacity is full. An admission that takes the
+// key past its Limit (into the elastic band) stands only if the meter, with
+// it, is within the capacity's Limit; otherwise it is taken back (from the
+// meter too) and denied. So a lone heavy key gets the room the others
+// leave, and is held to its Limit as soon as their traffic, in-limit
+// traffic included, fills the capacity. A key within its Limit is never
+// denied by the capacity. The capacity rule itself is not touched: check it
+// directly to limit the whole service too.
+
+// MeterSuffix ends the name of the meter the limiter adds for each capacity
+// rule of an elastic rule: Peek("<capacity>.elastic", CapacityKey) shows how
+// much of the capacity the elastic rules use.
+const MeterSuffix = ".elastic"
 
 // elasticTake is what a check of an elastic rule counted: the rule's
-// admission (rc) and the capacity's (crc), for a refund.
+// admission (rc) and the meter's (crc), for a refund.
 type elasticTake struct {
 	rc, crc             engine.Receipt
 	counted, capCounted bool
 }
 
-// linkCapacity finds each elastic rule's capacity rule.
+// linkCapacity adds the meter of each capacity rule that an elastic rule
+// names, and links the elastic rules to it.
 func (l *Limiter) linkCapacity(rules []policy.Rule) error {
 	for _, pr := range rules {
 		if pr.Capacity == "" {
 			continue
 		}
-		c := l.rules[pr.Capacity]
+		var cp *policy.Rule
+		for i := range rules {
+			if rules[i].Name == pr.Capacity {
+				cp = &rules[i]
+			}
+		}
 		switch {
-		case c == nil:
+		case cp == nil:
 			return fmt.Errorf("%w %q: Capacity %q is not a rule of this limiter: pass the capacity rule to New too", policy.ErrInvalidRule, pr.Name, pr.Capacity)
-		case c.capacity != nil || l.isElastic(rules, c.name):
+		case cp.Capacity != "":
 			return fmt.Errorf("%w %q: Capacity %q is itself elastic: a capacity rule must be a plain rule", policy.ErrInvalidRule, pr.Name, pr.Capacity)
 		}
-		l.rules[pr.Name].capacity = c
+		name := cp.Name + MeterSuffix
+		m := l.rules[name]
+		if m == nil {
+			meter := *cp
+			meter.Name = name
+			meter.Limit = min(2*cp.Limit, policy.MaxLimit)
+			meter.Soft, meter.Shadow = 0, false
+			if err := meter.Validate(); err != nil {
+				return fmt.Errorf("%w %q: the meter of its Capacity %q: %v", policy.ErrInvalidRule, pr.Name, pr.Capacity, err)
+			}
+			if err := l.addRule(meter); err != nil {
+				return err
+			}
+			m = l.rules[name]
+		} else if m.limit != meter2(cp.Limit) || l.isUser(rules, name) {
+			return fmt.Errorf("%w %q: a rule is named %q, the name of its Capacity's meter: rename it", policy.ErrInvalidRule, pr.Name, name)
+		}
+		r := l.rules[pr.Name]
+		r.capacity, r.capLimit = m, cp.Limit
+		r.capRetry = max(cp.SubWindow(), cp.Interval(), 1)
 	}
 	return nil
 }
 
-// isElastic reports whether the rule named name has a Capacity.
-func (l *Limiter) isElastic(rules []policy.Rule, name string) bool {
+// meter2 is a meter's limit for a capacity of limit c.
+func meter2(c int64) int64 { return min(2*c, policy.MaxLimit) }
+
+// isUser reports whether rules has one named name.
+func (l *Limiter) isUser(rules []policy.Rule, name string) bool {
 	for _, pr := range rules {
 		if pr.Name == name {
-			return pr.Capacity != ""
+			return true
 		}
 	}
 	return false
@@ -64,8 +101,8 @@ func (l *Limiter) allowElastic(ctx context.Context, r *rule, key string, n int64
 }
 
 // takeElastic decides n for key under elastic rule r: the rule's engine up
-// to its Ceiling, then the capacity, which an admission into the elastic
-// band needs. The Decision speaks of Limit.
+// to its Ceiling, then the meter, within the capacity's Limit for an
+// admission into the elastic band. The Decision speaks of Limit.
 func (l *Limiter) takeElastic(ctx context.Context, r *rule, key string, n int64) (Decision, elasticTake, error) {
 	var et elasticTake
 	res, rc, err := r.eng.Take(ctx, key, n)
@@ -78,22 +115,20 @@ func (l *Limiter) takeElastic(ctx context.Context, r *rule, key string, n int64)
 	et.rc, et.counted = rc, true
 	// Past Limit: the room left under Ceiling is less than the band.
 	band := res.Remaining < r.extra
-	c := r.capacity
-	cres, crc, cerr := c.eng.Take(ctx, CapacityKey, n)
-	c.counts.Check(engine.OutcomeOf(cres.Allowed, cerr))
-	if cerr == nil && cres.Allowed {
-		et.crc, et.capCounted = crc, true
-	} else if band {
-		// The capacity is full (or could not be asked): hold the key to
-		// its Limit.
-		r.eng.Refund(key, n, rc)
-		et.counted = false
+	m := r.capacity
+	mres, mrc, merr := m.eng.Take(ctx, CapacityKey, n)
+	m.counts.Check(engine.OutcomeOf(mres.Allowed, merr))
+	if merr == nil && mres.Allowed {
+		et.crc, et.capCounted = mrc, true
+	}
+	if band && (!et.capCounted || m.limit-mres.Remaining > r.capLimit) {
+		// The capacity is full (or its meter could not be asked): hold
+		// the key to its Limit.
+		r.refund(key, n, et)
+		et = elasticTake{}
 		d.Allowed = false
 		d.Remaining = 0
-		d.RetryAfter = cres.RetryAfter
-		if d.RetryAfter <= 0 {
-			d.RetryAfter = max(d.ResetAfter, 1)
-		}
+		d.RetryAfter = r.capRetry
 	}
 	d, err = r.shape(d, nil)
 	return d, et, err

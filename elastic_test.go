@@ -88,9 +88,12 @@ func TestElasticRemaining(t *testing.T) {
 		got = append(got, d.Remaining)
 	}
 	assert.Equal(t, []int64{9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0}, got)
-	s, err := l.Peek("service", sluice.CapacityKey)
+	s, err := l.Peek("service"+sluice.MeterSuffix, sluice.CapacityKey)
 	require.NoError(t, err)
-	assert.Equal(t, int64(88), s.Remaining, "every admission counts against the capacity")
+	assert.Equal(t, int64(200-12), s.Remaining, "every admission counts on the capacity's meter")
+	s, err = l.Peek("service", "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(100), s.Remaining, "the capacity rule itself is untouched")
 }
 
 // TestElasticAllowAll: a denial by another check takes back the elastic
@@ -105,9 +108,9 @@ func TestElasticAllowAll(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, i == 0, d.Allowed)
 	}
-	s, err := l.Peek("service", sluice.CapacityKey)
+	s, err := l.Peek("service"+sluice.MeterSuffix, sluice.CapacityKey)
 	require.NoError(t, err)
-	assert.Equal(t, int64(99), s.Remaining)
+	assert.Equal(t, int64(199), s.Remaining)
 	k, err := l.Peek("client", "k")
 	require.NoError(t, err)
 	assert.Equal(t, int64(9), k.Remaining)
@@ -144,6 +147,22 @@ func TestElasticValidation(t *testing.T) {
 		service)
 	require.ErrorIs(t, err, policy.ErrInvalidRule)
 	assert.Contains(t, err.Error(), "itself elastic")
+	_, err = sluice.New(sluice.Options{}, append([]policy.Rule{{Name: "service.elastic", Limit: 10, Window: time.Minute}}, elasticRules...)...)
+	require.ErrorIs(t, err, policy.ErrInvalidRule)
+	assert.Contains(t, err.Error(), "rename it")
+}
+
+// TestElasticBusyInLimit: clients within their Limit fill the capacity on
+// their own; a heavy client then gets nothing past its Limit, although the
+// capacity rule never denied anyone.
+func TestElasticBusyInLimit(t *testing.T) {
+	t.Parallel()
+	c := newFakeClock(1_800_000_000 * int64(time.Second))
+	l := newAlgoLimiter(t, c, elasticRules...)
+	for i := range 15 { // 150 in-limit requests: 1.5 times the capacity
+		assert.Equal(t, 10, allowMany(t, l, fmt.Sprint("b", i), 10))
+	}
+	assert.Equal(t, 10, allowMany(t, l, "heavy", 60), "held to its Limit")
 }
 
 // Elastic throttling: each client may make 10 requests a minute, and up to

@@ -61,9 +61,11 @@ type rule struct {
 	extra   int64 // the soft band: what the engine admits past limit (policy.Rule.Soft)
 	shadow  bool  // policy.Rule.Shadow: never deny
 	refunds bool  // engine.CanRefund: AllowAll can take its admissions back
-	// capacity is the shared capacity rule of an elastic rule
+	// capacity is the meter of an elastic rule's capacity rule
 	// (policy.Rule.Ceiling; elastic.go), nil for the others.
 	capacity *rule
+	capLimit int64          // the capacity rule's Limit
+	capRetry time.Duration  // RetryAfter of a denial at the capacity: its sub-window
 	counts   *engine.Counts // nil: checks not counted (no-op MeterProvider)
 }
 

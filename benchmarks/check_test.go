@@ -26,9 +26,13 @@ import (
 // The key sets of the per-key benchmarks. Each is built on first use, outside
 // every timed loop, and its draws are checked by TestDistributions.
 var (
-	setOnce  = map[string]*sync.Once{"hot": {}, "10k": {}, "1M-zipf": {}}
+	setOnce  = map[string]*sync.Once{"hot": {}, "10k": {}, "1M-zipf": {}, "1M-zipf1.0": {}, "churn": {}}
 	setCache sync.Map
-	setNames = []string{"hot", "10k", "1M-zipf"}
+	setNames = []string{"hot", "10k", "1M-zipf", "1M-zipf1.0", "churn"}
+	// remoteSets are the sets of the checks through Redis: a round trip
+	// costs the same whatever the local caches hold, so the flatter Zipf and
+	// the churn set would add minutes and nothing else.
+	remoteSets = []string{"hot", "10k", "1M-zipf"}
 )
 
 func keySet(name string) *KeySet {
@@ -41,6 +45,10 @@ func keySet(name string) *KeySet {
 			ks = Uniform("10k", 10_000, 20, 1)
 		case "1M-zipf":
 			ks = Zipf("1M-zipf", ZipfKeys, ZipfS, 22, 2)
+		case "1M-zipf1.0":
+			ks = Zipf("1M-zipf1.0", ZipfKeys, ZipfFlatS, 22, 3)
+		case "churn":
+			ks = Churn("churn", ChurnKeys, ChurnLive, 22, 4)
 		}
 		setCache.Store(name, ks)
 	})
@@ -169,12 +177,21 @@ func wantWord(want bool) string {
 // sluice-eventual runs with the default 100 ms SyncInterval, the syncer
 // pushing what the loop admits; sluice-eventual-idle has SyncInterval 1h
 // (the check alone). The deny path is measured with the idle syncer only
-// (see benchSluice). The floor has no deny path.
+// (see benchSluice). The floor has no deny path, and the churn set none
+// either: its keys are new, far from any limit.
+//
+// On the churn set every library starts each run empty and meets the keys in
+// the timed loop (see perLeaf). Every loop is metered (cpuMeter:
+// bg-cpu-ms/s); sluice eventual also reports its syncer's key-syncs and
+// Redis's CPU time per second of the loop (keysyncs/s, redis-cpu-ms/s).
 func BenchmarkCheck(b *testing.B) {
 	for _, set := range setNames {
 		b.Run("set="+set, func(b *testing.B) {
 			ks := keySet(set)
 			for _, path := range []string{"allow", "deny"} {
+				if path == "deny" && ks.Live > 0 {
+					continue
+				}
 				b.Run("path="+path, func(b *testing.B) {
 					want := path == "allow"
 					if want {
@@ -198,7 +215,7 @@ func BenchmarkCheck(b *testing.B) {
 // remoteGoroutines goroutines.
 func BenchmarkCheckRemote(b *testing.B) {
 	par := max(1, (remoteGoroutines+runtime.GOMAXPROCS(0)-1)/runtime.GOMAXPROCS(0))
-	for _, set := range setNames {
+	for _, set := range remoteSets {
 		b.Run("set="+set, func(b *testing.B) {
 			ks := keySet(set).Head(remoteDraws)
 			for _, path := range []string{"allow", "deny"} {
@@ -235,9 +252,30 @@ func BenchmarkTimeNow(b *testing.B) {
 	})
 }
 
-// floorMap is the floor's map: a counter for every key of ks, after a GC.
+// perLeaf returns how the leaves (mode=serial, mode=parallel) of one
+// library's benchmark get their instance. For a churn set: a fresh one at
+// each call, built with the leaf's b while its timer is stopped, so that in
+// every run the keys appear while timing. Otherwise: one built now with
+// parent's b (setup outside every timed loop), shared by the leaves.
+func perLeaf[T any](parent *testing.B, ks *KeySet, build func(b *testing.B) T) func(b *testing.B) T {
+	if ks.Live > 0 {
+		return func(b *testing.B) T {
+			b.StopTimer()
+			defer b.StartTimer()
+			return build(b)
+		}
+	}
+	x := build(parent)
+	return func(*testing.B) T { return x }
+}
+
+// floorMap is the floor's map: a counter for every key of ks, after a GC;
+// for a churn set, an empty map (the loops add the keys as they appear).
 func floorMap(ks *KeySet) *xsync.MapOf[string, *atomic.Int64] {
 	runtime.GC()
+	if ks.Live > 0 {
+		return xsync.NewMapOf[string, *atomic.Int64]()
+	}
 	m := xsync.NewMapOf[string, *atomic.Int64](xsync.WithPresize(len(ks.Keys)))
 	for _, k := range ks.Keys {
 		m.Store(k, new(atomic.Int64))
@@ -246,26 +284,49 @@ func floorMap(ks *KeySet) *xsync.MapOf[string, *atomic.Int64] {
 	return m
 }
 
-// benchFloor is the floor: an xsync.MapOf load plus one atomic add.
+// floorNew returns key's counter, adding it: the floor's path for a key it
+// meets for the first time (churn). Out of line, so that the loops stay as
+// small as a bare load and add.
+//
+//go:noinline
+func floorNew(m *xsync.MapOf[string, *atomic.Int64], key string) *atomic.Int64 {
+	v, _ := m.LoadOrCompute(key, func() *atomic.Int64 { return new(atomic.Int64) })
+	return v
+}
+
+// benchFloor is the floor: an xsync.MapOf load plus one atomic add (on the
+// churn set, a load or store).
 func benchFloor(b *testing.B, ks *KeySet) {
-	m := floorMap(ks)
+	get := perLeaf(b, ks, func(*testing.B) *xsync.MapOf[string, *atomic.Int64] { return floorMap(ks) })
 	s, mask := ks.Sample, ks.Mask
 	b.Run("mode=serial", func(b *testing.B) {
+		m := get(b)
 		b.ReportAllocs()
+		cm := meter(b, true)
 		for i := 0; b.Loop(); i++ {
-			v, _ := m.Load(s[i&mask])
+			v, ok := m.Load(s[i&mask])
+			if !ok {
+				v = floorNew(m, s[i&mask])
+			}
 			if v.Add(1) <= 0 {
 				b.Fatal("floor overflowed")
 			}
 		}
+		cm.report()
 	})
 	b.Run("mode=parallel", func(b *testing.B) {
+		m := get(b)
 		b.ReportAllocs()
 		var g atomic.Uint64
+		cm := meter(b, false)
 		b.RunParallel(func(pb *testing.PB) {
+			defer cm.loop()()
 			i := ks.Start(g.Add(1))
 			for pb.Next() {
-				v, _ := m.Load(s[i&mask])
+				v, ok := m.Load(s[i&mask])
+				if !ok {
+					v = floorNew(m, s[i&mask])
+				}
 				if v.Add(1) <= 0 {
 					b.Error("floor overflowed")
 					return
@@ -273,6 +334,7 @@ func benchFloor(b *testing.B, ks *KeySet) {
 				i++
 			}
 		})
+		cm.report()
 	})
 }
 
@@ -292,28 +354,35 @@ type floorAPI struct {
 func (f *floorAPI) AllowN(_ context.Context, _, key string, n int64) (sluice.Decision, error) {
 	v, ok := f.m.Load(key)
 	if !ok {
-		return sluice.Decision{}, fmt.Errorf("floor-api: unknown key %q", key)
+		v = floorNew(f.m, key)
 	}
 	return sluice.Decision{Allowed: true, Limit: allowLimit, Remaining: allowLimit - v.Add(n), ResetAfter: window}, nil
 }
 
 // benchFloorAPI measures floorAPI with benchSluice's loops (allow path).
 func benchFloorAPI(b *testing.B, ks *KeySet) {
-	f := &floorAPI{m: floorMap(ks)}
+	get := perLeaf(b, ks, func(*testing.B) *floorAPI { return &floorAPI{m: floorMap(ks)} })
 	ctx := context.Background()
 	s, mask := ks.Sample, ks.Mask
 	b.Run("mode=serial", func(b *testing.B) {
+		f := get(b)
 		b.ReportAllocs()
+		cm := meter(b, true)
 		for i := 0; b.Loop(); i++ {
 			if d, err := f.AllowN(ctx, ruleName, s[i&mask], 1); !d.Allowed || err != nil {
 				b.Fatalf("%s: %+v, %v", s[i&mask], d, err)
 			}
 		}
+		cm.report()
 	})
 	b.Run("mode=parallel", func(b *testing.B) {
+		f := get(b)
 		b.ReportAllocs()
 		var g atomic.Uint64
+		cm := meter(b, false)
+		defer cm.report()
 		b.RunParallel(func(pb *testing.PB) {
+			defer cm.loop()()
 			i := ks.Start(g.Add(1))
 			for pb.Next() {
 				if d, err := f.AllowN(ctx, ruleName, s[i&mask], 1); !d.Allowed || err != nil {
@@ -353,7 +422,74 @@ func benchFloorAPI(b *testing.B, ks *KeySet) {
 //   - Strict: every check is a store round trip. Allow: nothing to warm.
 //     Deny: Limit 1, and one check on every key the remote sample draws
 //     (see remoteDraws), concurrently so that the syncer batches them.
+//   - Churn set (allow path, Local and Eventual): nothing; every run gets
+//     a fresh limiter (perLeaf) whose keys appear in the timed loop.
 func benchSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEvery time.Duration, par int) {
+	type inst struct {
+		l *sluice.Limiter
+		c *redis.Client // nil for Local
+	}
+	get := perLeaf(b, ks, func(b *testing.B) inst {
+		l, c := newSluice(b, ks, want, mode, syncEvery)
+		return inst{l, c}
+	})
+	if mode == policy.Strict {
+		benchStrict(b, get(b).l, ks, want, par)
+		return
+	}
+	ctx := context.Background()
+	s, mask := ks.Sample, ks.Mask
+	syncing := mode == policy.Eventual && syncEvery < time.Hour
+	b.Run("mode=serial", func(b *testing.B) {
+		in := get(b)
+		l := in.l
+		b.ReportAllocs()
+		sm := startSyncMeter(b, in.l, in.c, syncing)
+		cm := meter(b, true)
+		timed(func() {
+			for i := 0; b.Loop(); i++ {
+				if d, err := l.Allow(ctx, ruleName, s[i&mask]); d.Allowed != want || err != nil {
+					b.Fatalf("%s: %s (%+v, %v)", s[i&mask], wantWord(want), d, err)
+				}
+			}
+		})
+		cm.report()
+		sm.report()
+	})
+	b.Run("mode=parallel", func(b *testing.B) {
+		in := get(b)
+		l := in.l
+		b.ReportAllocs()
+		b.SetParallelism(par)
+		var g atomic.Uint64
+		b.StopTimer()
+		sm := startSyncMeter(b, in.l, in.c, syncing)
+		b.StartTimer()
+		cm := meter(b, false)
+		timed(func() {
+			b.RunParallel(func(pb *testing.PB) {
+				defer cm.loop()()
+				i := ks.Start(g.Add(1))
+				for pb.Next() {
+					if d, err := l.Allow(ctx, ruleName, s[i&mask]); d.Allowed != want || err != nil {
+						b.Errorf("%s: %s (%+v, %v)", s[i&mask], wantWord(want), d, err)
+						return
+					}
+					i++
+				}
+			})
+		})
+		cm.report()
+		b.StopTimer()
+		sm.report()
+		b.StartTimer()
+	})
+}
+
+// newSluice builds and fills the limiter benchSluice measures (see there);
+// b's cleanups close it and empty the Redis it used. On a churn set it
+// tracks no key: they appear in the timed loops.
+func newSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEvery time.Duration) (*sluice.Limiter, *redis.Client) {
 	runtime.GC()
 	opts := sluice.Options{ErrorBudget: 1, SyncInterval: syncEvery, MaxKeys: 2 * len(ks.Keys)}
 	var c *redis.Client
@@ -362,6 +498,10 @@ func benchSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEver
 		c = srv.Client(4 * remoteGoroutines)
 		opts.Redis, opts.Prefix = c, newPrefix()
 		warmPool(b, c, 2*remoteGoroutines)
+		// Runs last: the next benchmark starts on an empty Redis, as the
+		// first one did (a 1M-key set leaves some 350 MB behind, and a
+		// larger keyspace makes every later command dearer).
+		b.Cleanup(func() { flushRedis(b, srv) })
 	}
 	rule := policy.Rule{Name: ruleName, Limit: allowLimit, Window: window, Mode: mode}
 	if !want {
@@ -380,6 +520,10 @@ func benchSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEver
 	b.Cleanup(func() { _ = l.Close() })
 	if c != nil {
 		b.Cleanup(func() { _ = c.Close() })
+	}
+	if ks.Live > 0 {
+		runtime.GC()
+		return l, c
 	}
 	ctx := context.Background()
 	admit := func(k string) error {
@@ -440,38 +584,54 @@ func benchSluice(b *testing.B, ks *KeySet, want bool, mode policy.Mode, syncEver
 		flush()
 	}
 	runtime.GC()
-	s, mask := ks.Sample, ks.Mask
-	if mode == policy.Strict {
-		benchStrict(b, l, ks, want, par)
+	return l, c
+}
+
+// flushRedis empties the shared Redis (FLUSHALL) with a client of its own.
+func flushRedis(b *testing.B, srv *Redis) {
+	c := srv.Client(1)
+	defer c.Close()
+	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		b.Errorf("emptying Redis after the benchmark: %v", err)
+	}
+}
+
+// syncMeter measures, around a loop of sluice eventual with its syncer
+// running, the key-syncs its syncer made (Stats) and the CPU time Redis
+// spent (INFO cpu), per second of wall time: keysyncs/s, redis-cpu-ms/s.
+type syncMeter struct {
+	b     *testing.B
+	l     *sluice.Limiter
+	c     *redis.Client
+	start time.Time
+	ks    int64
+	cpu   float64
+}
+
+// startSyncMeter starts a syncMeter; nil (which reports nothing) unless on.
+func startSyncMeter(b *testing.B, l *sluice.Limiter, c *redis.Client, on bool) *syncMeter {
+	if !on || c == nil {
+		return nil
+	}
+	cpu, err := CPUSeconds(context.Background(), c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &syncMeter{b: b, l: l, c: c, start: time.Now(), ks: l.Stats().Sync.KeySyncs, cpu: cpu}
+}
+
+func (m *syncMeter) report() {
+	if m == nil {
 		return
 	}
-	b.Run("mode=serial", func(b *testing.B) {
-		b.ReportAllocs()
-		timed(func() {
-			for i := 0; b.Loop(); i++ {
-				if d, err := l.Allow(ctx, ruleName, s[i&mask]); d.Allowed != want || err != nil {
-					b.Fatalf("%s: %s (%+v, %v)", s[i&mask], wantWord(want), d, err)
-				}
-			}
-		})
-	})
-	b.Run("mode=parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetParallelism(par)
-		var g atomic.Uint64
-		timed(func() {
-			b.RunParallel(func(pb *testing.PB) {
-				i := ks.Start(g.Add(1))
-				for pb.Next() {
-					if d, err := l.Allow(ctx, ruleName, s[i&mask]); d.Allowed != want || err != nil {
-						b.Errorf("%s: %s (%+v, %v)", s[i&mask], wantWord(want), d, err)
-						return
-					}
-					i++
-				}
-			})
-		})
-	})
+	sec := time.Since(m.start).Seconds()
+	ks := m.l.Stats().Sync.KeySyncs - m.ks
+	cpu, err := CPUSeconds(context.Background(), m.c)
+	if err != nil {
+		m.b.Fatal(err)
+	}
+	m.b.ReportMetric(float64(ks)/sec, "keysyncs/s")
+	m.b.ReportMetric((cpu-m.cpu)*1e3/sec, "redis-cpu-ms/s")
 }
 
 // timed runs f with the pprof label phase=timed, which the goroutines it
@@ -542,6 +702,12 @@ func benchStrict(b *testing.B, l *sluice.Limiter, ks *KeySet, want bool, par int
 // benchSethvargo measures github.com/sethvargo/go-limiter's memorystore (a
 // token bucket per key behind one RWMutex-guarded map).
 func benchSethvargo(b *testing.B, ks *KeySet, want bool) {
+	runStore(b, ks, want, perLeaf(b, ks, func(b *testing.B) limiter.Store { return newSethvargo(b, ks, want) }))
+}
+
+// newSethvargo builds and fills the store benchSethvargo measures (on a
+// churn set, empty).
+func newSethvargo(b *testing.B, ks *KeySet, want bool) limiter.Store {
 	runtime.GC()
 	cfg := &memorystore.Config{Tokens: allowLimit, Interval: window}
 	if !want {
@@ -552,6 +718,9 @@ func benchSethvargo(b *testing.B, ks *KeySet, want bool) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close(context.Background()) })
+	if ks.Live > 0 {
+		return st
+	}
 	ctx := context.Background()
 	for _, k := range ks.Keys {
 		if _, _, _, ok, err := st.Take(ctx, k); !ok || err != nil {
@@ -564,27 +733,34 @@ func benchSethvargo(b *testing.B, ks *KeySet, want bool) {
 			return ok, err
 		})
 	}
-	runStore(b, ks, want, st)
+	runtime.GC()
+	return st
 }
 
 // runStore is split out so the loops call the concrete store's method
 // through the limiter.Store interface, as its users do.
-func runStore(b *testing.B, ks *KeySet, want bool, st limiter.Store) {
+func runStore(b *testing.B, ks *KeySet, want bool, get func(*testing.B) limiter.Store) {
 	ctx := context.Background()
-	runtime.GC()
 	s, mask := ks.Sample, ks.Mask
 	b.Run("mode=serial", func(b *testing.B) {
+		st := get(b)
 		b.ReportAllocs()
+		cm := meter(b, true)
 		for i := 0; b.Loop(); i++ {
 			if _, _, _, ok, err := st.Take(ctx, s[i&mask]); ok != want || err != nil {
 				b.Fatalf("%s: %s (%v)", s[i&mask], wantWord(want), err)
 			}
 		}
+		cm.report()
 	})
 	b.Run("mode=parallel", func(b *testing.B) {
+		st := get(b)
 		b.ReportAllocs()
 		var g atomic.Uint64
+		cm := meter(b, false)
+		defer cm.report()
 		b.RunParallel(func(pb *testing.PB) {
+			defer cm.loop()()
 			i := ks.Start(g.Add(1))
 			for pb.Next() {
 				if _, _, _, ok, err := st.Take(ctx, s[i&mask]); ok != want || err != nil {
@@ -602,43 +778,62 @@ func runStore(b *testing.B, ks *KeySet, want bool, st limiter.Store) {
 // difference is the limiter). The rate is finite (a limit of rate.Inf would
 // skip the arithmetic); Allow reads time.Now on every call.
 func benchXRate(b *testing.B, ks *KeySet, want bool) {
-	runtime.GC()
 	newLim := func() *rate.Limiter {
 		if want {
 			return rate.NewLimiter(rate.Limit(float64(allowLimit)/window.Seconds()), allowLimit)
 		}
 		return rate.NewLimiter(rate.Every(window), denyLimit)
 	}
-	m := xsync.NewMapOf[string, *rate.Limiter](xsync.WithPresize(len(ks.Keys)))
-	get := func(k string) *rate.Limiter {
-		if l, ok := m.Load(k); ok {
+	type xrate = func(k string) *rate.Limiter
+	mk := perLeaf(b, ks, func(b *testing.B) xrate {
+		runtime.GC()
+		var m *xsync.MapOf[string, *rate.Limiter]
+		if ks.Live > 0 {
+			m = xsync.NewMapOf[string, *rate.Limiter]()
+		} else {
+			m = xsync.NewMapOf[string, *rate.Limiter](xsync.WithPresize(len(ks.Keys)))
+		}
+		get := func(k string) *rate.Limiter {
+			if l, ok := m.Load(k); ok {
+				return l
+			}
+			l, _ := m.LoadOrCompute(k, newLim)
 			return l
 		}
-		l, _ := m.LoadOrCompute(k, newLim)
-		return l
-	}
-	for _, k := range ks.Keys {
-		if !get(k).Allow() {
-			b.Fatalf("fill %s denied", k)
+		if ks.Live > 0 {
+			return get
 		}
-	}
-	if !want {
-		flood(b, ks, func(k string) (bool, error) { return get(k).Allow(), nil })
-	}
-	runtime.GC()
+		for _, k := range ks.Keys {
+			if !get(k).Allow() {
+				b.Fatalf("fill %s denied", k)
+			}
+		}
+		if !want {
+			flood(b, ks, func(k string) (bool, error) { return get(k).Allow(), nil })
+		}
+		runtime.GC()
+		return get
+	})
 	s, mask := ks.Sample, ks.Mask
 	b.Run("mode=serial", func(b *testing.B) {
+		get := mk(b)
 		b.ReportAllocs()
+		cm := meter(b, true)
 		for i := 0; b.Loop(); i++ {
 			if get(s[i&mask]).Allow() != want {
 				b.Fatalf("%s: %s", s[i&mask], wantWord(want))
 			}
 		}
+		cm.report()
 	})
 	b.Run("mode=parallel", func(b *testing.B) {
+		get := mk(b)
 		b.ReportAllocs()
 		var g atomic.Uint64
+		cm := meter(b, false)
+		defer cm.report()
 		b.RunParallel(func(pb *testing.PB) {
+			defer cm.loop()()
 			i := ks.Start(g.Add(1))
 			for pb.Next() {
 				if get(s[i&mask]).Allow() != want {
@@ -654,38 +849,51 @@ func benchXRate(b *testing.B, ks *KeySet, want bool) {
 // benchUlule measures github.com/ulule/limiter/v3 with its memory store (a
 // fixed-window counter per key).
 func benchUlule(b *testing.B, ks *KeySet, want bool) {
-	runtime.GC()
 	r := ulule.Rate{Period: window, Limit: allowLimit}
 	if !want {
 		r.Limit = denyLimit
 	}
-	lim := ulule.New(ululemem.NewStore(), r)
 	ctx := context.Background()
-	for _, k := range ks.Keys {
-		if c, err := lim.Get(ctx, k); c.Reached || err != nil {
-			b.Fatalf("fill %s: %+v %v", k, c, err)
+	mk := perLeaf(b, ks, func(b *testing.B) *ulule.Limiter {
+		runtime.GC()
+		lim := ulule.New(ululemem.NewStore(), r)
+		if ks.Live > 0 {
+			return lim
 		}
-	}
-	if !want {
-		flood(b, ks, func(k string) (bool, error) {
-			c, err := lim.Get(ctx, k)
-			return !c.Reached, err
-		})
-	}
-	runtime.GC()
+		for _, k := range ks.Keys {
+			if c, err := lim.Get(ctx, k); c.Reached || err != nil {
+				b.Fatalf("fill %s: %+v %v", k, c, err)
+			}
+		}
+		if !want {
+			flood(b, ks, func(k string) (bool, error) {
+				c, err := lim.Get(ctx, k)
+				return !c.Reached, err
+			})
+		}
+		runtime.GC()
+		return lim
+	})
 	s, mask := ks.Sample, ks.Mask
 	b.Run("mode=serial", func(b *testing.B) {
+		lim := mk(b)
 		b.ReportAllocs()
+		cm := meter(b, true)
 		for i := 0; b.Loop(); i++ {
 			if c, err := lim.Get(ctx, s[i&mask]); c.Reached == want || err != nil {
 				b.Fatalf("%s: %s (%v)", s[i&mask], wantWord(want), err)
 			}
 		}
+		cm.report()
 	})
 	b.Run("mode=parallel", func(b *testing.B) {
+		lim := mk(b)
 		b.ReportAllocs()
 		var g atomic.Uint64
+		cm := meter(b, false)
+		defer cm.report()
 		b.RunParallel(func(pb *testing.PB) {
+			defer cm.loop()()
 			i := ks.Start(g.Add(1))
 			for pb.Next() {
 				if c, err := lim.Get(ctx, s[i&mask]); c.Reached == want || err != nil {

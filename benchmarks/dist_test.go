@@ -12,7 +12,8 @@ import (
 
 // TestDistributions checks that each key set of the benchmarks is what its
 // name claims: one hot key; 10k keys drawn uniformly; 1M keys drawn with a
-// Zipf rank-frequency law of exponent ZipfS.
+// Zipf rank-frequency law of exponent ZipfS, and of ZipfFlatS; a churn set
+// whose keys each live a while, ChurnLive at a time.
 func TestDistributions(t *testing.T) {
 	for _, name := range setNames {
 		ks := keySet(name)
@@ -56,60 +57,110 @@ func TestDistributions(t *testing.T) {
 		}
 	})
 
-	t.Run("1M-zipf", func(t *testing.T) {
-		ks := keySet("1M-zipf")
-		if len(ks.Keys) != ZipfKeys {
-			t.Fatalf("%d keys, want %d", len(ks.Keys), ZipfKeys)
-		}
-		// The slope of log(frequency) against log(rank) over the ranks where
-		// counts are large (rank 1000 is drawn about 250 times) is -s.
-		slope := ks.RankSlope(1, 1000)
-		// Further out, counts are small but the law still holds on average.
-		tail := ks.RankSlope(1000, 20000)
-		t.Logf("rank-frequency slope %.3f over ranks 1-1000, %.3f over 1000-20000 (want %.2f)", slope, tail, -ZipfS)
-		if math.Abs(slope+ZipfS) > 0.05 {
-			t.Errorf("rank-frequency slope %.3f over ranks 1-1000, want %.2f ± 0.05", slope, -ZipfS)
-		}
-		if math.Abs(tail+ZipfS) > 0.1 {
-			t.Errorf("rank-frequency slope %.3f over ranks 1000-20000, want %.2f ± 0.1", tail, -ZipfS)
-		}
-		// The most popular key's share.
-		c := ks.Counts()
-		top := 0
-		for _, x := range c {
-			top = max(top, x)
-		}
-		want := ZipfShare(1, ZipfKeys, ZipfS)
-		got := float64(top) / float64(len(ks.Idx))
-		t.Logf("top key: %.4f of the draws (want %.4f)", got, want)
-		if math.Abs(got-want) > 0.03*want {
-			t.Errorf("top key has %.4f of the draws, want %.4f ± 3%%", got, want)
-		}
-		// The number of distinct keys drawn matches the law: E = Σ 1-(1-p_r)^N.
-		var h float64
-		for r := 1; r <= ZipfKeys; r++ {
-			h += math.Pow(float64(r), -ZipfS)
-		}
-		var expect float64
-		n := float64(len(ks.Idx))
-		for r := 1; r <= ZipfKeys; r++ {
-			p := math.Pow(float64(r), -ZipfS) / h
-			expect += -math.Expm1(n * math.Log1p(-p))
-		}
-		d := ks.Distinct()
-		t.Logf("%d distinct keys drawn (want %.0f)", d, expect)
-		if math.Abs(float64(d)-expect) > 0.02*expect {
-			t.Errorf("%d distinct keys drawn, want %.0f ± 2%%", d, expect)
-		}
+	t.Run("1M-zipf", func(t *testing.T) { checkZipf(t, "1M-zipf", ZipfS) })
+	t.Run("1M-zipf1.0", func(t *testing.T) { checkZipf(t, "1M-zipf1.0", ZipfFlatS) })
 
-		// The remote benchmarks walk the first remoteDraws draws only.
-		head := ks.Head(remoteDraws)
-		hs := head.RankSlope(1, 100)
-		t.Logf("remote head: %d draws, %d distinct keys, slope %.3f over ranks 1-100", len(head.Idx), head.Distinct(), hs)
-		if math.Abs(hs+ZipfS) > 0.1 {
-			t.Errorf("remote head: rank-frequency slope %.3f over ranks 1-100, want %.2f ± 0.1", hs, -ZipfS)
+	t.Run("churn", func(t *testing.T) {
+		ks := keySet("churn")
+		if len(ks.Keys) != ChurnKeys || ks.Live != ChurnLive {
+			t.Fatalf("%d keys, %d alive; want %d, %d", len(ks.Keys), ks.Live, ChurnKeys, ChurnLive)
+		}
+		first, last := ks.Life()
+		d := len(ks.Idx)
+		// A key is drawn only while the base is within Live of it, which
+		// moves by (n-live)/d per draw: its life is at most live·d/(n-live)
+		// draws (+1 for rounding).
+		life := float64(ChurnLive)*float64(d)/float64(ChurnKeys-ChurnLive) + 1
+		var lives, drawn float64
+		for i := range first {
+			if first[i] < 0 {
+				continue
+			}
+			drawn++
+			l := float64(last[i] - first[i])
+			lives += l
+			if l > life {
+				t.Fatalf("key %d lives %v draws, more than %.0f", i, l, life)
+			}
+		}
+		t.Logf("%.0f of %d keys drawn, %.1f draws per key, mean life %.0f draws (at most %.0f)", drawn, len(ks.Keys), float64(d)/drawn, lives/drawn, life)
+		if drawn < 0.99*float64(len(ks.Keys)) { // the first and last keys live only partly
+			t.Errorf("%.0f of %d keys drawn: the set does not churn through its keys", drawn, len(ks.Keys))
+		}
+		// The draws in a stretch of a tenth of a life span about Live keys
+		// (those alive then): more would mean keys alive too long, fewer
+		// keys alive too briefly.
+		for _, at := range []int{d / 4, d / 2, 3 * d / 4} {
+			seen := map[int32]bool{}
+			for _, j := range ks.Idx[at : at+int(life/10)] {
+				seen[j] = true
+			}
+			lo, hi := int32(math.MaxInt32), int32(0)
+			for j := range seen {
+				lo, hi = min(lo, j), max(hi, j)
+			}
+			if span := int(hi-lo) + 1; span > ChurnLive*11/10 || span < ChurnLive*9/10 {
+				t.Errorf("draws %d…%d span keys %d…%d (%d keys), want about %d alive", at, at+int(life/10), lo, hi, span, ChurnLive)
+			}
 		}
 	})
+}
+
+// checkZipf checks that set name's draws follow a Zipf law of exponent zs
+// over ZipfKeys keys.
+func checkZipf(t *testing.T, name string, zs float64) {
+	ks := keySet(name)
+	if len(ks.Keys) != ZipfKeys {
+		t.Fatalf("%d keys, want %d", len(ks.Keys), ZipfKeys)
+	}
+	// The slope of log(frequency) against log(rank) over the ranks where
+	// counts are large (rank 1000 is drawn about 250 times) is -s.
+	slope := ks.RankSlope(1, 1000)
+	// Further out, counts are small but the law still holds on average.
+	tail := ks.RankSlope(1000, 20000)
+	t.Logf("rank-frequency slope %.3f over ranks 1-1000, %.3f over 1000-20000 (want %.2f)", slope, tail, -zs)
+	if math.Abs(slope+zs) > 0.05 {
+		t.Errorf("rank-frequency slope %.3f over ranks 1-1000, want %.2f ± 0.05", slope, -zs)
+	}
+	if math.Abs(tail+zs) > 0.1 {
+		t.Errorf("rank-frequency slope %.3f over ranks 1000-20000, want %.2f ± 0.1", tail, -zs)
+	}
+	// The most popular key's share.
+	c := ks.Counts()
+	top := 0
+	for _, x := range c {
+		top = max(top, x)
+	}
+	want := ZipfShare(1, ZipfKeys, zs)
+	got := float64(top) / float64(len(ks.Idx))
+	t.Logf("top key: %.4f of the draws (want %.4f)", got, want)
+	if math.Abs(got-want) > 0.03*want {
+		t.Errorf("top key has %.4f of the draws, want %.4f ± 3%%", got, want)
+	}
+	// The number of distinct keys drawn matches the law: E = Σ 1-(1-p_r)^N.
+	var h float64
+	for r := 1; r <= ZipfKeys; r++ {
+		h += math.Pow(float64(r), -zs)
+	}
+	var expect float64
+	n := float64(len(ks.Idx))
+	for r := 1; r <= ZipfKeys; r++ {
+		p := math.Pow(float64(r), -zs) / h
+		expect += -math.Expm1(n * math.Log1p(-p))
+	}
+	d := ks.Distinct()
+	t.Logf("%d distinct keys drawn (want %.0f)", d, expect)
+	if math.Abs(float64(d)-expect) > 0.02*expect {
+		t.Errorf("%d distinct keys drawn, want %.0f ± 2%%", d, expect)
+	}
+
+	// The remote benchmarks walk the first remoteDraws draws only.
+	head := ks.Head(remoteDraws)
+	hs := head.RankSlope(1, 100)
+	t.Logf("remote head: %d draws, %d distinct keys, slope %.3f over ranks 1-100", len(head.Idx), head.Distinct(), hs)
+	if math.Abs(hs+zs) > 0.1 {
+		t.Errorf("remote head: rank-frequency slope %.3f over ranks 1-100, want %.2f ± 0.1", hs, -zs)
+	}
 }
 
 func TestKey(t *testing.T) {

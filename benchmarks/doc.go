@@ -8,12 +8,14 @@
 // measurements are Go benchmarks in the _test files:
 //
 //	BenchmarkCheck        per-key checks of the in-process limiters and the floor
-//	                      (bare, and behind sluice's API)
+//	                      (bare, and behind sluice's API) on five key sets (hot,
+//	                      10k, 1M Zipf 1.1, 1M Zipf 1.0, churn), with the CPU
+//	                      the process spends beside the loop (the syncer's)
 //	BenchmarkCheckRemote  per-key checks that go to Redis (sluice Strict, redis_rate)
 //	BenchmarkTimeNow      time.Now alone, for scale
 //	BenchmarkSync         the syncer against a real Redis: key-syncs/s, cycle latency, bytes
 //	BenchmarkRedisINCR    redis-benchmark INCR against the same Redis, for scale
-//	BenchmarkMemory       local bytes per tracked key at 1M keys
+//	BenchmarkMemory       bytes per tracked key at 1M keys (local and eventual)
 //
 // run.sh runs them all and writes ../docs/performance.md. `go test ./...`
 // runs only the fast checks (TestDistributions and friends). Unix only.

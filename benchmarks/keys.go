@@ -42,12 +42,27 @@ type KeySet struct {
 	Mask   int // len(Sample) - 1
 	// ZipfS is the Zipf exponent of the draws (0 for uniform and hot sets).
 	ZipfS float64
+	// Live is, for a churn set, how many keys are alive at any draw (0
+	// otherwise). The keys of a churn set are not tracked before timing:
+	// each appears in the timed loop, lives a while and is replaced.
+	Live int
 }
 
-// Zipf parameters of the 1M-key set: P(rank r) ∝ r^-ZipfS over 1M keys.
+// Zipf parameters of the 1M-key sets: P(rank r) ∝ r^-s over 1M keys, with
+// s = ZipfS, and a flatter set with s = ZipfFlatS, under which many more
+// distinct keys are touched per sync interval.
 const (
-	ZipfKeys = 1_000_000
-	ZipfS    = 1.1
+	ZipfKeys  = 1_000_000
+	ZipfS     = 1.1
+	ZipfFlatS = 1.0
+)
+
+// Parameters of the churn set: ChurnKeys keys over 2^22 draws, ChurnLive of
+// them alive at any draw, so each key is drawn about 16 times over a life of
+// about 166k draws.
+const (
+	ChurnKeys = 1 << 18
+	ChurnLive = 10_000
 )
 
 // Hot returns a set with one key, drawn every time.
@@ -71,14 +86,65 @@ func Uniform(name string, n, logDraws int, seed uint64) *KeySet {
 // the keys were created (and so allocated).
 func Zipf(name string, n int, s float64, logDraws int, seed uint64) *KeySet {
 	r := rand.New(rand.NewPCG(seed, 0x21bf))
-	z := rand.NewZipf(r, s, 1, uint64(n-1))
+	var rank func() int
+	if s > 1 {
+		z := rand.NewZipf(r, s, 1, uint64(n-1))
+		rank = func() int { return int(z.Uint64()) }
+	} else {
+		// rand.Zipf needs s > 1: invert the CDF by binary search.
+		cdf := make([]float64, n)
+		var sum float64
+		for k := range cdf {
+			sum += math.Pow(float64(k+1), -s)
+			cdf[k] = sum
+		}
+		rank = func() int {
+			i, _ := slices.BinarySearch(cdf, r.Float64()*sum)
+			return min(i, n-1)
+		}
+	}
 	perm := r.Perm(n)
 	idx := make([]int32, 1<<logDraws)
 	for i := range idx {
-		idx[i] = int32(perm[z.Uint64()])
+		idx[i] = int32(perm[rank()])
 	}
 	ks := build(name, n, idx, s)
 	return ks
+}
+
+// Churn returns n keys of which live are alive at any draw: draw i is
+// uniform over the keys base(i) … base(i)+live-1, where base(i) = i·(n-live)/2^logDraws
+// moves from the first key to the last over the sample. A key appears when
+// the base comes within live of it, is drawn about live·2^logDraws/(n-live)/live
+// times while alive, and is gone once the base passes it. Keys appear in
+// the order of their names, that is of their index.
+func Churn(name string, n, live, logDraws int, seed uint64) *KeySet {
+	r := rand.New(rand.NewPCG(seed, 0xc4a2))
+	d := 1 << logDraws
+	idx := make([]int32, d)
+	for i := range idx {
+		base := int(int64(i) * int64(n-live) / int64(d))
+		idx[i] = int32(base + r.IntN(live))
+	}
+	ks := build(name, n, idx, 0)
+	ks.Live = live
+	return ks
+}
+
+// Life returns the first and last draw of each key (-1 for a key never
+// drawn).
+func (ks *KeySet) Life() (first, last []int) {
+	first, last = make([]int, len(ks.Keys)), make([]int, len(ks.Keys))
+	for i := range first {
+		first[i], last[i] = -1, -1
+	}
+	for i, j := range ks.Idx {
+		if first[j] < 0 {
+			first[j] = i
+		}
+		last[j] = i
+	}
+	return first, last
 }
 
 func build(name string, n int, idx []int32, s float64) *KeySet {
@@ -206,6 +272,8 @@ func (ks *KeySet) Describe() string {
 	switch {
 	case len(ks.Keys) == 1:
 		return "1 hot key"
+	case ks.Live > 0:
+		return fmt.Sprintf("%s keys, churn: %s alive at a time, uniform over them, each appearing in the timed loop; %s precomputed draws", human(len(ks.Keys)), human(ks.Live), human(len(ks.Idx)))
 	case ks.ZipfS > 0:
 		return fmt.Sprintf("%s keys, Zipf s=%g, %s precomputed draws", human(len(ks.Keys)), ks.ZipfS, human(len(ks.Idx)))
 	}
@@ -218,6 +286,8 @@ func human(n int) string {
 		return strconv.Itoa(n>>20) + "Mi"
 	case n >= 1_000_000 && n%1_000_000 == 0:
 		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + "Ki"
 	case n >= 1000 && n%1000 == 0:
 		return strconv.Itoa(n/1000) + "k"
 	}

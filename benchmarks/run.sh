@@ -2,7 +2,7 @@
 # Runs every sluice benchmark side by side with the floor and the peers, and
 # writes docs/performance.md from that one run.
 #
-#   ./run.sh            full run (about 12 minutes on 2 idle cores)
+#   ./run.sh            full run (about 20 minutes on 2 idle cores)
 #   ./run.sh -quick     fewer repetitions and shorter runs (a few minutes)
 #   ./run.sh -profile   also write CPU profiles of the sluice benchmarks and
 #                       `go tool pprof -top` of each into the output directory
@@ -109,10 +109,11 @@ if [ "$profile" = 1 ]; then
 		go tool pprof -top -nodecount 40 -tagfocus=phase=timed "$test_bin" "$p.prof" >"$p.check.txt" 2>/dev/null || true
 		go tool pprof -top -nodecount 40 "$test_bin" "$p.prof" >"$p.all.txt" 2>/dev/null || true
 	}
-	for set in hot 10k 1M-zipf; do
+	for set in hot 10k 1M-zipf 1M-zipf1.0 churn; do
 		for lib in sluice-eventual sluice-eventual-idle sluice-local; do
 			prof "$set-allow-$lib" "^BenchmarkCheck\$/^set=$set\$/^path=allow\$/^lib=$lib\$"
 		done
+		[ "$set" = churn ] && continue # no deny path
 		for lib in sluice-eventual-idle sluice-local; do
 			prof "$set-deny-$lib" "^BenchmarkCheck\$/^set=$set\$/^path=deny\$/^lib=$lib\$"
 		done

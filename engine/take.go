@@ -24,7 +24,7 @@ func (w *localWindow) Take(_ context.Context, key string, n int64) (Result, Rece
 }
 
 // Refund lowers the key's pending count in the bucket of the admission.
-func (w *localWindow) Refund(key string, n int64, rc Receipt) { w.table.Refund(key, rc.At, n) }
+func (w *localWindow) Refund(key string, n int64, rc Receipt) { _, _ = w.table.Refund(key, rc.At, n) }
 
 // Take decides n for key as Check does, on the clock.
 func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
@@ -51,12 +51,16 @@ func (w *strictWindow) Take(ctx context.Context, key string, n int64) (Result, R
 }
 
 // Refund takes back an admission of a shared rule: from the key's pending
-// count if it was decided here (to be pushed or not, as any count), by a
-// negative correction pushed to the store if the store counted it.
+// count if it was decided here, and what is no longer pending there (the
+// store has it: pushed, or covered by a lease) by a negative correction
+// pushed to the store, as for an admission the store counted.
 func (w *windowRule) Refund(key string, n int64, rc Receipt) {
 	if !rc.Store {
-		w.table.Refund(key, rc.At, n)
-		return
+		taken, tracked := w.table.Refund(key, rc.At, n)
+		if !tracked || taken == n {
+			return
+		}
+		n -= taken
 	}
 	ref, ok := w.table.Ref(key)
 	if !ok {

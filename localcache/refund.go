@@ -9,33 +9,35 @@ package localcache
 
 // Refund takes back up to n units that AllowAt or AllowDegraded admitted for
 // key at now, from the key's pending count in the bucket of now, and returns
-// how many it took back. It takes back fewer when the entry is gone or the
-// bucket has left the ring (the units then stay counted: conservative), and
-// none for a key the table does not track (its units are in the sketch of
-// untracked keys, which keeps them).
+// how many it took back, and whether the rest is in the store: tracked is
+// true when the key's entry holds the bucket, so that units no longer
+// pending left pend only as the store counted them (acknowledged by a
+// Settle, or covered by a lease that Release ended); the caller takes them
+// back there (an Eventual rule's store correction). tracked is false when
+// the entry is gone or the bucket has left the ring, or for a key the table
+// does not track (its units are in the sketch of untracked keys): the
+// units stay counted, conservatively.
 //
-// In an Eventual table the syncer may have read the pending count before
-// the refund and push it whole: Settle then lowers the count by no more
-// than it holds and returns the difference, which the syncer pushes back as
-// a negative correction (until then the store over-counts, never under).
-func (t *Table) Refund(key string, now, n int64) int64 {
+// In an Eventual table the syncer may also have read the pending count
+// before the refund and push it whole: Settle then lowers the count by no
+// more than it holds and returns the difference, which the syncer pushes
+// back as a negative correction (until then the store over-counts, never
+// under).
+func (t *Table) Refund(key string, now, n int64) (taken int64, tracked bool) {
 	e, ok := t.m.Load(key)
 	if !ok || n < 1 {
-		return 0
+		return 0, false
 	}
 	j := t.geo.Index(now)
 	pw := t.pend(e, t.slotOf(j))
 	for {
 		w := pw.Load()
 		if tagOf(w) != j&tagMask {
-			return 0
+			return 0, false
 		}
 		c := min(countOf(w), n)
-		if c == 0 {
-			return 0
-		}
-		if pw.CompareAndSwap(w, w-uint64(c)) {
-			return c
+		if c == 0 || pw.CompareAndSwap(w, w-uint64(c)) {
+			return c, true
 		}
 	}
 }

@@ -196,8 +196,9 @@ type Rule struct {
 	// counting algorithms (the windows and SlidingLog), not with Soft.
 	Ceiling int64
 	// Capacity names the shared capacity rule of an elastic rule (see
-	// Ceiling); the limiter counts every admission of the elastic rule
-	// against it, under the key "*" (sluice.CapacityKey).
+	// Ceiling): its Limit and Window are the capacity. The limiter counts
+	// every admission of the elastic rules on a meter of it (see
+	// sluice.MeterSuffix), not on the rule itself.
 	Capacity string
 	// Shadow makes the rule a dry run: it decides and counts as usual but
 	// never denies. A check it would have denied is Allowed with a

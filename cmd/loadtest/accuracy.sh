@@ -331,6 +331,26 @@ run - -redis "$REDIS" -profile steady,sync-burst -duration "$dur" -skew 300ms
 run - -redis "$REDIS" -profile steady,sync-burst -duration "$dur" -algorithm fixed
 
 text <<'EOF'
+## (e) Composition: layered limits and elastic throttling
+
+Two profiles that build their own rules (`cmd/loadtest/compose.go`), from
+`-limit` and a window of a fifth of `-duration`. **layered**: every check is
+`AllowAll` against a tight rule (`L` per `W`) and a wide one that never
+binds, half of the workers with the tight rule first, keys offered far
+above `L`: whether the store counts under the wide rule exactly what was
+admitted (a denial by the tight rule consumed nothing: judged), and the
+fleet's over-admission in any real interval of `W`, timed on the wall clock
+when `AllowAll` returned (a loaded machine delays that; reported next to ε,
+not judged). **elastic**:
+clients with `Limit` `L` and `Ceiling` `10·L` under a capacity of `10·L`
+per `W`; a heavy client offered twice the capacity all the run, and from
+half-time 20 others, each offered `0.8·L` per window: the heavy client gets
+the capacity alone and falls to its own `Limit` once the others arrive.
+
+EOF
+run - -redis "$REDIS" -profile layered,elastic -duration 10s -timeout 1s
+
+text <<'EOF'
 **Cost of the local path.** Allow latencies above are measured by the load test
 on a shared 2-CPU machine with the load generator in the same process; see the
 benchmarks for the hot path in isolation.

@@ -20,6 +20,13 @@
 // A single address that turns out to be a cluster node (INFO cluster) is used
 // as a cluster seed.
 //
+// Two composition profiles, run only when named (-profile layered,elastic),
+// build their own rules and report their own figures after the report:
+// layered (AllowAll against a tight and a wide rule: over-admission against
+// the error budget, and the store's count under the wide rule against what
+// was admitted) and elastic (a heavy client under an elastic rule gets the
+// spare capacity alone and falls to its Limit when others arrive).
+//
 // # The fleet
 //
 // -instances N limiters, each with its own go-redis client (connection pool),

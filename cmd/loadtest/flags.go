@@ -63,10 +63,12 @@ type options struct {
 	Metrics      string
 	// meter returns instance i's MeterProvider while -metrics serves.
 	meter func(i int) (metric.MeterProvider, error)
-	Quiet bool
-	Wide  bool
-	PNG   bool
-	Child bool
+	// Composed holds what the composition profiles (compose.go) measured.
+	Composed []composeResult
+	Quiet    bool
+	Wide     bool
+	PNG      bool
+	Child    bool
 	// set holds the flags given on the command line.
 	set map[string]bool
 }
@@ -409,8 +411,8 @@ func (o *options) validate(profiles, sweepText string) error {
 	} else {
 		for _, p := range strings.Split(profiles, ",") {
 			p = strings.TrimSpace(p)
-			if !traffic.Valid(p) {
-				return fmt.Errorf("-profile %q: use one or more of %s, or all", p, strings.Join(traffic.Profiles, ", "))
+			if !traffic.Valid(p) && !slices.Contains(composeProfiles, p) {
+				return fmt.Errorf("-profile %q: use one or more of %s, or all (or the composition profiles %s)", p, strings.Join(traffic.Profiles, ", "), strings.Join(composeProfiles, ", "))
 			}
 			if !slices.Contains(o.Profiles, p) {
 				o.Profiles = append(o.Profiles, p)

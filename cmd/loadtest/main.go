@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,6 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		report.Text(stdout, report.Style{Markdown: o.Markdown, Wide: o.Wide}, r)
+		printCompose(stdout, o.Composed)
 	}
 	if o.Out != "" {
 		if werr := writeOut(o, r); werr != nil {
@@ -225,6 +227,20 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 			}})
 		}
 		start, logged := time.Now(), redisLog.mark()
+		if slices.Contains(composeProfiles, p.profile) {
+			cr, err := runCompose(ctx, &p.opts, p.profile, target, fmt.Sprintf("lt:%s:%d", runID, i))
+			cleanupRedis(target, fmt.Sprintf("lt:%s:%d", runID, i))
+			if err != nil {
+				prog.abort()
+				return fmt.Errorf("profile %s: %w", p.profile, err)
+			}
+			o.Composed = append(o.Composed, cr)
+			for _, l := range cr.Lines {
+				r.Notes = append(r.Notes, cr.Profile+": "+l)
+			}
+			prog.end(0, time.Since(start))
+			continue
+		}
 		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, func(f float64) { prog.at(i, f) }, hooks)
 		if sc != nil {
 			if n := redisLog.note(logged); n != "" {

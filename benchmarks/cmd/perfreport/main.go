@@ -205,9 +205,10 @@ func distLines(s string) []string {
 
 // The layout of the per-key tables.
 var (
-	sets     = []string{"hot", "10k", "1M-zipf"}
-	setNames = map[string]string{"hot": "1 hot key", "10k": "10k keys, uniform", "1M-zipf": "1M keys, Zipf 1.1"}
-	modes    = []string{"serial", "parallel"}
+	sets     = []string{"hot", "10k", "1M-zipf", "1M-zipf1.0", "churn"}
+	setNames = map[string]string{"hot": "1 hot key", "10k": "10k keys, uniform", "1M-zipf": "1M keys, Zipf 1.1",
+		"1M-zipf1.0": "1M keys, Zipf 1.0", "churn": "churn, 256Ki keys, 10k alive"}
+	modes = []string{"serial", "parallel"}
 	// lib, column title, benchmark (Check or CheckRemote)
 	allowLibs = []libCol{
 		{"floor", "floor", "Check"},
@@ -325,6 +326,7 @@ func (r *Report) Write(w io.Writer) {
 	}
 
 	r.writeTargets(p)
+	r.writeManyKeys(p)
 	r.writeCheckTables(p)
 	r.writeRatios(p)
 	r.writeTelemetry(p)
@@ -646,13 +648,14 @@ var memLibs = []struct{ lib, title string }{
 	{"floor", "floor (xsync.MapOf + *atomic.Int64)"},
 	{"sluice-local", "sluice local (sliding window, 10 sub-windows)"},
 	{"sluice-local-fixed", "sluice local (fixed window)"},
+	{"sluice-eventual", "sluice eventual (sliding window, 10 sub-windows; Redis, idle syncer)"},
 	{"sethvargo", "sethvargo memorystore"},
 	{"xrate-xsync", "x/time/rate + xsync map"},
 	{"ulule", "ulule memory"},
 }
 
 func (r *Report) writeMemory(p printer) {
-	p("## Memory per tracked key (local, 1M keys)\n\n")
+	p("## Memory per tracked key (1M keys)\n\n")
 	p("`runtime.GC` and `ReadMemStats` before; one check on each of 1M new keys of exactly 16 bytes (each key string built fresh, one 16-byte allocation); `runtime.GC` and `ReadMemStats` after, limiter alive. The delta therefore holds exactly one 16-byte copy of each key, whoever owns it (sluice clones the key it stores); the *without key* column subtracts it.\n\n")
 	p("| library | HeapAlloc per key | without the key | HeapInuse per key |\n|---|--:|--:|--:|\n")
 	for _, l := range memLibs {
@@ -845,7 +848,7 @@ func libTitle(lib string) string {
 
 func (r *Report) writeSetup(p printer) {
 	p("## Setup\n\n")
-	p("- **Key sets** (`benchmarks/keys.go`), built before any timed loop; the loops walk a precomputed sample of draws (`sample[i & mask]`), so no key is built and no random number drawn while timing. The sample holds copies of the keys that filled the limiters, as each request brings its own string (with the filling strings themselves, Go's string comparison would stop at the equal pointers and spare the libraries that store the caller's string a read). Keys are 16 bytes (`k:` and 14 digits). *1 hot key*; *10k keys* drawn uniformly (2²⁰ draws); *1M keys* with P(rank r) ∝ r^-1.1 (2²² draws; ranks mapped to keys by a random permutation). Every key of a set is tracked before timing, by every library. `TestDistributions` checks the samples:\n")
+	p("- **Key sets** (`benchmarks/keys.go`), built before any timed loop; the loops walk a precomputed sample of draws (`sample[i & mask]`), so no key is built and no random number drawn while timing. The sample holds copies of the keys that filled the limiters, as each request brings its own string (with the filling strings themselves, Go's string comparison would stop at the equal pointers and spare the libraries that store the caller's string a read). Keys are 16 bytes (`k:` and 14 digits). *1 hot key*; *10k keys* drawn uniformly (2²⁰ draws); *1M keys* with P(rank r) ∝ r^-1.1, and a flatter set with r^-1.0, under which many more distinct keys are touched per sync interval (2²² draws each; ranks mapped to keys by a random permutation); *churn*: 256Ki keys over 2²² draws, 10k of them alive at any draw and drawn uniformly, each appearing, drawn about 16 times over a life of about 166k draws and replaced. Every key of a set is tracked before timing, by every library, except on the churn set: there every library starts each run empty (maps not presized, the floor's included) and meets the keys in the timed loop, and every sluice instance that used Redis ends with a `FLUSHALL`, so that each starts on an empty Redis. The churn set has no deny path and no checks through Redis. `TestDistributions` checks the samples: `TestDistributions` checks the samples:\n")
 	for _, d := range r.Dist {
 		p("  - %s\n", d)
 	}
@@ -854,6 +857,7 @@ func (r *Report) writeSetup(p printer) {
 	p("- **Deny path**: sluice local Limit 1, used up by one check per key. Sluice eventual: Limit 2 with an idle syncer (cap ⌊1·2/2⌋ = 1): one check on every key the sample draws, `Flush`, one more check on each; those keys are then full (1 synced + 1 pending) and denied locally, and nothing syncs while timing; the set's other keys are then tracked with one check each. (Filling through the store would take a reservation per key, at a few thousand per second, and the default 100 ms syncer would push the pending halves during the loop, so the deny path is measured with the idle syncer only.) Peers: a limit of 1 per hour, used up by one check. Then, for every library, one denied check of every key the sample draws, so that the loops measure keys under a flood of denials: sluice's first denial of a key in a sub-window takes the slow path and caches the denial in the entry (on the 1M-key Zipf set that first denial is the difference between about 215 and 256–415 ns per denial, serial).\n")
 	p("- **Peers**: `github.com/sethvargo/go-limiter/memorystore` (Tokens = limit, Interval 1h); `golang.org/x/time/rate` with one `*rate.Limiter` per key in an **xsync.MapOf** (the same map as the floor and sluice, so the difference is the limiter; finite rate, `Allow()` reads `time.Now`); `github.com/ulule/limiter/v3` memory store (Period 1h); `github.com/go-redis/redis_rate/v10` on the same Redis (GCRA script, one round trip per check, pool of 128 connections).\n")
 	p("- **Remote checks** (sluice strict, redis_rate) walk the first 2¹⁶ draws of each sample (17k distinct keys for the Zipf set) so that the deny-path keys can be filled in seconds; a round trip costs the same whatever the local caches hold.\n")
+	p("- Every in-process loop is metered (see *What runs beside the checks*): each loop goroutine is locked to its OS thread while it runs, for every library alike.\n")
 	p("- Every benchmark calls `b.ReportAllocs()`. The loops check every decision: in process, an allow-path denial or a deny-path admission fails the run; through Redis, such decisions are counted (metric `unexpected/op`, listed under the tables), since a slow round trip legitimately ends in sluice's failure mode.\n\n")
 }
 
@@ -872,7 +876,7 @@ func (r *Report) writeEnv(p printer) {
 		}
 		p("| %s | %s |\n", k, strings.ReplaceAll(r.Meta[k], "|", "\\|"))
 	}
-	p("\nTo reproduce (needs `redis-server` and `redis-benchmark` in PATH, Go 1.26):\n\n```sh\ncd benchmarks\n./run.sh          # full run, about 12 minutes on an idle 2-core machine; writes ../docs/performance.md\n./run.sh -quick   # about 5 minutes: 3 repetitions, shorter runs\n./run.sh -profile # also CPU profiles of the sluice benchmarks (pprof -top) in the output directory\n```\n\n")
+	p("\nTo reproduce (needs `redis-server` and `redis-benchmark` in PATH, Go 1.26):\n\n```sh\ncd benchmarks\n./run.sh          # full run, about 20 minutes on an idle 2-core machine; writes ../docs/performance.md\n./run.sh -quick   # about 8 minutes: 3 repetitions, shorter runs\n./run.sh -profile # also CPU profiles of the sluice benchmarks (pprof -top) in the output directory\n```\n\n")
 	p("The raw results and benchstat's output are kept in the output directory the script prints (`-out DIR` to choose it). To compare two runs: `go tool benchstat old/results.txt new/results.txt` inside `benchmarks/`. Single benchmarks: `go test -run '^$' -bench 'BenchmarkCheck/set=10k/path=allow' -count 10 .`\n\n")
 	p("A 2-core VM is noisy: differences within the confidence intervals are not differences. The `redis-server` under test runs on the same two cores as the benchmark (and, for eventual mode, as the syncer).\n\n")
 }
@@ -936,6 +940,163 @@ func (r *Report) writeTelemetry(p printer) {
 			}
 			x, ok := ratio(sdk, off)
 			p("| %s | %s | %s | %s | %s | %s | %s |\n", setNames[set], mode, fmtNs(off), fmtNs(glob), fmtNs(sdk), fmtRatio(x, ok), strings.Join(al, ", "))
+		}
+	}
+	p("\n")
+}
+
+// Spread is the smallest, median and largest of a benchmark's values.
+type Spread struct {
+	Min, Median, Max float64
+	N                int
+}
+
+// Spread returns the spread of name's unit, scaled by k.
+func (d Data) Spread(name, unit string, k float64) (Spread, bool) {
+	vs := append([]float64(nil), d[name][unit]...)
+	if len(vs) == 0 {
+		return Spread{}, false
+	}
+	sort.Float64s(vs)
+	m := vs[len(vs)/2]
+	if len(vs)%2 == 0 {
+		m = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	return Spread{Min: k * vs[0], Median: k * m, Max: k * vs[len(vs)-1], N: len(vs)}, true
+}
+
+func (s Spread) fmtDur() string {
+	return fmt.Sprintf("%s (%s–%s)", fmtDur(s.Median), fmtDur(s.Min), fmtDur(s.Max))
+}
+
+func (s Spread) fmtNum(format string) string {
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", s.Median, s.Min, s.Max)
+}
+
+// nsSpread is the spread of ns per check of a library on a row: wall time
+// (sec/op) or, with cpu, the loop goroutines' CPU time (loop-cpu-ns/op).
+func (r *Report) nsSpread(set, path, lib, mode string, cpu ...bool) (Spread, bool) {
+	if len(cpu) > 0 && cpu[0] {
+		// benchfmt tidies "ns/op" units into seconds: loop-cpu-sec/op.
+		return r.Data.Spread(checkName(r.libBench(lib), set, path, lib, mode), "loop-cpu-sec/op", 1e9)
+	}
+	return r.Data.Spread(checkName(r.libBench(lib), set, path, lib, mode), "sec/op", 1e9)
+}
+
+// fastestPeerSpread is the spread of the local peer with the lowest median
+// on a row, and its name.
+func (r *Report) fastestPeerSpread(set, path, mode string, cpu bool) (Spread, string, bool) {
+	var best Spread
+	name := ""
+	for _, p := range localPeers {
+		if s, ok := r.nsSpread(set, path, p, mode, cpu); ok && (name == "" || s.Median < best.Median) {
+			best, name = s, p
+		}
+	}
+	return best, name, name != ""
+}
+
+// writeManyKeys is the scorecard at many keys: sluice eventual, its syncer
+// running, against the fastest local peer and the floor behind the API on
+// every key set, with the spread of the runs; then what runs beside the
+// checks (the syncer's CPU, its key-syncs, Redis's CPU).
+func (r *Report) writeManyKeys(p printer) {
+	any := false
+	for _, set := range sets {
+		if _, ok := r.nsSpread(set, "allow", "sluice-eventual", "serial"); ok {
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	p("## Many keys: sluice eventual with its syncer running\n\n")
+	p("*sluice eventual* here is the default configuration with its syncer running against the benchmark's Redis during the loop (100 ms SyncInterval). Cells: median (min–max) ns per check over the runs; ratios are of medians, and in brackets the worst and best case over the runs (slowest sluice against fastest peer, and the reverse). Targets: sluice eventual faster than the fastest local peer by ≥ 1.5× on the hot key and 10k keys, ≥ 1.2× on the 1M-key and churn sets; within 1.3× of the floor behind the API on the hot key and 10k keys.\n\n")
+	r.writeScorecard(p, false)
+	if _, ok := r.nsSpread("hot", "allow", "sluice-eventual", "serial", true); ok {
+		p("\nThe same with the CPU time of the loop goroutines per check (`loop-cpu-ns/op`: their threads' `RUSAGE_THREAD` time over the checks), which leaves out the time they waited for a core: on a machine busy with other work, closer to what a check costs than wall time.\n\n")
+		r.writeScorecard(p, true)
+	}
+	r.writeBeside(p)
+}
+
+// writeScorecard writes the table of sluice eventual against the fastest
+// local peer and the floors, in wall time or (cpu) the loop's CPU time.
+func (r *Report) writeScorecard(p printer, cpu bool) {
+	p("| key set | mode | sluice eventual | fastest local peer | peer ÷ sluice | target | floor behind the API | sluice ÷ floor behind the API | floor |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, set := range sets {
+		for _, mode := range modes {
+			sl, ok := r.nsSpread(set, "allow", "sluice-eventual", mode, cpu)
+			if !ok {
+				continue
+			}
+			peer, name, okp := r.fastestPeerSpread(set, "allow", mode, cpu)
+			api, oka := r.nsSpread(set, "allow", "floor-api", mode, cpu)
+			fl, okf := r.nsSpread(set, "allow", "floor", mode, cpu)
+			need := 1.2
+			if set == "hot" || set == "10k" {
+				need = 1.5
+			}
+			vs := "—"
+			if okp {
+				x := peer.Median / sl.Median
+				vs = fmt.Sprintf("%s [%s–%s] %s", fmtRatio(x, true), fmtRatio(peer.Min/sl.Max, true), fmtRatio(peer.Max/sl.Min, true), verdict(x >= need, true))
+			}
+			apiCell, apiRatio := "—", "—"
+			if oka {
+				apiCell = api.fmtDur()
+				x := sl.Median / api.Median
+				apiRatio = fmtRatio(x, true)
+				if need == 1.5 {
+					apiRatio += " " + verdict(x <= 1.3, true)
+				}
+			}
+			flCell := "—"
+			if okf {
+				flCell = fl.fmtDur()
+			}
+			peerCell := "—"
+			if okp {
+				peerCell = peer.fmtDur() + " " + name
+			}
+			p("| %s | %s | %s | %s | %s | ≥ %.1f× | %s | %s | %s |\n", setNames[set], mode, sl.fmtDur(), peerCell, vs, need, apiCell, apiRatio, flCell)
+		}
+	}
+}
+
+// writeBeside writes what the process spends beside the timed loops.
+func (r *Report) writeBeside(p printer) {
+	p("\n### What runs beside the checks\n\n")
+	p("CPU time the process spends besides its timed loops, per second of the loop's wall time (ms/s; 1000 = one core): the process's CPU time (`getrusage(RUSAGE_SELF)`) minus the loop goroutines' own, each locked to its OS thread for the loop (`RUSAGE_THREAD`). It holds the limiter's background goroutines, the garbage collector and the Go runtime. *The syncer's own CPU* is sluice eventual's figure minus that of the same rule with an idle syncer (SyncInterval 1h), which has the same ticker and sweeper. For sluice eventual also the key-syncs its syncer made per second of the loop (`Stats().Sync.KeySyncs`) and the CPU time Redis spent meanwhile (INFO `used_cpu_user + used_cpu_sys`). Median (min–max) over the runs.\n\n")
+	p("*GC* is the Go runtime's estimate of its garbage collector's CPU time over the loop of sluice eventual (`/cpu/classes/gc/total:cpu-seconds`), counted in the first column or, for mark assists, in the loop's own time.\n\n")
+	p("| key set | mode | eventual | eventual, idle syncer | the syncer's own (median difference) | local | floor | eventual: GC | key-syncs/s | Redis CPU ms/s |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, set := range sets {
+		for _, mode := range modes {
+			ev, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual", mode), "bg-cpu-ms/s", 1)
+			if !ok {
+				continue
+			}
+			cell := func(lib string) string {
+				if s, ok := r.Data.Spread(checkName("Check", set, "allow", lib, mode), "bg-cpu-ms/s", 1); ok {
+					return s.fmtNum("%.0f")
+				}
+				return "—"
+			}
+			own := "—"
+			if idle, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual-idle", mode), "bg-cpu-ms/s", 1); ok {
+				own = fmt.Sprintf("%.0f", ev.Median-idle.Median)
+			}
+			ks, rc, gc := "—", "—", "—"
+			if s, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual", mode), "gc-cpu-ms/s", 1); ok {
+				gc = s.fmtNum("%.0f")
+			}
+			if s, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual", mode), "keysyncs/s", 1); ok {
+				ks = s.fmtNum("%.0f")
+			}
+			if s, ok := r.Data.Spread(checkName("Check", set, "allow", "sluice-eventual", mode), "redis-cpu-ms/s", 1); ok {
+				rc = s.fmtNum("%.0f")
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", setNames[set], mode, ev.fmtNum("%.0f"), cell("sluice-eventual-idle"), own, cell("sluice-local"), cell("floor"), gc, ks, rc)
 		}
 	}
 	p("\n")
