@@ -43,8 +43,10 @@ func (l *Limiter) applyFleet() {
 		l.opts.Logger.Info("sluice: live instances changed", "from", old, "to", n)
 	}
 	if was := l.degraded.Swap(!f.Healthy); was != !f.Healthy {
+		down := l.tel.setDown(!f.Healthy)
 		if f.Healthy {
-			l.opts.Logger.Info("sluice: store reachable again; checks decided locally within the error budget")
+			l.opts.Logger.Info("sluice: store reachable again; checks decided locally within the error budget",
+				"after", down.Round(time.Millisecond))
 		} else {
 			l.opts.Logger.Warn("sluice: store unreachable; checks that need it are decided by the failure mode",
 				"failure_mode", l.opts.FailureMode.String(), "err", f.Err)
@@ -93,7 +95,7 @@ func (l *Limiter) background() {
 			lastSweep = time.Now()
 			now := l.now()
 			for _, r := range set.all {
-				r.eng.Sweep(now)
+				l.tel.evicted.Add(int64(r.eng.Sweep(now)))
 			}
 		}
 	}

@@ -109,6 +109,7 @@ func (l *Limiter) allowElastic(ctx context.Context, r *rule, key string, n int64
 func (l *Limiter) takeElastic(ctx context.Context, r *rule, key string, n int64) (Decision, elasticTake, error) {
 	var et elasticTake
 	res, rc, err := r.eng.Take(ctx, key, n)
+	r.counts.Check(engine.OutcomeOf(res.Allowed, err))
 	d := res.Decision(r.limit)
 	if err != nil || !res.Allowed {
 		d, err = r.shape(d, err)
@@ -119,6 +120,7 @@ func (l *Limiter) takeElastic(ctx context.Context, r *rule, key string, n int64)
 	band := res.Remaining < r.extra
 	m := r.capacity
 	mres, mrc, merr := m.eng.Take(ctx, CapacityKey, n)
+	m.counts.Check(engine.OutcomeOf(mres.Allowed, merr))
 	if merr == nil && mres.Allowed {
 		et.crc, et.capCounted = mrc, true
 	}

@@ -34,9 +34,10 @@ type Limiter struct {
 	setMu sync.Mutex              // serializes SetRules
 	keys  *localcache.Keys
 	sync  *syncer.Syncer // nil without a store or without shared rules
-	clock Clock          // nil: system clock
-	base  time.Time      // system clock origin
-	baseN int64          // base as Unix ns
+	tel   *telemetry
+	clock Clock     // nil: system clock
+	base  time.Time // system clock origin
+	baseN int64     // base as Unix ns
 
 	nhat     atomic.Int64
 	degraded atomic.Bool
@@ -68,6 +69,7 @@ type rule struct {
 	capRetry time.Duration    // RetryAfter of a denial at the capacity: its sub-window
 	over     map[string]*rule // key → its override tier's rule; nil without overrides
 	pr       policy.Rule      // as resolved (for a tier: policy.Rule.Tier's)
+	counts   *engine.Counts   // nil: checks not counted (no-op MeterProvider)
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
@@ -93,6 +95,7 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 		clock: opts.Clock,
 		stop:  make(chan struct{}),
 	}
+	l.tel = newTelemetry(&l.opts)
 	l.base = time.Now()
 	l.baseN = l.base.UnixNano()
 	l.nhat.Store(int64(max(opts.MinInstances, 1)))
@@ -104,6 +107,7 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 			Interval:   opts.SyncInterval,
 			Timeout:    opts.Timeout,
 			Batch:      opts.BatchSize,
+			Observer:   l.tel,
 		}
 		if opts.Clock != nil {
 			cfg.Clock = opts.Clock
@@ -125,6 +129,7 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 	}
 	l.set.Store(set)
 	l.tick()
+	l.tel.start(l)
 	if l.sync != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Second))
 		_ = l.sync.Start(ctx) // a failure is in the fleet view: the rules start on their failure mode
@@ -203,6 +208,7 @@ func (l *Limiter) newEngine(pr policy.Rule) (engine.Engine, error) {
 		ErrorBudget:  l.opts.ErrorBudget,
 		FailureMode:  l.opts.FailureMode,
 		SyncInterval: l.opts.SyncInterval,
+		Counts:       l.tel.addRule(pr.Name),
 	}
 	if pr.Mode != policy.Local {
 		cfg.Store = l.sync
@@ -271,13 +277,18 @@ func (l *Limiter) AllowN(ctx context.Context, rule, key string, n int64) (d Deci
 	d.ResetAfter = res.ResetAfter
 	d.RetryAfter = res.RetryAfter
 	if r.extra|boolInt(r.shadow) != 0 {
+		r.count(d, err)
 		return r.shape(d, err)
 	}
+	r.counts.Check(engine.OutcomeOf(res.Allowed, err))
 	return d, err
 }
 
 // reject explains why a check could not be made.
 func (l *Limiter) reject(r *rule, name, key string, n int64) (Decision, error) {
+	if r != nil {
+		r.counts.Check(engine.OutcomeError)
+	}
 	switch {
 	case r == nil:
 		return Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, name)
@@ -349,6 +360,7 @@ func (l *Limiter) Close() error {
 	}
 	close(l.stop)
 	l.wg.Wait()
+	defer l.tel.close()
 	if l.sync == nil {
 		return nil
 	}

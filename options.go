@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/policy"
 )
@@ -108,6 +110,19 @@ type Options struct {
 	// dial" while Redis is down): route or silence it with redis.SetLogger
 	// (see the package github.com/redis/go-redis/v9/logging).
 	Logger *slog.Logger
+	// MeterProvider receives the limiter's metrics (docs/observability.md
+	// lists them): checks by rule, outcome and path, the syncer, the store,
+	// the failure mode, the key cache and the achieved accuracy. Default:
+	// the global one (otel.GetMeterProvider), which is a no-op until the
+	// application sets one. Checks are counted on per-rule counters that
+	// the metrics read when collected: a check never calls the provider.
+	// With the no-op provider (go.opentelemetry.io/otel/metric/noop) they
+	// are not counted at all.
+	MeterProvider metric.MeterProvider
+	// TracerProvider receives a span per sync cycle and per round trip of
+	// checks handed to the store (never one per check). Default: the global
+	// one (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
 	// MaxWaiters bounds the callers of Wait and WaitN queued on one key of
 	// one rule on this instance; default DefaultMaxWaiters. The next one
 	// gets ErrTooManyWaiters at once.

@@ -97,6 +97,7 @@ func (l *Limiter) buildOne(name string, pr policy.Rule, old map[string]*rule, b 
 		r.eng = eng
 	}
 	r.refunds = engine.CanRefund(r.eng)
+	r.counts = l.tel.addRule(pr.Name) // the engine's, kept or new: one per name
 	return r, nil
 }
 

@@ -208,7 +208,9 @@ func (l *Limiter) take(ctx context.Context, r *rule, key string, n int64) (Decis
 		return l.allowElastic(ctx, r, key, n)
 	}
 	res, _, err := r.eng.Take(ctx, key, n)
-	return r.shape(res.Decision(r.limit), err)
+	d := res.Decision(r.limit)
+	r.count(d, err)
+	return r.shape(d, err)
 }
 
 // leave takes w out of wk's queue; if w was the head, the next waiter

@@ -86,7 +86,7 @@ run() { # name, then test binary flags
 }
 
 run "per-key checks, in process (count $check_count, $check_time each)" \
-	-test.bench '^(BenchmarkCheck|BenchmarkTimeNow)$' -test.count "$check_count" -test.benchtime "$check_time"
+	-test.bench '^(BenchmarkCheck|BenchmarkTimeNow|BenchmarkTelemetry)$' -test.count "$check_count" -test.benchtime "$check_time"
 run "per-key checks through Redis (count $remote_count, $remote_time each)" \
 	-test.bench '^BenchmarkCheckRemote$' -test.count "$remote_count" -test.benchtime "$remote_time"
 run "sync cycles and redis-benchmark on the same Redis (count $sync_count)" \

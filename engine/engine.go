@@ -16,6 +16,10 @@
 // localcache.KeyTable each (keyed.go holds what they share), and Strict
 // engines decided by the store's own script per check (gcrastrict.go,
 // logstrict.go; strictkeyed.go holds their failure mode).
+//
+// counts.go counts checks by outcome and path for the metrics (Counts): the
+// limiter counts every check, the store and failure-mode paths count
+// themselves.
 package engine
 
 import (
@@ -135,6 +139,10 @@ type Config struct {
 	// SyncInterval is the store's sync period: the retry hint of a check the
 	// store did not answer in time.
 	SyncInterval time.Duration
+	// Counts, if not nil, receives the checks the engine decides on the
+	// store and failure-mode paths (Counts.Add); the caller counts every
+	// check (Counts.Check).
+	Counts *Counts
 }
 
 // New returns the engine for cfg's rule: its algorithm and mode choose it.

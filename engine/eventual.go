@@ -45,6 +45,7 @@ func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localc
 	case localcache.Untracked:
 		return w.reserve(ctx, key, nil, n)
 	case localcache.StoreDown:
+		w.counts.Add(PathFallback, OutcomeError)
 		return Result{ResetAfter: reset}, fmt.Errorf("%w: the failure mode is fail-closed", ErrStoreUnavailable)
 	}
 	return w.local(v, reset), nil

@@ -47,7 +47,7 @@ func (g *gcraStrict) Check(ctx context.Context, key string, n int64) (Result, er
 	if err != nil {
 		return g.failed(key, n, err)
 	}
-	return g.answer(a, n), nil
+	return g.decided(g.answer(a, n)), nil
 }
 
 // answer turns the store's answer into a Result with window.GCRA's math on

@@ -46,7 +46,7 @@ func (l *logStrict) Check(ctx context.Context, key string, n int64) (Result, err
 	if err != nil {
 		return l.failed(key, n, err)
 	}
-	return l.answer(a), nil
+	return l.decided(l.answer(a)), nil
 }
 
 // answer turns the store's answer into a Result.

@@ -45,12 +45,16 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 	}
 	a, err := w.store.Reserve(ctx, key, ref, n)
 	if err == nil {
-		return w.answer(a, n), Receipt{At: a.At, Store: true}, nil
+		res := w.answer(a, n)
+		w.counts.Add(w.path, OutcomeOf(res.Allowed, nil))
+		return res, Receipt{At: a.At, Store: true}, nil
 	}
 	switch {
 	case errors.Is(err, syncer.ErrClosed):
+		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, fmt.Errorf("sluice: check abandoned: %w", err)
 	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal:
 		// The store is up but did not answer in time. Admitting past the
@@ -58,6 +62,7 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 		// the store has caught up. So for an untracked key: what a local
 		// decision admitted would never reach the store, whose count the
 		// other instances' reservations are decided on.
+		w.counts.Add(PathFallback, OutcomeDenied)
 		return Result{ResetAfter: w.geo.ResetAfter(w.now()), RetryAfter: w.interval}, Receipt{}, nil
 	}
 	return w.fallbackAt(key, n, err)
@@ -90,7 +95,10 @@ func (w *windowRule) fallbackAt(key string, n int64, cause error) (Result, Recei
 	now, reset := w.clock()
 	v := w.table.AllowDegraded(key, now, n, w.mode)
 	if v.Status == localcache.StoreDown {
+		w.counts.Add(PathFallback, OutcomeError)
 		return Result{Remaining: v.Remaining, ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
 	}
-	return w.local(v, reset), Receipt{At: now}, nil
+	res := w.local(v, reset)
+	w.counts.Add(PathFallback, OutcomeOf(res.Allowed, nil))
+	return res, Receipt{At: now}, nil
 }

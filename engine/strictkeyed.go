@@ -37,11 +37,19 @@ type strictKeyed struct {
 	mode     policy.FailureMode
 	interval time.Duration
 	share    atomic.Int64 // N̂, the cost of a unit in the local table
+	counts   *Counts      // nil: not counted
 }
 
 func (k *strictKeyed) init(cfg Config, t localcache.KeyTable) {
 	k.now, k.table, k.mode, k.interval = cfg.Now, t, cfg.FailureMode, cfg.SyncInterval
+	k.counts = cfg.Counts
 	k.share.Store(1)
+}
+
+// decided counts a check the store decided.
+func (k *strictKeyed) decided(r Result) Result {
+	k.counts.Add(PathStrict, OutcomeOf(r.Allowed, nil))
+	return r
 }
 
 // Tick does nothing: a Strict check is decided on the store's clock.
@@ -57,21 +65,27 @@ func (k *strictKeyed) SetFleet(instances int64, _ bool) { k.share.Store(max(inst
 func (k *strictKeyed) failed(key string, n int64, err error) (Result, error) {
 	switch {
 	case errors.Is(err, syncer.ErrClosed):
+		k.counts.Add(PathStrict, OutcomeError)
 		return Result{}, ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		k.counts.Add(PathStrict, OutcomeError)
 		return Result{}, fmt.Errorf("sluice: check abandoned: %w", err)
 	case errors.Is(err, syncer.ErrTimeout) && k.mode == policy.FailLocal:
+		k.counts.Add(PathFallback, OutcomeDenied)
 		return Result{RetryAfter: k.interval}, nil
 	}
 	switch k.mode {
 	case policy.FailOpen:
+		k.counts.Add(PathFallback, OutcomeAllowed)
 		return Result{Allowed: true}, nil
 	case policy.FailClosed:
+		k.counts.Add(PathFallback, OutcomeError)
 		return Result{RetryAfter: k.interval}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 	s := k.share.Load()
 	r := result(k.table.Allow(key, k.now(), n*s))
 	r.Remaining /= s
+	k.counts.Add(PathFallback, OutcomeOf(r.Allowed, nil))
 	return r, nil
 }
 

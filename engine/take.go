@@ -36,6 +36,7 @@ func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result,
 	case localcache.Untracked:
 		return w.reserveAt(ctx, key, nil, n)
 	case localcache.StoreDown:
+		w.counts.Add(PathFallback, OutcomeError)
 		return Result{ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: the failure mode is fail-closed", ErrStoreUnavailable)
 	}
 	return w.local(v, reset), Receipt{At: now}, nil

@@ -29,6 +29,9 @@ type windowRule struct {
 	mode     policy.FailureMode
 	interval time.Duration
 	fleet    *fleetState
+
+	counts *Counts // nil: not counted
+	path   Path    // the path of a check the store decides: urgent or strict
 }
 
 // fleetState is what SetFleet last applied, and the recovery grace: after an
@@ -80,6 +83,10 @@ func newWindow(cfg Config) (Engine, error) {
 	}
 	w.limit.Store(r.Limit)
 	w.fleet = &fleetState{}
+	w.counts, w.path = cfg.Counts, PathUrgent
+	if r.Mode == policy.Strict {
+		w.path = PathStrict
+	}
 	w.now, w.ticked = cfg.Now, cfg.Ticked
 	w.budget, w.mode, w.interval = cfg.ErrorBudget, cfg.FailureMode, cfg.SyncInterval
 	if r.Algorithm == policy.FixedWindow {

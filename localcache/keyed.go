@@ -73,6 +73,7 @@ func (k *keyed[E]) lookup(key string) *E {
 	}
 	if k.keys.n.Load() >= k.keys.max {
 		k.keys.full.Store(true)
+		k.keys.out.Add(1)
 		return k.overflow
 	}
 	c := strings.Clone(key) // the caller's string may live in a reused buffer

@@ -13,6 +13,7 @@ type Keys struct {
 	max  int64
 	full atomic.Bool
 	door atomic.Pointer[freqSketch] // allocated past the high-water mark
+	out  atomic.Int64               // checks of keys the admission rule kept out
 }
 
 // NewKeys returns a bound of max keys.
@@ -23,6 +24,11 @@ func (k *Keys) Len() int64 { return k.n.Load() }
 
 // Max returns the bound.
 func (k *Keys) Max() int64 { return k.max }
+
+// Untracked returns how many checks found their key without an entry and
+// not let in by the admission rule, since NewKeys (across the Tables that
+// share k).
+func (k *Keys) Untracked() int64 { return k.out.Load() }
 
 // Full reports, and clears, whether a new key has been refused at the bound
 // since the last call: a hint to sweep now.
@@ -38,6 +44,9 @@ func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 		return e
 	}
 	if !t.admits(key, sight) {
+		if sight {
+			t.keys.out.Add(1)
+		}
 		return nil
 	}
 	k := strings.Clone(key) // the caller's string may live in a reused buffer

@@ -272,8 +272,8 @@ func (s *Syncer) landBulk(c *bulkCall) error {
 		return nil
 	}
 	s.unacked = append(s.unacked, c)
-	s.stats.failures.Add(1)
 	err = fmt.Errorf("syncer: push: %w", err)
+	s.failed(err)
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		s.setHealth(false, err)
@@ -286,8 +286,9 @@ func (s *Syncer) landBulk(c *bulkCall) error {
 func (s *Syncer) settleBulk(c *bulkCall) error {
 	if err := s.applyBulk(c); err != nil {
 		s.unacked = append(s.unacked, c)
-		s.stats.failures.Add(1)
-		return fmt.Errorf("syncer: push: %w", err)
+		err = fmt.Errorf("syncer: push: %w", err)
+		s.failed(err)
+		return err
 	}
 	return nil
 }
@@ -334,6 +335,7 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 			tot = nil
 			r.keys.MarkDirty(k.it.ref) // pull again next cycle
 		}
+		s.pulledTotals(r, nowStore, oldest, tot)
 		for _, o := range r.keys.Settle(k.it.ref, s.Now(), acked, oldest, tot, window.Bucket{}) {
 			s.correct(k.it.id, k.it.ref, o.Index, -o.Count) // refunded after the push
 		}

@@ -27,6 +27,7 @@ func (s *Syncer) cycle() error {
 	s.pruneRecs()
 	beat := time.Now()
 	items := s.collect()
+	s.cycleKeys = len(items)
 	var err error
 	// On the bulk path the pipelines overlap: batches take turns on
 	// bulkLanes lanes, each with its own marker, so while the store runs one

@@ -100,8 +100,9 @@ func (s *Syncer) registry(ctx context.Context, remove bool) error {
 	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), rm).Slice()
 	recv := s.localNow()
 	if err != nil {
-		s.stats.failures.Add(1)
-		return fmt.Errorf("syncer: registry: %w", err)
+		err = fmt.Errorf("syncer: registry: %w", err)
+		s.failed(err)
+		return err
 	}
 	if len(v) != 4 {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)

@@ -152,7 +152,7 @@ func (s *Syncer) syncPerKey(ctx context.Context, items []item) error {
 		}
 	}
 	if first != nil {
-		s.stats.failures.Add(1)
+		s.failed(first)
 		var rerr redis.Error
 		if !errors.As(first, &rerr) {
 			s.setHealth(false, first)
@@ -224,6 +224,7 @@ func (s *Syncer) apply(c *call) error {
 		ints[i] = n
 	}
 	nowStore, oldest, totals := ints[0]*int64(time.Microsecond), ints[1], ints[2:]
+	s.pulledTotals(r, nowStore, oldest, totals)
 	lease := window.Bucket{Index: r.geo.Index(nowStore), Count: grant}
 	res := Answer{At: nowStore, First: oldest, Totals: totals, Lease: grant}
 	type answer struct {

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -225,15 +226,22 @@ func (s *Syncer) serveUrgent() {
 		items[i].ws = append(items[i].ws, w)
 		items[i].lease = w.id.rule.leases
 	}
+	start := time.Now()
+	var first error
 	for i := 0; i < len(items); i += s.cfg.Batch {
 		end := min(i+s.cfg.Batch, len(items))
-		if err := s.syncKeys(s.life, items[i:end]); err != nil && !s.healthy.Load() {
+		err := s.syncKeys(s.life, items[i:end])
+		first = cmp.Or(first, err)
+		if err != nil && !s.healthy.Load() {
 			for _, it := range items[end:] {
 				for _, w := range it.ws {
 					s.finish(w, Answer{}, ErrUnavailable)
 				}
 			}
-			return
+			break
 		}
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Urgent(start, time.Since(start), len(ws), len(items), first)
 	}
 }

@@ -82,9 +82,13 @@ func (r *strictRule) call(ctx context.Context, script *redis.Script, key string,
 	s.stats.commands.Add(1)
 	go func() {
 		defer cancel()
+		start := time.Now()
 		v, err := script.Run(op, s.cfg.Client, keys, args...).Int64Slice()
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.Urgent(start, time.Since(start), 1, 1, err)
+		}
 		if err != nil {
-			s.stats.failures.Add(1)
+			s.failed(err)
 			var rerr redis.Error
 			if !errors.As(err, &rerr) && !errors.Is(err, context.Canceled) {
 				s.setHealth(false, fmt.Errorf("syncer: strict check: %w", err))

@@ -47,7 +47,8 @@
 // syncer.go holds the Syncer and its lifecycle, rule.go the rules and key
 // names, fleet.go the registry, health and clock offset, cycle.go a sync
 // cycle, reserve.go reservations, perkey.go the per-key script path, bulk.go
-// the bulk path, scripts.go the Lua, stats.go the counters.
+// the bulk path, scripts.go the Lua, stats.go the counters, observer.go
+// what it reports to telemetry (Observer).
 package syncer
 
 import (
@@ -99,6 +100,9 @@ type Config struct {
 	// its monotonic reading (immune to wall-clock steps). The store clock is
 	// this clock plus the offset measured at every heartbeat.
 	Clock Clock
+	// Observer, if not nil, hears the cycles, urgent round trips, store
+	// errors and over-limit pulls (telemetry).
+	Observer Observer
 
 	// perKey forces the per-key path on a standalone store (tests).
 	perKey bool
@@ -169,6 +173,8 @@ type Syncer struct {
 	prev []item // keys pushed in the last full cycle, to pull once more
 	refs []Handle
 	buf  []window.Bucket
+	// cycleKeys is the number of keys of the cycle under way (Observer).
+	cycleKeys int
 
 	stats counters
 }
@@ -356,12 +362,12 @@ func (s *Syncer) loop() {
 		case <-s.done:
 			return
 		case <-t.C:
-			_ = s.cycle()
+			_ = s.observedCycle()
 		case <-s.wake:
 			s.serveUrgent()
 		case ch := <-s.flushReq:
 			s.releaseOver(s.Now(), true) // a flush leaves the store counting what was admitted
-			ch <- s.cycle()
+			ch <- s.observedCycle()
 		}
 	}
 }

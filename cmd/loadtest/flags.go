@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
@@ -58,6 +60,9 @@ type options struct {
 	MaxRecords   int64
 	Skew         time.Duration
 	Outage       time.Duration
+	Metrics      string
+	// meter returns instance i's MeterProvider while -metrics serves.
+	meter func(i int) (metric.MeterProvider, error)
 	// Composed holds what the composition profiles (compose.go) measured.
 	Composed []composeResult
 	Quiet    bool
@@ -244,6 +249,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.MaxRecords, "max-records", defaultRecords, "most checks recorded per scenario (memory bound: about 24 bytes each)")
 	fs.DurationVar(&o.Skew, "skew", 0, "skew instance i's clock by i×`D` (sluice.Options.Clock) to show store-clock alignment")
 	fs.DurationVar(&o.Outage, "outage", 0, "stop the embedded store for `D` at 40% of each scenario (failure mode demo; embedded store only)")
+	fs.StringVar(&o.Metrics, "metrics", "", "serve every instance's sluice metrics (OpenTelemetry, Prometheus exporter) on `ADDR`/metrics while the run lasts, e.g. 127.0.0.1:9464; loopback only, not with -procs or -sim (docs/observability.md)")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress output (neither the bar on a terminal nor the line per finished profile otherwise)")
 	fs.BoolVar(&o.PNG, "png", false, "write plots as PNG instead of SVG")
 	fs.BoolVar(&o.Child, fleet.ChildFlag, false, "internal: run as a -procs child")
@@ -379,8 +385,16 @@ func (o *options) validate(profiles, sweepText string) error {
 			return fmt.Errorf("-outage %v: use a positive duration under half of -duration (%v)", o.Outage, o.Duration/2)
 		}
 	}
+	if o.Metrics != "" {
+		if err := checkLoopback(o.Metrics); err != nil {
+			return err
+		}
+		if o.Procs {
+			return errors.New("-metrics serves the instances of this process: it cannot be combined with -procs")
+		}
+	}
 	if o.Sim {
-		for _, f := range []string{"redis", "procs", "instances", "sync", "budget", "timeout", "min-instances", "skew", "outage", "workers"} {
+		for _, f := range []string{"redis", "procs", "instances", "sync", "budget", "timeout", "min-instances", "skew", "outage", "workers", "metrics"} {
 			if o.set[f] {
 				return fmt.Errorf("-%s has no meaning with -sim (the simulation models the algorithm, not the fleet)", f)
 			}

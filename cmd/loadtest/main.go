@@ -144,6 +144,15 @@ func newRunID() string {
 const embeddedTimeout = 250 * time.Millisecond
 
 func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) error {
+	if o.Metrics != "" {
+		ms, err := startMetrics(o.Metrics)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ms.Close() }()
+		o.meter = ms.provider
+		fmt.Fprintf(stderr, "loadtest: sluice metrics on http://%s/metrics (one series per instance: label service_instance_id)\n", ms.Addr())
+	}
 	var target store.Target
 	var emb *store.Embedded
 	if o.Redis == "" {

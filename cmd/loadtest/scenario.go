@@ -41,6 +41,7 @@ func fleetConfig(o *options, profile string, target store.Target, prefix, runID 
 		MaxRecords:   o.MaxRecords,
 		Procs:        o.Procs,
 		Skew:         o.Skew,
+		Meter:        o.meter,
 		Traffic: traffic.Params{
 			Profile:   profile,
 			Rate:      o.Rate,

@@ -329,6 +329,7 @@ func (r *Report) Write(w io.Writer) {
 	r.writeManyKeys(p)
 	r.writeCheckTables(p)
 	r.writeRatios(p)
+	r.writeTelemetry(p)
 	r.writeSync(p)
 	r.writeMemory(p)
 	if r.Notes != "" {
@@ -823,6 +824,10 @@ func (r *Report) writeTargets(p printer) {
 		s := r.syncStat("10k", "sec/op")
 		p("| 10k-dirty-key sync cycle < 50 ms | %s | %s |\n", fmtDur(s.Median*1e9), verdict(s.Median < 0.05, s.OK))
 	}
+	// Telemetry: Allow with the SDK within 5% of Allow with it off.
+	if worst, parts, allocs, known := r.telemetryCost(); known {
+		p("| Allow with telemetry on (OTel SDK) within 5%% of off, 0 allocs (sluice eventual, idle syncer; on ÷ off) | %s; at most %.0f allocs/op | %s |\n", strings.Join(parts, ", "), allocs, verdict(worst <= 1.05 && allocs == 0, known))
+	}
 	// 10. ≤200 bytes/key.
 	{
 		a := r.Data.Get("Memory/lib=sluice-local", "heapalloc-B/key")
@@ -874,6 +879,70 @@ func (r *Report) writeEnv(p printer) {
 	p("\nTo reproduce (needs `redis-server` and `redis-benchmark` in PATH, Go 1.26):\n\n```sh\ncd benchmarks\n./run.sh          # full run, about 20 minutes on an idle 2-core machine; writes ../docs/performance.md\n./run.sh -quick   # about 8 minutes: 3 repetitions, shorter runs\n./run.sh -profile # also CPU profiles of the sluice benchmarks (pprof -top) in the output directory\n```\n\n")
 	p("The raw results and benchstat's output are kept in the output directory the script prints (`-out DIR` to choose it). To compare two runs: `go tool benchstat old/results.txt new/results.txt` inside `benchmarks/`. Single benchmarks: `go test -run '^$' -bench 'BenchmarkCheck/set=10k/path=allow' -count 10 .`\n\n")
 	p("A 2-core VM is noisy: differences within the confidence intervals are not differences. The `redis-server` under test runs on the same two cores as the benchmark (and, for eventual mode, as the syncer).\n\n")
+}
+
+// telemetryName is the name of a BenchmarkTelemetry result.
+func telemetryName(set, tel, mode string) string {
+	return "Telemetry/set=" + set + "/tel=" + tel + "/mode=" + mode
+}
+
+// telemetryNs returns the ns per check of a BenchmarkTelemetry result.
+func (r *Report) telemetryNs(set, tel, mode string) Stat {
+	s := r.Data.Get(telemetryName(set, tel, mode), "sec/op")
+	s.Median *= 1e9
+	s.Lo *= 1e9
+	s.Hi *= 1e9
+	return s
+}
+
+// telemetrySets are the key sets of BenchmarkTelemetry.
+var telemetrySets = []string{"hot", "10k"}
+
+// telemetryCost returns the worst ratio of Allow with the SDK to Allow with
+// telemetry off, each ratio as text, and the most allocs/op of any setting.
+func (r *Report) telemetryCost() (worst float64, parts []string, allocs float64, known bool) {
+	for _, set := range telemetrySets {
+		for _, mode := range modes {
+			x, ok := ratio(r.telemetryNs(set, "sdk", mode), r.telemetryNs(set, "off", mode))
+			if !ok {
+				continue
+			}
+			known = true
+			worst = math.Max(worst, x)
+			parts = append(parts, fmt.Sprintf("%s %s %s", set, mode, fmtRatio(x, ok)))
+			for _, tel := range []string{"off", "global", "sdk"} {
+				allocs = math.Max(allocs, r.Data.Get(telemetryName(set, tel, mode), "allocs/op").Median)
+			}
+		}
+	}
+	return worst, parts, allocs, known
+}
+
+// writeTelemetry writes what the metrics cost a check: Allow with telemetry
+// off, with the global provider nobody set, and with the OTel SDK.
+func (r *Report) writeTelemetry(p printer) {
+	if _, _, _, known := r.telemetryCost(); !known {
+		return
+	}
+	p("## Telemetry cost\n\n")
+	p("Allow on the allow path (sluice eventual, idle syncer), with telemetry *off* (`Options.MeterProvider` is the no-op provider: checks are not counted), with the *global* provider that no application set (the default: checks are counted on per-rule striped counters that nobody reads), and with the *OTel SDK* (a `ManualReader`, collected after the timed loop). The three run side by side in the same process. ns per check; lower is better.\n\n")
+	p("| key set | mode | off | global (default) | OTel SDK | SDK ÷ off | allocs/op (off, global, SDK) |\n|---|---|--:|--:|--:|--:|--:|\n")
+	for _, set := range telemetrySets {
+		for _, mode := range modes {
+			off, glob, sdk := r.telemetryNs(set, "off", mode), r.telemetryNs(set, "global", mode), r.telemetryNs(set, "sdk", mode)
+			var al []string
+			for _, tel := range []string{"off", "global", "sdk"} {
+				if a := r.Data.Get(telemetryName(set, tel, mode), "allocs/op"); a.OK {
+					al = append(al, fmt.Sprintf("%.0f", a.Median))
+				} else {
+					al = append(al, "—")
+				}
+			}
+			x, ok := ratio(sdk, off)
+			p("| %s | %s | %s | %s | %s | %s | %s |\n", setNames[set], mode, fmtNs(off), fmtNs(glob), fmtNs(sdk), fmtRatio(x, ok), strings.Join(al, ", "))
+		}
+	}
+	p("\n")
 }
 
 // Spread is the smallest, median and largest of a benchmark's values.

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/engine"
 	"io"
 	"os"
 	"os/exec"
@@ -19,9 +18,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
+	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -53,6 +55,9 @@ type Config struct {
 	T0 int64 `json:"t0"`
 	// Index is the child's instance (children only).
 	Index int `json:"index"`
+	// Meter, if not nil, returns instance i's MeterProvider
+	// (sluice.Options.MeterProvider); in-process instances only.
+	Meter func(i int) (metric.MeterProvider, error) `json:"-"`
 }
 
 // Geometry returns the rule's window geometry (for a TokenBucket, GCRA or

@@ -134,6 +134,14 @@ func (in *instance) open() error {
 	if cfg.Skew != 0 {
 		opts.Clock = skewClock{time.Duration(in.skew)}
 	}
+	if cfg.Meter != nil {
+		mp, err := cfg.Meter(in.idx)
+		if err != nil {
+			_ = in.cli.Close()
+			return err
+		}
+		opts.MeterProvider = mp
+	}
 	l, err := sluice.New(opts, cfg.Rule)
 	if err != nil {
 		_ = in.cli.Close()

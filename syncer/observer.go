@@ -1,0 +1,74 @@
+package syncer
+
+import (
+	"time"
+)
+
+// Observer hears what the syncer does, for telemetry: its cycles, its
+// urgent round trips, the store's errors, and how far the keys it pulls
+// stand above their limits. The syncer's loop calls it, and so does the
+// round trip of each Strict check of a TokenBucket, GCRA or SlidingLog rule
+// (Urgent, StoreError): it must be safe for concurrent use and must not
+// block.
+type Observer interface {
+	// Cycle reports a full sync cycle that started at start and took d: the
+	// keys it synced, and its first error (nil: every count it collected is
+	// acknowledged by the store).
+	Cycle(start time.Time, d time.Duration, keys int, err error)
+	// Urgent reports a round trip of checks handed to the store
+	// (reservations: urgent syncs and Strict windows; or one Strict check of
+	// a per-key algorithm): the checks it carried, the keys they concern,
+	// and its first error.
+	Urgent(start time.Time, d time.Duration, checks, keys int, err error)
+	// StoreError reports a failed round trip or an unreadable reply.
+	StoreError(err error)
+	// OverLimit reports a pulled key whose fleet total, as the store
+	// returned it, stands above the rule's limit: excess is (total − Limit)
+	// / Limit, > 0.
+	OverLimit(rule string, excess float64)
+}
+
+// failed counts a failed round trip and tells the observer.
+func (s *Syncer) failed(err error) {
+	s.stats.failures.Add(1)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.StoreError(err)
+	}
+}
+
+// observedCycle runs a full cycle and reports it.
+func (s *Syncer) observedCycle() error {
+	if s.cfg.Observer == nil {
+		return s.cycle()
+	}
+	start := time.Now()
+	s.cycleKeys = 0
+	err := s.cycle()
+	s.cfg.Observer.Cycle(start, time.Since(start), s.cycleKeys, err)
+	return err
+}
+
+// pulledTotals reports a key pulled at now (store time) whose window
+// totals, from bucket first on, put it above r's limit.
+func (s *Syncer) pulledTotals(r *Rule, now, first int64, totals []int64) {
+	if s.cfg.Observer == nil || len(totals) == 0 {
+		return
+	}
+	var sum int64
+	for _, n := range totals {
+		sum += n
+	}
+	limit := r.limit.Load()
+	if sum <= limit { // the estimate never exceeds the sum of the buckets
+		return
+	}
+	est := r.geo.Estimate(now, func(j int64) int64 {
+		if i := j - first; i >= 0 && i < int64(len(totals)) {
+			return totals[i]
+		}
+		return 0
+	})
+	if lim := float64(limit); est > lim {
+		s.cfg.Observer.OverLimit(r.name, (est-lim)/lim)
+	}
+}

@@ -1,0 +1,426 @@
+package systemtest
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// otelSDK is a real OpenTelemetry SDK for one limiter: metrics read on
+// demand (ManualReader), spans kept in memory.
+type otelSDK struct {
+	reader *sdkmetric.ManualReader
+	spans  *tracetest.InMemoryExporter
+	mp     *sdkmetric.MeterProvider
+	tp     *sdktrace.TracerProvider
+}
+
+func newOtelSDK(t *testing.T) *otelSDK {
+	t.Helper()
+	s := &otelSDK{reader: sdkmetric.NewManualReader(), spans: tracetest.NewInMemoryExporter()}
+	s.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(s.reader))
+	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(s.spans))
+	t.Cleanup(func() {
+		_ = s.mp.Shutdown(context.Background())
+		_ = s.tp.Shutdown(context.Background())
+	})
+	return s
+}
+
+// options returns opts with the SDK's providers.
+func (s *otelSDK) options(opts sluice.Options) sluice.Options {
+	opts.MeterProvider, opts.TracerProvider = s.mp, s.tp
+	return opts
+}
+
+// collect returns the metrics collected now, by name.
+func (s *otelSDK) collect(t *testing.T) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, s.reader.Collect(context.Background(), &rm))
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+// attrs renders an attribute set as "k=v,k=v" (sorted by key).
+func attrs(s attribute.Set) string {
+	var b []string
+	for _, kv := range s.ToSlice() {
+		b = append(b, string(kv.Key)+"="+kv.Value.Emit())
+	}
+	return strings.Join(b, ",")
+}
+
+// sumInt returns an int64 sum's points by attributes.
+func sumInt(t *testing.T, m metricdata.Metrics) map[string]int64 {
+	t.Helper()
+	d, ok := m.Data.(metricdata.Sum[int64])
+	require.True(t, ok, "%s is a %T", m.Name, m.Data)
+	out := map[string]int64{}
+	for _, p := range d.DataPoints {
+		out[attrs(p.Attributes)] = p.Value
+	}
+	return out
+}
+
+// sumOf returns the sum of an int64 sum's points.
+func sumOf(t *testing.T, m metricdata.Metrics) (n int64) {
+	t.Helper()
+	for _, v := range sumInt(t, m) {
+		n += v
+	}
+	return n
+}
+
+// gaugeInt returns the value of an int64 gauge with one point.
+func gaugeInt(t *testing.T, m metricdata.Metrics) int64 {
+	t.Helper()
+	d, ok := m.Data.(metricdata.Gauge[int64])
+	require.True(t, ok, "%s is a %T", m.Name, m.Data)
+	require.Len(t, d.DataPoints, 1)
+	return d.DataPoints[0].Value
+}
+
+// TestTelemetryChecks: N checks give sluice.checks = N, split by outcome
+// and path as the limiter decided them: a Local rule's on the local path,
+// a Strict rule's on the strict path, an Eventual key past its cap on the
+// urgent path (as many as the store decided: Stats().Sync.Reservations),
+// bad input as errors. The syncer's instruments match its counters.
+func TestTelemetryChecks(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	sdk := newOtelSDK(t)
+	local := policy.Rule{Name: "local", Limit: 10, Window: time.Hour, Mode: policy.Local}
+	strict := policy.Rule{Name: "strict", Limit: 5, Window: time.Hour, Mode: policy.Strict}
+	eventual := policy.Rule{Name: "eventual", Limit: 100, Window: time.Hour}
+	bucket := policy.Rule{Name: "bucket", Limit: 5, Window: time.Hour, Algorithm: policy.GCRA, Mode: policy.Strict}
+	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), Prefix: "tel", SyncInterval: time.Hour, ErrorBudget: 0.1,
+		Timeout: 5 * time.Second}),
+		local, strict, eventual, bucket)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+
+	for range 25 {
+		_, err := l.Allow(ctx, "local", "k")
+		require.NoError(t, err)
+	}
+	_, err = l.AllowN(ctx, "local", "k", 11) // above the Limit: an error
+	require.ErrorIs(t, err, sluice.ErrInvalidCost)
+	for range 8 {
+		_, err := l.Allow(ctx, "strict", "k")
+		require.NoError(t, err)
+	}
+	for range 8 {
+		_, err := l.Allow(ctx, "bucket", "k")
+		require.NoError(t, err)
+	}
+	var allowed, denied int64
+	for range 150 {
+		d, err := l.Allow(ctx, "eventual", "k")
+		require.NoError(t, err)
+		if d.Allowed {
+			allowed++
+		} else {
+			denied++
+		}
+	}
+	require.NoError(t, l.Flush(ctx))
+
+	m := sdk.collect(t)
+	checks := sumInt(t, m["sluice.checks"])
+	assert.Equal(t, "{check}", m["sluice.checks"].Unit)
+	assert.Equal(t, int64(10), checks["outcome=allowed,path=local,rule=local"])
+	assert.Equal(t, int64(15), checks["outcome=denied,path=local,rule=local"])
+	assert.Equal(t, int64(1), checks["outcome=error,path=local,rule=local"])
+	assert.Equal(t, int64(5), checks["outcome=allowed,path=strict,rule=strict"])
+	assert.Equal(t, int64(3), checks["outcome=denied,path=strict,rule=strict"])
+	assert.Equal(t, int64(5), checks["outcome=allowed,path=strict,rule=bucket"])
+	assert.Equal(t, int64(3), checks["outcome=denied,path=strict,rule=bucket"])
+	// The eventual rule: L admitted (its cap is 5 with N̂ = 1: the store
+	// decides from the sixth on), the rest denied.
+	assert.Equal(t, int64(100), allowed)
+	var ev, evUrgent, evAllowed, evDenied int64
+	for k, v := range checks {
+		if !strings.HasSuffix(k, "rule=eventual") {
+			continue
+		}
+		ev += v
+		if strings.Contains(k, "path=urgent") {
+			evUrgent += v
+		}
+		if strings.Contains(k, "outcome=allowed") {
+			evAllowed += v
+		}
+		if strings.Contains(k, "outcome=denied") {
+			evDenied += v
+		}
+		assert.NotContains(t, k, "outcome=error")
+	}
+	assert.Equal(t, int64(150), ev)
+	assert.Equal(t, allowed, evAllowed)
+	assert.Equal(t, denied, evDenied)
+	st := l.Stats()
+	assert.Positive(t, evUrgent)
+	assert.Equal(t, st.Sync.Reservations, evUrgent+8+8, "every check the store decided is on the urgent or strict path")
+	assert.Equal(t, int64(25+1+8+8+150), sumOf(t, m["sluice.checks"]))
+
+	assert.Equal(t, st.Sync.UrgentCycles, sumOf(t, m["sluice.sync.urgent"]))
+	assert.GreaterOrEqual(t, sumOf(t, m["sluice.store.round_trips"]), st.Sync.UrgentCycles)
+	assert.Equal(t, int64(1), gaugeInt(t, m["sluice.instances"]))
+	assert.Equal(t, int64(3), sumOf(t, m["sluice.keys.tracked"]), "a Strict bucket keeps no local state while the store is up")
+	assert.Equal(t, int64(0), gaugeInt(t, m["sluice.failure_mode.active"]))
+	cyc, ok := m["sluice.sync.cycle.duration"].Data.(metricdata.Histogram[float64])
+	require.True(t, ok)
+	require.Len(t, cyc.DataPoints, 1)
+	assert.Equal(t, "outcome=ok", attrs(cyc.DataPoints[0].Attributes))
+	assert.Equal(t, uint64(st.Sync.Cycles), cyc.DataPoints[0].Count)
+	assert.Equal(t, "s", m["sluice.sync.cycle.duration"].Unit)
+	_, ok = m["sluice.store.errors"]
+	assert.False(t, ok, "no store error")
+
+	// Spans: one per cycle and one per urgent round trip, none per check.
+	require.NoError(t, l.Close())
+	st = l.Stats()
+	var cycles, urgent int64
+	for _, s := range sdk.spans.GetSpans() {
+		switch s.Name {
+		case "sluice.sync.cycle":
+			cycles++
+		case "sluice.sync.urgent":
+			urgent++
+		default:
+			t.Errorf("unexpected span %q", s.Name)
+		}
+	}
+	assert.Equal(t, st.Sync.Cycles, cycles)
+	assert.Equal(t, st.Sync.UrgentCycles+8, urgent, "and one per check of the Strict bucket")
+	// A closed limiter no longer reports its observable metrics.
+	_, ok = sdk.collect(t)["sluice.checks"]
+	assert.False(t, ok)
+}
+
+// TestTelemetryStoreKilled: a killed Redis shows as store errors (of kind
+// connection), the failure mode active and its time growing, checks that
+// needed the store on the fallback path, and one log line each way.
+func TestTelemetryStoreKilled(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	sdk := newOtelSDK(t)
+	var logs syncBuffer
+	l, err := sluice.New(sdk.options(sluice.Options{
+		Redis: srv.Client(t), SyncInterval: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	}), policy.Rule{Name: "strict", Limit: 100, Window: time.Hour, Mode: policy.Strict})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	_, err = l.Allow(ctx, "strict", "k")
+	require.NoError(t, err)
+
+	srv.Kill()
+	require.Eventually(t, func() bool { return l.Stats().Degraded }, 10*time.Second, 10*time.Millisecond)
+	for range 5 {
+		_, err := l.Allow(ctx, "strict", "k") // FailLocal: decided on the share
+		require.NoError(t, err)
+	}
+	time.Sleep(100 * time.Millisecond) // several failed cycles
+	m := sdk.collect(t)
+	errs := sumInt(t, m["sluice.store.errors"])
+	assert.Positive(t, errs["kind=connection"], "%v", errs)
+	assert.Equal(t, int64(1), gaugeInt(t, m["sluice.failure_mode.active"]))
+	fm, ok := m["sluice.failure_mode.duration"].Data.(metricdata.Sum[float64])
+	require.True(t, ok)
+	require.Len(t, fm.DataPoints, 1)
+	assert.Equal(t, "failure_mode=fail-local", attrs(fm.DataPoints[0].Attributes))
+	down1 := fm.DataPoints[0].Value
+	assert.Positive(t, down1)
+	checks := sumInt(t, m["sluice.checks"])
+	assert.Equal(t, int64(1), checks["outcome=allowed,path=strict,rule=strict"])
+	assert.Equal(t, int64(5), checks["outcome=allowed,path=fallback,rule=strict"])
+	lag, ok := m["sluice.sync.lag"].Data.(metricdata.Gauge[float64])
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, lag.DataPoints[0].Value, 0.1, "no cycle has succeeded since the kill")
+
+	srv.Restart()
+	require.Eventually(t, func() bool { return !l.Stats().Degraded }, 10*time.Second, 10*time.Millisecond)
+	m = sdk.collect(t)
+	assert.Equal(t, int64(0), gaugeInt(t, m["sluice.failure_mode.active"]))
+	fm = m["sluice.failure_mode.duration"].Data.(metricdata.Sum[float64])
+	down2 := fm.DataPoints[0].Value
+	assert.Greater(t, down2, down1)
+	time.Sleep(50 * time.Millisecond)
+	fm = sdk.collect(t)["sluice.failure_mode.duration"].Data.(metricdata.Sum[float64])
+	assert.Equal(t, down2, fm.DataPoints[0].Value, "the failure-mode time stops when the store is back")
+
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "store unreachable"), out)
+	assert.Equal(t, 1, strings.Count(out, "store reachable again"), out)
+	var failed int
+	for _, s := range sdk.spans.GetSpans() {
+		if s.Name == "sluice.sync.cycle" && s.Status.Code.String() == "Error" {
+			failed++
+		}
+	}
+	assert.Positive(t, failed, "failed cycles are error spans")
+}
+
+// TestTelemetryAccuracyExcess: two instances share a key. A fills it to its
+// limit L while B's view is stale; B then admits its divergence cap
+// ⌊ε·L/(N̂+1)⌋ locally, as the bound allows, and the pull of B's next sync
+// finds the key's fleet total that far above L: sluice.accuracy.excess
+// records cap/L, non-zero and within ε.
+func TestTelemetryAccuracyExcess(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const limit, budget = 100, 0.5
+	rule := policy.Rule{Name: "api", Limit: limit, Window: time.Hour}
+	sdkA, sdkB := newOtelSDK(t), newOtelSDK(t)
+	// A long Timeout: on a loaded machine a store decision must not turn
+	// into a fallback.
+	opts := sluice.Options{Prefix: "excess", SyncInterval: time.Hour, ErrorBudget: budget, MinInstances: 2, Timeout: 5 * time.Second}
+	opts.Redis = srv.Client(t)
+	a, err := sluice.New(sdkA.options(opts), rule)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	opts.Redis = srv.Client(t)
+	b, err := sluice.New(sdkB.options(opts), rule)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := context.Background()
+	_, err = b.Allow(ctx, "api", "k") // B tracks the key, its view: 1
+	require.NoError(t, err)
+	require.NoError(t, b.Flush(ctx))
+	var admitted int64
+	for range 2 * limit {
+		d, err := a.Allow(ctx, "api", "k")
+		require.NoError(t, err)
+		if d.Allowed {
+			admitted++
+		}
+	}
+	require.NoError(t, a.Flush(ctx))
+	require.Equal(t, int64(limit-1), admitted, "A fills the key to L")
+
+	cap := int64(math.Floor(budget * limit / 3)) // N̂ = 2
+	var local int64
+	for range cap + 5 {
+		d, err := b.Allow(ctx, "api", "k")
+		require.NoError(t, err)
+		if d.Allowed {
+			local++
+		}
+	}
+	require.NoError(t, b.Flush(ctx))
+	require.Equal(t, cap, local, "B admits its cap locally (its first unit is acknowledged)")
+
+	h, ok := sdkB.collect(t)["sluice.accuracy.excess"].Data.(metricdata.Histogram[float64])
+	require.True(t, ok)
+	require.Len(t, h.DataPoints, 1)
+	p := h.DataPoints[0]
+	assert.Equal(t, "rule=api", attrs(p.Attributes))
+	assert.Positive(t, p.Count)
+	mx, ok := p.Max.Value()
+	require.True(t, ok)
+	assert.InDelta(t, float64(cap)/limit, mx, 1e-9, "the fleet stood B's local admissions above L")
+	assert.LessOrEqual(t, mx, budget)
+	_, ok = sdkA.collect(t)["sluice.accuracy.excess"]
+	assert.False(t, ok, "A never pulled the key above L")
+}
+
+// TestTelemetryAllowDoesNotAllocate: with a real SDK (and its collection),
+// Allow allocates nothing.
+func TestTelemetryAllowDoesNotAllocate(t *testing.T) {
+	srv := redistest.Start(t)
+	sdk := newOtelSDK(t)
+	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), ErrorBudget: 1, SyncInterval: time.Hour}),
+		policy.Rule{Name: "api", Limit: policy.MaxLimit, Window: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	for range 100 {
+		_, _ = l.Allow(ctx, "api", "k")
+	}
+	allocs := testing.AllocsPerRun(10000, func() { _, _ = l.Allow(ctx, "api", "k") })
+	assert.Zero(t, allocs)
+	assert.Equal(t, int64(100+10001), sumOf(t, sdk.collect(t)["sluice.checks"]))
+}
+
+// syncBuffer is a strings.Builder safe for the logger's and the test's
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTelemetryShaping: a soft rule's admissions past Limit count on the
+// soft path, a shadow rule's would-be denials (admitted) on the shadow
+// path with the outcome the rule would have had.
+func TestTelemetryShaping(t *testing.T) {
+	t.Parallel()
+	sdk := newOtelSDK(t)
+	l, err := sluice.New(sdk.options(sluice.Options{}),
+		policy.Rule{Name: "soft", Limit: 10, Window: time.Hour, Soft: 0.5},
+		policy.Rule{Name: "shadow", Limit: 2, Window: time.Hour, Shadow: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	var softAllowed, shadowAllowed int
+	for range 20 {
+		d, err := l.Allow(ctx, "soft", "k")
+		require.NoError(t, err)
+		if d.Allowed {
+			softAllowed++
+		}
+	}
+	for range 5 {
+		d, err := l.Allow(ctx, "shadow", "k")
+		require.NoError(t, err)
+		if d.Allowed {
+			shadowAllowed++
+		}
+	}
+	require.Equal(t, 15, softAllowed)
+	require.Equal(t, 5, shadowAllowed, "a shadow rule never denies")
+	checks := sumInt(t, sdk.collect(t)["sluice.checks"])
+	assert.Equal(t, map[string]int64{
+		"outcome=allowed,path=local,rule=soft":   10,
+		"outcome=allowed,path=soft,rule=soft":    5,
+		"outcome=denied,path=local,rule=soft":    5,
+		"outcome=allowed,path=local,rule=shadow": 2,
+		"outcome=denied,path=shadow,rule=shadow": 3,
+	}, checks)
+}

@@ -1,0 +1,47 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestErrKind: store errors are classified by kind, also wrapped.
+func TestErrKind(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	reply := srv.Client(t).Do(context.Background(), "NOSUCHCOMMAND").Err()
+	require.Error(t, reply)
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"deadline", context.DeadlineExceeded, "timeout"},
+		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, "timeout"},
+		{"refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, "connection"},
+		{"eof", io.EOF, "connection"},
+		{"redis reply", reply, "reply"},
+		{"wrapped reply", fmt.Errorf("syncer: push: %w", reply), "reply"},
+		{"other", errors.New("unexpected reply of 2 values"), "other"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, c.want, errKindNames[errKind(c.err)])
+		})
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
