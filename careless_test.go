@@ -21,8 +21,9 @@ func TestNilContext(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	// A budget that gives no rule an unsynced unit (cap 0): every Eventual
-	// check is an urgent sync.
-	l, err := sluice.New(sluice.Options{Redis: srv.Client(t), ErrorBudget: 0.001, SyncInterval: time.Hour},
+	// check is an urgent sync. No reservation times out (and is denied) on
+	// a loaded machine.
+	l, err := sluice.New(sluice.Options{Redis: srv.Client(t), ErrorBudget: 0.001, SyncInterval: time.Hour, Timeout: 5 * time.Second},
 		policy.Rule{Name: "eventual", Limit: 100, Window: time.Minute},
 		policy.Rule{Name: "strict", Limit: 2, Window: time.Minute, Mode: policy.Strict},
 		policy.Rule{Name: "local", Limit: 2, Window: time.Minute, Mode: policy.Local},
