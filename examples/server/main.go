@@ -12,14 +12,15 @@
 // port: the limits are shared the same way, with no setup. Requests are
 // limited per client IP (the peer address: put ClientIP with your proxies'
 // addresses behind a load balancer) by the rule "api", 10 per minute, and
-// POST /login by "login", 3 per minute.
-//
-// Rules are set in code here; a rules file will replace them once sluice
-// reads one.
+// POST /login by "login", 3 per minute: the rules of rules.yaml, built in.
+// With -rules FILE every instance reads its rules from FILE instead and
+// follows its changes (Limiter.WatchFile).
 package main
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,11 +51,10 @@ func main() {
 	}
 }
 
-// rules are the example's limits.
-var rules = []policy.Rule{
-	{Name: "api", Limit: 10, Window: time.Minute},
-	{Name: "login", Limit: 3, Window: time.Minute},
-}
+// rulesYAML is rules.yaml, the example's limits, built in.
+//
+//go:embed rules.yaml
+var rulesYAML []byte
 
 // run serves until ctx ends. ready, if not nil, receives the listening
 // addresses once every instance is up.
@@ -63,7 +63,15 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addrs []
 	fs.SetOutput(logw)
 	listen := fs.String("listen", "127.0.0.1:8081,127.0.0.1:8082", "comma-separated `addresses`, one instance each")
 	redisAddr := fs.String("redis", "", "Redis `host:port` shared by the instances; empty: an embedded miniredis stand-in")
+	rulesFile := fs.String("rules", "", "rules `file` (sluice's YAML or an envoy ratelimit config), watched for changes; empty: the built-in rules.yaml")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := policy.Load(bytes.NewReader(rulesYAML))
+	if *rulesFile != "" {
+		cfg, err = policy.LoadFile(*rulesFile)
+	}
+	if err != nil {
 		return err
 	}
 	addr := *redisAddr
@@ -82,7 +90,7 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addrs []
 		errs  = make(chan error, 8)
 	)
 	for i, a := range strings.Split(*listen, ",") {
-		srv, lis, cleanup, err := instance(i, addr, a, logw)
+		srv, lis, cleanup, err := instance(ctx, i, addr, a, cfg.Rules, *rulesFile, logw)
 		if err != nil {
 			return err
 		}
@@ -109,9 +117,10 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addrs []
 	return <-errs
 }
 
-// instance builds one instance: its limiter on the shared Redis, its
-// middleware and its server, listening on addr.
-func instance(i int, redisAddr, addr string, logw io.Writer) (*http.Server, net.Listener, func(), error) {
+// instance builds one instance: its limiter on the shared Redis with rules
+// (kept in step with rulesFile, if set), its middleware and its server,
+// listening on addr.
+func instance(ctx context.Context, i int, redisAddr, addr string, rules []policy.Rule, rulesFile string, logw io.Writer) (*http.Server, net.Listener, func(), error) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	lim, err := sluice.New(sluice.Options{
 		Redis:      rdb,
@@ -124,6 +133,12 @@ func instance(i int, redisAddr, addr string, logw io.Writer) (*http.Server, net.
 		return nil, nil, nil, err
 	}
 	cleanup := func() { _ = lim.Close(); _ = rdb.Close() }
+	if rulesFile != "" {
+		if err := lim.WatchFile(ctx, rulesFile, sluice.WatchOptions{}); err != nil {
+			cleanup()
+			return nil, nil, nil, err
+		}
+	}
 	limit, err := httplimit.New(httplimit.Config{
 		Limiter: lim,
 		Routes: []httplimit.Route{

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -25,7 +27,38 @@ func TestFleetLimit(t *testing.T) {
 	})
 }
 
-func fleetLimit(t *testing.T, args ...string) {
+// TestRulesFile: with -rules, the instances take their rules from the file
+// (here "api" at 2 a minute: the third request is refused), and a file that
+// does not load stops the command with its error.
+func TestRulesFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "rules.yaml")
+	require.NoError(t, os.WriteFile(good, []byte("rules:\n  - {name: api, limit: 2, window: 1m}\n  - {name: login, limit: 3, window: 1m}\n"), 0o600))
+	a := start(t, "-rules", good, "-redis", redistest.Start(t).Addr())
+	c := &http.Client{}
+	t.Cleanup(c.CloseIdleConnections)
+	var codes []int
+	for range 3 {
+		resp, err := c.Get("http://" + a[0] + "/api/hello")
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		codes = append(codes, resp.StatusCode)
+	}
+	assert.Equal(t, []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests}, codes)
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("rules:\n  - {name: api, limt: 2, window: 1m}\n"), 0o600))
+	err := run(t.Context(), []string{"-listen", "127.0.0.1:0", "-rules", bad}, tlog{t}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "limt")
+}
+
+// start runs the example with args on free loopback ports until the test
+// ends, and returns its instances' addresses.
+func start(t *testing.T, args ...string) []string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	addrs := make(chan []string, 1)
 	done := make(chan error, 1)
@@ -33,12 +66,17 @@ func fleetLimit(t *testing.T, args ...string) {
 		done <- run(ctx, append([]string{"-listen", "127.0.0.1:0,127.0.0.1:0"}, args...), tlog{t}, func(a []string) { addrs <- a })
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	var a []string
 	select {
-	case a = <-addrs:
+	case a := <-addrs:
+		return a
 	case err := <-done:
 		t.Fatal(err)
 	}
+	return nil
+}
+
+func fleetLimit(t *testing.T, args ...string) {
+	a := start(t, args...)
 	require.Len(t, a, 2)
 	c := &http.Client{}
 	t.Cleanup(c.CloseIdleConnections)
