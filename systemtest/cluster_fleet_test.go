@@ -164,28 +164,7 @@ func TestClusterFleet(t *testing.T) {
 		rule := policy.Rule{Name: "login", Limit: 50, Window: time.Minute, Mode: policy.Strict}
 		ls := fleet(t, 2, client, sluice.Options{Prefix: prefix, Timeout: 5 * time.Second}, rule)
 		keys := spreadKeys(t, cl, cc, prefix, rule, 1)
-		admitted := make([]atomic.Int64, len(keys))
-		var wg sync.WaitGroup
-		for _, l := range ls {
-			for ki, k := range keys {
-				for range 4 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range 20 {
-							d, err := l.Allow(context.Background(), rule.Name, k)
-							if !assert.NoError(t, err) {
-								return
-							}
-							if d.Allowed {
-								admitted[ki].Add(1)
-							}
-						}
-					}()
-				}
-			}
-		}
-		wg.Wait()
+		admitted := hammerKeys(t, ls, rule.Name, keys, 4, 20)
 		flushAll(t, ls)
 		for ki, k := range keys {
 			assert.Equal(t, int64(50), admitted[ki].Load(), "%s: exactly Limit pass", k)
@@ -205,28 +184,7 @@ func TestClusterFleet(t *testing.T) {
 		ls := fleet(t, 2, client, sluice.Options{Prefix: prefix, Timeout: 5 * time.Second}, rules...)
 		keys := spreadKeys(t, cl, cc, prefix, rules[0], 1)
 		for _, rule := range rules {
-			admitted := make([]atomic.Int64, len(keys))
-			var wg sync.WaitGroup
-			for _, l := range ls {
-				for ki, k := range keys {
-					for range 3 {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							for range 10 {
-								d, err := l.Allow(context.Background(), rule.Name, k)
-								if !assert.NoError(t, err) {
-									return
-								}
-								if d.Allowed {
-									admitted[ki].Add(1)
-								}
-							}
-						}()
-					}
-				}
-			}
-			wg.Wait()
+			admitted := hammerKeys(t, ls, rule.Name, keys, 3, 10)
 			for ki, k := range keys {
 				assert.Equal(t, int64(20), admitted[ki].Load(), "%s %s: exactly the central bucket's burst or log's limit", rule.Name, k)
 			}
@@ -589,4 +547,32 @@ func migrateSlot(t *testing.T, cl *redistest.Cluster, slot int, src, dst string)
 		require.NoError(t, nodes[a].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]).Err(), "SETSLOT NODE on %s", a)
 	}
 	t.Logf("migrated %d keys of slot %d: %s -> %s", moved, slot, src, dst)
+}
+
+// hammerKeys runs, on every limiter of ls, goroutines callers per key of
+// keys, each checking rule each times, and returns how many were admitted
+// per key.
+func hammerKeys(t *testing.T, ls []*sluice.Limiter, rule string, keys []string, callers, each int) []atomic.Int64 {
+	t.Helper()
+	admitted := make([]atomic.Int64, len(keys))
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for ki, k := range keys {
+			for range callers {
+				wg.Go(func() {
+					for range each {
+						d, err := l.Allow(context.Background(), rule, k)
+						if !assert.NoError(t, err) {
+							return
+						}
+						if d.Allowed {
+							admitted[ki].Add(1)
+						}
+					}
+				})
+			}
+		}
+	}
+	wg.Wait()
+	return admitted
 }
