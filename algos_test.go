@@ -221,13 +221,22 @@ func TestSlidingLogMatchesOracle(t *testing.T) {
 }
 
 // TestNewAlgorithmsModes: TokenBucket, GCRA and SlidingLog work in Local
-// mode with or without a store and in Strict mode with one; Eventual is
-// refused, explicitly (by Validate, with the reason) or as the default with
-// a store (by New), and both errors say which modes to use.
+// mode with or without a store and in Strict mode with one; the buckets
+// (without a WarmUp) in Eventual mode too, explicitly or as the default
+// with a store. A SlidingLog's or a WarmUp's Eventual is refused,
+// explicitly (by Validate, with the reason) or as the default with a store
+// (by New), and both errors say which modes to use.
 func TestNewAlgorithmsModes(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
-	for _, a := range []policy.Algorithm{policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
+	for _, rc := range []struct {
+		a    policy.Algorithm
+		warm time.Duration
+	}{{policy.TokenBucket, 0}, {policy.GCRA, 0}, {policy.SlidingLog, 0}, {policy.GCRA, time.Second}} {
+		a, eventual := rc.a, "" // the error of Eventual: none for a bucket
+		if a == policy.SlidingLog || rc.warm > 0 {
+			eventual = "Eventual"
+		}
 		for _, tc := range []struct {
 			mode  policy.Mode
 			store bool
@@ -236,15 +245,15 @@ func TestNewAlgorithmsModes(t *testing.T) {
 			{policy.Local, false, ""},
 			{policy.Local, true, ""},
 			{policy.ModeDefault, false, ""},
-			{policy.Strict, true, ""},
-			{policy.Strict, false, "needs a store"},
-			{policy.ModeDefault, true, "has no Mode Eventual, the default with a store"},
-			{policy.Eventual, true, "Mode Eventual is"},
+			{policy.Strict, true, map[bool]string{true: "WarmUp 1s with Mode Strict"}[rc.warm > 0]},
+			{policy.Strict, false, map[bool]string{false: "needs a store", true: "WarmUp 1s with Mode Strict"}[rc.warm > 0]},
+			{policy.ModeDefault, true, map[bool]string{true: "has no Mode Eventual, the default with a store"}[eventual != ""]},
+			{policy.Eventual, true, eventual},
 		} {
-			t.Run(fmt.Sprintf("%v/%v/store=%v", a, tc.mode, tc.store), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%v/warm=%v/%v/store=%v", a, rc.warm, tc.mode, tc.store), func(t *testing.T) {
 				t.Parallel()
-				rule := policy.Rule{Name: "r", Limit: 10, Window: time.Second, Algorithm: a, Mode: tc.mode}
-				opts := sluice.Options{Prefix: fmt.Sprintf("modes-%d-%d", a, tc.mode)}
+				rule := policy.Rule{Name: "r", Limit: 10, Window: time.Second, Algorithm: a, Mode: tc.mode, WarmUp: rc.warm}
+				opts := sluice.Options{Prefix: fmt.Sprintf("modes-%d-%d-%d", a, tc.mode, rc.warm)}
 				if tc.store {
 					opts.Redis = client
 				}
@@ -257,7 +266,7 @@ func TestNewAlgorithmsModes(t *testing.T) {
 				require.ErrorIs(t, err, policy.ErrInvalidRule)
 				require.ErrorContains(t, err, tc.err)
 				require.ErrorContains(t, err, "policy.Local")
-				if tc.mode != policy.Strict {
+				if tc.mode != policy.Strict && rc.warm == 0 {
 					require.ErrorContains(t, err, "policy.Strict", "the mode that shares the algorithm")
 				}
 			})

@@ -161,20 +161,36 @@ func resolveRules(rules []policy.Rule, store bool) (out []policy.Rule, shared bo
 			pr.Mode = policy.Local
 			if store {
 				pr.Mode = policy.Eventual
+				if eventualAlgorithm(pr) {
+					// What Validate checks of an explicit Eventual rule: a
+					// bucket's capacity the store computes exactly.
+					if err := pr.Validate(); err != nil {
+						return nil, false, err
+					}
+				}
 			}
 		}
 		if pr.Mode != policy.Local && !store {
 			return nil, false, fmt.Errorf("%w %q: Mode %v needs a store: set Options.Redis, or use policy.Local", policy.ErrInvalidRule, pr.Name, pr.Mode)
 		}
-		if !windowAlgorithm(pr.Algorithm) && pr.Mode == policy.Eventual {
+		if !eventualAlgorithm(pr) && pr.Mode == policy.Eventual {
 			// Only a ModeDefault gets here: Validate refuses an explicit
-			// Eventual for these algorithms, with the reason.
-			return nil, false, fmt.Errorf("%w %q: Algorithm %v has no Mode Eventual, the default with a store: set Mode: policy.Strict to share it across the fleet (one store call per check), or policy.Local", policy.ErrInvalidRule, pr.Name, pr.Algorithm)
+			// Eventual for these rules, with the reason.
+			if pr.WarmUp > 0 {
+				return nil, false, fmt.Errorf("%w %q: a %v with a WarmUp has no Mode Eventual, the default with a store (a warm-up is decided in this process only): set Mode: policy.Local", policy.ErrInvalidRule, pr.Name, pr.Algorithm)
+			}
+			return nil, false, fmt.Errorf("%w %q: a %v has no Mode Eventual, the default with a store: set Mode: policy.Strict to share it across the fleet (one store call per check), or policy.Local", policy.ErrInvalidRule, pr.Name, pr.Algorithm)
 		}
 		shared = shared || pr.Mode != policy.Local
 		out = append(out, pr)
 	}
 	return out, shared, nil
+}
+
+// eventualAlgorithm reports whether a rule has the Eventual mode: the
+// windows, and a TokenBucket or GCRA without a WarmUp.
+func eventualAlgorithm(pr policy.Rule) bool {
+	return windowAlgorithm(pr.Algorithm) || (pr.Algorithm == policy.TokenBucket || pr.Algorithm == policy.GCRA) && pr.WarmUp == 0
 }
 
 // windowAlgorithm reports whether an algorithm counts in sub-windows (the

@@ -209,14 +209,22 @@ func TestNewRefuses(t *testing.T) {
 	require.ErrorIs(t, err, policy.ErrInvalidRule)
 	_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: 99}, Keys: localcache.NewKeys(1), Now: c.now})
 	require.ErrorIs(t, err, policy.ErrInvalidRule)
-	// The per-key algorithms have no Eventual mode, and Strict needs a
-	// store.
+	// A SlidingLog has no Eventual mode, a WarmUp no shared mode, and the
+	// shared modes need a store.
+	_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: policy.SlidingLog, Mode: policy.Eventual}, Keys: localcache.NewKeys(1), Now: c.now})
+	require.ErrorIs(t, err, policy.ErrInvalidRule)
+	require.ErrorContains(t, err, "supports Mode policy.Local and policy.Strict")
+	_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: policy.GCRA, WarmUp: time.Second, Mode: policy.Eventual}, Keys: localcache.NewKeys(1), Now: c.now})
+	require.ErrorIs(t, err, policy.ErrInvalidRule)
+	require.ErrorContains(t, err, "a WarmUp supports only Mode policy.Local")
 	for _, a := range []policy.Algorithm{policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
-		_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: a, Mode: policy.Eventual}, Keys: localcache.NewKeys(1), Now: c.now})
-		require.ErrorIs(t, err, policy.ErrInvalidRule)
-		require.ErrorContains(t, err, "supports Mode policy.Local and policy.Strict")
-		_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: a, Mode: policy.Strict}, Keys: localcache.NewKeys(1), Now: c.now})
-		require.ErrorIs(t, err, policy.ErrInvalidRule)
-		require.ErrorContains(t, err, "needs a store")
+		for _, m := range []policy.Mode{policy.Strict, policy.Eventual} {
+			if a == policy.SlidingLog && m == policy.Eventual {
+				continue
+			}
+			_, err = engine.New(engine.Config{Rule: policy.Rule{Name: "r", Limit: 1, Window: time.Second, Algorithm: a, Mode: m}, Keys: localcache.NewKeys(1), Now: c.now})
+			require.ErrorIs(t, err, policy.ErrInvalidRule)
+			require.ErrorContains(t, err, "needs a store")
+		}
 	}
 }

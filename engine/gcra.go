@@ -29,8 +29,11 @@ func newGCRA(cfg Config) (Engine, error) {
 	if r.WarmUp > 0 {
 		return newWarmUp(cfg)
 	}
-	if r.Mode == policy.Strict {
+	switch r.Mode {
+	case policy.Strict:
 		return newGCRAStrict(cfg)
+	case policy.Eventual:
+		return newGCRAEventual(cfg)
 	}
 	t, err := localcache.NewGCRATable(window.NewGCRA(r.Window, r.Limit, r.Burst), cfg.Keys)
 	if err != nil {

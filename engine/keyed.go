@@ -52,11 +52,11 @@ func peek(t localcache.KeyTable, c *keyClock, key string) Result {
 	return result(t.Peek(key, c.now()))
 }
 
-// supported refuses a mode the per-key algorithms do not have: Eventual
-// (and a WarmUp in Strict). policy.Rule.Validate refuses them first, with
-// the reasons; this is the engine's own guard.
+// supported refuses a mode the per-key algorithms do not have: Eventual for
+// a SlidingLog, and any but Local for a WarmUp. policy.Rule.Validate
+// refuses them first, with the reasons; this is the engine's own guard.
 func supported(r policy.Rule) error {
-	if r.Mode != policy.Local && r.Mode != policy.Strict {
+	if r.Mode != policy.Local && r.Mode != policy.Strict && (r.Mode != policy.Eventual || r.Algorithm == policy.SlidingLog) {
 		return fmt.Errorf("%w %q: Algorithm %v supports Mode policy.Local and policy.Strict, not %v: set Mode: policy.Local or policy.Strict", policy.ErrInvalidRule, r.Name, r.Algorithm, r.Mode)
 	}
 	if r.WarmUp > 0 && r.Mode != policy.Local {

@@ -246,34 +246,60 @@ func checkLimiter(t *testing.T, r policy.Rule) {
 }
 
 // checkKeyedModes checks the modes of an accepted TokenBucket, GCRA or
-// SlidingLog rule: never Eventual; the default with a store (Eventual) is
-// refused by New before the store is dialled; Strict never with a WarmUp,
-// and the syncer takes it (its store state and key names).
+// SlidingLog rule: Eventual only for a bucket without a WarmUp; the default
+// with a store (Eventual) is refused by New before the store is dialled
+// for the others; Strict never with a WarmUp; and the syncer takes every
+// shared rule (its store state and key names), an Eventual one at any
+// error budget.
 func checkKeyedModes(t *testing.T, r policy.Rule) {
 	t.Helper()
-	switch r.Mode {
+	eventual := r.Algorithm != policy.SlidingLog && r.WarmUp == 0
+	mode := r.Mode
+	switch mode {
 	case policy.Eventual:
-		t.Fatalf("%+v: Eventual accepted for a %v", r, r.Algorithm)
+		if !eventual {
+			t.Fatalf("%+v: Eventual accepted for a %v", r, r.Algorithm)
+		}
 	case policy.ModeDefault:
-		if _, err := sluice.New(sluice.Options{Redis: neverDialled}, r); !errors.Is(err, policy.ErrInvalidRule) {
-			t.Fatalf("%+v: the default mode (Eventual) with a store: %v", r, err)
-		}
-	case policy.Strict:
-		s, err := syncer.New(syncer.Config{Client: dummyClient, Prefix: "p", InstanceID: "i", Interval: time.Second, Timeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Algorithm == policy.SlidingLog {
-			_, err = s.AddLog(r.Name, r.Window, r.Limit)
-		} else {
-			if r.WarmUp != 0 {
-				t.Fatalf("%+v: a WarmUp accepted in Strict", r)
+		ev := r
+		ev.Mode = policy.Eventual
+		if !eventual || ev.Validate() != nil {
+			if _, err := sluice.New(sluice.Options{Redis: neverDialled}, r); !errors.Is(err, policy.ErrInvalidRule) {
+				t.Fatalf("%+v: the default mode (Eventual) with a store: %v", r, err)
 			}
-			_, err = s.AddGCRA(r.Name, int64(r.Interval()), r.MaxCost())
+			return
 		}
-		if err != nil {
-			t.Fatalf("%+v: the syncer rejects an accepted Strict rule: %v", r, err)
+		mode = policy.Eventual
+	case policy.Strict:
+		if r.WarmUp != 0 {
+			t.Fatalf("%+v: a WarmUp accepted in Strict", r)
 		}
+	default:
+		return
+	}
+	s, err := syncer.New(syncer.Config{Client: dummyClient, Prefix: "p", InstanceID: "i", Interval: time.Second, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case r.Algorithm == policy.SlidingLog:
+		_, err = s.AddLog(r.Name, r.Window, r.Limit)
+	case mode == policy.Strict:
+		_, err = s.AddGCRA(r.Name, int64(r.Interval()), r.MaxCost())
+	default:
+		for _, budget := range []float64{0, 0.01, 1} {
+			split := window.NewSharedBucket(r.MaxCost(), budget)
+			if split.Store < 1 || split.Store+split.Pool != r.MaxCost()+int64(budget*float64(r.MaxCost())) {
+				t.Fatalf("%+v: split %+v at ε = %v", r, split, budget)
+			}
+			if _, err = s.AddSharedGCRA(r.Name, int64(r.Interval()), r.MaxCost(), split.Store); err != nil && budget < 1 {
+				break
+			}
+			err = nil // at ε = 1 a store capacity past MaxStrictTolerance is refused by New
+		}
+	}
+	if err != nil {
+		t.Fatalf("%+v: the syncer rejects an accepted %v rule: %v", r, mode, err)
 	}
 }
 

@@ -83,12 +83,13 @@ const (
 	// TokenBucket refills Limit per Window continuously (one unit every
 	// Interval, Window/Limit) and holds at most Burst: a full bucket admits
 	// Burst at once. Its keys are kept on GCRA's state (package window
-	// proves the two admit the same costs). Mode Local or Strict (each
-	// check decided by one store script); not Eventual.
+	// proves the two admit the same costs). Every mode: Local, Strict (each
+	// check decided by one store script) and Eventual (the store leases
+	// each instance a few units at a time: window.SharedBucket).
 	TokenBucket
 	// GCRA is the generic cell rate algorithm: the admission set of
 	// TokenBucket, one timestamp of state per key, an exact RetryAfter.
-	// Mode Local or Strict; not Eventual.
+	// Every mode, as TokenBucket.
 	GCRA
 	// SlidingLog is exact: it keeps one timestamp per admitted unit in the
 	// window, per key, so its Limit is at most MaxLogLimit. Mode Local or
@@ -347,8 +348,8 @@ func (r Rule) validateAlgorithm(bad func(string, ...any) error) error {
 	if burst > int64(MaxWindow/iv) {
 		return bad("Burst %d takes %d intervals of %v to refill, longer than %v: lower Burst or raise the rate", burst, burst, iv, MaxWindow)
 	}
-	if r.Mode == Strict && time.Duration(burst) > MaxStrictTolerance/iv {
-		return bad("Burst %d takes %v to refill; in Mode Strict the most is %v (the store computes in doubles): lower Burst or raise the rate", burst, time.Duration(burst)*iv, MaxStrictTolerance)
+	if (r.Mode == Strict || r.Mode == Eventual) && time.Duration(burst) > MaxStrictTolerance/iv {
+		return bad("Burst %d takes %v to refill; in a shared mode (Strict, Eventual) the most is %v (the store computes in doubles): lower Burst or raise the rate", burst, time.Duration(burst)*iv, MaxStrictTolerance)
 	}
 	if r.WarmUp < 0 {
 		return bad("WarmUp %v is negative: use 0 for no warm-up, or a positive duration", r.WarmUp)
@@ -369,17 +370,14 @@ func (r Rule) validateAlgorithm(bad func(string, ...any) error) error {
 	return nil
 }
 
-// validateMode refuses the modes an algorithm does not have: TokenBucket,
-// GCRA and SlidingLog run Local or Strict, not Eventual, and a WarmUp runs
-// Local only.
+// validateMode refuses the modes an algorithm does not have: a SlidingLog
+// runs Local or Strict, not Eventual, and a WarmUp runs Local only.
 func (r Rule) validateMode(bad func(string, ...any) error) error {
 	switch a := r.Algorithm; {
 	case a == SlidingLog && r.Mode == Eventual:
 		return bad("Mode Eventual is refused for a SlidingLog: the log is exact by definition, and decided on counts a sync old it would not be; use Mode policy.Strict to share it across the fleet (one store call per check), or policy.Local")
-	case a.isBucket() && r.Mode == Eventual:
-		return bad("Mode Eventual is not available for a %v: a bucket decided on the fleet's counts a sync old has no proven bound yet (docs/design.md, \"Eventual buckets\"); use Mode policy.Strict to share it across the fleet (one store call per check), or policy.Local", a)
-	case r.WarmUp != 0 && r.Mode == Strict:
-		return bad("WarmUp %v with Mode Strict: a warm-up is decided in this process only; use Mode policy.Local, or remove WarmUp", r.WarmUp)
+	case r.WarmUp != 0 && (r.Mode == Strict || r.Mode == Eventual):
+		return bad("WarmUp %v with Mode %s: a warm-up is decided in this process only (its state is Guava's, per instance); use Mode policy.Local, or remove WarmUp", r.WarmUp, map[Mode]string{Strict: "Strict", Eventual: "Eventual"}[r.Mode])
 	}
 	return nil
 }

@@ -148,10 +148,8 @@ func TestValidateErrors(t *testing.T) {
 			[]string{`invalid rule "api"`, "Precision 65 is out of range"}},
 		{"burst on weighted", with(func(r *policy.Rule) { r.Algorithm = policy.WeightedWindow; r.Burst = 3 }),
 			[]string{"Burst 3 is set on a weighted rule"}},
-		{"eventual gcra", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Mode = policy.Eventual }),
-			[]string{"Mode Eventual is not available for a gcra", "no proven bound", "use Mode policy.Strict", "or policy.Local"}},
-		{"eventual token bucket", with(func(r *policy.Rule) { r.Algorithm = policy.TokenBucket; r.Mode = policy.Eventual }),
-			[]string{"Mode Eventual is not available for a token-bucket"}},
+		{"eventual warm-up", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Mode = policy.Eventual; r.WarmUp = 10 * time.Second }),
+			[]string{"WarmUp 10s with Mode Eventual", "decided in this process only", "use Mode policy.Local, or remove WarmUp"}},
 		{"eventual sliding log", with(func(r *policy.Rule) { r.Algorithm = policy.SlidingLog; r.Mode = policy.Eventual }),
 			[]string{"Mode Eventual is refused for a SlidingLog", "exact by definition", "use Mode policy.Strict", "or policy.Local"}},
 		{"strict warm-up", with(func(r *policy.Rule) { r.Algorithm = policy.GCRA; r.Mode = policy.Strict; r.WarmUp = 10 * time.Second }),
@@ -159,7 +157,7 @@ func TestValidateErrors(t *testing.T) {
 		{"strict tolerance", with(func(r *policy.Rule) {
 			r.Algorithm, r.Mode = policy.TokenBucket, policy.Strict
 			r.Limit, r.Window, r.Burst = 1, 24*time.Hour, 60
-		}), []string{"Burst 60 takes 1440h0m0s to refill; in Mode Strict the most is"}},
+		}), []string{"Burst 60 takes 1440h0m0s to refill; in a shared mode (Strict, Eventual) the most is"}},
 		{"unknown mode", with(func(r *policy.Rule) { r.Mode = 4 }),
 			[]string{`invalid rule "api"`, "unknown Mode 4", "use policy.Eventual, policy.Local or policy.Strict"}},
 		// Several problems: the name is reported first, then the fields in

@@ -15,11 +15,16 @@ import "github.com/redis/go-redis/v9"
 // ns (policy.MaxStrictTolerance), is ever one number. A value that does not parse
 // is taken for a full bucket and overwritten by the next admission.
 //
+// An admitted check may also take a lease for an Eventual rule
+// (window.SharedBucket): up to want more units, as many as the bucket holds
+// after the check, taken from it in the same step (TAT moves by (n + g)·T).
+//
 // KEYS[1] the key. ARGV: T ns, τ ns, n, "1" to peek (decide one unit,
-// record nothing).
+// record nothing), want (the lease asked for; 0 for none).
 //
 // Returns: 1 if admitted (0 if not), the store's TIME seconds and
-// microseconds, and the debt after the decision in ns (TAT − now, ≥ 0).
+// microseconds, the debt after the decision in ns (TAT − now, ≥ 0), and the
+// units leased g.
 var gcraScript = redis.NewScript(`
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
@@ -37,15 +42,20 @@ if v then
   end
 end
 if debt + n * iv > tau then
-  return {0, t[1], t[2], debt}
+  return {0, t[1], t[2], debt, 0}
 end
 if ARGV[4] == '1' then
-  return {1, t[1], t[2], debt}
+  return {1, t[1], t[2], debt, 0}
 end
 debt = debt + n * iv
+local g = math.floor((tau - debt) / iv)
+local want = tonumber(ARGV[5]) or 0
+if g > want then g = want end
+if g < 0 then g = 0 end
+debt = debt + g * iv
 local x = ns + debt
 local carry = math.floor(x / 1000000000)
 redis.call('SET', KEYS[1], string.format('%.0f%09.0f', sec + carry, x - carry * 1000000000),
   'PX', string.format('%.0f', math.floor(debt / 1000000) + 1))
-return {1, t[1], t[2], debt}
+return {1, t[1], t[2], debt, g}
 `)

@@ -139,22 +139,35 @@ type GCRAAnswer struct {
 	// At is the store's time of the decision, in ns (Redis TIME: whole µs).
 	At int64
 	// TAT is the key's theoretical arrival time after the decision, in ns:
-	// At plus its debt, and At for a full bucket.
+	// At plus its debt, and At for a full bucket. It counts the units
+	// leased as taken.
 	TAT int64
+	// Leased is the units leased to the caller with the admission (Lease).
+	Leased int64
 }
 
 // AddGCRA returns the Strict rule named name of a GCRA with emission
 // interval (ns) and burst: its keys' states are kept in the store. It may
 // be called before or after Start.
 func (s *Syncer) AddGCRA(name string, interval, burst int64) (*GCRARule, error) {
+	return s.AddSharedGCRA(name, interval, burst, burst)
+}
+
+// AddSharedGCRA returns the rule named name of a GCRA with emission interval
+// (ns) and burst whose store decides on a capacity of store units instead
+// (window.SharedBucket: an Eventual rule, whose instances hold leases). Its
+// keys are those of the Strict rule of the same interval and burst, so a
+// rule that changes mode keeps its keys' states. It may be called before or
+// after Start.
+func (s *Syncer) AddSharedGCRA(name string, interval, burst, store int64) (*GCRARule, error) {
 	switch {
-	case interval < 1 || burst < 1:
-		return nil, fmt.Errorf("syncer: rule %q: GCRA interval %d ns and burst %d must be positive", name, interval, burst)
-	case burst > int64(policy.MaxStrictTolerance)/interval:
-		return nil, fmt.Errorf("syncer: rule %q: Burst·Interval %d·%v exceeds %v", name, burst, time.Duration(interval), policy.MaxStrictTolerance)
+	case interval < 1 || burst < 1 || store < 1:
+		return nil, fmt.Errorf("syncer: rule %q: GCRA interval %d ns, burst %d and store capacity %d must be positive", name, interval, burst, store)
+	case max(burst, store) > int64(policy.MaxStrictTolerance)/interval:
+		return nil, fmt.Errorf("syncer: rule %q: Burst·Interval %d·%v exceeds %v", name, max(burst, store), time.Duration(interval), policy.MaxStrictTolerance)
 	}
 	kind := "gcra:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(burst, 10)
-	return &GCRARule{strictRule: s.newStrict(name, kind), interval: interval, tau: burst * interval}, nil
+	return &GCRARule{strictRule: s.newStrict(name, kind), interval: interval, tau: store * interval}, nil
 }
 
 // Decide asks the store to decide cost n for key; with peek it decides
@@ -164,15 +177,28 @@ func (r *GCRARule) Decide(ctx context.Context, key string, n int64, peek bool) (
 	if peek {
 		p, n = "1", 1
 	}
-	v, err := r.call(ctx, gcraScript, key, r.interval, r.tau, n, p)
+	return r.run(ctx, key, n, p, 0)
+}
+
+// Lease asks the store to decide cost n for key and, if it admits it, to
+// lease up to want more units (as many as the bucket holds after n): they
+// are taken from the key's bucket in the same step, and Leased says how
+// many. A call whose wait ends before the reply may still have taken them.
+func (r *GCRARule) Lease(ctx context.Context, key string, n, want int64) (GCRAAnswer, error) {
+	return r.run(ctx, key, n, "0", max(want, 0))
+}
+
+// run calls gcraScript.
+func (r *GCRARule) run(ctx context.Context, key string, n int64, peek string, want int64) (GCRAAnswer, error) {
+	v, err := r.call(ctx, gcraScript, key, r.interval, r.tau, n, peek, want)
 	if err != nil {
 		return GCRAAnswer{}, err
 	}
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return GCRAAnswer{}, fmt.Errorf("syncer: gcra script: unexpected reply %v", v)
 	}
 	at := storeTime(v[1], v[2])
-	return GCRAAnswer{Admitted: v[0] == 1, At: at, TAT: at + v[3]}, nil
+	return GCRAAnswer{Admitted: v[0] == 1, At: at, TAT: at + v[3], Leased: v[4]}, nil
 }
 
 // LogRule is a SlidingLog rule in Strict mode: each check is one call of

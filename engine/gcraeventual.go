@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/syncer"
+	"github.com/sluicehq/sluice/window"
+)
+
+// gcraEventual is a TokenBucket or GCRA rule without a WarmUp, Eventual: the
+// store keeps each key's exact bucket, of capacity SharedBucket.Store, and
+// leases each instance a few units at a time, which it admits on its own
+// (window.SharedBucket proves the fleet bound: Burst + ⌊ε·Burst⌋ + r·τ in
+// any interval τ, in real time). Its paths:
+//
+//   - local: Check → localcache.LeaseTable.Allow: one compare-and-swap on the
+//     units held, or a denial the store's last TAT makes certain → Result;
+//   - store: … → Allow says ask → LeaseTable.Ask (a lease to ask for, if no
+//     other check of the key is asking) → syncer.GCRARule.Lease: one script
+//     call deciding the cost and taking the lease from the key's bucket,
+//     waited for at most Timeout → LeaseTable.Settle → window.GCRA's fields
+//     on the store's answer → Result;
+//   - fallback: the store fails or is down → strictKeyed.failed by the
+//     failure mode, as a Strict bucket's (the units held are still spent
+//     first: the store counted them).
+//
+// Remaining is the units held plus what the store's bucket had left at its
+// last answer, refilled since; ResetAfter is until that bucket is full;
+// RetryAfter, on a denial, until the store admits the same cost if nothing
+// else is taken, exact on the store's clock.
+type gcraEventual struct {
+	strictKeyed
+	clock keyClock
+	g     window.GCRA // the store's bucket
+	split window.SharedBucket
+	table *localcache.LeaseTable
+	store *syncer.GCRARule
+}
+
+func newGCRAEventual(cfg Config) (Engine, error) {
+	r := cfg.Rule
+	s, err := strictStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	full := window.NewGCRA(r.Window, r.Limit, r.Burst)
+	e := &gcraEventual{split: window.NewSharedBucket(full.Burst(), cfg.ErrorBudget)}
+	e.g = window.NewGCRA(r.Window, r.Limit, e.split.Store)
+	if e.table, err = localcache.NewLeaseTable(e.g, cfg.Keys); err != nil {
+		return nil, ruleError(r, err)
+	}
+	fallback, err := localcache.NewGCRATable(full, cfg.Keys)
+	if err != nil {
+		return nil, ruleError(r, err)
+	}
+	if e.store, err = s.AddSharedGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
+		return nil, ruleError(r, err)
+	}
+	e.init(cfg, fallback)
+	e.clock.init(cfg)
+	e.SetFleet(1, false)
+	return e, nil
+}
+
+// Check decides n for key: on the units held if it can, else in the store.
+func (g *gcraEventual) Check(ctx context.Context, key string, n int64) (Result, error) {
+	o, ask := g.table.Allow(key, g.clock.time(), n)
+	if !ask {
+		return result(o), nil
+	}
+	r, _, err := g.ask(ctx, key, n)
+	return r, err
+}
+
+// ask hands a check to the store, with a lease request if no other check of
+// the key is asking; stored reports that the store decided it (not the
+// failure mode).
+func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, stored bool, _ error) {
+	tk := g.table.Ask(key)
+	a, err := g.store.Lease(ctx, key, n, tk.Want)
+	if err != nil {
+		g.table.Settle(tk, tatNone, 0)
+		r, err := g.failed(key, n, err)
+		return r, false, err
+	}
+	held := g.table.Settle(tk, a.TAT, a.Leased)
+	res := Result{Allowed: a.Admitted, Remaining: held + g.g.Remaining(a.TAT, a.At), ResetAfter: g.g.ResetAfter(a.TAT, a.At)}
+	if !a.Admitted {
+		res.RetryAfter = retry(g.g.RetryAfter(a.TAT, a.At, n), res.ResetAfter)
+	}
+	g.counts.Add(PathUrgent, OutcomeOf(res.Allowed, nil))
+	return res, true, nil
+}
+
+// tatNone is a TAT that tells LeaseTable.Settle nothing.
+const tatNone = -1 << 63
+
+// Peek returns what a check of one unit would see, as this instance sees it.
+func (g *gcraEventual) Peek(key string) Result { return result(g.table.Peek(key, g.now())) }
+
+// Tick publishes now for the checks decided on the units held.
+func (g *gcraEventual) Tick(now int64) { g.clock.Tick(now) }
+
+// Sweep evicts the idle keys of the lease table and of the failure mode's.
+func (g *gcraEventual) Sweep(now int64) int { return g.table.Sweep(now) + g.strictKeyed.Sweep(now) }
+
+// SetFleet sizes the lease of each instance for instances live ones
+// (window.SharedBucket.Lease) and the failure mode's share.
+func (g *gcraEventual) SetFleet(instances int64, down bool) {
+	g.strictKeyed.SetFleet(instances, down)
+	g.table.SetLease(g.split.Lease(max(instances, 1)))
+}
+
+// Take decides n for key as Check does; the receipt says whether the store
+// or a lease (Store) or the failure mode's table admitted it.
+func (g *gcraEventual) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
+	o, ask := g.table.Allow(key, g.now(), n)
+	if !ask {
+		return result(o), Receipt{Store: true}, nil
+	}
+	r, stored, err := g.ask(ctx, key, n)
+	return r, Receipt{Store: stored}, err
+}
+
+// Refund gives back an admission: the units go back to those held (the
+// store counted them) or, if the failure mode admitted them, to its table.
+func (g *gcraEventual) Refund(key string, n int64, rc Receipt) {
+	if rc.Store {
+		g.table.Refund(key, n)
+		return
+	}
+	if t, ok := g.strictKeyed.table.(*localcache.GCRATable); ok {
+		t.Refund(key, n*g.share.Load())
+	}
+}

@@ -1,0 +1,177 @@
+package sluice_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/window"
+)
+
+// admissionLog records, per key, when each admitted unit's check returned,
+// and the longest any check took.
+type admissionLog struct {
+	mu      sync.Mutex
+	at      map[string][]time.Duration
+	longest time.Duration
+	denied  map[string]int
+}
+
+func newAdmissionLog() *admissionLog {
+	return &admissionLog{at: map[string][]time.Duration{}, denied: map[string]int{}}
+}
+
+// check runs one check of cost 1 and records it against start.
+func (a *admissionLog) check(t *testing.T, l *sluice.Limiter, rule, key string, start time.Time) bool {
+	t0 := time.Now()
+	d, err := l.Allow(context.Background(), rule, key)
+	took := time.Since(t0)
+	if !assert.NoError(t, err) {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.longest = max(a.longest, took)
+	if d.Allowed {
+		a.at[key] = append(a.at[key], time.Since(start))
+	} else {
+		a.denied[key]++
+	}
+	return d.Allowed
+}
+
+// bucketExcess returns the most units admitted in any interval less the
+// bucket's refill over it: max over i ≤ j of (j − i + 1) − (t_j − t_i)/iv,
+// at most the capacity for an exact bucket.
+func bucketExcess(at []time.Duration, iv time.Duration) float64 {
+	at = slices.Clone(at)
+	slices.Sort(at)
+	best, low := 0.0, 0.0 // low: the least x_i = i − t_i/iv so far
+	for j, t := range at {
+		x := float64(j) - float64(t)/float64(iv)
+		if j == 0 || x < low {
+			low = x
+		}
+		best = max(best, x-low+1)
+	}
+	return best
+}
+
+// eventualFleet starts n limiters on srv sharing rule, with budget ε.
+func eventualFleet(t *testing.T, srv *redistest.Server, n int, prefix string, budget float64, rule policy.Rule) []*sluice.Limiter {
+	t.Helper()
+	var ls []*sluice.Limiter
+	for range n {
+		l, err := sluice.New(sluice.Options{Redis: srv.Client(t), Prefix: prefix, ErrorBudget: budget, Timeout: 5 * time.Second, MinInstances: n}, rule)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// TestEventualBucketFleetBound: a fleet of three limiters hammering two keys
+// of an Eventual TokenBucket and GCRA from several goroutines each, with
+// random pauses, admits in every real interval τ at most what the
+// window.SharedBucket bound allows, Burst + ⌊ε·Burst⌋ + τ/T (plus the
+// refill over the longest check, the clock error of recording a check
+// when it returns), and at least 90% of what one exact bucket would
+// (Store + the refill over the run: a saturated key reaches its rate).
+func TestEventualBucketFleetBound(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, rule := range []policy.Rule{
+		{Name: "gcra", Limit: 400, Window: time.Second, Algorithm: policy.GCRA, Burst: 100, Mode: policy.Eventual},
+		{Name: "tb", Limit: 200, Window: time.Second, Algorithm: policy.TokenBucket, Mode: policy.Eventual},
+	} {
+		t.Run(rule.Name, func(t *testing.T) {
+			t.Parallel()
+			const budget = 0.05
+			ls := eventualFleet(t, srv, 3, "evb-"+rule.Name, budget, rule)
+			log := newAdmissionLog()
+			keys := []string{"a", "b"}
+			start := time.Now()
+			run := 1500 * time.Millisecond
+			var wg sync.WaitGroup
+			for i, l := range ls {
+				for g := range 3 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rng := rand.New(rand.NewPCG(uint64(i), uint64(g)))
+						for time.Since(start) < run {
+							log.check(t, l, rule.Name, keys[rng.IntN(len(keys))], start)
+							if rng.IntN(50) == 0 {
+								time.Sleep(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
+							}
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			iv := rule.Interval()
+			burst := rule.MaxCost()
+			split := window.NewSharedBucket(burst, budget)
+			bound := float64(burst+int64(budget*float64(burst))) + float64(log.longest)/float64(iv) + 1
+			for _, k := range keys {
+				ex := bucketExcess(log.at[k], iv)
+				t.Logf("%s: admitted %d, denied %d, most over the refill %.1f (bound %.1f; longest check %v)", k, len(log.at[k]), log.denied[k], ex, bound, log.longest)
+				assert.LessOrEqual(t, ex, bound, "%s: the fleet bound Burst + ⌊ε·Burst⌋ + τ/T", k)
+				exact := float64(split.Store) + float64(elapsed)/float64(iv)
+				assert.GreaterOrEqual(t, float64(len(log.at[k])), 0.9*exact, "%s: a saturated key gets 90%% of the store's bucket", k)
+				require.Positive(t, log.denied[k])
+			}
+		})
+	}
+}
+
+// TestEventualBucketNoFalseDenials: a key whose offered load, merged over
+// a fleet of three, conforms to a bucket of 0.9 of the rate and 0.85 of
+// Burst (bursts of random sizes, spread over the instances at random) is
+// never denied.
+func TestEventualBucketNoFalseDenials(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rule := policy.Rule{Name: "tb", Limit: 200, Window: time.Second, Algorithm: policy.TokenBucket, Burst: 60, Mode: policy.Eventual}
+	ls := eventualFleet(t, srv, 3, "evb-nfd", 0.01, rule)
+	// The offered stream: a shaper bucket of 0.9 of the rate and 0.85 of
+	// Burst admits the arrivals of a random bursty source, ahead of time.
+	shaper := window.NewGCRA(rule.Window, rule.Limit*9/10, rule.Burst*85/100)
+	rng := rand.New(rand.NewPCG(11, 12))
+	var offers []time.Duration
+	var tat int64
+	for at := time.Duration(0); at < 1500*time.Millisecond; at += time.Duration(rng.Int64N(int64(40 * time.Millisecond))) {
+		for range 1 + rng.IntN(int(rule.Burst)) {
+			if next, ok := shaper.Admit(tat, int64(at), 1); ok {
+				tat = next
+				offers = append(offers, at)
+			}
+		}
+	}
+	log := newAdmissionLog()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, at := range offers {
+		time.Sleep(time.Until(start.Add(at)))
+		l := ls[rng.IntN(len(ls))]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log.check(t, l, rule.Name, "k", start)
+		}()
+	}
+	wg.Wait()
+	t.Logf("offered %d, admitted %d, longest check %v", len(offers), len(log.at["k"]), log.longest)
+	require.Zero(t, log.denied["k"], "a key offered within 0.9 of its rate and 0.85 of its Burst")
+	require.Len(t, log.at["k"], len(offers))
+}

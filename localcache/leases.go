@@ -1,0 +1,202 @@
+package localcache
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// LeaseTable is the per-key state of an Eventual TokenBucket or GCRA rule on
+// one instance (window.SharedBucket): the units the store leased this
+// instance, which it admits on its own, and the key's TAT in the store as of
+// the store's last answer.
+//
+// A check with enough units held takes them with one compare-and-swap: one
+// map load, no lock, no allocation, no round trip. Otherwise it is decided
+// locally only if the store would deny it for sure: the store's TAT only
+// grows (units are taken from its bucket, never given back), so a cost the
+// last TAT seen already denies is denied until that TAT's RetryAfter,
+// exactly, without a round trip; a flood of denied checks stays local.
+// Anything else asks the store (Allow reports it), and at most one check
+// per key at a time asks for a lease with it (Ask), so that an entry never
+// holds more than the most set by SetLease.
+type LeaseTable struct {
+	g    window.GCRA // the store's bucket: capacity SharedBucket.Store
+	keys keyed[leaseEntry]
+	most atomic.Int64 // the most units an entry may hold
+}
+
+type leaseEntry struct {
+	held   atomic.Int64 // units leased, not yet admitted; heldGone once evicted
+	tat    atomic.Int64 // the store's TAT at its last answer; tatFresh before
+	asking atomic.Bool  // a check is asking the store for a lease
+}
+
+// heldGone marks an entry Sweep evicted.
+const heldGone = math.MinInt64
+
+func newLeaseEntry() *leaseEntry {
+	e := &leaseEntry{}
+	e.tat.Store(tatFresh)
+	return e
+}
+
+// NewLeaseTable returns the table of a rule whose store decides on g (the
+// store's bucket), under the key bound keys. It holds no lease until
+// SetLease.
+func NewLeaseTable(g window.GCRA, keys *Keys) (*LeaseTable, error) {
+	if keys == nil {
+		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
+	}
+	if g.Interval() < 1 {
+		return nil, fmt.Errorf("%w: zero GCRA", ErrConfig)
+	}
+	return &LeaseTable{g: g, keys: newKeyed(keys, newLeaseEntry)}, nil
+}
+
+// SetLease sets the most units an entry may hold (window.SharedBucket.Lease
+// of the live instances). An entry holding more keeps it until spent.
+func (t *LeaseTable) SetLease(most int64) { t.most.Store(max(most, 0)) }
+
+// Lease returns the most units an entry may hold.
+func (t *LeaseTable) Lease() int64 { return t.most.Load() }
+
+// Allow decides cost n for key at now if it can without the store: admitted
+// on the units held, or denied because the store's last TAT denies it. ask
+// reports that it cannot, and the Outcome is then empty: the caller asks
+// the store (Ask, then Settle with its answer).
+func (t *LeaseTable) Allow(key string, now, n int64) (o Outcome, ask bool) {
+	e := t.keys.lookup(key)
+	if e == t.keys.overflow {
+		// Past the key bound: no state of its own, the store decides.
+		return Outcome{}, true
+	}
+	h := e.held.Load()
+	for h >= n {
+		if e.held.CompareAndSwap(h, h-n) {
+			tat := e.tat.Load()
+			return Outcome{Allowed: true, Remaining: h - n + t.g.Remaining(tat, now), ResetAfter: t.g.ResetAfter(tat, now)}, false
+		}
+		h = e.held.Load()
+	}
+	if h == heldGone {
+		e = t.keys.replace(e, key)
+		h = 0
+	}
+	tat := e.tat.Load()
+	if _, ok := t.g.Admit(tat, now, n); ok || tat == tatFresh {
+		return Outcome{}, true
+	}
+	// The store's TAT is at least tat: it denies n until RetryAfter.
+	return Outcome{
+		Remaining:  max(h, 0) + t.g.Remaining(tat, now),
+		ResetAfter: t.g.ResetAfter(tat, now),
+		RetryAfter: t.g.RetryAfter(tat, now, n),
+	}, false
+}
+
+// Ticket is a check's claim to ask the store about its key: Want is the
+// lease to ask for with it (0 if another check of the key is asking, the
+// key has no entry, or it holds its whole lease already). A ticket with a
+// Want is the key's one claim to a lease until it is settled.
+type Ticket struct {
+	e    *leaseEntry
+	Want int64
+}
+
+// Ask returns the ticket of a check of key that Allow sent to the store. The
+// caller must Settle it once the store answered or failed.
+func (t *LeaseTable) Ask(key string) Ticket {
+	e, ok := t.keys.m.Load(key)
+	if !ok || !e.asking.CompareAndSwap(false, true) {
+		return Ticket{e: e}
+	}
+	h := e.held.Load()
+	want := t.most.Load() - h // ≤ 0 if h is heldGone
+	if h == heldGone || want <= 0 {
+		e.asking.Store(false)
+		return Ticket{e: e}
+	}
+	return Ticket{e: e, Want: want}
+}
+
+// Settle records the store's answer to a ticket's check: the key's TAT in the
+// store after it (tat; tatFresh, or any time before the answer's, if the
+// store did not answer) and the units it leased, which the entry then holds
+// (up to the most set by SetLease: any more are dropped, spent by nobody).
+// It returns the units the entry holds.
+func (t *LeaseTable) Settle(tk Ticket, tat, leased int64) (held int64) {
+	e := tk.e
+	if e == nil {
+		return 0
+	}
+	for old := e.tat.Load(); tat > old && !e.tat.CompareAndSwap(old, tat); old = e.tat.Load() {
+	}
+	held = e.held.Load()
+	for leased > 0 && held != heldGone {
+		n := max(min(held+leased, t.most.Load()), held)
+		if e.held.CompareAndSwap(held, n) {
+			held = n
+			break
+		}
+		held = e.held.Load()
+	}
+	if tk.Want > 0 {
+		e.asking.Store(false)
+	}
+	return max(held, 0)
+}
+
+// Refund gives back n units that Allow or the store admitted for key and
+// the caller did not use: the entry holds them again (up to the most set by
+// SetLease; any more are dropped).
+func (t *LeaseTable) Refund(key string, n int64) {
+	t.Settle(Ticket{e: t.entry(key)}, math.MinInt64, n)
+}
+
+// entry returns key's entry, nil if it has none.
+func (t *LeaseTable) entry(key string) *leaseEntry {
+	e, _ := t.keys.m.Load(key)
+	return e
+}
+
+// Held returns the units the table holds for key.
+func (t *LeaseTable) Held(key string) int64 {
+	if e := t.entry(key); e != nil {
+		return max(e.held.Load(), 0)
+	}
+	return 0
+}
+
+// Peek returns what a check of one unit would see at now: the units held
+// and what the store's bucket had left at its last answer, refilled since.
+func (t *LeaseTable) Peek(key string, now int64) Outcome {
+	tat, held := int64(tatFresh), int64(0)
+	if e := t.entry(key); e != nil {
+		tat, held = e.tat.Load(), max(e.held.Load(), 0)
+	}
+	rem := held + t.g.Remaining(tat, now)
+	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.g.ResetAfter(tat, now)}
+}
+
+// Sweep evicts the keys whose last TAT seen has passed at now and that no
+// check is asking about. Units they held are dropped: they were taken from
+// the store's bucket at least a whole refill ago.
+func (t *LeaseTable) Sweep(now int64) (removed int) {
+	t.keys.m.Range(func(key string, e *leaseEntry) bool {
+		if e.tat.Load() > now || e.asking.Load() {
+			return true
+		}
+		if h := e.held.Load(); h != heldGone && e.held.CompareAndSwap(h, heldGone) {
+			t.keys.remove(key, e)
+			removed++
+		}
+		return true
+	})
+	return removed
+}
+
+// Len returns the number of keys tracked.
+func (t *LeaseTable) Len() int { return t.keys.Len() }

@@ -1,0 +1,75 @@
+package syncer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/window"
+)
+
+// TestGCRALeaseMatchesReference: on random arrivals, costs and lease
+// requests over a few keys, an Eventual rule's store (AddSharedGCRA, whose
+// bucket holds window.SharedBucket.Store units) decides each cost as
+// window.GCRA of that capacity decides it at the store's time, leases what
+// the bucket holds after it up to the want, and leaves the key at the
+// reference's TAT with both taken, to the nanosecond.
+func TestGCRALeaseMatchesReference(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	for i, tc := range []struct {
+		window       time.Duration
+		limit, burst int64
+		budget       float64
+	}{
+		{time.Second, 1000, 20, 0.01},
+		{10 * time.Second, 3333, 40, 0.05}, // T = 3000.3µs
+		{10 * time.Second, 10_000, 40, 0},
+	} {
+		t.Run(fmt.Sprintf("%v/%d/burst%d/eps%v", tc.window, tc.limit, tc.burst, tc.budget), func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig(client, "g")
+			cfg.Prefix = "lease" + strconv.Itoa(i)
+			s := startSyncer(t, cfg)
+			full := window.NewGCRA(tc.window, tc.limit, tc.burst)
+			split := window.NewSharedBucket(full.Burst(), tc.budget)
+			require.Positive(t, split.Pool)
+			g := window.NewGCRA(tc.window, tc.limit, split.Store)
+			r, err := s.AddSharedGCRA("g", full.Interval(), full.Burst(), split.Store)
+			require.NoError(t, err)
+			rng := rand.New(rand.NewPCG(9, uint64(i)))
+			tats := map[string]int64{}
+			var leased, denied int64
+			ctx := ctxT(t, opTimeout)
+			for step := 0; step < 400; step++ {
+				time.Sleep(strictGap(rng, time.Duration(g.Interval())))
+				key := "k" + strconv.Itoa(rng.IntN(2))
+				n := 1 + rng.Int64N(3)
+				want := rng.Int64N(split.Pool + 1)
+				a, err := r.Lease(ctx, key, n, want)
+				require.NoError(t, err)
+				at := fmt.Sprintf("step %d key %s n %d want %d at %d", step, key, n, want, a.At)
+				next, ok := g.Admit(tats[key], a.At, n)
+				require.Equal(t, ok, a.Admitted, at)
+				if ok {
+					got := min(want, g.Remaining(next, a.At))
+					require.Equal(t, got, a.Leased, at)
+					tats[key] = next + got*g.Interval()
+					leased += got
+				} else {
+					require.Zero(t, a.Leased, at)
+					denied++
+				}
+				require.Equal(t, max(tats[key], a.At), a.TAT, at)
+			}
+			t.Logf("leased %d, denied %d", leased, denied)
+			require.Positive(t, leased)
+			require.Positive(t, denied)
+		})
+	}
+}
