@@ -63,9 +63,10 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 	return e, nil
 }
 
-// Check decides n for key: on the units held if it can, else in the store.
+// Check decides n for key: on the units held if it can (dated by the
+// published time: the decision does not depend on it), else in the store.
 func (g *gcraEventual) Check(ctx context.Context, key string, n int64) (Result, error) {
-	o, ask := g.table.Allow(key, g.clock.time(), n)
+	o, ask := g.table.Allow(key, g.clock.pub.Load(), n)
 	if !ask {
 		return result(o), nil
 	}
@@ -73,10 +74,14 @@ func (g *gcraEventual) Check(ctx context.Context, key string, n int64) (Result, 
 	return r, err
 }
 
-// ask hands a check to the store, with a lease request if no other check of
-// the key is asking; stored reports that the store decided it (not the
-// failure mode).
+// ask decides a check the units held do not cover: denied at once if the
+// store's last TAT denies it, else in the store, with a lease request if no
+// other check of the key is asking; stored reports that the store or that
+// TAT decided it (not the failure mode).
 func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, stored bool, _ error) {
+	if o, ok := g.table.Denied(key, g.now(), n); ok {
+		return result(o), true, nil
+	}
 	tk := g.table.Ask(key)
 	a, err := g.store.Lease(ctx, key, n, tk.Want)
 	if err != nil {
@@ -115,7 +120,7 @@ func (g *gcraEventual) SetFleet(instances int64, down bool) {
 // Take decides n for key as Check does; the receipt says whether the store
 // or a lease (Store) or the failure mode's table admitted it.
 func (g *gcraEventual) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	o, ask := g.table.Allow(key, g.now(), n)
+	o, ask := g.table.Allow(key, g.clock.pub.Load(), n)
 	if !ask {
 		return result(o), Receipt{Store: true}, nil
 	}

@@ -14,14 +14,13 @@ import (
 // the store's last answer.
 //
 // A check with enough units held takes them with one compare-and-swap: one
-// map load, no lock, no allocation, no round trip. Otherwise it is decided
-// locally only if the store would deny it for sure: the store's TAT only
-// grows (units are taken from its bucket, never given back), so a cost the
-// last TAT seen already denies is denied until that TAT's RetryAfter,
-// exactly, without a round trip; a flood of denied checks stays local.
-// Anything else asks the store (Allow reports it), and at most one check
-// per key at a time asks for a lease with it (Ask), so that an entry never
-// holds more than the most set by SetLease.
+// map load, no lock, no allocation, no clock read, no round trip (Allow).
+// Otherwise it is decided locally only if the store would deny it for sure
+// (Denied): the store's TAT only grows (units are taken from its bucket,
+// never given back), so a cost the last TAT seen already denies is denied
+// until that TAT's RetryAfter, exactly. Anything else asks the store, and
+// at most one check per key at a time asks for a lease with it (Ask), so
+// that an entry never holds more than the most set by SetLease.
 type LeaseTable struct {
 	g    window.GCRA // the store's bucket: capacity SharedBucket.Store
 	keys keyed[leaseEntry]
@@ -63,38 +62,51 @@ func (t *LeaseTable) SetLease(most int64) { t.most.Store(max(most, 0)) }
 // Lease returns the most units an entry may hold.
 func (t *LeaseTable) Lease() int64 { return t.most.Load() }
 
-// Allow decides cost n for key at now if it can without the store: admitted
-// on the units held, or denied because the store's last TAT denies it. ask
-// reports that it cannot, and the Outcome is then empty: the caller asks
-// the store (Ask, then Settle with its answer).
+// Allow admits cost n for key on the units held, if there are enough; now
+// only dates the Outcome's fields (the decision does not depend on it: a
+// published time a tick old will do). ask reports that there are not
+// enough, and the Outcome is then empty: the caller asks Denied, then the
+// store (Ask, then Settle with its answer).
 func (t *LeaseTable) Allow(key string, now, n int64) (o Outcome, ask bool) {
 	e := t.keys.lookup(key)
 	if e == t.keys.overflow {
 		// Past the key bound: no state of its own, the store decides.
 		return Outcome{}, true
 	}
-	h := e.held.Load()
+	// tat is read first: the compare-and-swap takes the cache line they
+	// share, and a check on another core takes it back.
+	tat, h := e.tat.Load(), e.held.Load()
 	for h >= n {
 		if e.held.CompareAndSwap(h, h-n) {
-			tat := e.tat.Load()
 			return Outcome{Allowed: true, Remaining: h - n + t.g.Remaining(tat, now), ResetAfter: t.g.ResetAfter(tat, now)}, false
 		}
 		h = e.held.Load()
 	}
 	if h == heldGone {
-		e = t.keys.replace(e, key)
-		h = 0
+		t.keys.replace(e, key)
+	}
+	return Outcome{}, true
+}
+
+// Denied reports whether the store denies cost n for key at now for sure,
+// and the denial: the store's TAT is at least the last one it told this
+// instance, so a cost that TAT denies is denied until its RetryAfter,
+// exactly, without a round trip (a flood of denied checks stays local).
+// now must be the clock's: the decision depends on it.
+func (t *LeaseTable) Denied(key string, now, n int64) (Outcome, bool) {
+	e, ok := t.keys.m.Load(key)
+	if !ok {
+		return Outcome{}, false
 	}
 	tat := e.tat.Load()
 	if _, ok := t.g.Admit(tat, now, n); ok || tat == tatFresh {
-		return Outcome{}, true
+		return Outcome{}, false
 	}
-	// The store's TAT is at least tat: it denies n until RetryAfter.
 	return Outcome{
-		Remaining:  max(h, 0) + t.g.Remaining(tat, now),
+		Remaining:  max(e.held.Load(), 0) + t.g.Remaining(tat, now),
 		ResetAfter: t.g.ResetAfter(tat, now),
 		RetryAfter: t.g.RetryAfter(tat, now, n),
-	}, false
+	}, true
 }
 
 // Ticket is a check's claim to ask the store about its key: Want is the

@@ -43,17 +43,17 @@ func newLeaseFleet(t *testing.T, win time.Duration, limit, burst int64, budget f
 // the engine does, and returns whether it was admitted.
 func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 	tb := f.tables[i]
-	o, ask := tb.Allow(key, now, n)
-	if !ask {
-		if !o.Allowed {
-			_, ok := f.g.Admit(f.store[key], now, n)
-			require.False(t, ok, "a local denial the store would admit: %s at %d", key, now)
-			require.Positive(t, o.RetryAfter)
-			f.denied++
-			return false
-		}
+	if o, ask := tb.Allow(key, now, n); !ask {
+		require.True(t, o.Allowed)
 		f.admitted[key] = append(f.admitted[key], [2]int64{now, n})
 		return true
+	}
+	if o, denied := tb.Denied(key, now, n); denied {
+		_, ok := f.g.Admit(f.store[key], now, n)
+		require.False(t, ok, "a local denial the store would admit: %s at %d", key, now)
+		require.Positive(t, o.RetryAfter)
+		f.denied++
+		return false
 	}
 	tk := tb.Ask(key)
 	next, ok := f.g.Admit(f.store[key], now, n)

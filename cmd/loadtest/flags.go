@@ -43,6 +43,7 @@ type options struct {
 	Budget       float64
 	Precision    int
 	Algorithm    string
+	ModeText     string
 	Timeout      time.Duration
 	MinInstances int
 	Keys         int
@@ -230,7 +231,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.Sync, "sync", 100*time.Millisecond, "sync interval (sluice.Options.SyncInterval)")
 	fs.Var(budgetFlag{&o.Budget}, "budget", "error budget `ε` as a fraction or percentage, e.g. 0.01 or 1% (default 1%)")
 	fs.IntVar(&o.Precision, "precision", policy.DefaultPrecision, "sub-windows per window of the sliding window (B)")
-	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|weighted|fixed|tokenbucket|gcra|slidinglog`; the last three run in Strict mode (every check decided by Redis), measured against one exact central bucket (Burst = Limit) or log")
+	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|weighted|fixed|tokenbucket|gcra|slidinglog`; the buckets are measured against one exact central bucket (Burst = Limit), the log against the exact log")
+	fs.StringVar(&o.ModeText, "mode", "", "where checks are decided: `eventual|strict` (default eventual; strict for slidinglog, which has no eventual mode): eventual decides locally under the error budget, strict decides every check in Redis")
 	fs.Var(durationFlag{&o.Timeout}, "timeout", fmt.Sprintf("the longest time `D` a check waits for Redis (sluice.Options.Timeout) (default %v on the embedded stand-in, which runs scripts slowly; %v, the library's, with -redis)", embeddedTimeout, sluice.DefaultTimeout))
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
 	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's own: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
@@ -328,12 +330,24 @@ func (o *options) validate(profiles, sweepText string) error {
 		return fmt.Errorf("-precision %d: use 1 to %d sub-windows", o.Precision, policy.MaxPrecision)
 	}
 	o.Rule = policy.Rule{Name: "loadtest", Limit: limit, Window: window, Algorithm: alg, Mode: policy.Eventual}
+	switch o.ModeText {
+	case "", "eventual":
+		if alg == policy.SlidingLog {
+			if o.ModeText != "" {
+				return fmt.Errorf("-mode eventual: a slidinglog has no eventual mode (it is exact by definition); use -mode strict")
+			}
+			o.Rule.Mode = policy.Strict // its fleet-wide mode: every check decided by Redis
+		}
+	case "strict":
+		o.Rule.Mode = policy.Strict
+	default:
+		return fmt.Errorf("-mode %q: use eventual or strict", o.ModeText)
+	}
+	o.ModeText = o.Rule.Mode.String()
 	switch alg {
 	case policy.SlidingWindow, policy.WeightedWindow:
 		o.Rule.Precision = o.Precision
 	case policy.TokenBucket, policy.GCRA, policy.SlidingLog:
-		// Their fleet-wide mode: every check decided by Redis.
-		o.Rule.Mode = policy.Strict
 		if o.Sim {
 			return fmt.Errorf("-algorithm %s: -sim models the window algorithms only", o.Algorithm)
 		}

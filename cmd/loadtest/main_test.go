@@ -50,11 +50,31 @@ func TestParseFlags(t *testing.T) {
 		!o.Procs || o.Seed != 9 || o.keysFor("zipf") != 7 {
 		t.Errorf("parsed: %+v", o)
 	}
-	// The per-key algorithms run Strict, without sub-windows.
-	for name, a := range map[string]policy.Algorithm{"tokenbucket": policy.TokenBucket, "gcra": policy.GCRA, "slidinglog": policy.SlidingLog} {
-		o, err := parseFlags([]string{"-algorithm", name, "-precision", "20"}, &bytes.Buffer{})
-		if err != nil || o.Rule.Algorithm != a || o.Rule.Mode != policy.Strict || o.Rule.Precision != 0 {
-			t.Errorf("-algorithm %s: %+v %v", name, o.Rule, err)
+	// The per-key algorithms run without sub-windows: the buckets Eventual
+	// unless -mode strict, the log Strict.
+	for _, c := range []struct {
+		name, mode string
+		a          policy.Algorithm
+		want       policy.Mode
+	}{
+		{"tokenbucket", "", policy.TokenBucket, policy.Eventual},
+		{"gcra", "", policy.GCRA, policy.Eventual},
+		{"gcra", "strict", policy.GCRA, policy.Strict},
+		{"slidinglog", "", policy.SlidingLog, policy.Strict},
+		{"sliding", "strict", policy.SlidingWindow, policy.Strict},
+	} {
+		args := []string{"-algorithm", c.name, "-precision", "20"}
+		if c.mode != "" {
+			args = append(args, "-mode", c.mode)
+		}
+		o, err := parseFlags(args, &bytes.Buffer{})
+		if err != nil || o.Rule.Algorithm != c.a || o.Rule.Mode != c.want || (o.Rule.Precision != 0) != (c.a == policy.SlidingWindow) {
+			t.Errorf("-algorithm %s -mode %q: %+v %v", c.name, c.mode, o.Rule, err)
+		}
+	}
+	for _, args := range [][]string{{"-algorithm", "slidinglog", "-mode", "eventual"}, {"-mode", "local"}} {
+		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v accepted", args)
 		}
 	}
 	for _, c := range []struct{ in, limit, window string }{

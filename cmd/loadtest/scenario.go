@@ -107,7 +107,7 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		sc.Notes = append(sc.Notes, "the exact reference and the central algorithm are both the exact sliding log replaying the merged stream")
 	}
 	if !cfg.Windowed() {
-		sc.Notes = append(sc.Notes, "decision times are the store time at the middle of each call (a Strict check is decided in Redis during the call): they err by up to half the call's latency, so checks decided within that of each other may be replayed out of order, which the replay counts as over-admission or wrong decisions")
+		sc.Notes = append(sc.Notes, "decision times are the store time at the middle of each call (a check the store decides is decided in Redis during the call): they err by up to half the call's latency, so checks decided within that of each other may be replayed out of order, which the replay counts as over-admission or wrong decisions")
 	}
 	sc.Accuracy = a.Summary
 	var urgent int64
