@@ -195,7 +195,7 @@ func eventualAlgorithm(pr policy.Rule) bool {
 
 // windowAlgorithm reports whether an algorithm counts in sub-windows (the
 // sliding, weighted and fixed windows) and so has the Eventual mode.
-// TokenBucket, GCRA and SlidingLog run Local or Strict.
+// The buckets have it too, through eventualAlgorithm.
 func windowAlgorithm(a policy.Algorithm) bool {
 	return a == policy.SlidingWindow || a == policy.WeightedWindow || a == policy.FixedWindow
 }
