@@ -175,3 +175,79 @@ func TestEventualBucketNoFalseDenials(t *testing.T) {
 	require.Zero(t, log.denied["k"], "a key offered within 0.9 of its rate and 0.85 of its Burst")
 	require.Len(t, log.at["k"], len(offers))
 }
+
+// TestEventualBucketStoreFails: the units an instance holds are admitted
+// whatever the store does (the store counted them); past them, a check is
+// decided by the failure mode: FailLocal on a local bucket at the
+// instance's share, FailClosed with ErrStoreUnavailable.
+func TestEventualBucketStoreFails(t *testing.T) {
+	t.Parallel()
+	rule := policy.Rule{Name: "b", Limit: 100, Window: time.Hour, Algorithm: policy.GCRA, Mode: policy.Eventual}
+	for _, mode := range []policy.FailureMode{policy.FailLocal, policy.FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			l, err := sluice.New(sluice.Options{Redis: srv.Client(t), ErrorBudget: 0.05, FailureMode: mode, MinInstances: 2}, rule)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			ctx := context.Background()
+			// The first check takes a lease: ⌊Pool/(N̂+1)⌋ = ⌊7/3⌋ = 2 units.
+			d, err := l.Allow(ctx, "b", "k")
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			srv.Kill()
+			for i := range 2 {
+				d, err := l.Allow(ctx, "b", "k")
+				require.NoError(t, err, "held unit %d", i)
+				require.True(t, d.Allowed, "held unit %d", i)
+			}
+			var admitted int
+			for range 100 {
+				d, err := l.Allow(ctx, "b", "k")
+				if mode == policy.FailClosed {
+					require.ErrorIs(t, err, sluice.ErrStoreUnavailable)
+					require.False(t, d.Allowed)
+					continue
+				}
+				require.NoError(t, err)
+				if d.Allowed {
+					admitted++
+				}
+			}
+			if mode == policy.FailLocal {
+				require.Equal(t, 50, admitted, "the share Burst/N̂ = 100/2")
+			}
+		})
+	}
+}
+
+// TestEventualBucketAllowAll: AllowAll takes back what an Eventual bucket
+// admitted when another rule denies: the unit is held again, so a bucket
+// checked with a denying rule many times over is not drained.
+func TestEventualBucketAllowAll(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	bucket := policy.Rule{Name: "b", Limit: 100, Window: time.Hour, Algorithm: policy.GCRA, Mode: policy.Eventual}
+	full := policy.Rule{Name: "full", Limit: 1, Window: time.Hour, Mode: policy.Local}
+	l, err := sluice.New(sluice.Options{Redis: srv.Client(t), ErrorBudget: 0.05}, bucket, full)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	d, err := l.Allow(ctx, "full", "k")
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	for range 300 {
+		d, err := l.AllowAll(ctx, 1, sluice.Check{Rule: "b", Key: "k"}, sluice.Check{Rule: "full", Key: "k"})
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+	}
+	split := window.NewSharedBucket(100, 0.05)
+	admitted := int64(0)
+	for range 200 {
+		if d, err := l.Allow(ctx, "b", "k"); err == nil && d.Allowed {
+			admitted++
+		}
+	}
+	require.GreaterOrEqual(t, admitted, split.Store-1, "the bucket kept what AllowAll took back")
+	require.LessOrEqual(t, admitted, split.Store+split.Pool)
+}
