@@ -110,6 +110,16 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		sc.Notes = append(sc.Notes, "decision times are the store time at the middle of each call (a check the store decides is decided in Redis during the call): they err by up to half the call's latency, so checks decided within that of each other may be replayed out of order, which the replay counts as over-admission or wrong decisions")
 	}
 	sc.Accuracy = a.Summary
+	if s := a.Summary; s.FalseDenialKeys > 0 {
+		note := fmt.Sprintf("%d of %d keys never offered above 0.9·L in a window were denied; the %v run centrally denies %d of them", s.FalseDenialKeys, s.QuietKeys, cfg.Rule.Algorithm, s.AlgoFalseDenialKeys)
+		if cfg.Rule.Algorithm == policy.SlidingWindow && s.SpanQuietKeys > 0 {
+			note += fmt.Sprintf("; of the keys never offered above 0.9·L in W plus one sub-window (a sliding window counts a sub-window whole until it has left the window), %d of %d were denied", s.SpanFalseDenialKeys, s.SpanQuietKeys)
+		}
+		sc.Notes = append(sc.Notes, note)
+	}
+	if s := a.Summary; s.HotKeys > 0 && s.UtilizationMin < report.MinUtilization && s.AlgoUtilizationMin < report.MinUtilization {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("the lowest utilization, %s, is the algorithm's own: the %v run centrally on the same checks gets %s (a sliding window frees a sub-window only once all of it has left the window; an exact log frees each request as it leaves)", pctText(s.UtilizationMin), cfg.Rule.Algorithm, pctText(s.AlgoUtilizationMin)))
+	}
 	var urgent int64
 	for _, in := range res.Instances {
 		urgent += in.Sync.UrgentCycles

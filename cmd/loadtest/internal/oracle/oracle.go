@@ -145,6 +145,10 @@ type KeyResult struct {
 	CentralAdmitted int64 `json:"central_admitted"`
 	// MaxOffered is the most cost offered in any window (t−W, t].
 	MaxOffered int64 `json:"max_offered"`
+	// MaxOfferedSpan is the most cost offered in any interval of W plus
+	// one sub-window (t−W−w, t]: what a sliding window counts at most
+	// (W for the other algorithms).
+	MaxOfferedSpan int64 `json:"max_offered_span"`
 	// MaxFleet, MaxCentral: the most admitted in any window.
 	MaxFleet   int64 `json:"max_fleet"`
 	MaxCentral int64 `json:"max_central"`
@@ -216,6 +220,12 @@ type Summary struct {
 	FalseDenialKeys     int   `json:"false_denial_keys"`
 	AlgoFalseDenials    int64 `json:"algo_false_denials"`
 	AlgoFalseDenialKeys int   `json:"algo_false_denial_keys"`
+	// SpanQuietKeys were never offered more than 0.9·L in any interval of
+	// W plus one sub-window: the keys a sliding window never denies,
+	// whatever their bursts (docs/design.md); SpanFalseDenialKeys of them
+	// were denied.
+	SpanQuietKeys       int `json:"span_quiet_keys"`
+	SpanFalseDenialKeys int `json:"span_false_denial_keys"`
 
 	// Decision rates: fleet vs exact (wrong decisions), split into wrongly
 	// admitted and wrongly denied; central algorithm vs exact; fleet vs
@@ -330,6 +340,10 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 	est := window.NewCounter(p.Geometry, p.Limit)
 	windowed := p.Algorithm == policy.SlidingWindow || p.Algorithm == policy.WeightedWindow || p.Algorithm == policy.FixedWindow
 	offered := windowMax{w: w}
+	span := windowMax{w: w}
+	if p.Algorithm == policy.SlidingWindow || p.Algorithm == policy.WeightedWindow {
+		span.w += p.Geometry.Sub()
+	}
 	fleet := p.newMax()
 	cent := p.newMax()
 	for _, r := range rs {
@@ -337,6 +351,7 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 		k.Checks++
 		k.Offered += c
 		offered.add(r.T, c)
+		span.add(r.T, c)
 		ex := exact.Allow(r.T, c)
 		ce := central.Allow(r.T, c)
 		fl := r.Admitted()
@@ -375,6 +390,7 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 		}
 	}
 	k.MaxOffered, k.MaxFleet, k.MaxCentral = offered.max, fleet.peak(), cent.peak()
+	k.MaxOfferedSpan = span.max
 	if !windowed {
 		// The algorithm counts exactly what it bounds.
 		k.MaxEstimate = float64(k.MaxFleet)
@@ -431,6 +447,12 @@ func summarize(keys []KeyResult, p Params) Summary {
 			if k.DeniedCentral > 0 {
 				s.AlgoFalseDenials += k.DeniedCentral
 				s.AlgoFalseDenialKeys++
+			}
+		}
+		if float64(k.MaxOfferedSpan) <= 0.9*float64(l) {
+			s.SpanQuietKeys++
+			if k.Denied > 0 {
+				s.SpanFalseDenialKeys++
 			}
 		}
 	}

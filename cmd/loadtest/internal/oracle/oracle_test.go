@@ -93,6 +93,32 @@ func TestFalseDenials(t *testing.T) {
 	near(t, "Utilization", s.Utilization, 1)
 }
 
+// Bursts of 4 every half window on L = 10: never more than 8 in a window,
+// but 12 in W plus one sub-window, which a sliding window counts at once:
+// quiet by the window, not by the span; a key offered 8 per window evenly
+// is quiet by both (at most 9 in W plus a sub-window).
+func TestSpanQuietKeys(t *testing.T) {
+	p := Params{Geometry: window.NewSliding(time.Second, 10), Limit: 10}
+	var rs []record.Record
+	for b := range 5 {
+		for i := range 4 {
+			rs = append(rs, rec(int64(b)*sec/2+int64(i), 5, 0, b != 2 || i < 2))
+		}
+	}
+	for i := range 16 {
+		rs = append(rs, rec(int64(i)*sec/8, 6, 1, true))
+	}
+	s := Analyze(rs, p).Summary
+	if s.QuietKeys != 2 || s.SpanQuietKeys != 1 || s.FalseDenialKeys != 1 || s.SpanFalseDenialKeys != 0 {
+		t.Errorf("quiet %d (denied %d), in the span %d (denied %d)", s.QuietKeys, s.FalseDenialKeys, s.SpanQuietKeys, s.SpanFalseDenialKeys)
+	}
+	p.Geometry = window.NewFixed(time.Second)
+	p.Algorithm = policy.FixedWindow
+	if s := Analyze(rs, p).Summary; s.SpanQuietKeys != s.QuietKeys {
+		t.Errorf("a fixed window's span is its window: %d against %d", s.SpanQuietKeys, s.QuietKeys)
+	}
+}
+
 // The window is (t−W, t]: an admission exactly W after another does not
 // share a window with it.
 func TestWindowIsHalfOpen(t *testing.T) {
