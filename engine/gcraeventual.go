@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/syncer"
@@ -15,7 +16,10 @@ import (
 // any interval τ, in real time). Its paths:
 //
 //   - local: Check → localcache.LeaseTable.Allow: one compare-and-swap on the
-//     units held, or a denial the store's last TAT makes certain → Result;
+//     units held → Result; the check that leaves less than half the lease
+//     also starts refill, a lease request in the background;
+//   - denied: … → Allow says Ask → LeaseTable.Denied: the store's last TAT
+//     denies it for sure → Result;
 //   - store: … → Allow says ask → LeaseTable.Ask (a lease to ask for, if no
 //     other check of the key is asking) → syncer.GCRARule.Lease: one script
 //     call deciding the cost and taking the lease from the key's bucket,
@@ -66,12 +70,37 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 // Check decides n for key: on the units held if it can (dated by the
 // published time: the decision does not depend on it), else in the store.
 func (g *gcraEventual) Check(ctx context.Context, key string, n int64) (Result, error) {
-	o, ask := g.table.Allow(key, g.clock.pub.Load(), n)
-	if !ask {
-		return result(o), nil
+	o, step := g.table.Allow(key, g.clock.pub.Load(), n)
+	switch step {
+	case localcache.TakenLow:
+		g.refill(key)
+	case localcache.Ask:
+		r, _, err := g.ask(ctx, key, n)
+		return r, err
 	}
-	r, _, err := g.ask(ctx, key, n)
-	return r, err
+	return result(o), nil
+}
+
+// refill asks the store, in the background, for units to hold for key: the
+// lease ran low, and the checks that follow should find units, not wait.
+// It is the key's one ask for a lease until it is answered; what it gets
+// is taken from the key's bucket at once, as any lease (the bound holds:
+// an instance never holds more than its lease).
+func (g *gcraEventual) refill(key string) {
+	tk := g.table.Ask(key)
+	if tk.Want == 0 {
+		g.table.Settle(tk, tatNone, 0)
+		return
+	}
+	key = strings.Clone(key) // the caller's string may live in a reused buffer
+	go func() {
+		a, err := g.store.Lease(context.Background(), key, 0, tk.Want)
+		if err != nil {
+			g.table.Settle(tk, tatNone, 0)
+			return
+		}
+		g.table.Settle(tk, a.TAT, a.Leased)
+	}()
 }
 
 // ask decides a check the units held do not cover: denied at once if the
@@ -120,8 +149,12 @@ func (g *gcraEventual) SetFleet(instances int64, down bool) {
 // Take decides n for key as Check does; the receipt says whether the store
 // or a lease (Store) or the failure mode's table admitted it.
 func (g *gcraEventual) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	o, ask := g.table.Allow(key, g.clock.pub.Load(), n)
-	if !ask {
+	o, step := g.table.Allow(key, g.clock.pub.Load(), n)
+	switch step {
+	case localcache.TakenLow:
+		g.refill(key)
+		fallthrough
+	case localcache.Taken:
 		return result(o), Receipt{Store: true}, nil
 	}
 	r, stored, err := g.ask(ctx, key, n)

@@ -14,7 +14,10 @@ import (
 // the store's last answer.
 //
 // A check with enough units held takes them with one compare-and-swap: one
-// map load, no lock, no allocation, no clock read, no round trip (Allow).
+// map load, no lock, no allocation, no clock read, no round trip (Allow);
+// the check that leaves less than half the lease says so (TakenLow), so
+// that the engine asks for more in the background before the units run
+// out, and a key below its limit never waits for the store.
 // Otherwise it is decided locally only if the store would deny it for sure
 // (Denied): the store's TAT only grows (units are taken from its bucket,
 // never given back), so a cost the last TAT seen already denies is denied
@@ -62,30 +65,48 @@ func (t *LeaseTable) SetLease(most int64) { t.most.Store(max(most, 0)) }
 // Lease returns the most units an entry may hold.
 func (t *LeaseTable) Lease() int64 { return t.most.Load() }
 
+// Step says what LeaseTable.Allow did.
+type Step uint8
+
+const (
+	// Taken: the cost was admitted on the units held.
+	Taken Step = iota
+	// TakenLow: admitted, and the units held fell under half the lease
+	// with no check asking the store: time to ask for more (Ask with a
+	// cost of 0) before the next checks run out.
+	TakenLow
+	// Ask: not enough units held; the store must decide (Denied first).
+	Ask
+)
+
 // Allow admits cost n for key on the units held, if there are enough; now
 // only dates the Outcome's fields (the decision does not depend on it: a
-// published time a tick old will do). ask reports that there are not
-// enough, and the Outcome is then empty: the caller asks Denied, then the
-// store (Ask, then Settle with its answer).
-func (t *LeaseTable) Allow(key string, now, n int64) (o Outcome, ask bool) {
+// published time a tick old will do). The Step says whether it did, and
+// whether the lease runs low; for Ask the Outcome is empty: the caller asks
+// Denied, then the store (Ask, then Settle with its answer).
+func (t *LeaseTable) Allow(key string, now, n int64) (Outcome, Step) {
 	e := t.keys.lookup(key)
 	if e == t.keys.overflow {
 		// Past the key bound: no state of its own, the store decides.
-		return Outcome{}, true
+		return Outcome{}, Ask
 	}
 	// tat is read first: the compare-and-swap takes the cache line they
 	// share, and a check on another core takes it back.
 	tat, h := e.tat.Load(), e.held.Load()
 	for h >= n {
 		if e.held.CompareAndSwap(h, h-n) {
-			return Outcome{Allowed: true, Remaining: h - n + t.g.Remaining(tat, now), ResetAfter: t.g.ResetAfter(tat, now)}, false
+			o := Outcome{Allowed: true, Remaining: h - n + t.g.Remaining(tat, now), ResetAfter: t.g.ResetAfter(tat, now)}
+			if 2*(h-n) < t.most.Load() && !e.asking.Load() {
+				return o, TakenLow
+			}
+			return o, Taken
 		}
 		h = e.held.Load()
 	}
 	if h == heldGone {
 		t.keys.replace(e, key)
 	}
-	return Outcome{}, true
+	return Outcome{}, Ask
 }
 
 // Denied reports whether the store denies cost n for key at now for sure,

@@ -23,6 +23,7 @@ type leaseFleet struct {
 	// What the fleet admitted, per key: (time, cost).
 	admitted map[string][][2]int64
 	denied   int
+	refills  int
 }
 
 func newLeaseFleet(t *testing.T, win time.Duration, limit, burst int64, budget float64, instances int) *leaseFleet {
@@ -43,9 +44,12 @@ func newLeaseFleet(t *testing.T, win time.Duration, limit, burst int64, budget f
 // the engine does, and returns whether it was admitted.
 func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 	tb := f.tables[i]
-	if o, ask := tb.Allow(key, now, n); !ask {
+	if o, step := tb.Allow(key, now, n); step != Ask {
 		require.True(t, o.Allowed)
 		f.admitted[key] = append(f.admitted[key], [2]int64{now, n})
+		if step == TakenLow {
+			f.refill(tb, key, now)
+		}
 		return true
 	}
 	if o, denied := tb.Denied(key, now, n); denied {
@@ -67,6 +71,17 @@ func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 	}
 	tb.Settle(tk, max(f.store[key], now), leased)
 	return ok
+}
+
+// refill asks the store for more units in the background, as the engine
+// does when the lease runs low: a cost of 0 and the lease.
+func (f *leaseFleet) refill(tb *LeaseTable, key string, now int64) {
+	tk := tb.Ask(key)
+	next, _ := f.g.Admit(f.store[key], now, 0)
+	leased := min(tk.Want, f.g.Remaining(next, now))
+	f.store[key] = next + leased*f.g.Interval()
+	f.refills++
+	tb.Settle(tk, max(f.store[key], now), leased)
 }
 
 // held returns what the fleet holds for key.
@@ -131,6 +146,9 @@ func TestLeaseTableFleetBound(t *testing.T) {
 				require.LessOrEqual(t, f.excess(key), bound, key)
 			}
 			require.Positive(t, f.denied)
+			if f.split.Lease(int64(tc.instances)) > 1 {
+				require.Positive(t, f.refills, "a lease running low is refilled")
+			}
 		})
 	}
 }
@@ -180,8 +198,8 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	tb, err := NewLeaseTable(g, NewKeys(10))
 	require.NoError(t, err)
 	tb.SetLease(100)
-	o, ask := tb.Allow("k", base, 1)
-	require.True(t, ask, "a fresh key asks the store: %+v", o)
+	o, step := tb.Allow("k", base, 1)
+	require.Equal(t, Ask, step, "a fresh key asks the store: %+v", o)
 	tk := tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want)
 	require.Zero(t, tb.Ask("k").Want, "one check asks for a lease at a time")
@@ -195,7 +213,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				if o, ask := tb.Allow("k", base, 1); !ask && o.Allowed {
+				if o, step := tb.Allow("k", base, 1); step != Ask && o.Allowed {
 					mu.Lock()
 					admitted++
 					mu.Unlock()
