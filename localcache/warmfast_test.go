@@ -37,7 +37,7 @@ func warmPath(tb *WarmTable, word uint64, now int64) string {
 	d, fresh := tb.ahead(word, usOf(now))
 	q := word & warmQMask
 	switch {
-	case fresh || (d < 0 && -d >= tb.coldAfter[q>>warmBandShift]):
+	case fresh || (d < 0 && (-d >= tb.coldAfter[q>>warmBandShift] || q == tb.coldQ && -d >= tb.coldAfterQ)):
 		return "cold"
 	case d > tb.u.Room:
 		return "denied"
@@ -108,7 +108,8 @@ func TestWarmTableFastPaths(t *testing.T) {
 
 // TestWarmColdBands: coldAfter's entry for a band of the low bits is an
 // idling after which resync fills every permit count of the band (as the
-// word holds it) up to MaxPermits, checked for every count.
+// word holds it) up to MaxPermits, checked for every count; coldAfterQ is
+// the shortest such idling for the low bits a cold unit leaves.
 func TestWarmColdBands(t *testing.T) {
 	t.Parallel()
 	for _, tc := range warmRules {
@@ -120,13 +121,20 @@ func TestWarmColdBands(t *testing.T) {
 			now := base + 999
 			us := usOf(now)
 			want, _ := w.Admit(w.Fresh(now), now, 1)
+			cold := func(q uint64, d int64) bool {
+				// A unit on the state is what it is on a fresh key.
+				got, ok := w.Admit(window.Warm{Next: us - d, Stored: float64(q) * tb.unit}, now, 1)
+				return ok && got == want
+			}
 			for q := uint64(0); q <= WarmSteps; q++ {
-				d := tb.coldAfter[q>>warmBandShift]
-				s := window.Warm{Next: us - d, Stored: float64(q) * tb.unit}
-				// A unit on s is what it is on a fresh key: s is fully cold.
-				if got, ok := w.Admit(s, now, 1); !ok || got != want {
-					t.Fatalf("q %d idle %dµs: %+v, want %+v", q, d, got, want)
+				if d := tb.coldAfter[q>>warmBandShift]; !cold(q, d) {
+					t.Fatalf("q %d idle %dµs: not fully cold", q, d)
 				}
+			}
+			// coldAfterQ is the shortest idling for coldQ.
+			require.True(t, cold(tb.coldQ, tb.coldAfterQ))
+			if tb.coldAfterQ > 1 {
+				require.False(t, cold(tb.coldQ, tb.coldAfterQ-1))
 			}
 		})
 	}

@@ -60,8 +60,10 @@ import (
 //     looked up instead of divided: coldAfter holds, for each of 256 bands
 //     of the low bits, WarmUp.ColdAfter of the band's lowest stored
 //     permits, which is enough for every permit count of the band (more
-//     stored permits fill up sooner). A key used below its stable rate is
-//     in this state on every check once it has gone cold.
+//     stored permits fill up sooner), and coldAfterQ the exact idling for
+//     the low bits a cold unit leaves (coldQ). A key used below its stable
+//     rate is in this state on every check once it has gone cold: each
+//     check leaves coldQ, and the idling until the next refills the unit.
 //
 // Every other check (stored permits being spent while the key warms up, a
 // partial refill after a short idle, a cost other than one) goes through
@@ -72,12 +74,14 @@ type WarmTable struct {
 	u     window.WarmUnit
 	coldQ uint64 // the low bits of Unit.Cold as pack rounds them
 	// coldAfter[q>>warmBandShift] is an idling (µs) after which a key
-	// whose low bits are q is fully cold.
-	coldAfter [1 << (warmQBits - warmBandShift)]int64
-	horizon   int64   // µs: the furthest ahead a valid next can be
-	scale     float64 // WarmSteps/MaxPermits: stored permits to steps
-	unit      float64 // MaxPermits/WarmSteps: steps to stored permits
-	keys      keyed[warmEntry]
+	// whose low bits are q is fully cold; coldAfterQ the shortest one for
+	// low bits coldQ, the state of a key after a cold unit.
+	coldAfter  [1 << (warmQBits - warmBandShift)]int64
+	coldAfterQ int64
+	horizon    int64   // µs: the furthest ahead a valid next can be
+	scale      float64 // WarmSteps/MaxPermits: stored permits to steps
+	unit       float64 // MaxPermits/WarmSteps: steps to stored permits
+	keys       keyed[warmEntry]
 }
 
 type warmEntry struct{ word atomic.Uint64 }
@@ -136,6 +140,7 @@ func NewWarmTable(w window.WarmUp, keys *Keys) (*WarmTable, error) {
 		// The band's lowest stored permits, as unpack reads them.
 		t.coldAfter[b] = w.ColdAfter(float64(b<<warmBandShift) * t.unit)
 	}
+	t.coldAfterQ = w.ColdAfter(float64(t.coldQ) * t.unit)
 	return t, nil
 }
 
@@ -199,7 +204,7 @@ func (t *WarmTable) Allow(key string, now, n int64) Outcome {
 		d, fresh := t.ahead(word, us)
 		switch {
 		case n != 1:
-		case fresh || (d < 0 && -d >= t.coldAfter[q>>warmBandShift]):
+		case fresh || (d < 0 && (-d >= t.coldAfter[q>>warmBandShift] || q == t.coldQ && -d >= t.coldAfterQ)):
 			next := us + t.u.Cold.Next
 			if e.word.CompareAndSwap(word, uint64(next)&warmTMask<<warmQBits|t.coldQ) {
 				return Outcome{Allowed: true, Remaining: t.u.ColdRemaining, ResetAfter: resetAfter(next, now)}
