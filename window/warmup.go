@@ -281,10 +281,7 @@ func (w WarmUp) remaining(debt int64) int64 {
 }
 
 // remainingFloat is remaining for any T: an estimate from 1/T, settled on
-// the exact predicate fits. Out of line, so that remaining's integer path
-// inlines.
-//
-//go:noinline
+// the exact predicate fits.
 func (w WarmUp) remainingFloat(debt int64) int64 {
 	n := w.burst - int64(math.Ceil(float64(debt)*w.inv))
 	// The estimate can be an ulp off either way: settle on the exact
