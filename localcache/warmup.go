@@ -218,7 +218,11 @@ func (t *WarmTable) Allow(key string, now, n int64) Outcome {
 			// The next field's addition wraps modulo 2^44 as pack's does.
 			if e.word.CompareAndSwap(word, word+uint64(t.u.Wait)<<warmQBits) {
 				debt := d + t.u.Wait
-				return Outcome{Allowed: true, Remaining: t.w.RemainingDebt(debt), ResetAfter: resetAfter(us+debt, now)}
+				rem, ok := t.u.Remaining(debt)
+				if !ok {
+					rem = t.w.RemainingDebt(debt)
+				}
+				return Outcome{Allowed: true, Remaining: rem, ResetAfter: resetAfter(us+debt, now)}
 			}
 			continue
 		}

@@ -38,14 +38,19 @@ type WarmUnit struct {
 	// ColdRemaining is Remaining after Cold: a cost of up to this is
 	// admitted right after the cold unit.
 	ColdRemaining int64
+
+	burst int64
+	whole uint64 // WarmUp's: T when Remaining is one integer division
 }
 
 // Unit returns w's WarmUnit.
 func (w WarmUp) Unit() WarmUnit {
 	u := WarmUnit{
-		Room: w.room(1),
-		Wait: w.take(Warm{}, 0, 1).Next,
-		Cold: w.take(Warm{Stored: w.maxP}, 0, 1),
+		Room:  w.room(1),
+		Wait:  w.take(Warm{}, 0, 1).Next,
+		Cold:  w.take(Warm{Stored: w.maxP}, 0, 1),
+		burst: w.burst,
+		whole: w.whole,
 	}
 	u.ColdRemaining = w.remaining(u.Cold.Next)
 	return u
@@ -72,6 +77,16 @@ func (w WarmUp) ColdAfter(stored float64) int64 {
 		}
 	}
 	return hi
+}
+
+// Remaining returns WarmUp.RemainingDebt(debt) and true when that is one
+// integer division (T a whole number of µs, see WarmUp.remaining), which
+// it is small enough to be inlined for; else 0 and false.
+func (u *WarmUnit) Remaining(debt int64) (int64, bool) {
+	if u.whole == 0 {
+		return 0, false
+	}
+	return wholeRemaining(u.burst, u.whole, max(debt, 0)), true
 }
 
 // RemainingDebt returns Remaining for a key whose debt is debt µs

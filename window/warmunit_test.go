@@ -56,6 +56,13 @@ func TestWarmUnitIsAdmit(t *testing.T) {
 				require.True(t, ok)
 				require.Equal(t, Warm{Next: us + u.Cold.Next, Stored: u.Cold.Stored}, next, "cold unit")
 				require.Equal(t, u.ColdRemaining, rem, "Remaining after the cold unit")
+				// Remaining: RemainingDebt's, where T is whole.
+				debt := rng.Int64N(4*u.Room + 4)
+				if r, ok := u.Remaining(debt); ok {
+					require.Equal(t, w.RemainingDebt(debt), r, "debt %d", debt)
+				} else {
+					require.Zero(t, w.whole, "Remaining declined a whole T")
+				}
 			}
 		})
 	}

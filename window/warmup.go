@@ -275,9 +275,14 @@ func (w WarmUp) Remaining(s Warm, t int64) int64 {
 // one integer division instead of the float estimate and its settling.
 func (w WarmUp) remaining(debt int64) int64 {
 	if w.whole > 0 {
-		return max(w.burst-int64((uint64(debt)+w.whole-1)/w.whole), 0)
+		return wholeRemaining(w.burst, w.whole, debt)
 	}
 	return w.remainingFloat(debt)
+}
+
+// wholeRemaining is remaining's integer path: max(burst − ⌈debt/t⌉, 0).
+func wholeRemaining(burst int64, t uint64, debt int64) int64 {
+	return max(burst-int64((uint64(debt)+t-1)/t), 0)
 }
 
 // remainingFloat is remaining for any T: an estimate from 1/T, settled on
