@@ -65,11 +65,12 @@ func (w WarmUp) Unit() WarmUnit {
 // down to a cool-down interval from MaxPermits − 1.
 func (w WarmUp) ColdAfter(stored float64) int64 {
 	full := func(d int64) bool { return w.resync(Warm{Stored: stored}, d).Stored >= w.maxP }
-	lo, hi := int64(0), max(2*int64(w.maxP*w.cool)+2, 1) // full(lo) is false
+	// The answer is in (lo, hi] once full(hi): full is monotone.
+	lo, hi := int64(0), max(2*int64(w.maxP*w.cool)+2, 1)
 	for !full(hi) {
 		lo, hi = hi, 2*hi
 	}
-	for hi-lo > 1 { // full(hi) and not full(lo)
+	for hi-lo > 1 {
 		if m := lo + (hi-lo)/2; full(m) {
 			hi = m
 		} else {
