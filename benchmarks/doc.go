@@ -11,6 +11,9 @@
 //	                      (bare, and behind sluice's API) on five key sets (hot,
 //	                      10k, 1M Zipf 1.1, 1M Zipf 1.0, churn), with the CPU
 //	                      the process spends beside the loop (the syncer's)
+//	BenchmarkAlgorithms   Limiter.Allow of a Local rule of every algorithm (the
+//	                      windows, TokenBucket, GCRA, GCRA with WarmUp,
+//	                      SlidingLog) beside the floor, on the hot key and 10k keys
 //	BenchmarkCheckRemote  per-key checks that go to Redis (sluice Strict, redis_rate)
 //	BenchmarkTimeNow      time.Now alone, for scale
 //	BenchmarkSync         the syncer against a real Redis: key-syncs/s, cycle latency, bytes

@@ -40,11 +40,13 @@ done
 
 if [ "$mode" = quick ]; then
 	check_count=3 check_time=0.2s
+	algo_count=3 algo_time=0.1s
 	remote_count=3 remote_time=0.2s
 	sync_count=2 sync_time=0.5s
 	mem_count=1
 else
 	check_count=8 check_time=0.4s
+	algo_count=5 algo_time=0.2s
 	remote_count=8 remote_time=0.3s
 	sync_count=6 sync_time=1s
 	mem_count=3
@@ -87,6 +89,8 @@ run() { # name, then test binary flags
 
 run "per-key checks, in process (count $check_count, $check_time each)" \
 	-test.bench '^(BenchmarkCheck|BenchmarkTimeNow|BenchmarkTelemetry)$' -test.count "$check_count" -test.benchtime "$check_time"
+run "every algorithm's check beside the floor (count $algo_count, $algo_time each)" \
+	-test.bench '^BenchmarkAlgorithms$' -test.count "$algo_count" -test.benchtime "$algo_time"
 run "per-key checks through Redis (count $remote_count, $remote_time each)" \
 	-test.bench '^BenchmarkCheckRemote$' -test.count "$remote_count" -test.benchtime "$remote_time"
 run "sync cycles and redis-benchmark on the same Redis (count $sync_count)" \
@@ -143,8 +147,9 @@ fi
 {
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "mode: $mode"
-	echo "count: $check_count (in-process checks), $remote_count (checks through Redis), $sync_count (sync), $mem_count (memory)"
-	echo "benchtime: $check_time (in-process checks), $remote_time (through Redis), $sync_time (sync)"
+	echo "count: $check_count (in-process checks), $algo_count (algorithms), $remote_count (checks through Redis), $sync_count (sync), $mem_count (memory)"
+	echo "count_algos: $algo_count"
+	echo "benchtime: $check_time (in-process checks), $algo_time (algorithms), $remote_time (through Redis), $sync_time (sync)"
 	echo "run time: $((elapsed / 60)) min $((elapsed % 60)) s (benchmarks only)"
 	echo "remote_goroutines: 32"
 	echo "CPU: $cpu"

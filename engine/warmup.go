@@ -10,8 +10,10 @@ import (
 // warmLocal is a TokenBucket or GCRA rule with a WarmUp, Local: Guava's
 // SmoothWarmingUp decided now (window.WarmUp). Its path: Check →
 // localcache.WarmTable.Allow (one map load, one compare-and-swap on the
-// packed state) → window.WarmUp.Check. RetryAfter is exact on the state's
-// µs clock; Remaining is the largest cost admitted now.
+// packed state): for one unit on a warm, cold or over-the-rate key, integer
+// arithmetic on the packed word (window.WarmUnit); otherwise
+// window.WarmUp.Check. RetryAfter is exact on the state's µs clock;
+// Remaining is the largest cost admitted now.
 type warmLocal struct {
 	keyClock
 	table *localcache.WarmTable

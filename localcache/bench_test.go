@@ -235,3 +235,52 @@ func BenchmarkKeyTableDenyHotKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWarmTablePaths measures a WarmTable check of one unit on each of
+// its paths (see WarmTable), serially, over 1000 keys in turn, with the rule
+// of benchKeyTables (T = 1µs, 65000 stored permits, a burst no loop
+// exhausts):
+//
+//   - warm: no stored permits, in debt (a key used above its rate);
+//   - denied: in debt beyond the burst;
+//   - cold: every check after a long idle (a key used below its rate);
+//   - ramp: stored permits being spent (a key warming up), Check's float
+//     path.
+func BenchmarkWarmTablePaths(b *testing.B) {
+	w := window.NewWarmUp(time.Second, 65*time.Millisecond, 1_000_000, 1_000_000_000)
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("key", i)
+	}
+	for _, bc := range []struct {
+		name string
+		fill int64 // the first check's cost, on every key
+		step int64 // ns between checks
+	}{
+		{"warm", 100_000, 0},
+		{"denied", 1_000_000_000, 0},
+		{"cold", 1, int64(100 * time.Microsecond)}, // each key idles 100ms
+		{"ramp", 1, 0},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tb, err := NewWarmTable(w, NewKeys(2000))
+			require.NoError(b, err)
+			now := base
+			for _, k := range keys {
+				require.True(b, tb.Allow(k, now, bc.fill).Allowed)
+			}
+			want := bc.name != "denied"
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				now += bc.step
+				if tb.Allow(keys[i], now, 1).Allowed != want {
+					b.Fatalf("%s: not %v", bc.name, want)
+				}
+				if i++; i == len(keys) {
+					i = 0
+				}
+			}
+		})
+	}
+}

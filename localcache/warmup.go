@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -31,12 +32,56 @@ import (
 //
 // Two values of the low bits are not permits: warmIdle, a key never seen
 // (fully cold, no debt: the fresh state), and warmGone, evicted by Sweep.
+//
+// # The fast paths
+//
+// A check of one unit decides three states on the word alone, in integer
+// arithmetic, without unpacking it and without window.WarmUp.Check's float
+// arithmetic (a division for the idle time, the trapezoid of the
+// surcharge, the rounding of pack); window.WarmUnit says why each gives
+// Check's result bit for bit:
+//
+//   - denied: next more than Unit.Room ahead of now. Admission is tested on
+//     the debt alone, whatever the stored permits, so the check is denied;
+//     no cost fits such a debt (Remaining 0), and ResetAfter and
+//     RetryAfter follow from the debt. A key over its rate is in this
+//     state on every denied check.
+//   - warm: no stored permits (low bits 0) and next at or after now, within
+//     Unit.Room. The unit is admitted and the new word is the old one plus
+//     Unit.Wait in the next field: the low bits stay 0, and the field's
+//     addition wraps modulo 2^44 as pack's does. A key used at its stable
+//     rate or above is in this state on every admitted check: warm keys
+//     pay no surcharge, so this is a plain GCRA.
+//   - cold: a fresh word, a next past the horizon (read as fresh), or a
+//     next far enough behind now that resync fills the stored permits up
+//     to MaxPermits. The unit is admitted and the new word is
+//     now + Unit.Cold.Next with the packed Unit.Cold.Stored, both
+//     precomputed; Remaining is Unit.ColdRemaining. How far is enough is
+//     looked up instead of divided: coldAfter holds, for each of 256 bands
+//     of the low bits, WarmUp.ColdAfter of the band's lowest stored
+//     permits, which is enough for every permit count of the band (more
+//     stored permits fill up sooner), and coldAfterQ the exact idling for
+//     the low bits a cold unit leaves (coldQ). A key used below its stable
+//     rate is in this state on every check once it has gone cold: each
+//     check leaves coldQ, and the idling until the next refills the unit.
+//
+// Every other check (stored permits being spent while the key warms up, a
+// partial refill after a short idle, a cost other than one) goes through
+// Check on the unpacked state (check), which is also what the tests hold
+// the fast paths to.
 type WarmTable struct {
-	w       window.WarmUp
-	horizon int64   // µs: the furthest ahead a valid next can be
-	scale   float64 // WarmSteps/MaxPermits: stored permits to steps
-	unit    float64 // MaxPermits/WarmSteps: steps to stored permits
-	keys    keyed[warmEntry]
+	w     window.WarmUp
+	u     window.WarmUnit
+	coldQ uint64 // the low bits of Unit.Cold as pack rounds them
+	// coldAfter[q>>warmBandShift] is an idling (µs) after which a key
+	// whose low bits are q is fully cold; coldAfterQ the shortest one for
+	// low bits coldQ, the state of a key after a cold unit.
+	coldAfter  [1 << (warmQBits - warmBandShift)]int64
+	coldAfterQ int64
+	horizon    int64   // µs: the furthest ahead a valid next can be
+	scale      float64 // WarmSteps/MaxPermits: stored permits to steps
+	unit       float64 // MaxPermits/WarmSteps: steps to stored permits
+	keys       keyed[warmEntry]
 }
 
 type warmEntry struct{ word atomic.Uint64 }
@@ -58,6 +103,8 @@ const (
 	// maxWarmHorizon is the furthest ahead (µs) a packed next can be read:
 	// half the modulus.
 	maxWarmHorizon = 1<<(warmTBits-1) - 1
+	// warmBandShift divides the low bits into the 256 bands of coldAfter.
+	warmBandShift = 12
 )
 
 func newWarmEntry() *warmEntry {
@@ -79,13 +126,22 @@ func NewWarmTable(w window.WarmUp, keys *Keys) (*WarmTable, error) {
 	if !(h < maxWarmHorizon) {
 		return nil, fmt.Errorf("%w: a debt of %vµs does not fit the packed state", ErrConfig, h)
 	}
-	return &WarmTable{
+	t := &WarmTable{
 		w:       w,
+		u:       w.Unit(),
 		horizon: int64(h),
 		scale:   WarmSteps / w.MaxPermits(),
 		unit:    w.MaxPermits() / WarmSteps,
 		keys:    newKeyed(keys, newWarmEntry),
-	}, nil
+	}
+	cold, _ := t.pack(t.u.Cold)
+	t.coldQ = cold & warmQMask
+	for b := range t.coldAfter {
+		// The band's lowest stored permits, as unpack reads them.
+		t.coldAfter[b] = w.ColdAfter(float64(b<<warmBandShift) * t.unit)
+	}
+	t.coldAfterQ = w.ColdAfter(float64(t.coldQ) * t.unit)
+	return t, nil
 }
 
 // ColdBurst returns the most debt (µs) a key of w can carry: a whole burst
@@ -106,43 +162,94 @@ func (t *WarmTable) pack(s window.Warm) (uint64, window.Warm) {
 
 // unpack returns the state in word as of now (ns).
 func (t *WarmTable) unpack(word uint64, now int64) window.Warm {
-	q := word & warmQMask
-	if q == warmIdle {
+	us := usOf(now)
+	d, fresh := t.ahead(word, us)
+	if fresh {
 		return t.w.Fresh(now)
 	}
+	return window.Warm{Next: us + d, Stored: float64(word&warmQMask) * t.unit}
+}
+
+// ahead returns next − us for the next in word (us in µs), and whether the
+// word reads as a fresh key: warmIdle, or a next further ahead than the
+// horizon (a next long past that wrapped).
+func (t *WarmTable) ahead(word uint64, us int64) (d int64, fresh bool) {
+	d = int64((word>>warmQBits - uint64(us)) & warmTMask)
+	if d > maxWarmHorizon {
+		d -= 1 << warmTBits
+	}
+	return d, word&warmQMask == warmIdle || d > t.horizon
+}
+
+// usOf returns now (ns) in whole µs, rounded down (negative times too).
+func usOf(now int64) int64 {
 	us := now / 1000
 	if now%1000 < 0 {
 		us--
 	}
-	d := int64((word>>warmQBits - uint64(us)) & warmTMask)
-	if d > maxWarmHorizon {
-		d -= 1 << warmTBits
-	}
-	if d > t.horizon {
-		return t.w.Fresh(now) // a next long past that wrapped
-	}
-	return window.Warm{Next: us + d, Stored: float64(q) * t.unit}
+	return us
 }
 
 // Allow decides cost n for key at now and records it if admitted.
 func (t *WarmTable) Allow(key string, now, n int64) Outcome {
 	e := t.keys.lookup(key)
+	us := usOf(now)
 	for {
 		word := e.word.Load()
-		if word&warmQMask == warmGone {
+		q := word & warmQMask
+		if q == warmGone {
 			e = t.keys.replace(e, key)
 			continue
 		}
-		next, ok, rem, reset, retry := t.w.Check(t.unpack(word, now), now, n)
-		if !ok {
-			return Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
+		d, fresh := t.ahead(word, us)
+		switch {
+		case n != 1:
+		case fresh || (d < 0 && (-d >= t.coldAfter[q>>warmBandShift] || q == t.coldQ && -d >= t.coldAfterQ)):
+			next := us + t.u.Cold.Next
+			if e.word.CompareAndSwap(word, uint64(next)&warmTMask<<warmQBits|t.coldQ) {
+				return Outcome{Allowed: true, Remaining: t.u.ColdRemaining, ResetAfter: resetAfter(next, now)}
+			}
+			continue
+		case d > t.u.Room:
+			// Denied whatever the stored permits: the test is on the debt.
+			// No cost fits a debt above Room, so Remaining is 0.
+			return Outcome{ResetAfter: resetAfter(us+d, now), RetryAfter: resetAfter(us+d-t.u.Room, now)}
+		case q == 0 && d >= 0:
+			// The next field's addition wraps modulo 2^44 as pack's does.
+			if e.word.CompareAndSwap(word, word+uint64(t.u.Wait)<<warmQBits) {
+				debt := d + t.u.Wait
+				rem, ok := t.u.Remaining(debt)
+				if !ok {
+					rem = t.w.RemainingDebt(debt)
+				}
+				return Outcome{Allowed: true, Remaining: rem, ResetAfter: resetAfter(us+debt, now)}
+			}
+			continue
 		}
-		// Rounding the stored permits leaves next.Next, and so rem and
-		// reset, as they are.
-		if nw, _ := t.pack(next); e.word.CompareAndSwap(word, nw) {
-			return Outcome{Allowed: true, Remaining: rem, ResetAfter: reset}
+		nw, o := t.check(word, now, n)
+		// Rounding the stored permits leaves next, and so Remaining and
+		// ResetAfter, as they are.
+		if !o.Allowed || e.word.CompareAndSwap(word, nw) {
+			return o
 		}
 	}
+}
+
+// resetAfter returns the time from now (ns) until next (µs), or 0 if it has
+// passed.
+func resetAfter(next, now int64) time.Duration {
+	return time.Duration(max(next*1000-now, 0))
+}
+
+// check is Allow's general path: window.WarmUp.Check on the unpacked word,
+// and the new word if admitted.
+func (t *WarmTable) check(word uint64, now, n int64) (uint64, Outcome) {
+	next, ok, rem, reset, retry := t.w.Check(t.unpack(word, now), now, n)
+	if !ok {
+		return word, Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
+	}
+	nw, _ := t.pack(next)
+	return nw, Outcome{Allowed: true, Remaining: rem, ResetAfter: reset}
 }
 
 // Peek returns what a check of one unit would see at now.

@@ -66,6 +66,7 @@ type WarmUp struct {
 	slope     float64
 	cool      float64 // coolDownIntervalMicros
 	inv       float64 // 1/T: an estimate of Remaining, settled exactly by fits
+	whole     uint64  // T when it is whole and Burst·T < 2^51, else 0: Remaining in integers
 }
 
 // Warm is the state of one key of a WarmUp: Guava's nextFreeTicketMicros
@@ -101,6 +102,9 @@ func NewWarmUp(window, warmup time.Duration, limit, burst int64) WarmUp {
 	w.slope = (cold - stable) / (w.maxP - w.threshold)
 	w.cool = float64(p) / w.maxP
 	w.inv = 1 / stable
+	if stable == math.Trunc(stable) && float64(burst)*stable < 1<<51 {
+		w.whole = uint64(stable)
+	}
 	return w
 }
 
@@ -260,8 +264,30 @@ func (w WarmUp) Remaining(s Warm, t int64) int64 {
 	return w.remaining(debtMicros(s.Next, micros(t)))
 }
 
-// remaining is Remaining for a debt (µs).
+// remaining is Remaining for a debt (µs), at least 0.
+//
+// When T is a whole number of µs (w.whole) and Burst·T < 2^51, every
+// product (Burst − n)·T that fits compares with is an integer a float64
+// holds exactly, and so is every debt remaining is asked about (at most
+// maxDebt before a check; after an admission at most the room, Burst·T,
+// plus its cost, at most 3T per unit): fits(debt, n) is then the integer
+// test debt ≤ (Burst − n)·T, and the largest such n is Burst − ⌈debt/T⌉,
+// one integer division instead of the float estimate and its settling.
 func (w WarmUp) remaining(debt int64) int64 {
+	if w.whole > 0 {
+		return wholeRemaining(w.burst, w.whole, debt)
+	}
+	return w.remainingFloat(debt)
+}
+
+// wholeRemaining is remaining's integer path: max(burst − ⌈debt/t⌉, 0).
+func wholeRemaining(burst int64, t uint64, debt int64) int64 {
+	return max(burst-int64((uint64(debt)+t-1)/t), 0)
+}
+
+// remainingFloat is remaining for any T: an estimate from 1/T, settled on
+// the exact predicate fits.
+func (w WarmUp) remainingFloat(debt int64) int64 {
 	n := w.burst - int64(math.Ceil(float64(debt)*w.inv))
 	// The estimate can be an ulp off either way: settle on the exact
 	// predicate.

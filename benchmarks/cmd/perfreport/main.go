@@ -329,6 +329,7 @@ func (r *Report) Write(w io.Writer) {
 	r.writeManyKeys(p)
 	r.writeCheckTables(p)
 	r.writeRatios(p)
+	r.writeAlgorithms(p)
 	r.writeTelemetry(p)
 	r.writeSync(p)
 	r.writeMemory(p)
@@ -871,7 +872,7 @@ func (r *Report) writeEnv(p printer) {
 		sort.Strings(keys)
 	}
 	for _, k := range keys {
-		if k == "machine_note" || k == "reproduce" {
+		if k == "machine_note" || k == "reproduce" || k == "count_algos" {
 			continue
 		}
 		p("| %s | %s |\n", k, strings.ReplaceAll(r.Meta[k], "|", "\\|"))
