@@ -74,13 +74,12 @@ func (t *LogTable) Refund(key string, now, n int64) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var c int64
-	for c < n && e.size > 0 && !e.gone {
-		i := (e.head + e.size - 1) % len(e.ring)
-		if e.ring[i] != now {
-			break
-		}
+	for c < n && e.size > 0 && !e.gone && e.at(e.size-1) == now {
 		e.size--
 		c++
+	}
+	if c > 0 && e.size > 0 {
+		e.last = e.at(e.size - 1) // the newest unit left, for reset
 	}
 	return c
 }

@@ -44,7 +44,7 @@ type logEntry struct {
 	ring []int64 // len is the capacity; the units are ring[head..head+size) mod len
 	head int
 	size int
-	last int64 // the newest timestamp
+	last int64 // the newest timestamp: the ring's last unit while it has any
 }
 
 // logStart is the ring's first capacity.
@@ -64,8 +64,14 @@ func NewLogTable(window time.Duration, limit int64, keys *Keys) (*LogTable, erro
 	return t, nil
 }
 
-// at returns the i-th oldest timestamp of e.
-func (e *logEntry) at(i int) int64 { return e.ring[(e.head+i)%len(e.ring)] }
+// at returns the i-th oldest timestamp of e (0 ≤ i < len(e.ring)).
+func (e *logEntry) at(i int) int64 {
+	j := e.head + i
+	if j >= len(e.ring) {
+		j -= len(e.ring)
+	}
+	return e.ring[j]
+}
 
 // expire drops the units that left the window at now.
 func (t *LogTable) expire(e *logEntry, now int64) {
@@ -116,7 +122,11 @@ func (t *LogTable) Allow(key string, now, n int64) Outcome {
 		t.grow(e, need)
 	}
 	for i := 0; i < int(n); i++ {
-		e.ring[(e.head+e.size)%len(e.ring)] = now
+		j := e.head + e.size
+		if j >= len(e.ring) {
+			j -= len(e.ring)
+		}
+		e.ring[j] = now
 		e.size++
 	}
 	e.last = now
@@ -124,12 +134,13 @@ func (t *LogTable) Allow(key string, now, n int64) Outcome {
 }
 
 // reset returns how long from now until every unit of e has left the
-// window.
+// window: the newest, e.last (the ring's last unit, kept apart so that a
+// denial does not read the ring's far end).
 func (t *LogTable) reset(e *logEntry, now int64) time.Duration {
 	if e.size == 0 {
 		return 0
 	}
-	return time.Duration(e.at(e.size-1) + t.window - now)
+	return time.Duration(e.last + t.window - now)
 }
 
 // Peek returns what a check of one unit would see at now.
