@@ -385,7 +385,7 @@ func TestKeyTablesKeyBound(t *testing.T) {
 
 // TestKeyTablesDoNotAllocate: a check on a tracked key (admitted or
 // denied) allocates nothing; a sliding log allocates only when a key's
-// count reaches a new high. Not parallel: AllocsPerRun counts every
+// count reaches a new high. Nor does a check of a key without an entry. Not parallel: AllocsPerRun counts every
 // goroutine's allocations.
 func TestKeyTablesDoNotAllocate(t *testing.T) {
 	for name, tb := range keyTables(t, time.Second, 1000, 0, 10*time.Second, 10) {
@@ -400,6 +400,28 @@ func TestKeyTablesDoNotAllocate(t *testing.T) {
 				tb.Allow("hot", now, 1)
 			}), "admitted")
 			require.Zero(t, testing.AllocsPerRun(1000, func() { tb.Peek("hot", now) }), "peek")
+			// Keys without an entry: decided on the sketch (allocated at
+			// the first such decision).
+			keys, _ := keysOf(tb, "")
+			keys.n.Add(1 << 20) // the bound is full
+			defer keys.n.Add(-1 << 20)
+			tb.Allow("stranger", now, 1)
+			i := 0
+			require.Zero(t, testing.AllocsPerRun(1000, func() {
+				now += int64(time.Millisecond)
+				tb.Allow(strangers[i%len(strangers)], now, 1)
+				i++
+			}), "untracked")
+			require.Zero(t, testing.AllocsPerRun(1000, func() { tb.Peek("stranger", now) }), "untracked peek")
 		})
 	}
 }
+
+// strangers are keys that TestKeyTablesDoNotAllocate checks untracked.
+var strangers = func() []string {
+	s := make([]string, 64)
+	for i := range s {
+		s[i] = fmt.Sprint("stranger-", i)
+	}
+	return s
+}()
