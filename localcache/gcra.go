@@ -77,7 +77,12 @@ func (t *GCRATable) Allow(key string, now, n int64) Outcome {
 		}
 		next, ok := t.g.Admit(tat, now, n)
 		if !ok {
-			return t.denied(tat, now, n)
+			// As denied, written out: denied does not inline.
+			return Outcome{
+				Remaining:  t.g.Remaining(tat, now),
+				ResetAfter: t.g.ResetAfter(tat, now),
+				RetryAfter: t.g.RetryAfter(tat, now, n),
+			}
 		}
 		if e.tat.CompareAndSwap(tat, next) {
 			return t.admitted(next, now)
