@@ -18,8 +18,8 @@ import (
 // once (10,000 a second of its clock), on a Local rule of each per-key
 // algorithm, through sluice.New and Allow, while keys in use are checked:
 //
-//   - a victim hammered at ten times its rate gets no more than its own
-//     exact state admits (window.GCRA, window.Log replayed on its
+//   - a victim hammered at ten times its rate from a tenth into the flood
+//     (past half of the bound) gets no more than its own exact state admits (window.GCRA, window.Log replayed on its
 //     admissions; Burst + r·τ at the stable rate for a warm-up);
 //   - steady keys, tracked before the flood and offered 0.9 of their rate,
 //     are never denied;
@@ -85,8 +85,9 @@ func TestKeyedFlood(t *testing.T) {
 			start := c.nanos()
 			var victim []int64
 			var steadyDenied int
-			victimNext := start
 			floodEnd := start + flood*floodIv
+			victimStart := start + (floodEnd-start)/10 // past half of the bound
+			victimNext := victimStart
 			for f := 0; c.nanos() < floodEnd+int64(time.Second); c.add(floodIv) {
 				if c.nanos() < floodEnd {
 					allow(fmt.Sprint("flood-", f))
@@ -136,7 +137,7 @@ func TestKeyedFlood(t *testing.T) {
 			// left, 3T a unit of a warm-up's Burst at most, or its last
 			// window, has passed), each checked at one instant until
 			// denied, get their own capacity, not a shared one.
-			elapsed := float64(c.nanos()-start) / float64(iv)
+			elapsed := float64(c.nanos()-victimStart) / float64(iv)
 			c.add(int64(3 * time.Second))
 			first := -1
 			for k := range 3 {
