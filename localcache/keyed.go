@@ -55,7 +55,7 @@ var (
 // their first check, past it once the shared frequency sketch has seen them
 // often enough, at the bound not at all. A key without an entry has no
 // shared state to fall back on: lookup returns nil, and the table decides
-// the key on its own sketch of untracked keys (keysketch.go).
+// the key on its own sketch of untracked keys (keyuntracked.go).
 //
 // A new entry starts unseeded (each table has a sentinel state for it): the
 // first check that finds it, under the entry's own synchronization, takes
@@ -66,11 +66,12 @@ var (
 // arrival from being lost: a check decided on the sketch looks for the
 // entry after its admission is in the sketch, and records the admission in
 // it if the entry is seeded already; if the entry was not in the map yet,
-// its seed is read later and holds the admission (keysketch.go says why).
+// its seed is read later and holds the admission (keyuntracked.go says why).
 //
 // An entry type E marks itself gone when Sweep evicts it; a check that
-// finds its entry gone installs a fresh one (replace) and starts over, so
-// that no admission is recorded on an entry no longer in the map.
+// finds its entry gone installs a new one (replace, seeded as any new entry
+// is) and starts over, so that no admission is recorded on an entry no
+// longer in the map.
 type keyed[E any] struct {
 	m     *xsync.MapOf[string, *E]
 	keys  *Keys
