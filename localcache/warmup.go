@@ -22,13 +22,14 @@ import (
 //     interval 3T), and policy.Rule.Validate bounds Burst·T by a day for
 //     warm-up rules, so a word that reads further ahead than that plus
 //     warmSkew (checks racing on a key can read clocks a little apart) is
-//     a next long past that wrapped: it reads as a fresh key. A next in the past reads correctly for up to
-//     2^43 µs (about 101 days) of idling; Sweep evicts every idle key long
-//     before (the limiter sweeps at least once a minute).
+//     a next long past that wrapped: it reads as a fresh key. A next in
+//     the past reads correctly for up to 2^43 µs (about 101 days) of
+//     idling; Sweep evicts every idle key long before (the limiter sweeps
+//     at least once a minute).
 //   - bits 19..0: the stored permits as a multiple of MaxPermits/WarmSteps,
 //     rounded to the nearest: Validate bounds MaxPermits (= WarmUp/T) by
 //     2^16 intervals, so the step is about 1/16 of a permit (the interval's
-//     rounding to the ns can add one permit: 65537/(2^20−3)).
+//     rounding to the ns can add one permit: 65537/(2^20−4)).
 //
 // Three values of the low bits are not permits: warmIdle, a key never seen
 // (fully cold, no debt: the fresh state), warmGone, evicted by Sweep, and
