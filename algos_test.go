@@ -318,7 +318,8 @@ func TestNewAlgorithmsSweep(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
 	}
-	// The bound is full: "b" shares each rule's overflow entry.
+	// The bound is full: a new key would be decided on each rule's sketch
+	// of untracked keys until a sweep makes room.
 	require.Eventually(t, func() bool {
 		c.add(int64(time.Hour)) // every key idle: the background sweep evicts them
 		d, err := l.Peek("gcra", "a")

@@ -42,27 +42,39 @@ func fullEngine(t *testing.T, rule policy.Rule, mode policy.FailureMode) engine.
 // TestUntrackedKeysDecidedAlone: with the local cache full, each untracked
 // key is decided on its own — by the store, or when the store fails it by
 // the failure mode — never on a bucket shared with the other untracked keys
-// (issue 19: they used to share one overflow entry per rule).
+// (issue 19: they used to share one overflow entry per rule). The per-key
+// algorithms too, Local and as the failure mode of Strict (they used to
+// share one overflow entry per table).
 func TestUntrackedKeysDecidedAlone(t *testing.T) {
 	t.Parallel()
 	const limit = 100
 	for _, tc := range []struct {
-		name string
-		mode policy.Mode
-		fail policy.FailureMode
-		want int // admitted per key, of 2·limit checks
-		err  error
+		name   string
+		mode   policy.Mode
+		algo   policy.Algorithm
+		warmUp time.Duration
+		fail   policy.FailureMode
+		want   int // admitted per key, of 2·limit checks; 0 with same: as many for each key
+		same   bool
+		err    error
 	}{
-		{"local", policy.Local, policy.FailLocal, limit, nil},
-		{"eventual/fail-local", policy.Eventual, policy.FailLocal, limit / 4, nil}, // the share L/N̂
-		{"eventual/fail-open", policy.Eventual, policy.FailOpen, 2 * limit, nil},
-		{"eventual/fail-closed", policy.Eventual, policy.FailClosed, 0, engine.ErrStoreUnavailable},
-		{"strict/fail-local", policy.Strict, policy.FailLocal, limit / 4, nil},
+		{"local", policy.Local, policy.SlidingWindow, 0, policy.FailLocal, limit, false, nil},
+		{"eventual/fail-local", policy.Eventual, policy.SlidingWindow, 0, policy.FailLocal, limit / 4, false, nil}, // the share L/N̂
+		{"eventual/fail-open", policy.Eventual, policy.SlidingWindow, 0, policy.FailOpen, 2 * limit, false, nil},
+		{"eventual/fail-closed", policy.Eventual, policy.SlidingWindow, 0, policy.FailClosed, 0, false, engine.ErrStoreUnavailable},
+		{"strict/fail-local", policy.Strict, policy.SlidingWindow, 0, policy.FailLocal, limit / 4, false, nil},
+		{"gcra/local", policy.Local, policy.GCRA, 0, policy.FailLocal, limit, false, nil}, // Burst = Limit
+		{"tokenbucket/local", policy.Local, policy.TokenBucket, 0, policy.FailLocal, limit, false, nil},
+		{"warmup/local", policy.Local, policy.GCRA, time.Minute, policy.FailLocal, 0, true, nil}, // cold: 3T a unit
+		{"slidinglog/local", policy.Local, policy.SlidingLog, 0, policy.FailLocal, limit, false, nil},
+		{"gcra/strict/fail-local", policy.Strict, policy.GCRA, 0, policy.FailLocal, limit / 4, false, nil},
+		{"slidinglog/strict/fail-local", policy.Strict, policy.SlidingLog, 0, policy.FailLocal, limit / 4, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rule := policy.Rule{Name: "r", Limit: limit, Window: time.Minute, Mode: tc.mode}
+			rule := policy.Rule{Name: "r", Limit: limit, Window: time.Minute, Mode: tc.mode, Algorithm: tc.algo, WarmUp: tc.warmUp}
 			e := fullEngine(t, rule, tc.fail)
+			first := -1
 			for k := range 3 {
 				key := fmt.Sprint("stranger-", k)
 				got := 0
@@ -78,6 +90,14 @@ func TestUntrackedKeysDecidedAlone(t *testing.T) {
 					} else if err == nil {
 						assert.Positive(t, d.RetryAfter, key)
 					}
+				}
+				if tc.same {
+					require.Positive(t, got, key)
+					if first >= 0 {
+						assert.Equal(t, first, got, "%s: its own capacity, not a shared one", key)
+					}
+					first = got
+					continue
 				}
 				assert.Equal(t, tc.want, got, "%s: its own limit, not a shared one", key)
 			}

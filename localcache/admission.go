@@ -8,9 +8,9 @@ import "hash/maphash"
 // at its first check, and nothing else happens: no hash, no sketch. Past
 // that high-water mark a key must earn its place, as in W-TinyLFU's
 // doorkeeper: each check of an untracked key counts a sighting in a
-// frequency sketch (sketch.go) shared by the tables of a Keys, and the key is
-// admitted once its estimate reaches a threshold that rises as the cache
-// fills, in eighths of Max:
+// frequency sketch (sketch.go) shared by the tables of a Keys (the Tables
+// and the KeyTables alike), and the key is admitted once its estimate
+// reaches a threshold that rises as the cache fills, in eighths of Max:
 //
 //	tracked keys    < 1/2   < 5/8   < 3/4   < 7/8   < 1     = Max
 //	sightings          1       2       4       8      15     none
@@ -25,8 +25,8 @@ import "hash/maphash"
 // 1/2–5/8 band and practically none beyond it (four counters each holding
 // three sightings of others: below 10⁻⁷), so the last 3/8 of the cache stays for keys
 // in real use, which are seen again and again. A key that is not admitted
-// is still decided, with no shared state (untracked.go): its checks only
-// take the slower path. The thresholds double per band so that a key used a
+// is still decided, with no shared state (untracked.go for a Table,
+// keyuntracked.go for a KeyTable): its checks only take the slower path. The thresholds double per band so that a key used a
 // few times a minute gets in while a flood keeps its keys out; 15 is the
 // most a 4-bit counter holds. Sightings are per table (each table hashes
 // with its own seed): a request checked under two rules is not two
@@ -66,12 +66,14 @@ func (k *Keys) doorkeeper() *freqSketch {
 	return k.door.Load()
 }
 
-// admits reports whether key, which t does not track, may have an entry
-// now. With sight, this check counts as a sighting of key first; without,
-// only the sightings so far count (a check that already counted one). At
-// the bound it refuses and asks for an early sweep (Keys.Full).
-func (t *Table) admits(key string, sight bool) bool {
-	k := t.keys
+// admits reports whether key, which a table under k does not track, may
+// have an entry now; seed is the table's own hash seed (sightings are per
+// table). With sight, this check counts as a sighting of key first;
+// without, only the sightings so far count (a check that already counted
+// one). At the bound it refuses and asks for an early sweep (Keys.Full).
+// Every table under k takes its keys in through here: a Table (keys.go)
+// and the KeyTables' key index (keyed.go).
+func (k *Keys) admits(seed maphash.Seed, key string, sight bool) bool {
 	n := k.n.Load()
 	if 2*n < k.max {
 		return true
@@ -81,7 +83,7 @@ func (t *Table) admits(key string, sight bool) bool {
 		return false
 	}
 	d := k.doorkeeper()
-	h := maphash.String(t.seed, key)
+	h := maphash.String(seed, key)
 	var f int
 	if sight {
 		f = d.add(h)

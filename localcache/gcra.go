@@ -19,26 +19,35 @@ import (
 // map load, one load and one compare-and-swap: no lock, no allocation, no
 // multi-word consistency to keep.
 //
-// A key never seen holds tatFresh (a full bucket for any time). Sweep evicts
-// a key whose TAT has passed (its bucket is full again, as a fresh key's)
-// by swapping tatGone in: the swap and a check's swap exclude each other,
-// so a check either lands before the eviction (and the key is not idle any
-// more) or finds the entry gone and starts over on a fresh one.
+// A new entry holds tatSeed until its first check seeds it with what the
+// table's sketch of untracked keys bounds the key's TAT by, or tatFresh (a
+// full bucket for any time) if there is no sketch (keyuntracked.go). Sweep
+// evicts a key whose TAT has passed (its bucket is full again, as a fresh
+// key's) by swapping tatGone in: the swap and a check's swap exclude each
+// other, so a check either lands before the eviction (and the key is not
+// idle any more) or finds the entry gone and starts over on a fresh one.
+//
+// A key the admission rule keeps out of the table is decided on a
+// count-min sketch of TATs (tatsketch.go), never on shared state.
 type GCRATable struct {
-	g    window.GCRA
-	keys keyed[gcraEntry]
+	g         window.GCRA
+	keys      keyed[gcraEntry]
+	strangers atomic.Pointer[tatSketch] // untracked keys' TATs, allocated on first use
 }
 
 type gcraEntry struct{ tat atomic.Int64 }
 
+// The sentinel TATs, below every real one: a check tells both sentinels
+// from a TAT with one compare (tat < tatFresh).
 const (
 	tatGone  = math.MinInt64     // evicted by Sweep
-	tatFresh = math.MinInt64 + 1 // never admitted to: a full bucket
+	tatSeed  = math.MinInt64 + 1 // new, not seeded yet
+	tatFresh = math.MinInt64 + 2 // never admitted to: a full bucket
 )
 
 func newGCRAEntry() *gcraEntry {
 	e := &gcraEntry{}
-	e.tat.Store(tatFresh)
+	e.tat.Store(tatSeed)
 	return e
 }
 
@@ -57,14 +66,18 @@ func NewGCRATable(g window.GCRA, keys *Keys) (*GCRATable, error) {
 // Allow decides cost n for key at now and records it if admitted.
 func (t *GCRATable) Allow(key string, now, n int64) Outcome {
 	e := t.keys.lookup(key)
+	if e == nil {
+		return t.untracked(key, now, n)
+	}
 	for {
 		tat := e.tat.Load()
-		if tat == tatGone {
-			e = t.keys.replace(e, key)
+		if tat < tatFresh {
+			e = t.settle(e, key, tat)
 			continue
 		}
 		next, ok := t.g.Admit(tat, now, n)
 		if !ok {
+			// As denied, written out: denied does not inline.
 			return Outcome{
 				Remaining:  t.g.Remaining(tat, now),
 				ResetAfter: t.g.ResetAfter(tat, now),
@@ -72,18 +85,45 @@ func (t *GCRATable) Allow(key string, now, n int64) Outcome {
 			}
 		}
 		if e.tat.CompareAndSwap(tat, next) {
-			// next − now ≤ τ: the debt after the admission.
-			d := next - now
-			return Outcome{Allowed: true, Remaining: (t.g.Tolerance() - d) / t.g.Interval(), ResetAfter: time.Duration(d)}
+			return t.admitted(next, now)
 		}
 	}
 }
 
+// settle returns the entry to decide key on in place of e, whose state tat
+// is a sentinel: e seeded, or a fresh entry if e is gone.
+func (t *GCRATable) settle(e *gcraEntry, key string, tat int64) *gcraEntry {
+	if tat == tatGone {
+		return t.keys.replace(e, key)
+	}
+	t.seed(e, key)
+	return e
+}
+
+// denied is the Outcome of a check of n at now denied on state tat.
+func (t *GCRATable) denied(tat, now, n int64) Outcome {
+	return Outcome{
+		Remaining:  t.g.Remaining(tat, now),
+		ResetAfter: t.g.ResetAfter(tat, now),
+		RetryAfter: t.g.RetryAfter(tat, now, n),
+	}
+}
+
+// admitted is the Outcome of an admission at now that left the TAT at next.
+func (t *GCRATable) admitted(next, now int64) Outcome {
+	// next − now ≤ τ: the debt after the admission.
+	d := next - now
+	return Outcome{Allowed: true, Remaining: (t.g.Tolerance() - d) / t.g.Interval(), ResetAfter: time.Duration(d)}
+}
+
 // Peek returns what a check of one unit would see at now.
 func (t *GCRATable) Peek(key string, now int64) Outcome {
-	tat := int64(tatFresh)
+	tat := int64(tatSeed)
 	if e, ok := t.keys.m.Load(key); ok {
 		tat = e.tat.Load()
+	}
+	if tat < tatFresh { // untracked, not seeded yet, or gone: as the sketch bounds it
+		tat = t.estimate(key)
 	}
 	rem := t.g.Remaining(tat, now)
 	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.g.ResetAfter(tat, now)}
@@ -92,7 +132,7 @@ func (t *GCRATable) Peek(key string, now int64) Outcome {
 // Sweep evicts the keys whose bucket is full at now.
 func (t *GCRATable) Sweep(now int64) (removed int) {
 	t.keys.m.Range(func(key string, e *gcraEntry) bool {
-		if tat := e.tat.Load(); tat != tatGone && tat <= now && e.tat.CompareAndSwap(tat, tatGone) {
+		if tat := e.tat.Load(); tat >= tatFresh && tat <= now && e.tat.CompareAndSwap(tat, tatGone) {
 			t.keys.remove(key, e)
 			removed++
 		}

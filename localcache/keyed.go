@@ -1,6 +1,7 @@
 package localcache
 
 import (
+	"hash/maphash"
 	"strings"
 	"time"
 
@@ -49,32 +50,53 @@ var (
 )
 
 // keyed is the key index of a KeyTable: an xsync.MapOf of per-key entries
-// under the limiter's shared key bound, with one overflow entry shared by
-// every key refused by the bound (as Table does). An entry type E marks
-// itself gone when Sweep evicts it; a check that finds its entry gone
-// installs a fresh one (replace) and starts over, so that no admission is
-// recorded on an entry no longer in the map.
+// under the limiter's shared key bound, which new keys enter by the same
+// admission rule as a Table's (admission.go): below half of the bound at
+// their first check, past it once the shared frequency sketch has seen them
+// often enough, at the bound not at all. A key without an entry has no
+// shared state to fall back on: lookup returns nil, and the table decides
+// the key on its own sketch of untracked keys (keyuntracked.go).
+//
+// A new entry starts unseeded (each table has a sentinel state for it): the
+// first check that finds it, under the entry's own synchronization, takes
+// over what the table's sketch holds for the key (the sketch's estimate, at
+// least the key's own state), so that a key entering the table keeps its
+// debt or its window instead of restarting. Seeding after the entry is in
+// the map, not before, is what keeps a check racing with the entry's
+// arrival from being lost: a check decided on the sketch looks for the
+// entry after its admission is in the sketch, and records the admission in
+// it if the entry is seeded already; if the entry was not in the map yet,
+// its seed is read later and holds the admission (keyuntracked.go says why).
+//
+// An entry type E marks itself gone when Sweep evicts it; a check that
+// finds its entry gone installs a new one (replace, seeded as any new entry
+// is) and starts over, so that no admission is recorded on an entry no
+// longer in the map.
 type keyed[E any] struct {
-	m        *xsync.MapOf[string, *E]
-	keys     *Keys
-	overflow *E
-	fresh    func() *E
+	m     *xsync.MapOf[string, *E]
+	keys  *Keys
+	seed  maphash.Seed // hashes keys for the admission rule
+	fresh func() *E
 }
 
 func newKeyed[E any](keys *Keys, fresh func() *E) keyed[E] {
-	return keyed[E]{m: xsync.NewMapOf[string, *E](), keys: keys, overflow: fresh(), fresh: fresh}
+	return keyed[E]{m: xsync.NewMapOf[string, *E](), keys: keys, seed: maphash.MakeSeed(), fresh: fresh}
 }
 
-// lookup returns key's entry, creating it, or the overflow entry if the
-// bound is reached.
+// lookup returns key's entry, creating it if the admission rule lets key
+// in (the check counts as a sighting of key); nil if key stays untracked.
 func (k *keyed[E]) lookup(key string) *E {
 	if e, ok := k.m.Load(key); ok {
 		return e
 	}
-	if k.keys.n.Load() >= k.keys.max {
-		k.keys.full.Store(true)
+	return k.insert(key)
+}
+
+// insert is lookup for a key not in the map.
+func (k *keyed[E]) insert(key string) *E {
+	if !k.keys.admits(k.seed, key, true) {
 		k.keys.out.Add(1)
-		return k.overflow
+		return nil
 	}
 	c := strings.Clone(key) // the caller's string may live in a reused buffer
 	e, loaded := k.m.LoadOrCompute(c, k.fresh)

@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// Keys bounds the number of keys tracked by the Tables that share it, and
-// holds the admission rule's frequency sketch (admission.go), which they
-// share too.
+// Keys bounds the number of keys tracked by the tables that share it (Tables
+// and KeyTables), and holds the admission rule's frequency sketch
+// (admission.go), which they share too.
 type Keys struct {
 	n    atomic.Int64
 	max  int64
@@ -43,7 +43,7 @@ func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 	if e, ok := t.m.Load(key); ok {
 		return e
 	}
-	if !t.admits(key, sight) {
+	if !t.keys.admits(t.seed, key, sight) {
 		if sight {
 			t.keys.out.Add(1)
 		}

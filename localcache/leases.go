@@ -86,8 +86,9 @@ const (
 // Denied, then the store (Ask, then Settle with its answer).
 func (t *LeaseTable) Allow(key string, now, n int64) (Outcome, Step) {
 	e := t.keys.lookup(key)
-	if e == t.keys.overflow {
-		// Past the key bound: no state of its own, the store decides.
+	if e == nil {
+		// Kept out by the key bound's admission rule: no state of its own,
+		// the store decides it alone (Ask finds no entry: no lease).
 		return Outcome{}, Ask
 	}
 	// tat is read first: the compare-and-swap takes the cache line they

@@ -70,13 +70,19 @@
 //
 // The algorithms that decide a key on its own state, without sub-windows,
 // have their own tables behind the KeyTable interface (keyed.go: the
-// interface, its Outcome, and the key index every one of them shares, with
-// the same key bound and overflow entry): GCRATable (gcra.go: TokenBucket and
-// GCRA, one atomic TAT per key), WarmTable (warmup.go: either with a WarmUp,
-// Guava's two numbers packed into one atomic word) and LogTable
-// (slidinglog.go: SlidingLog, a ring of timestamps per key under a per-key
-// lock, for the reason given there). Each file's doc says how its state is
-// represented and why.
+// interface, its Outcome, and the key index every one of them shares, under
+// the same key bound and admission rule as a Table): GCRATable (gcra.go:
+// TokenBucket and GCRA, one atomic TAT per key), WarmTable (warmup.go: either
+// with a WarmUp, Guava's two numbers packed into one atomic word) and
+// LogTable (slidinglog.go: SlidingLog, a ring of timestamps per key under a
+// per-key lock, for the reason given there). Each file's doc says how its
+// state is represented and why. A key such a table does not track is
+// decided on the table's own sketch, never on shared state
+// (keyuntracked.go): a count-min sketch of TATs (tatsketch.go: 4 rows of
+// Max rounded up to a power of two within [1024, 2^15] cells: 32 KiB to 1
+// MiB) for GCRATable and WarmTable, a windowed one (winsketch.go) for
+// LogTable; neither admits a key beyond what its own exact state admits,
+// and a key entering the table carries its sketch state.
 //
 // # Files
 //
@@ -86,7 +92,9 @@
 // keys without an entry and winsketch.go their windowed sketch, check.go the
 // fast path, plan.go the slow path, deny.go the denial cache, sync.go what
 // the syncer calls, lease.go the store's leases, sweep.go eviction; keyed.go,
-// gcra.go, warmup.go and slidinglog.go the other algorithms' tables.
+// gcra.go, warmup.go and slidinglog.go the other algorithms' tables,
+// keyuntracked.go their decisions on keys without an entry and tatsketch.go
+// the sketch of TATs.
 package localcache
 
 import (

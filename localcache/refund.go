@@ -45,8 +45,8 @@ func (t *Table) Refund(key string, now, n int64) (taken int64, tracked bool) {
 // Refund takes back cost n that Allow admitted for key: the key's TAT moves
 // back by n intervals. If the admission found the bucket fuller than its
 // TAT said (the TAT was in the past), the key ends up with less than it had
-// before: conservative. A key that is gone or was counted on the overflow
-// entry keeps the cost.
+// before: conservative. A key that is gone, or that was decided on the
+// sketch of untracked keys (whose cells only ever rise), keeps the cost.
 func (t *GCRATable) Refund(key string, n int64) {
 	e, ok := t.keys.m.Load(key)
 	if !ok || n < 1 {
@@ -54,7 +54,7 @@ func (t *GCRATable) Refund(key string, n int64) {
 	}
 	for {
 		tat := e.tat.Load()
-		if tat == tatGone || tat == tatFresh {
+		if tat <= tatFresh { // gone, not seeded, or never admitted to
 			return
 		}
 		if e.tat.CompareAndSwap(tat, tat-n*t.g.Interval()) {
@@ -74,7 +74,7 @@ func (t *LogTable) Refund(key string, now, n int64) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var c int64
-	for c < n && e.size > 0 && !e.gone && e.at(e.size-1) == now {
+	for c < n && e.size > 0 && e.state == logLive && e.at(e.size-1) == now {
 		e.size--
 		c++
 	}

@@ -3,9 +3,11 @@ package localcache
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/window"
 )
 
 // LogTable is the per-key state of a SlidingLog rule: the exact sliding log
@@ -32,34 +34,57 @@ import (
 // few checks. A check whose clock reads earlier than the key's newest
 // timestamp (another goroutine's later reading got in first) is decided at
 // that newest time, so that the ring stays ordered.
+//
+// A key the admission rule keeps out of the table is decided on a windowed
+// count-min sketch (winsketch.go), never on shared state; a new entry is
+// seeded at its first check with what that sketch counted for its key
+// (keyuntracked.go).
 type LogTable struct {
-	window int64
-	limit  int64
-	keys   keyed[logEntry]
+	window    int64
+	limit     int64
+	keys      keyed[logEntry]
+	geo       window.Sliding            // the sketch's: logSketchBuckets sub-windows, at least Window
+	strangers atomic.Pointer[winSketch] // untracked keys' counts, allocated on first use
 }
 
 type logEntry struct {
-	mu   sync.Mutex
-	gone bool    // evicted by Sweep
-	ring []int64 // len is the capacity; the units are ring[head..head+size) mod len
-	head int
-	size int
-	last int64 // the newest timestamp: the ring's last unit while it has any
+	mu    sync.Mutex
+	state uint8   // logUnseeded, logLive or logGone
+	ring  []int64 // len is the capacity; the units are ring[head..head+size) mod len
+	head  int
+	size  int
+	last  int64 // the newest timestamp: the ring's last unit while it has any
 }
+
+// A logEntry's states.
+const (
+	logUnseeded = iota // new: its first check seeds it from the sketch
+	logLive
+	logGone // evicted by Sweep
+)
 
 // logStart is the ring's first capacity.
 const logStart = 4
 
-// NewLogTable returns the table of a rule of limit units per window, under
-// the key bound keys.
-func NewLogTable(window time.Duration, limit int64, keys *Keys) (*LogTable, error) {
+// logSketchBuckets is the number of sub-windows of the sketch of untracked
+// keys: a key's estimate counts up to one sub-window more than the window,
+// so a key offered at most Limit·B/(B+1) per window, steadily, is never
+// denied by it.
+const logSketchBuckets = 10
+
+// NewLogTable returns the table of a rule of limit units per window win,
+// under the key bound keys.
+func NewLogTable(win time.Duration, limit int64, keys *Keys) (*LogTable, error) {
 	if keys == nil {
 		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
 	}
-	if window <= 0 || limit < 1 || limit > policy.MaxLogLimit {
-		return nil, fmt.Errorf("%w: sliding log of %d per %v: the limit must be between 1 and %d", ErrConfig, limit, window, policy.MaxLogLimit)
+	if win <= 0 || limit < 1 || limit > policy.MaxLogLimit {
+		return nil, fmt.Errorf("%w: sliding log of %d per %v: the limit must be between 1 and %d", ErrConfig, limit, win, policy.MaxLogLimit)
 	}
-	t := &LogTable{window: int64(window), limit: limit}
+	// Whole sub-windows of at least win/B: the sketch's window is at
+	// least the rule's, so it counts every unit still in the real one.
+	sub := (int64(win) + logSketchBuckets - 1) / logSketchBuckets
+	t := &LogTable{window: int64(win), limit: limit, geo: window.NewSliding(time.Duration(sub*logSketchBuckets), logSketchBuckets)}
 	t.keys = newKeyed(keys, func() *logEntry { return &logEntry{ring: make([]int64, min(logStart, limit))} })
 	return t, nil
 }
@@ -100,13 +125,26 @@ func (t *LogTable) grow(e *logEntry, need int) {
 // Allow decides cost n for key at now and records it if admitted.
 func (t *LogTable) Allow(key string, now, n int64) Outcome {
 	e := t.keys.lookup(key)
+	if e == nil {
+		return t.untracked(key, now, n)
+	}
 	e.mu.Lock()
-	for e.gone {
+	for e.state != logLive {
+		if e.state == logUnseeded {
+			t.seed(e, key, now)
+			continue
+		}
 		e.mu.Unlock()
 		e = t.keys.replace(e, key)
 		e.mu.Lock()
 	}
 	defer e.mu.Unlock()
+	return t.decide(e, now, n)
+}
+
+// decide decides cost n at now on e, live and locked, and records it if
+// admitted.
+func (t *LogTable) decide(e *logEntry, now, n int64) Outcome {
 	now = max(now, e.last)
 	t.expire(e, now)
 	c := int64(e.size)
@@ -145,26 +183,29 @@ func (t *LogTable) reset(e *logEntry, now int64) time.Duration {
 
 // Peek returns what a check of one unit would see at now.
 func (t *LogTable) Peek(key string, now int64) Outcome {
-	e, ok := t.keys.m.Load(key)
-	if !ok {
-		return Outcome{Allowed: true, Remaining: t.limit}
+	if e, ok := t.keys.m.Load(key); ok {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.state == logLive {
+			now = max(now, e.last)
+			t.expire(e, now)
+			rem := t.limit - int64(e.size)
+			return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.reset(e, now)}
+		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now = max(now, e.last)
-	t.expire(e, now)
-	rem := t.limit - int64(e.size)
-	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.reset(e, now)}
+	// Untracked, not seeded yet, or gone: as the sketch counts it.
+	rem := t.sketchRoom(key, now)
+	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.sketchReset(rem, now)}
 }
 
 // Sweep evicts the keys with nothing left in the window at now.
 func (t *LogTable) Sweep(now int64) (removed int) {
 	t.keys.m.Range(func(key string, e *logEntry) bool {
 		e.mu.Lock()
-		if !e.gone {
+		if e.state == logLive {
 			t.expire(e, max(now, e.last))
 			if e.size == 0 {
-				e.gone = true
+				e.state = logGone
 				t.keys.remove(key, e)
 				removed++
 			}

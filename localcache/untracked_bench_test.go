@@ -2,7 +2,10 @@ package localcache
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
+	"time"
+	"unsafe"
 )
 
 // BenchmarkAllowUntracked is a check of a key the table does not track, on
@@ -34,5 +37,44 @@ func BenchmarkAllowUntracked(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// BenchmarkKeyTableUntracked is a check of a key a KeyTable does not track,
+// decided on the table's sketch: on a bound that is filling (past the
+// high-water mark: the admission rule counts a sighting) or full (refused
+// at once). Every check is of a new key (written into a reused buffer, as
+// a caller's key may be), so that practically none gets in; the time
+// advances by a millisecond every 16 checks.
+func BenchmarkKeyTableUntracked(b *testing.B) {
+	for _, fill := range []struct {
+		name string
+		n    int64 // tracked keys of a bound of 1000
+	}{{"filling", 700}, {"full", 1000}} {
+		for _, name := range []string{"gcra", "warmup", "log"} {
+			b.Run(name+"/"+fill.name, func(b *testing.B) {
+				tb := benchKeyTables(b)[name]
+				k, _ := keysOf(tb, "")
+				k.n.Store(fill.n * k.max / 1000) // as if that many keys were tracked
+				now := base
+				tb.Allow("first", now, 1) // allocates the sketch
+				buf := []byte("stranger:0000000000")
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if i&15 == 0 {
+						now += int64(time.Millisecond)
+					}
+					strconv.AppendInt(buf[:9], int64(i), 10)
+					tb.Allow(unsafe.String(&buf[0], len(buf)), now, 1)
+					i++
+				}
+				// Filling, a key used once gets in only if its counters all
+				// hold other keys' sightings: rarely.
+				if t := tb.Len(); t > 1+i/1000 {
+					b.Fatalf("%d keys of %d got in", t, i)
+				}
+			})
+		}
 	}
 }

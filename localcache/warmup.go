@@ -18,20 +18,27 @@ import (
 //
 //   - bits 63..20: next in µs (Guava's clock, so nothing is lost) modulo
 //     2^44 µs (about 203 days), read back relative to the check's time. A
-//     valid state's next lies at most 3·Burst·T ahead of any check's time
-//     (each unit of the burst costs at most the cold interval 3T), and
-//     policy.Rule.Validate bounds Burst·T by a day for warm-up rules, so a
-//     word that reads further ahead is a next long past that wrapped: it
-//     reads as a fresh key. A next in the past reads correctly for up to
-//     2^43 µs (about 101 days) of idling; Sweep evicts every idle key long
-//     before (the limiter sweeps at least once a minute).
+//     valid state's next lies at most 3·Burst·T ahead of the time of the
+//     check that wrote it (each unit of the burst costs at most the cold
+//     interval 3T), and policy.Rule.Validate bounds Burst·T by a day for
+//     warm-up rules, so a word that reads further ahead than that plus
+//     warmSkew (checks racing on a key can read clocks a little apart) is
+//     a next long past that wrapped: it reads as a fresh key. A next in
+//     the past reads correctly for up to 2^43 µs (about 101 days) of
+//     idling; Sweep evicts every idle key long before (the limiter sweeps
+//     at least once a minute).
 //   - bits 19..0: the stored permits as a multiple of MaxPermits/WarmSteps,
 //     rounded to the nearest: Validate bounds MaxPermits (= WarmUp/T) by
 //     2^16 intervals, so the step is about 1/16 of a permit (the interval's
-//     rounding to the ns can add one permit: 65537/(2^20−3)).
+//     rounding to the ns can add one permit: 65537/(2^20−4)).
 //
-// Two values of the low bits are not permits: warmIdle, a key never seen
-// (fully cold, no debt: the fresh state), and warmGone, evicted by Sweep.
+// Three values of the low bits are not permits: warmIdle, a key never seen
+// (fully cold, no debt: the fresh state), warmGone, evicted by Sweep, and
+// warmSeed, a new entry not seeded yet (its first check gives it what the
+// table's sketch of untracked keys bounds, keyuntracked.go).
+//
+// A key the admission rule keeps out of the table is decided on a
+// count-min sketch of next times (tatsketch.go), never on shared state.
 //
 // # The fast paths
 //
@@ -82,6 +89,7 @@ type WarmTable struct {
 	scale      float64 // WarmSteps/MaxPermits: stored permits to steps
 	unit       float64 // MaxPermits/WarmSteps: steps to stored permits
 	keys       keyed[warmEntry]
+	strangers  atomic.Pointer[tatSketch] // untracked keys' next times (µs), allocated on first use
 }
 
 type warmEntry struct{ word atomic.Uint64 }
@@ -91,9 +99,10 @@ const (
 	warmQMask = 1<<warmQBits - 1
 	warmIdle  = warmQMask     // low bits of a fresh key
 	warmGone  = warmQMask - 1 // low bits of an evicted key
+	warmSeed  = warmQMask - 2 // low bits (and word) of a new entry not seeded yet
 	// WarmSteps is the stored permits' resolution in a packed state: they
 	// are kept as a multiple of MaxPermits/WarmSteps (window.WarmUp.Round).
-	WarmSteps = warmQMask - 2
+	WarmSteps = warmQMask - 3
 	warmTBits = 64 - warmQBits
 	warmTMask = 1<<warmTBits - 1
 	// MaxWarmPermits bounds window.WarmUp.MaxPermits (WarmUp/T, which
@@ -105,11 +114,16 @@ const (
 	maxWarmHorizon = 1<<(warmTBits-1) - 1
 	// warmBandShift divides the low bits into the 256 bands of coldAfter.
 	warmBandShift = 12
+	// warmSkew is how far apart (µs) the clocks of two checks of one key
+	// may read and the later one's state still read as ahead, not as a
+	// wrapped past: a check that read the published time just before a
+	// tick decides after one that read it just after.
+	warmSkew = 1_000_000
 )
 
 func newWarmEntry() *warmEntry {
 	e := &warmEntry{}
-	e.word.Store(warmIdle)
+	e.word.Store(warmSeed)
 	return e
 }
 
@@ -122,7 +136,7 @@ func NewWarmTable(w window.WarmUp, keys *Keys) (*WarmTable, error) {
 	if w.MaxPermits() > MaxWarmPermits {
 		return nil, fmt.Errorf("%w: %v stored permits is more than %d", ErrConfig, w.MaxPermits(), MaxWarmPermits)
 	}
-	h := math.Ceil(ColdBurst(w)) + 2
+	h := math.Ceil(ColdBurst(w)) + 2 + warmSkew
 	if !(h < maxWarmHorizon) {
 		return nil, fmt.Errorf("%w: a debt of %vµs does not fit the packed state", ErrConfig, h)
 	}
@@ -193,12 +207,15 @@ func usOf(now int64) int64 {
 // Allow decides cost n for key at now and records it if admitted.
 func (t *WarmTable) Allow(key string, now, n int64) Outcome {
 	e := t.keys.lookup(key)
+	if e == nil {
+		return t.untracked(key, now, n)
+	}
 	us := usOf(now)
 	for {
 		word := e.word.Load()
 		q := word & warmQMask
-		if q == warmGone {
-			e = t.keys.replace(e, key)
+		if q-warmSeed <= warmGone-warmSeed { // warmSeed or warmGone
+			e = t.settle(e, key, word, now)
 			continue
 		}
 		d, fresh := t.ahead(word, us)
@@ -252,13 +269,27 @@ func (t *WarmTable) check(word uint64, now, n int64) (uint64, Outcome) {
 	return nw, Outcome{Allowed: true, Remaining: rem, ResetAfter: reset}
 }
 
+// settle returns the entry to decide key on in place of e, whose word is
+// a sentinel: e seeded, or a fresh entry if e is gone.
+func (t *WarmTable) settle(e *warmEntry, key string, word uint64, now int64) *warmEntry {
+	if word&warmQMask == warmGone {
+		return t.keys.replace(e, key)
+	}
+	t.seed(e, key, now)
+	return e
+}
+
 // Peek returns what a check of one unit would see at now.
 func (t *WarmTable) Peek(key string, now int64) Outcome {
-	s := t.w.Fresh(now)
+	var s window.Warm
+	tracked := false
 	if e, ok := t.keys.m.Load(key); ok {
-		if word := e.word.Load(); word&warmQMask != warmGone {
-			s = t.unpack(word, now)
+		if word := e.word.Load(); word&warmQMask != warmGone && word&warmQMask != warmSeed {
+			s, tracked = t.unpack(word, now), true
 		}
+	}
+	if !tracked { // untracked, not seeded yet, or gone: as the sketch bounds it
+		s = t.estimated(key, now)
 	}
 	rem := t.w.Remaining(s, now)
 	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.w.ResetAfter(s, now)}
@@ -269,7 +300,7 @@ func (t *WarmTable) Peek(key string, now int64) Outcome {
 func (t *WarmTable) Sweep(now int64) (removed int) {
 	t.keys.m.Range(func(key string, e *warmEntry) bool {
 		word := e.word.Load()
-		if word&warmQMask != warmGone && t.w.Idle(t.unpack(word, now), now) && e.word.CompareAndSwap(word, warmGone) {
+		if q := word & warmQMask; q != warmGone && q != warmSeed && t.w.Idle(t.unpack(word, now), now) && e.word.CompareAndSwap(word, warmGone) {
 			t.keys.remove(key, e)
 			removed++
 		}

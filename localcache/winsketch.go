@@ -190,13 +190,28 @@ func (s *winSketch) seedEntry(t *Table, e *hdr, key string, now int64) {
 	k := s.geo.Index(now)
 	for i := 0; i < s.span; i++ {
 		j := k - int64(i)
-		c := int64(math.MaxInt64)
-		for _, base := range b {
-			c = min(c, s.count(base, j))
-		}
-		if c > 0 {
+		if c := s.keyCount(b, j); c > 0 {
 			t.pend(e, t.slotOf(j)).Store(pack(j, c))
 		}
+	}
+}
+
+// keyCount returns the smallest of bucket j's counts in the cells at b: at
+// least what was admitted in bucket j to their key.
+func (s *winSketch) keyCount(b [winDepth]int, j int64) int64 {
+	c := int64(math.MaxInt64)
+	for _, base := range b {
+		c = min(c, s.count(base, j))
+	}
+	return c
+}
+
+// takeBack takes back cost n that decide admitted for key at now, unless
+// its bucket has left the cells.
+func (s *winSketch) takeBack(key string, now, n int64) {
+	k := s.geo.Index(now)
+	for _, base := range s.bases(key) {
+		s.undo(base, k, n)
 	}
 }
 
