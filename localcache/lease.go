@@ -11,8 +11,8 @@ package localcache
 // units leave pend, and the units not used go back to the syncer, which
 // pushes them as a negative correction.
 
-// leaseWord returns e's lease word: 0 for an entry that holds none, or of a
-// Local table or the overflow entry.
+// leaseWord returns e's lease word: 0 for an entry that holds none, or
+// of a Local table.
 func (t *Table) leaseWord(e *hdr) uint64 {
 	if !t.eventual {
 		return 0
