@@ -78,8 +78,11 @@ func (t *LogTable) Refund(key string, now, n int64) int64 {
 		e.size--
 		c++
 	}
-	if c > 0 && e.size > 0 {
-		e.last = e.at(e.size - 1) // the newest unit left, for reset
+	if c > 0 {
+		e.full.until.Store(0) // there is room again
+		if e.size > 0 {
+			e.last = e.at(e.size - 1) // the newest unit left, for reset
+		}
 	}
 	return c
 }

@@ -54,6 +54,11 @@ type logEntry struct {
 	head  int
 	size  int
 	last  int64 // the newest timestamp: the ring's last unit while it has any
+	// full is set, under mu, by a denial that found the log full: until
+	// full.until nothing fits (the oldest unit must leave first), so a
+	// check of one unit is denied without the lock, exactly (full.reset is
+	// when the newest leaves). Refund clears it.
+	full struct{ until, reset atomic.Int64 }
 }
 
 // A logEntry's states.
@@ -128,6 +133,10 @@ func (t *LogTable) Allow(key string, now, n int64) Outcome {
 	if e == nil {
 		return t.untracked(key, now, n)
 	}
+	if until := e.full.until.Load(); n == 1 && now < until {
+		// A flood of denied checks on a full key takes no lock.
+		return Outcome{ResetAfter: time.Duration(e.full.reset.Load() - now), RetryAfter: time.Duration(until - now)}
+	}
 	e.mu.Lock()
 	for e.state != logLive {
 		if e.state == logUnseeded {
@@ -153,6 +162,10 @@ func (t *LogTable) decide(e *logEntry, now, n int64) Outcome {
 		if n >= 1 && n <= t.limit {
 			// The oldest c+n−limit units must leave first.
 			o.RetryAfter = time.Duration(e.at(int(c+n-t.limit)-1) + t.window - now)
+		}
+		if c == t.limit {
+			e.full.reset.Store(e.last + t.window)
+			e.full.until.Store(e.at(0) + t.window)
 		}
 		return o
 	}
