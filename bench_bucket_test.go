@@ -3,7 +3,6 @@ package sluice_test
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,29 +36,7 @@ func BenchmarkAllowEventualBucket(b *testing.B) {
 					b.Fatal(d, err)
 				}
 			}
-			name := r.Name + "/" + strconv.Itoa(n) + "keys"
-			b.Run(name, func(b *testing.B) {
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					if d, _ := l.Allow(ctx, r.Name, keys[i%n]); !d.Allowed {
-						b.Fatal("denied")
-					}
-				}
-			})
-			b.Run(name+"/parallel", func(b *testing.B) {
-				b.ReportAllocs()
-				var seed atomic.Int64
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(seed.Add(7919))
-					for pb.Next() {
-						if d, _ := l.Allow(ctx, r.Name, keys[i%n]); !d.Allowed {
-							b.Error("denied")
-							return
-						}
-						i++
-					}
-				})
-			})
+			allowLoops(b, r.Name+"/"+strconv.Itoa(n)+"keys", l, r.Name, keys)
 		}
 	}
 }

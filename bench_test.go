@@ -48,28 +48,7 @@ func BenchmarkAllow(b *testing.B) {
 			floor.Store(k, new(atomic.Int64))
 		}
 		name := strconv.Itoa(n) + "keys"
-		b.Run("sluice/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if d, _ := l.Allow(ctx, rule.Name, keys[i%n]); !d.Allowed {
-					b.Fatal("denied")
-				}
-			}
-		})
-		b.Run("sluice/"+name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			var seed atomic.Int64
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(seed.Add(7919))
-				for pb.Next() {
-					if d, _ := l.Allow(ctx, rule.Name, keys[i%n]); !d.Allowed {
-						b.Error("denied")
-						return
-					}
-					i++
-				}
-			})
-		})
+		allowLoops(b, "sluice/"+name, l, rule.Name, keys)
 		b.Run("floor/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
@@ -90,6 +69,35 @@ func BenchmarkAllow(b *testing.B) {
 			})
 		})
 	}
+}
+
+// allowLoops runs Allow of rule on l over keys, serially and in parallel,
+// as sub-benchmarks name and name/parallel; every check must be admitted.
+func allowLoops(b *testing.B, name string, l *sluice.Limiter, rule string, keys []string) {
+	ctx := context.Background()
+	n := len(keys)
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if d, _ := l.Allow(ctx, rule, keys[i%n]); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+	b.Run(name+"/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var seed atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seed.Add(7919))
+			for pb.Next() {
+				if d, _ := l.Allow(ctx, rule, keys[i%n]); !d.Allowed {
+					b.Error("denied")
+					return
+				}
+				i++
+			}
+		})
+	})
 }
 
 // BenchmarkAllowLocal measures a Local rule (no store at all).
