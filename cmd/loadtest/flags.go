@@ -237,7 +237,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
 	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's own: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
 	fs.Float64Var(&o.Zipf, "zipf", 1.0, "Zipf exponent of the key popularity (0 = uniform); boundary and churn use uniform keys")
-	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default all; "+traffic.Steady+","+traffic.SyncBurst+" with -sweep)")
+	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default all; "+traffic.Steady+","+traffic.SyncBurst+" with -sweep); also, when named, "+strings.Join(traffic.Named, ", "))
 	fs.Var(durationFlag{&o.Duration}, "duration", fmt.Sprintf("length `D` of each scenario (default %s; %s with -sim)", durText(defaultDuration), durText(defaultSimDur)))
 	fs.Var(floatFlag{&o.Rate}, "rate", fmt.Sprintf("`N` offered checks per second, whole fleet; 0 = as fast as possible (default %d; with -sim 20 × the limit per window: 2000/min for %s)", defaultRate, defaultSimRule))
 	fs.IntVar(&o.Cost, "cost", 1, "each check costs 1..`N` units, uniformly (AllowN)")
@@ -426,12 +426,15 @@ func (o *options) validate(profiles, sweepText string) error {
 		for _, p := range strings.Split(profiles, ",") {
 			p = strings.TrimSpace(p)
 			if !traffic.Valid(p) && !slices.Contains(composeProfiles, p) {
-				return fmt.Errorf("-profile %q: use one or more of %s, or all (or the composition profiles %s)", p, strings.Join(traffic.Profiles, ", "), strings.Join(composeProfiles, ", "))
+				return fmt.Errorf("-profile %q: use one or more of %s, or all (or %s, or the composition profiles %s)", p, strings.Join(traffic.Profiles, ", "), strings.Join(traffic.Named, ", "), strings.Join(composeProfiles, ", "))
 			}
 			if !slices.Contains(o.Profiles, p) {
 				o.Profiles = append(o.Profiles, p)
 			}
 		}
+	}
+	if o.Sim && slices.Contains(o.Profiles, traffic.Throughput) {
+		return errors.New("-profile throughput measures a fleet's speed; -sim replays an algorithm on a virtual clock")
 	}
 	if o.Rate == 0 && slices.Contains(o.Profiles, traffic.Ramp) {
 		return errors.New("-profile ramp needs -rate > 0 (it ramps the rate)")
@@ -540,6 +543,15 @@ func (s *sweep) numeric(i int) float64 {
 	return f
 }
 
+// durationFor returns how long a profile's scenario runs: -duration, and
+// at most traffic.ThroughputDuration for the throughput profile.
+func (o *options) durationFor(profile string) time.Duration {
+	if profile == traffic.Throughput {
+		return min(o.Duration, traffic.ThroughputDuration)
+	}
+	return o.Duration
+}
+
 // keysFor returns the number of keys a profile uses.
 func (o *options) keysFor(profile string) int {
 	if o.Keys > 0 {
@@ -575,7 +587,7 @@ Usage:
 
 Profiles:
 `)
-	for _, p := range traffic.Profiles {
+	for _, p := range slices.Concat(traffic.Profiles, traffic.Named) {
 		fmt.Fprintf(w, "  %-11s %s\n", p, traffic.Describe(p))
 	}
 	fmt.Fprint(w, "\nFlags:\n")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -34,7 +36,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Errorf("defaults: %+v", o)
 	}
 	o, err = parseFlags([]string{"-sim"}, &bytes.Buffer{})
-	if err != nil || o.Rule.Limit != 100 || o.Rule.Window != time.Minute || o.Duration != time.Hour {
+	if err != nil || o.Rule.Limit != 100 || o.Rule.Window != time.Minute || o.Duration != time.Hour || slices.Contains(o.Profiles, traffic.Throughput) {
 		t.Errorf("sim defaults: %+v %v", o, err)
 	}
 }

@@ -45,7 +45,7 @@ func fleetConfig(o *options, profile string, target store.Target, prefix, runID 
 		Traffic: traffic.Params{
 			Profile:   profile,
 			Rate:      o.Rate,
-			Duration:  o.Duration,
+			Duration:  o.durationFor(profile),
 			Window:    rule.Window,
 			Sub:       sub,
 			Limit:     rule.Limit,

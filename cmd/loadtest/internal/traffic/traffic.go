@@ -33,10 +33,17 @@ const (
 	Ramp      = "ramp"       // rate ramps from 0 up to 2·Rate and back down
 	JoinLeave = "join-leave" // half the instances join and leave mid-run
 	Startup   = "startup"    // every instance hammers a few keys from a cold start at a bad phase
+	// Throughput: every worker checks as fast as it can, whatever Rate,
+	// over Keys keys (Zipf): how many checks a second the fleet sustains.
+	Throughput = "throughput"
 )
 
 // Profiles lists every profile, in the order the default run uses.
 var Profiles = []string{Steady, Bursty, SyncBurst, Boundary, Startup, Zipf, Churn, Ramp, JoinLeave}
+
+// Named are the profiles run only when -profile names them: Throughput,
+// whose millions of checks a second cost memory and replay time.
+var Named = []string{Throughput}
 
 // Describe returns a one-line description of a profile.
 func Describe(p string) string {
@@ -57,6 +64,8 @@ func Describe(p string) string {
 		return "the rate ramps linearly from 0 to 2 × -rate and back to 0"
 	case JoinLeave:
 		return "half the instances join and leave mid-run (staggered); the rate is split over the live ones"
+	case Throughput:
+		return "every worker checks as fast as it can (whatever -rate) over -keys keys (Zipf -zipf), for at most " + ThroughputDuration.String() + ": the checks a second the fleet sustains"
 	case Startup:
 		return "cold start: quiet, then a burst of 2× the limit per key in a twentieth of a sub-window from 90% into it (clients starting, a retry storm: what a weighted window lets through twice), then 4× the limit; at least -rate"
 	}
@@ -64,7 +73,7 @@ func Describe(p string) string {
 }
 
 // Valid reports whether p names a profile.
-func Valid(p string) bool { return slices.Contains(Profiles, p) }
+func Valid(p string) bool { return slices.Contains(Profiles, p) || slices.Contains(Named, p) }
 
 // Params describe a run's traffic.
 type Params struct {
@@ -126,7 +135,14 @@ func (p *Params) Validate() error {
 
 // Paced reports whether checks follow a schedule (false: as fast as possible
 // while the profile is active).
-func (p *Params) Paced() bool { return p.Rate > 0 || p.Profile == Boundary }
+func (p *Params) Paced() bool {
+	return (p.Rate > 0 || p.Profile == Boundary) && p.Profile != Throughput
+}
+
+// ThroughputDuration is the longest a Throughput scenario runs: every check
+// is recorded (24 bytes) and replayed, and an unpaced fleet makes millions a
+// second.
+const ThroughputDuration = 2 * time.Second
 
 // Lifetime returns when instance i joins and leaves, as offsets.
 func (p *Params) Lifetime(i int) (join, leave int64) {
@@ -517,8 +533,13 @@ func (d *KeyDist) Draw(rng *rand.Rand, t int64) uint32 {
 
 // Merged returns every check of every stream of p, sorted by time: the
 // traffic a simulation replays. max bounds the count (0: no bound); the
-// second result reports whether it was reached.
+// second result reports whether it was reached. A Throughput profile has no
+// schedule to replay (its checks come as fast as the fleet takes them):
+// none.
 func (p *Params) Merged(max int) ([]Check, bool) {
+	if p.Profile == Throughput {
+		return nil, false
+	}
 	keys := NewKeyDist(p)
 	var all []Check
 	for i := range p.Instances {

@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -46,6 +47,27 @@ func TestMeanRate(t *testing.T) {
 				t.Fatalf("%s: unordered or late check %d", prof, i)
 			}
 		}
+	}
+}
+
+// A Throughput scenario is unpaced whatever the rate, and has no schedule.
+func TestThroughputUnpaced(t *testing.T) {
+	p := base(Throughput)
+	if p.Paced() {
+		t.Fatal("a throughput scenario follows a schedule")
+	}
+	s := p.NewStream(0, 0, NewKeyDist(&p))
+	for now := int64(0); now < 5; now++ {
+		c, ok := s.Next(now)
+		if !ok || c.At != now || int(c.Key) >= p.Keys {
+			t.Fatalf("at %d: %+v %v", now, c, ok)
+		}
+	}
+	if cs, _ := p.Merged(0); len(cs) != 0 {
+		t.Errorf("%d scheduled checks", len(cs))
+	}
+	if !Valid(Throughput) || slices.Contains(Profiles, Throughput) {
+		t.Error("throughput is run when named, not by default")
 	}
 }
 
