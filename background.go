@@ -85,6 +85,9 @@ func (l *Limiter) background() {
 		// clock themselves (a custom Clock, short sub-windows): the syncer
 		// ends a lease only once the published time has left its bucket.
 		l.tick()
+		if l.sync != nil {
+			l.sync.Pulse() // a late tick: a starved process, not a silent store
+		}
 		if s := l.set.Load(); s != set {
 			set, sweepEvery = s, time.Minute
 			for _, r := range set.all {

@@ -191,6 +191,7 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 		}
 		c.sent++
 		_, _ = pipe.Exec(ctx) // errors are per command
+		s.heard(c.cmd.Err())
 	}
 	send()
 	if isNoScript(c.cmd.Err()) {

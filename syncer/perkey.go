@@ -174,6 +174,7 @@ func (s *Syncer) exec(ctx context.Context, calls []call) {
 		s.stats.roundTrips.Add(1)
 		s.stats.commands.Add(int64(len(idx)))
 		_, _ = pipe.Exec(ctx) // errors are per command
+		s.heard(calls[idx[0]].cmd.Err())
 	}
 	all := make([]int, len(calls))
 	for i := range all {

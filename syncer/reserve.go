@@ -82,6 +82,9 @@ func (s *Syncer) Reserve(ctx context.Context, r *Rule, key string, ref Handle, n
 	defer timer.Stop()
 	select {
 	case <-w.done:
+		if w.err == nil {
+			s.answered()
+		}
 		return w.res, w.err
 	case <-timer.C:
 	case <-ctx.Done():
@@ -100,6 +103,7 @@ func (s *Syncer) Reserve(ctx context.Context, r *Rule, key string, ref Handle, n
 			case ctx.Err() != nil:
 				return Answer{}, ctx.Err()
 			}
+			s.timedOut()
 			return Answer{}, ErrTimeout
 		}
 	}

@@ -84,6 +84,7 @@ func (r *strictRule) call(ctx context.Context, script *redis.Script, key string,
 		defer cancel()
 		start := time.Now()
 		v, err := script.Run(op, s.cfg.Client, keys, args...).Int64Slice()
+		s.heard(err)
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.Urgent(start, time.Since(start), 1, 1, err)
 		}
@@ -113,6 +114,7 @@ func (r *strictRule) call(ctx context.Context, script *redis.Script, key string,
 		}
 		return rep.v, nil
 	case <-timer.C:
+		s.timedOut()
 		return nil, ErrTimeout
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -130,6 +130,11 @@ type Syncer struct {
 	// oldestBeat is OldestHeartbeat.
 	oldestBeat atomic.Int64
 	healthy    atomic.Bool
+	timeouts   atomic.Int64 // checks in a row not answered within Timeout
+	lastAnswer atomic.Int64 // local ns of the store's last answer to any round trip
+	probing    atomic.Bool  // a probe confirms a suspected hang (deadline.go)
+	lastPulse  atomic.Int64 // local ns of the last Pulse
+	starved    atomic.Int64 // local ns until which silence proves nothing (deadline.go)
 	closed     atomic.Bool
 	running    atomic.Bool
 
@@ -248,6 +253,9 @@ func (s *Syncer) Start(ctx context.Context) error {
 		return ErrClosed
 	}
 	err := s.heartbeat(ctx)
+	if err == nil {
+		s.answered()
+	}
 	s.setHealth(err == nil, err)
 	s.start.Do(func() {
 		s.running.Store(true)

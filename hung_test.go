@@ -1,0 +1,80 @@
+package sluice_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// TestHungStoreDefaultClient: a store that hangs (SIGSTOP) behind a default
+// go-redis client, whose socket reads ignore context deadlines, is judged
+// down by sluice's own deadline (three checks in a row unanswered within
+// Timeout) instead of after the client's seconds: FailLocal then admits the
+// instance's share within a fraction of a second, FailOpen admits everything,
+// and the store is healthy again once it resumes.
+func TestHungStoreDefaultClient(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode     sluice.FailureMode
+		min, max int // admitted in 1.5 s of checks while the store hangs
+	}{
+		// The share L/N̂ = 100, of which the store already counted 10:
+		// the instance's part of what its last pull left, which also
+		// counts the units Redis leased it and it had not used yet.
+		{sluice.FailLocal, 70, 90},
+		{sluice.FailOpen, 300, 1 << 30},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // the defaults a user starts with
+			t.Cleanup(func() { _ = rdb.Close() })
+			// The default budget gives this rule no unsynced unit (cap
+			// ⌊0.01·100/2⌋ = 0): every check asks the store.
+			l, err := sluice.New(sluice.Options{Redis: rdb, FailureMode: tc.mode},
+				policy.Rule{Name: "api", Limit: 100, Window: time.Minute})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			t.Cleanup(srv.Resume) // runs first: Close needs the store
+			ctx := context.Background()
+			for range 10 {
+				d, err := l.Allow(ctx, "api", "k")
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+			}
+
+			srv.Pause()
+			start := time.Now()
+			down := time.Duration(-1)
+			admitted, checks := 0, 0
+			for time.Since(start) < 1500*time.Millisecond {
+				d, err := l.Allow(ctx, "api", "k")
+				require.NoError(t, err)
+				checks++
+				if d.Allowed {
+					admitted++
+				}
+				if down < 0 && l.Stats().Degraded {
+					down = time.Since(start)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			t.Logf("%v: %d of %d checks admitted while the store hung; judged down after %v", tc.mode, admitted, checks, down)
+			require.GreaterOrEqual(t, down, time.Duration(0), "a hung store is judged down")
+			require.Less(t, down, time.Second, "within a second of the hang")
+			require.GreaterOrEqual(t, admitted, tc.min)
+			require.LessOrEqual(t, admitted, tc.max)
+
+			srv.Resume()
+			require.Eventually(t, func() bool { _ = l.Flush(ctx); return !l.Stats().Degraded },
+				15*time.Second, 50*time.Millisecond, "healthy again once the store resumes")
+		})
+	}
+}

@@ -1,0 +1,127 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A hung store (a stopped process, a blackholed connection) is judged down
+// by sluice's own deadline, whatever the client's options: a default
+// go-redis client waits out a hung store's socket read, seconds, before it
+// reports an error, and a check must not wait that long for its failure
+// mode. A loaded store, or a process starved of CPU, answers late; it must
+// not be judged down, since an instance that alone decides by its failure
+// mode admits its part of the limit outside the fleet's count. So the
+// store is judged down only when all three hold:
+//
+//   - timeoutsDown checks in a row that needed the store got no answer
+//     within Timeout;
+//   - nothing at all has answered for silentDown: no sync call, no
+//     reservation, no heartbeat, no strict check (any reply counts, a Redis
+//     error reply too);
+//   - this process was not starved meanwhile: silence proves nothing while
+//     the process itself could not run (every core busy, a long pause), for
+//     the replies may wait unread. The limiter's ticker calls Pulse every
+//     millisecond; a gap of starveGap or more between two pulses makes the
+//     next silentDown of silence count for nothing;
+//   - a probe (PING) sent then gets no answer within probeWait.
+
+// starveGap is the longest gap between two Pulses that still shows a
+// process able to run its goroutines on time.
+const starveGap = 25 * time.Millisecond
+
+// Pulse records that the limiter's ticker ran (every millisecond, in a
+// goroutine of its own): a late pulse means the process was starved.
+func (s *Syncer) Pulse() {
+	now := s.localNow()
+	if last := s.lastPulse.Swap(now); last != 0 && now-last >= int64(starveGap) {
+		s.starved.Store(now + int64(s.silentDown()))
+	}
+}
+
+// timeoutsDown is how many checks in a row may go unanswered within
+// Timeout before the store is suspected.
+const timeoutsDown = 3
+
+// silentDown is how long the store must have answered nothing before
+// timeouts make it suspect: long enough that a starved process or a loaded
+// store, which answers within a few hundred ms, is not.
+func (s *Syncer) silentDown() time.Duration {
+	return max(timeoutsDown*s.cfg.Timeout, 2*s.cfg.Interval, 500*time.Millisecond)
+}
+
+// probeWait is how long the probe that confirms a suspected hang waits.
+func (s *Syncer) probeWait() time.Duration {
+	return max(2*s.cfg.Timeout, 250*time.Millisecond)
+}
+
+// answered records that the store answered a round trip.
+func (s *Syncer) answered() {
+	s.timeouts.Store(0)
+	s.lastAnswer.Store(s.localNow())
+}
+
+// heard records the store's answer to a round trip whose result is err: a
+// reply, even a Redis error reply, is an answer; a network error or a
+// timeout is not.
+func (s *Syncer) heard(err error) {
+	var rerr redis.Error
+	if err == nil || errors.As(err, &rerr) {
+		s.answered()
+	}
+}
+
+// timedOut counts a check the store did not answer within Timeout, and at
+// timeoutsDown in a row after silentDown of silence starts the probe (one at
+// a time).
+func (s *Syncer) timedOut() {
+	n := s.timeouts.Add(1)
+	if n < timeoutsDown || !s.healthy.Load() {
+		return
+	}
+	now := s.localNow()
+	silent := time.Duration(now - s.lastAnswer.Load())
+	if silent < s.silentDown() || now < s.starved.Load() || !s.probing.CompareAndSwap(false, true) {
+		return
+	}
+	go s.probe(n, silent)
+}
+
+// probe sends a PING and judges the store down if it is not answered within
+// probeWait (the round trip itself may go on, in its goroutine, until the
+// client gives up).
+func (s *Syncer) probe(n int64, silent time.Duration) {
+	defer s.probing.Store(false)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(s.life, s.cfg.OpTimeout)
+		defer cancel()
+		err := s.cfg.Client.Ping(ctx).Err()
+		s.heard(err)
+		done <- err
+	}()
+	timer := time.NewTimer(s.probeWait())
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		var rerr redis.Error
+		if err == nil || errors.As(err, &rerr) {
+			return // it answers: slow, not hung
+		}
+		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, and a probe failed: %w", ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), err))
+	case <-timer.C:
+		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, nor a probe for %v", ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), s.probeWait()))
+	case <-s.done:
+	}
+}
+
+// down marks the store down: checks decide by their failure mode at once,
+// until a heartbeat succeeds.
+func (s *Syncer) down(err error) {
+	s.setHealth(false, err)
+	s.failWaiters(ErrUnavailable)
+}
