@@ -35,11 +35,12 @@ import (
 // else is taken, exact on the store's clock.
 type gcraEventual struct {
 	strictKeyed
-	clock keyClock
-	g     window.GCRA // the store's bucket
-	split window.SharedBucket
-	table *localcache.LeaseTable
-	store *syncer.GCRARule
+	clock    keyClock
+	g        window.GCRA // the store's bucket
+	split    window.SharedBucket
+	table    *localcache.LeaseTable
+	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table)
+	store    *syncer.GCRARule
 }
 
 func newGCRAEventual(cfg Config) (Engine, error) {
@@ -54,14 +55,13 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 	if e.table, err = localcache.NewLeaseTable(e.g, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
-	fallback, err := localcache.NewGCRATable(full, cfg.Keys)
-	if err != nil {
+	if e.fallback, err = localcache.NewGCRATable(full, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
 	if e.store, err = s.AddSharedGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
 		return nil, ruleError(r, err)
 	}
-	e.init(cfg, fallback)
+	e.init(cfg, e.fallback)
 	e.clock.init(cfg)
 	e.SetFleet(1, false)
 	return e, nil
@@ -70,15 +70,24 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 // Check decides n for key: on the units held if it can (dated by the
 // published time: the decision does not depend on it), else in the store.
 func (g *gcraEventual) Check(ctx context.Context, key string, n int64) (Result, error) {
+	if r, ok := g.held(key, n); ok {
+		return r, nil
+	}
+	r, _, err := g.ask(ctx, key, n)
+	return r, err
+}
+
+// held admits n for key on the units held, if there are enough (and asks
+// for more in the background when they run low); ok is false if not.
+func (g *gcraEventual) held(key string, n int64) (_ Result, ok bool) {
 	o, step := g.table.Allow(key, g.clock.pub.Load(), n)
 	switch step {
 	case localcache.TakenLow:
 		g.refill(key)
 	case localcache.Ask:
-		r, _, err := g.ask(ctx, key, n)
-		return r, err
+		return Result{}, false
 	}
-	return result(o), nil
+	return result(o), true
 }
 
 // refill asks the store, in the background, for units to hold for key: the
@@ -89,14 +98,14 @@ func (g *gcraEventual) Check(ctx context.Context, key string, n int64) (Result, 
 func (g *gcraEventual) refill(key string) {
 	tk := g.table.Ask(key)
 	if tk.Want == 0 {
-		g.table.Settle(tk, tatNone, 0)
+		g.table.Settle(tk, localcache.NoAnswer, 0)
 		return
 	}
 	key = strings.Clone(key) // the caller's string may live in a reused buffer
 	go func() {
 		a, err := g.store.Lease(context.Background(), key, 0, tk.Want)
 		if err != nil {
-			g.table.Settle(tk, tatNone, 0)
+			g.table.Settle(tk, localcache.NoAnswer, 0)
 			return
 		}
 		g.table.Settle(tk, a.TAT, a.Leased)
@@ -114,7 +123,7 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 	tk := g.table.Ask(key)
 	a, err := g.store.Lease(ctx, key, n, tk.Want)
 	if err != nil {
-		g.table.Settle(tk, tatNone, 0)
+		g.table.Settle(tk, localcache.NoAnswer, 0)
 		r, err := g.failed(key, n, err)
 		return r, false, err
 	}
@@ -126,9 +135,6 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 	g.counts.Add(PathUrgent, OutcomeOf(res.Allowed, nil))
 	return res, true, nil
 }
-
-// tatNone is a TAT that tells LeaseTable.Settle nothing.
-const tatNone = -1 << 63
 
 // Peek returns what a check of one unit would see, as this instance sees it.
 func (g *gcraEventual) Peek(key string) Result { return result(g.table.Peek(key, g.now())) }
@@ -149,13 +155,8 @@ func (g *gcraEventual) SetFleet(instances int64, down bool) {
 // Take decides n for key as Check does; the receipt says whether the store
 // or a lease (Store) or the failure mode's table admitted it.
 func (g *gcraEventual) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	o, step := g.table.Allow(key, g.clock.pub.Load(), n)
-	switch step {
-	case localcache.TakenLow:
-		g.refill(key)
-		fallthrough
-	case localcache.Taken:
-		return result(o), Receipt{Store: true}, nil
+	if r, ok := g.held(key, n); ok {
+		return r, Receipt{Store: true}, nil
 	}
 	r, stored, err := g.ask(ctx, key, n)
 	return r, Receipt{Store: stored}, err
@@ -168,7 +169,5 @@ func (g *gcraEventual) Refund(key string, n int64, rc Receipt) {
 		g.table.Refund(key, n)
 		return
 	}
-	if t, ok := g.strictKeyed.table.(*localcache.GCRATable); ok {
-		t.Refund(key, n*g.share.Load())
-	}
+	g.fallback.Refund(key, n*g.share.Load())
 }

@@ -56,7 +56,8 @@ func peek(t localcache.KeyTable, c *keyClock, key string) Result {
 // a SlidingLog, and any but Local for a WarmUp. policy.Rule.Validate
 // refuses them first, with the reasons; this is the engine's own guard.
 func supported(r policy.Rule) error {
-	if r.Mode != policy.Local && r.Mode != policy.Strict && (r.Mode != policy.Eventual || r.Algorithm == policy.SlidingLog) {
+	eventual := r.Mode == policy.Eventual && r.Algorithm != policy.SlidingLog
+	if r.Mode != policy.Local && r.Mode != policy.Strict && !eventual {
 		return fmt.Errorf("%w %q: Algorithm %v supports Mode policy.Local and policy.Strict, not %v: set Mode: policy.Local or policy.Strict", policy.ErrInvalidRule, r.Name, r.Algorithm, r.Mode)
 	}
 	if r.WarmUp > 0 && r.Mode != policy.Local {

@@ -62,9 +62,6 @@ func NewLeaseTable(g window.GCRA, keys *Keys) (*LeaseTable, error) {
 // of the live instances). An entry holding more keeps it until spent.
 func (t *LeaseTable) SetLease(most int64) { t.most.Store(max(most, 0)) }
 
-// Lease returns the most units an entry may hold.
-func (t *LeaseTable) Lease() int64 { return t.most.Load() }
-
 // Step says what LeaseTable.Allow did.
 type Step uint8
 
@@ -156,9 +153,12 @@ func (t *LeaseTable) Ask(key string) Ticket {
 	return Ticket{e: e, Want: want}
 }
 
+// NoAnswer is the TAT to Settle a ticket with when the store did not
+// answer: it tells the entry nothing.
+const NoAnswer = math.MinInt64
+
 // Settle records the store's answer to a ticket's check: the key's TAT in the
-// store after it (tat; tatFresh, or any time before the answer's, if the
-// store did not answer) and the units it leased, which the entry then holds
+// store after it (tat; NoAnswer if the store did not answer) and the units it leased, which the entry then holds
 // (up to the most set by SetLease: any more are dropped, spent by nobody).
 // It returns the units the entry holds.
 func (t *LeaseTable) Settle(tk Ticket, tat, leased int64) (held int64) {
@@ -187,7 +187,7 @@ func (t *LeaseTable) Settle(tk Ticket, tat, leased int64) (held int64) {
 // the caller did not use: the entry holds them again (up to the most set by
 // SetLease; any more are dropped).
 func (t *LeaseTable) Refund(key string, n int64) {
-	t.Settle(Ticket{e: t.entry(key)}, math.MinInt64, n)
+	t.Settle(Ticket{e: t.entry(key)}, NoAnswer, n)
 }
 
 // entry returns key's entry, nil if it has none.

@@ -187,9 +187,6 @@ func TestLeaseTableNoFalseDenials(t *testing.T) {
 	}
 }
 
-// tatNoAnswer is the TAT Settle gets when the store did not answer.
-const tatNoAnswer = -1 << 63
-
 // TestLeaseTableConcurrent: checks racing on held units never admit more
 // than were leased, and one check at a time asks for a lease.
 func TestLeaseTableConcurrent(t *testing.T) {
@@ -226,7 +223,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	require.Zero(t, tb.Held("k"))
 	tk = tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want, "the next check asks again")
-	tb.Settle(tk, tatNoAnswer, 0)
+	tb.Settle(tk, NoAnswer, 0)
 	tk = tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want, "a failed ask gives its claim up")
 	tb.Refund("k", 3)
@@ -234,7 +231,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	tb.Refund("k", 1000)
 	require.Equal(t, int64(100), tb.Held("k"), "never more than the lease")
 	require.Zero(t, tb.Sweep(base+200*g.Interval()), "a key being asked about stays")
-	tb.Settle(tk, tatNoAnswer, 0)
+	tb.Settle(tk, NoAnswer, 0)
 	require.Equal(t, 1, tb.Sweep(base+200*g.Interval()), "the store's bucket is full again")
 	require.Zero(t, tb.Held("k"))
 }
