@@ -18,7 +18,6 @@ func (s *Syncer) cycle() error {
 		s.failWaiters(ErrUnavailable)
 		return err
 	}
-	s.answered()
 	s.setHealth(true, nil)
 	// A bulk call left unanswered by an earlier cycle goes first: nothing
 	// else is pushed before the store has it.

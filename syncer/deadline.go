@@ -65,14 +65,22 @@ func (s *Syncer) answered() {
 	s.lastAnswer.Store(s.localNow())
 }
 
-// heard records the store's answer to a round trip whose result is err: a
-// reply, even a Redis error reply, is an answer; a network error or a
-// timeout is not.
+// heard records the store's answer to a round trip whose result is err, if
+// it is one (replied). Every kind of round trip calls it where it ends: the
+// registry (heartbeats), the sync pipelines (bulk and per-key, which carry
+// the reservations), strict checks and the probe.
 func (s *Syncer) heard(err error) {
-	var rerr redis.Error
-	if err == nil || errors.As(err, &rerr) {
+	if replied(err) {
 		s.answered()
 	}
+}
+
+// replied reports whether a round trip whose result is err got the store's
+// reply: a reply, even a Redis error reply, is an answer; a network error or
+// a timeout is not.
+func replied(err error) bool {
+	var rerr redis.Error
+	return err == nil || errors.As(err, &rerr)
 }
 
 // timedOut counts a check the store did not answer within Timeout, and at
@@ -108,8 +116,7 @@ func (s *Syncer) probe(n int64, silent time.Duration) {
 	defer timer.Stop()
 	select {
 	case err := <-done:
-		var rerr redis.Error
-		if err == nil || errors.As(err, &rerr) {
+		if replied(err) {
 			return // it answers: slow, not hung
 		}
 		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, and a probe failed: %w", ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), err))

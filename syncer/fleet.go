@@ -99,6 +99,7 @@ func (s *Syncer) registry(ctx context.Context, remove bool) error {
 	s.stats.commands.Add(1)
 	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), rm).Slice()
 	recv := s.localNow()
+	s.heard(err)
 	if err != nil {
 		err = fmt.Errorf("syncer: registry: %w", err)
 		s.failed(err)

@@ -82,9 +82,6 @@ func (s *Syncer) Reserve(ctx context.Context, r *Rule, key string, ref Handle, n
 	defer timer.Stop()
 	select {
 	case <-w.done:
-		if w.err == nil {
-			s.answered()
-		}
 		return w.res, w.err
 	case <-timer.C:
 	case <-ctx.Done():

@@ -253,9 +253,6 @@ func (s *Syncer) Start(ctx context.Context) error {
 		return ErrClosed
 	}
 	err := s.heartbeat(ctx)
-	if err == nil {
-		s.answered()
-	}
 	s.setHealth(err == nil, err)
 	s.start.Do(func() {
 		s.running.Store(true)
