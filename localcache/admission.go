@@ -44,9 +44,7 @@ const (
 )
 
 // doorWidth returns the sketch's counters per row for a bound of bound keys.
-func doorWidth(bound int64) int {
-	return int(min(max(nextPow2(bound), minDoorWidth), maxDoorWidth))
-}
+func doorWidth(bound int64) int { return pow2Within(bound, minDoorWidth, maxDoorWidth) }
 
 // threshold returns how many sightings admit a key while n of bound keys
 // are tracked (n at least half of bound, below it): 2, 4, 8, then 15 per

@@ -62,13 +62,7 @@ import (
 // Either way the entry's state is at least what was admitted.
 
 // sketch returns t's sketch of untracked keys, allocating it on first use.
-func (t *GCRATable) sketch() *tatSketch {
-	if s := t.strangers.Load(); s != nil {
-		return s
-	}
-	t.strangers.CompareAndSwap(nil, newTATSketch(tatWidth(t.keys.keys.max)))
-	return t.strangers.Load()
-}
+func (t *GCRATable) sketch() *tatSketch { return loadTATSketch(&t.strangers, t.keys.keys) }
 
 // estimate returns key's TAT as the sketch bounds it, or tatFresh.
 func (t *GCRATable) estimate(key string) int64 {
@@ -139,13 +133,7 @@ func (t *GCRATable) carry(key string, now, n int64) (o Outcome, ok bool) {
 }
 
 // sketch returns t's sketch of untracked keys, allocating it on first use.
-func (t *WarmTable) sketch() *tatSketch {
-	if s := t.strangers.Load(); s != nil {
-		return s
-	}
-	t.strangers.CompareAndSwap(nil, newTATSketch(tatWidth(t.keys.keys.max)))
-	return t.strangers.Load()
-}
+func (t *WarmTable) sketch() *tatSketch { return loadTATSketch(&t.strangers, t.keys.keys) }
 
 // coldCost returns what the sketch charges for n units, in µs: ⌈3·n·T⌉,
 // rounded up past the float error of WarmUp's own costs.
@@ -154,29 +142,29 @@ func (t *WarmTable) coldCost(n int64) int64 {
 }
 
 // estimated returns key's state at now as the sketch bounds it: its
-// estimated next (µs) and fully cold, or a fresh key's state if the
-// estimate is not ahead of now.
-func (t *WarmTable) estimated(key string, now int64) window.Warm {
-	fresh := t.w.Fresh(now)
+// estimated next (µs) and fully cold, or, with fresh true, a fresh key's
+// state if the estimate is not ahead of now.
+func (t *WarmTable) estimated(key string, now int64) (st window.Warm, fresh bool) {
+	f := t.w.Fresh(now)
 	s := t.strangers.Load()
 	if s == nil {
-		return fresh
+		return f, true
 	}
 	next := s.estimate(key)
-	if next <= fresh.Next {
-		return fresh
+	if next <= f.Next {
+		return f, true
 	}
 	// A valid estimate is at most 3·Burst·T ahead of the time of the check
 	// that wrote it; horizon has room for a skew between checks' clocks.
-	return window.Warm{Next: min(next, fresh.Next+t.horizon), Stored: t.w.MaxPermits()}
+	return window.Warm{Next: min(next, f.Next+t.horizon), Stored: t.w.MaxPermits()}, false
 }
 
 // seed gives e, if it is still unseeded, the state the sketch bounds for
 // key at now; it returns that state and whether this call seeded e.
 func (t *WarmTable) seed(e *warmEntry, key string, now int64) (window.Warm, bool) {
-	st := t.estimated(key, now)
+	st, fresh := t.estimated(key, now)
 	w := uint64(warmIdle)
-	if st.Next > t.w.Fresh(now).Next {
+	if !fresh {
 		w, st = t.pack(st)
 	}
 	return st, e.word.CompareAndSwap(warmSeed, w)
@@ -220,12 +208,8 @@ func (t *WarmTable) carry(key string, now, n int64) (Outcome, bool) {
 			}
 			continue
 		}
-		next, ok, rem, reset, retry := t.w.Check(t.unpack(word, now), now, n)
-		if !ok {
-			return Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}, true
-		}
-		if nw, _ := t.pack(next); e.word.CompareAndSwap(word, nw) {
-			return Outcome{Allowed: true, Remaining: rem, ResetAfter: reset}, true
+		if nw, o := t.check(word, now, n); !o.Allowed || e.word.CompareAndSwap(word, nw) {
+			return o, true
 		}
 	}
 }
@@ -327,7 +311,7 @@ func (t *LogTable) seed(e *logEntry, key string, now int64) {
 	for i, ci := range c {
 		ts := min((k-logSketchBuckets+int64(i)+1)*t.geo.Sub()-1, now)
 		for ; ci > 0; ci-- {
-			e.ring[(e.head+e.size)%len(e.ring)] = ts
+			e.ring[e.index(e.size)] = ts
 			e.size++
 			e.last = ts
 		}

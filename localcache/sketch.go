@@ -118,3 +118,9 @@ func nextPow2(x int64) int64 {
 	}
 	return 1 << bits.Len64(uint64(x-1))
 }
+
+// pow2Within returns x rounded up to a power of two, within [lo, hi]: the
+// width of a sketch sized for x keys.
+func pow2Within(x, lo, hi int64) int {
+	return int(min(max(nextPow2(x), lo), hi))
+}

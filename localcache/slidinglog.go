@@ -56,8 +56,10 @@ type logEntry struct {
 	last  int64 // the newest timestamp: the ring's last unit while it has any
 	// full is set, under mu, by a denial that found the log full: until
 	// full.until nothing fits (the oldest unit must leave first), so a
-	// check of one unit is denied without the lock, exactly (full.reset is
-	// when the newest leaves). Refund clears it.
+	// check of one unit is denied without the lock (full.reset is when the
+	// newest leaves). Its fields are exact, or later by as much as the
+	// check's clock reads behind the key's newest unit (the locked path
+	// decides such a check at that newest time). Refund clears it.
 	full struct{ until, reset atomic.Int64 }
 }
 
@@ -94,14 +96,17 @@ func NewLogTable(win time.Duration, limit int64, keys *Keys) (*LogTable, error) 
 	return t, nil
 }
 
-// at returns the i-th oldest timestamp of e (0 ≤ i < len(e.ring)).
-func (e *logEntry) at(i int) int64 {
+// index returns the ring index of e's i-th oldest unit (0 ≤ i < len(e.ring)).
+func (e *logEntry) index(i int) int {
 	j := e.head + i
 	if j >= len(e.ring) {
 		j -= len(e.ring)
 	}
-	return e.ring[j]
+	return j
 }
+
+// at returns the i-th oldest timestamp of e.
+func (e *logEntry) at(i int) int64 { return e.ring[e.index(i)] }
 
 // expire drops the units that left the window at now.
 func (t *LogTable) expire(e *logEntry, now int64) {
@@ -173,11 +178,7 @@ func (t *LogTable) decide(e *logEntry, now, n int64) Outcome {
 		t.grow(e, need)
 	}
 	for i := 0; i < int(n); i++ {
-		j := e.head + e.size
-		if j >= len(e.ring) {
-			j -= len(e.ring)
-		}
-		e.ring[j] = now
+		e.ring[e.index(e.size)] = now
 		e.size++
 	}
 	e.last = now

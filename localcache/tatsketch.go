@@ -83,8 +83,16 @@ const (
 )
 
 // tatWidth returns the sketch's cells per row for a bound of bound keys.
-func tatWidth(bound int64) int {
-	return int(min(max(nextPow2(bound), minTATWidth), maxTATWidth))
+func tatWidth(bound int64) int { return pow2Within(bound, minTATWidth, maxTATWidth) }
+
+// loadTATSketch returns the sketch in p, allocating it on first use for the
+// key bound keys: a bucket table's sketch of untracked keys.
+func loadTATSketch(p *atomic.Pointer[tatSketch], keys *Keys) *tatSketch {
+	if s := p.Load(); s != nil {
+		return s
+	}
+	p.CompareAndSwap(nil, newTATSketch(tatWidth(keys.max)))
+	return p.Load()
 }
 
 func newTATSketch(width int) *tatSketch {

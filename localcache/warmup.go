@@ -289,7 +289,7 @@ func (t *WarmTable) Peek(key string, now int64) Outcome {
 		}
 	}
 	if !tracked { // untracked, not seeded yet, or gone: as the sketch bounds it
-		s = t.estimated(key, now)
+		s, _ = t.estimated(key, now)
 	}
 	rem := t.w.Remaining(s, now)
 	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.w.ResetAfter(s, now)}

@@ -53,9 +53,7 @@ const (
 )
 
 // winWidth returns the sketch's cells per row for a bound of max keys.
-func winWidth(bound int64) int {
-	return int(min(max(nextPow2(bound/64), minWinWidth), maxWinWidth))
-}
+func winWidth(bound int64) int { return pow2Within(bound/64, minWinWidth, maxWinWidth) }
 
 func newWinSketch(geo window.Sliding, width, ring int) *winSketch {
 	return &winSketch{
