@@ -118,7 +118,11 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		sc.Notes = append(sc.Notes, note)
 	}
 	if s := a.Summary; s.HotKeys > 0 && s.UtilizationMin < report.MinUtilization && s.AlgoUtilizationMin < report.MinUtilization {
-		sc.Notes = append(sc.Notes, fmt.Sprintf("the lowest utilization, %s, is the algorithm's own: the %v run centrally on the same checks gets %s (a sliding window frees a sub-window only once all of it has left the window; an exact log frees each request as it leaves)", pctText(s.UtilizationMin), cfg.Rule.Algorithm, pctText(s.AlgoUtilizationMin)))
+		note := fmt.Sprintf("the lowest utilization, %s, is the algorithm's own: the %v run centrally on the same checks gets %s", pctText(s.UtilizationMin), cfg.Rule.Algorithm, pctText(s.AlgoUtilizationMin))
+		if cfg.Rule.Algorithm == policy.SlidingWindow {
+			note += " (a sliding window frees a sub-window only once all of it has left the window; an exact log frees each request as it leaves)"
+		}
+		sc.Notes = append(sc.Notes, note)
 	}
 	var urgent int64
 	for _, in := range res.Instances {
