@@ -27,6 +27,7 @@ func TestNilContext(t *testing.T) {
 		policy.Rule{Name: "eventual", Limit: 100, Window: time.Minute},
 		policy.Rule{Name: "strict", Limit: 2, Window: time.Minute, Mode: policy.Strict},
 		policy.Rule{Name: "local", Limit: 2, Window: time.Minute, Mode: policy.Local},
+		policy.Rule{Name: "bucket", Limit: 2, Window: time.Minute, Algorithm: policy.GCRA},
 	)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -34,7 +35,7 @@ func TestNilContext(t *testing.T) {
 	for _, tc := range []struct {
 		rule  string
 		allow int
-	}{{"eventual", 5}, {"strict", 2}, {"local", 2}} {
+	}{{"eventual", 5}, {"strict", 2}, {"local", 2}, {"bucket", 2}} {
 		got := 0
 		for range 5 {
 			d, err := l.Allow(nilCtx, tc.rule, "k")
@@ -47,6 +48,10 @@ func TestNilContext(t *testing.T) {
 		_, err := l.AllowN(nilCtx, tc.rule, "k", 1)
 		require.NoError(t, err, tc.rule)
 	}
+	_, err = l.AllowAll(nilCtx, 1, sluice.Check{Rule: "eventual", Key: "all"}, sluice.Check{Rule: "bucket", Key: "all"})
+	require.NoError(t, err, "AllowAll")
+	require.NoError(t, l.Wait(nilCtx, "eventual", "wait"), "Wait")
+	require.NoError(t, l.WaitN(nilCtx, "local", "wait", 1), "WaitN")
 	require.NoError(t, l.Flush(nilCtx))
 	require.Positive(t, l.Stats().Sync.Reservations, "the checks went to the store")
 }
