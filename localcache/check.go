@@ -11,7 +11,9 @@ import (
 // admitted. The fast path (a tracked key whose cached budget is valid and has
 // room, or whose cached denial still holds) costs one map load, two loads and
 // one compare-and-swap on the entry, and a load of its state; anything else
-// takes the slow path, which recomputes the budget from the ring.
+// takes the slow path, which recomputes the budget from the ring. An
+// admission that leaves an Eventual key half of its local allowance or less
+// asks for an early sync (early.go).
 func (t *Table) Allow(key string, n int64) Verdict {
 	p := t.pos.Load()
 	if e, found := t.m.Load(key); found {
@@ -20,7 +22,9 @@ func (t *Table) Allow(key string, n int64) Verdict {
 			// A budget tagged for this bucket is only stored after the
 			// bucket's pend word holds it, so the addition lands there.
 			if c, added := t.add(e, uintptr(p>>48), countOf(bw), n); added {
-				return Verdict{Status: Allowed, Remaining: max0(roomOf(e.room.Load()) - c)}
+				rm := roomOf(e.room.Load())
+				t.watch(e, c, countOf(bw), rm)
+				return Verdict{Status: Allowed, Remaining: max0(rm - c)}
 			}
 			if n == 1 {
 				if rw := e.room.Load(); tagOf(rw) == tag {
@@ -77,7 +81,9 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 		}
 		if bw := e.budget.Load(); tagOf(bw) == tag {
 			if c, ok := t.add(e, off, countOf(bw), n); ok {
-				return Verdict{Status: Allowed, Remaining: max0(roomOf(e.room.Load()) - c)}
+				rm := roomOf(e.room.Load())
+				t.watch(e, c, countOf(bw), rm)
+				return Verdict{Status: Allowed, Remaining: max0(rm - c)}
 			}
 		}
 		if v, ok := t.slow(e, now, n, nil); ok {

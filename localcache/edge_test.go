@@ -96,14 +96,15 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 }
 
 // TestEntrySize pins the documented entry layout: a 24-byte header, then
-// pend, then in an Eventual entry glob and the 24-byte tail (link and key): 24
-// bytes plus 8 per slot for a Local entry, 48 plus 16 per slot for an
-// Eventual one, each in one allocation.
+// pend, then in an Eventual entry glob and the 40-byte tail (dirty link, key,
+// lease, early link): 24 bytes plus 8 per slot for a Local entry, 64 plus 16
+// per slot for an Eventual one (240 bytes at the default precision, its size
+// class), each in one allocation.
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, uintptr(24), hdrSize)
-	require.Equal(t, uintptr(56+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
-	require.Equal(t, uintptr(56+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
+	require.Equal(t, uintptr(64+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
+	require.Equal(t, uintptr(64+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
 	var e entry[[11]atomic.Uint64]
 	require.Equal(t, hdrSize, unsafe.Offsetof(e.pend))
 	require.Equal(t, hdrSize+11*8, unsafe.Offsetof(e.glob))

@@ -23,7 +23,7 @@ const (
 // an atomic uint64. A *hdr is a pointer to the whole entry: slot words and the
 // tail are reached by offset from it (Table.pend, Table.glob, Table.tail), so
 // the hot path needs no knowledge of the ring size and no generics. An entry
-// takes 24 bytes plus 8 per slot in a Local table, 56 bytes plus 16 per slot
+// takes 24 bytes plus 8 per slot in a Local table, 64 bytes plus 16 per slot
 // in an Eventual one.
 type hdr struct {
 	state  atomic.Uint32
@@ -33,13 +33,19 @@ type hdr struct {
 }
 
 // tail is what only an Eventual table's entries carry, after their ring: the
-// dirty-list link and the key, for the syncer.
+// dirty-list link and the key, for the syncer, the lease and the early-list
+// link.
 type tail struct {
 	next atomic.Pointer[hdr]
 	key  string
 	// lease is the store's grant (lease.go): tag the bucket it is for,
 	// count its units; 0 when the key holds none.
 	lease atomic.Uint64
+	// early is the early-list link (early.go): nil while the key has not
+	// asked for an early sync, earlyBusy once the syncer has taken it off
+	// the list, until its sync settles. It keeps an entry at the default
+	// precision in its size class (232 → 240 bytes).
+	early atomic.Pointer[hdr]
 }
 
 // hdrSize is the offset of pend[0] in an entry.

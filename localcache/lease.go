@@ -61,10 +61,14 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 
 // Want returns the lease r should ask for at now: twice what it has admitted
 // in the current bucket (its lease so far and the pending count past it), at
-// least twice its divergence cap. A key that keeps reaching its cap doubles
-// its lease until it covers the bucket, so that it needs a few store round
-// trips per bucket, while the units it leaves unused, which count in the
-// window until the bucket ends, stay below what it used.
+// least twice its divergence cap, and at least this instance's part of what
+// the fleet admitted in the bucket before (that bucket's total as last
+// pulled, times Share/Limit: one N̂-th of it). A key that keeps its rate
+// asks for about a bucket's worth at the bucket's first sync, instead of
+// doubling its lease sync after sync; one that keeps reaching its cap
+// doubles it until it covers the bucket. The units left unused, which count
+// in the window until the bucket ends, stay below what the key used, or
+// below what it used in the bucket before.
 func (t *Table) Want(r Ref, now int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -74,7 +78,13 @@ func (t *Table) Want(r Ref, now int64) int64 {
 	lw := t.tail(e).lease.Load()
 	p := countAt(t.pend(e, t.slotOf(k)).Load(), k)
 	used := countAt(lw, k) + p - covered(lw, k, p)
-	return clampCount(2 * max(used, t.capv.Load(), 1))
+	want := 2 * max(used, t.capv.Load(), 1)
+	if t.span > 1 {
+		if prev, limit := countAt(t.glob(e, t.slotOf(k-1)).Load(), k-1), t.limit.Load(); prev > 0 && limit > 0 {
+			want = max(want, int64(float64(prev)*float64(t.share.Load())/float64(limit)))
+		}
+	}
+	return clampCount(want)
 }
 
 // setLease records a grant of l.Count units in bucket l.Index: added to a

@@ -136,3 +136,30 @@ func TestWant(t *testing.T) {
 	admitUntil(t, tb, "k", t0, 100) // the lease and the cap again
 	assert.Equal(t, int64(2*(8+4)), tb.Want(r, t0), "doubling: the lease and the pending count")
 }
+
+// TestWantFollowsTheRate: at a bucket's start a key asks for its part of
+// what the fleet admitted in the bucket before (its total times Share/Limit),
+// when that is more than twice its cap.
+func TestWantFollowsTheRate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name        string
+		prev, share int64
+		want        int64
+	}{
+		{"a quarter of the bucket before", 400, 250, 100},
+		{"twice the cap when more", 8, 250, 8},
+		{"a lone instance takes it all", 60, 1000, 60},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb, geo, _, t0, r := leasedKey(t, 1000, 4)
+			tb.SetLimits(Limits{Cap: 4, Share: tc.share, Mode: policy.FailLocal})
+			t1 := t0 + geo.Sub()
+			k := geo.Index(t1)
+			tb.Settle(r, t1, nil, k-1, []int64{tc.prev, 0}, Bucket{})
+			assert.Equal(t, tc.want, tb.Want(r, t1))
+		})
+	}
+}

@@ -201,6 +201,9 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 				t.pend(e, p.s).Add(-uint64(n))
 				return v, false
 			}
+			if force == nil {
+				t.watch(e, c, p.budget, p.room)
+			}
 			v.Status, v.Remaining = Allowed, max0(p.room-c)
 			return v, true
 		}

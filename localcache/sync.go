@@ -129,6 +129,7 @@ func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []i
 		}
 	}
 	t.plan(e, now, nil)
+	t.settled(e)
 	return over
 }
 

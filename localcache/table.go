@@ -41,11 +41,15 @@ type Table struct {
 	health atomic.Uint32 // a health
 	mode   atomic.Uint32 // Limits.Mode, also while the store is up
 
-	// The dirty list head is written by checks that dirty a clean key; keep it
-	// off the cache line every check reads (pos, now, nowUs, reset).
+	// The dirty and early list heads are written by checks that dirty a
+	// clean key or ask for an early sync; keep them off the cache line every
+	// check reads (pos, now, nowUs, reset).
 	_     [64]byte
 	dirty atomic.Pointer[hdr]
-	_     [56]byte
+	early atomic.Pointer[hdr]    // keys asking for an early sync (early.go)
+	asked atomic.Int64           // early syncs asked for
+	wake  atomic.Pointer[func()] // OnEarly
+	_     [32]byte
 }
 
 func newTable(cfg Config, slots int) (*Table, error) {

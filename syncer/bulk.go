@@ -50,7 +50,7 @@ type bulkKey struct {
 // bulkable reports whether it can take the bulk path: a key with local state
 // and nothing outstanding on the per-key path.
 func (s *Syncer) bulkable(it item) bool {
-	return s.bulk && it.ref != nil && len(it.ws) == 0 && s.state[it.id] == nil
+	return s.bulk && it.ref != nil && len(it.ws) == 0 && !it.lease && !it.early && s.state[it.id] == nil
 }
 
 // newBulk prepares a call for items (all bulkable): their pending counts to

@@ -147,7 +147,8 @@ func TestBulkPathKeepsHashesSmall(t *testing.T) {
 // TestReserveAfterLostBulkReply loses the reply of a bulk call (the store
 // applied it), then reserves on one of its keys: the reservation's sync
 // resends the bulk call first, so the key's pending counts, already in the
-// store, are acknowledged and not pushed again with the reservation.
+// store, are acknowledged and not pushed again with the reservation. The
+// key stays below half of its cap, so that it asks for no early sync.
 func TestReserveAfterLostBulkReply(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -158,15 +159,15 @@ func TestReserveAfterLostBulkReply(t *testing.T) {
 	s := startSyncer(t, testConfig(c, "A"), r)
 	name := r.KeyName("k")
 
-	admit(t, s, r, "k", 6)
+	admit(t, s, r, "k", 4)
 	admit(t, s, r, "other", 2)
 	hook.dropReplies.Store(true)
 	require.ErrorIs(t, s.Flush(ctxT(t, 30*time.Second)), errLost)
 	hook.dropReplies.Store(false)
-	require.Equal(t, int64(6), total(t, c, name), "the store applied the bulk call")
+	require.Equal(t, int64(4), total(t, c, name), "the store applied the bulk call")
 	require.Len(t, s.unacked, 1, "kept for a resend")
 	_, own := estimate(t, r.Table, "k", s.Now())
-	require.Equal(t, int64(6), own, "unacknowledged")
+	require.Equal(t, int64(4), own, "unacknowledged")
 
 	// A reservation resends the bulk call before its own call: the
 	// store recognises it and nothing is counted twice.
@@ -179,13 +180,49 @@ func TestReserveAfterLostBulkReply(t *testing.T) {
 	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 3)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted)
-	assert.Equal(t, int64(9), total(t, c, name), "6 pushed once + 3 reserved")
+	assert.Equal(t, int64(7), total(t, c, name), "4 pushed once + 3 reserved")
 	assert.Equal(t, int64(2), total(t, c, r.KeyName("other")))
 	assert.Empty(t, s.unacked)
 	flush(t, s)
 	_, own = estimate(t, r.Table, "k", s.Now())
 	assert.Zero(t, own)
-	assert.Equal(t, int64(9), total(t, c, name))
+	assert.Equal(t, int64(7), total(t, c, name))
+}
+
+// TestEarlySyncLostReply loses the replies of a cycle that serves a key's
+// early sync (the key asked for it: 6 of its cap of 10) after collecting the
+// key among the dirty ones: the early sync's call is kept for a resend, so
+// the cycle's bulk call must not push the key's counts again. The store
+// counts each admission once. The test runs the cycles itself.
+func TestEarlySyncLostReply(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	hook := &faultHook{}
+	c.AddHook(hook)
+	loadScript(t, c)
+	r := newRule(t, "api", midGeometry(4), 100, 10)
+	s, err := newSyncer(testConfig(c, "A"), r) // not started: the test owns the loop's state
+	require.NoError(t, err)
+	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+	s.setHealth(true, nil)
+	name := r.KeyName("k")
+
+	admit(t, s, r, "other", 2)
+	admit(t, s, r, "k", 6)
+	require.True(t, s.early.Load(), "k asked for an early sync")
+	hook.dropReplies.Store(true)
+	require.Error(t, s.cycle())
+	hook.dropReplies.Store(false)
+	assert.Equal(t, int64(6), total(t, c, name), "the early sync reached the store")
+	s.setHealth(true, nil)
+	for range 3 {
+		require.NoError(t, s.cycle())
+	}
+	assert.Equal(t, int64(6), total(t, c, name), "k counted once")
+	assert.Equal(t, int64(2), total(t, c, r.KeyName("other")))
+	_, own := estimate(t, r.Table, "k", s.Now())
+	assert.Zero(t, own)
+	assert.Equal(t, int64(1), s.Stats().EarlySyncs)
 }
 
 // TestPruneRecs forgets reservation records older than their key's TTL (the

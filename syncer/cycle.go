@@ -55,7 +55,6 @@ func (s *Syncer) cycle() error {
 	}
 	for b, i := 0, 0; i < len(items); b, i = b+1, i+s.cfg.Batch {
 		end := min(i+s.cfg.Batch, len(items))
-		simple, rest := s.split(items[i:end])
 		// A cycle that outlasts the heartbeat period (a key flood, a slow
 		// store) heartbeats on the way: else the instance's registry entry
 		// expires mid-cycle, the others undercount N̂ and widen their caps.
@@ -80,8 +79,11 @@ func (s *Syncer) cycle() error {
 				beat = time.Now()
 			}
 		}
-		// Built after the reservations are served: a reservation pushes
-		// its key's pending counts, which must not travel twice.
+		// Split and built after the reservations and early syncs are
+		// served: they push their keys' pending counts, which must not
+		// travel twice, and a key whose call lost its reply must leave the
+		// bulk path until the call is answered (bulkable).
+		simple, rest := s.split(items[i:end])
 		var next *bulkCall
 		if len(simple) > 0 {
 			next = s.newBulk(simple, s.Now())
@@ -154,6 +156,9 @@ type item struct {
 	ref   Handle // nil: no local state to push or settle
 	ws    []*waiter
 	lease bool // ask the store for a lease (a key at its cap: rules with leases only)
+	// early is an early sync (serveUrgent): it takes the per-key path, whose
+	// unanswered calls keep the key off the bulk path until answered.
+	early bool
 }
 
 // collect drains every table's dirty keys and adds the keys with something
@@ -235,8 +240,11 @@ func (s *Syncer) split(items []item) (simple, rest []item) {
 	return simple, rest
 }
 
-// hasUrgent reports whether reservations wait to be sent.
+// hasUrgent reports whether reservations or early syncs wait to be sent.
 func (s *Syncer) hasUrgent() bool {
+	if s.early.Load() {
+		return true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.urgent) > 0

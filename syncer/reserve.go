@@ -196,24 +196,69 @@ func (s *Syncer) keyState(id keyID, ref Handle) *keyState {
 	return ks
 }
 
-// serveUrgent sends every queued reservation, grouped by key.
+// askEarly is what a rule's keys call when a key asks for an early sync
+// (Keys.OnEarly): serveUrgent takes it with the reservations.
+func (s *Syncer) askEarly() {
+	s.early.Store(true)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// earlyItems drains the keys that asked for an early sync: each is synced
+// at once with a lease request (rules with leases), with no check waiting
+// on it. The store down, they are queued for the next full cycle instead.
+func (s *Syncer) earlyItems() []item {
+	if !s.early.Swap(false) {
+		return nil
+	}
+	var items []item
+	for _, r := range s.ruleList() {
+		s.refs = r.keys.Early(s.refs[:0])
+		for _, ref := range s.refs {
+			items = append(items, item{id: keyID{rule: r, key: r.keys.Key(ref)}, ref: ref, lease: r.leases, early: true})
+		}
+	}
+	clear(s.refs)
+	if !s.healthy.Load() {
+		for _, it := range items {
+			it.id.rule.keys.MarkDirty(it.ref)
+		}
+		return nil
+	}
+	return items
+}
+
+// serveUrgent sends every queued reservation, grouped by key, and the
+// early syncs keys asked for, in the same pipelines.
 func (s *Syncer) serveUrgent() {
 	s.mu.Lock()
 	ws := s.urgent
 	s.urgent = nil
 	s.mu.Unlock()
-	if len(ws) == 0 {
+	early := s.earlyItems()
+	if len(ws) == 0 && len(early) == 0 {
 		return
 	}
-	s.stats.urgentCycles.Add(1)
+	if len(ws) > 0 {
+		s.stats.urgentCycles.Add(1)
+	}
 	if !s.healthy.Load() {
 		for _, w := range ws {
 			s.finish(w, Answer{}, ErrUnavailable)
 		}
 		return
 	}
-	index := make(map[keyID]int, len(ws))
-	var items []item
+	index := make(map[keyID]int, len(ws)+len(early))
+	items := make([]item, 0, len(ws)+len(early))
+	for _, it := range early {
+		if _, ok := index[it.id]; !ok {
+			index[it.id] = len(items)
+			items = append(items, it)
+		}
+	}
+	s.stats.earlySyncs.Add(int64(len(items)))
 	for _, w := range ws {
 		i, ok := index[w.id]
 		if !ok {

@@ -46,6 +46,13 @@ type Keys interface {
 	Want(h Handle, now int64) int64
 	// MarkDirty queues h for the next Drain again.
 	MarkDirty(h Handle)
+	// Early appends the keys that asked for an early sync since the last
+	// call: an admission left them half of their local allowance or less.
+	// Only the syncer's loop calls it.
+	Early(dst []Handle) []Handle
+	// OnEarly sets the function a key's request for an early sync calls,
+	// once the key is queued; the syncer sets it when it adds the rule.
+	OnEarly(wake func())
 }
 
 // Handle is an opaque reference to one key's local state: the syncer only
@@ -133,6 +140,7 @@ func (s *Syncer) AddRule(rc RuleConfig) (*Rule, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.keys.OnEarly(s.askEarly)
 	s.rules = append(s.rules[:len(s.rules):len(s.rules)], r)
 	for old := s.markerTTL.Load(); old < 2*r.ttlMs && !s.markerTTL.CompareAndSwap(old, 2*r.ttlMs); old = s.markerTTL.Load() {
 	}

@@ -8,7 +8,8 @@ import (
 // Stats are counters since New.
 type Stats struct {
 	Cycles        int64         // full sync cycles run
-	UrgentCycles  int64         // out-of-cycle syncs run for reservations
+	UrgentCycles  int64         // out-of-cycle syncs run for reservations (checks that waited)
+	EarlySyncs    int64         // keys synced early, in the background, before their checks ran out of local allowance
 	KeySyncs      int64         // keys pushed and pulled (per-key calls and bulk-path keys answered)
 	Reservations  int64         // reservations decided by the store
 	RoundTrips    int64         // pipelines and single calls sent
@@ -25,6 +26,6 @@ type Stats struct {
 
 // counters are the Stats counters, updated as the syncer goes.
 type counters struct {
-	cycles, urgentCycles, keySyncs, reservations, roundTrips, commands,
+	cycles, urgentCycles, earlySyncs, keySyncs, reservations, roundTrips, commands,
 	failures, corrections, retried, lastCycle, lastCycleKeys atomic.Int64
 }

@@ -144,7 +144,8 @@ type Syncer struct {
 
 	mu      sync.Mutex
 	urgent  []*waiter
-	refunds []refund // refunded store admissions, for the next cycle (refund.go)
+	early   atomic.Bool // a key asked for an early sync (askEarly)
+	refunds []refund    // refunded store admissions, for the next cycle (refund.go)
 
 	wake     chan struct{}
 	flushReq chan chan error
@@ -280,6 +281,7 @@ func (s *Syncer) Stats() Stats {
 	return Stats{
 		Cycles:        s.stats.cycles.Load(),
 		UrgentCycles:  s.stats.urgentCycles.Load(),
+		EarlySyncs:    s.stats.earlySyncs.Load(),
 		KeySyncs:      s.stats.keySyncs.Load(),
 		Reservations:  s.stats.reservations.Load(),
 		RoundTrips:    s.stats.roundTrips.Load(),

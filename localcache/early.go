@@ -1,0 +1,87 @@
+package localcache
+
+// Early syncs. A check on an Eventual key waits for the store only when its
+// instance has no local allowance left (OverCap): the divergence cap and the
+// lease both ran out. So an admission that leaves the key with half of its
+// allowance or less, while the allowance is bound by the cap (the window
+// itself has more room: a sync can widen it), asks the syncer for an early
+// sync of the key, in the background: the sync pushes the key's pending
+// counts (the cap is whole again once they are acknowledged) and asks for a
+// lease, while checks go on passing on the other half. A key asks at most
+// once until that sync has settled. Nothing here changes what a check
+// admits, only when the syncer hears of the key: the bound is the cap's.
+
+// earlyEnd ends the early list; earlyBusy marks an entry taken off the list
+// by the syncer whose sync has not settled yet. Neither is ever an entry of
+// a table.
+var earlyEnd, earlyBusy = new(hdr), new(hdr)
+
+// watch asks for an early sync of e if an admission that brought the
+// current bucket's pend to c left it with half of budget or less, while
+// budget, the most that pend may reach, is below room, what the window
+// allows (Limit minus the estimate without the current pend): only then can
+// a sync widen what this instance may admit locally. It is small enough to
+// inline on the fast path: the rest is in ask.
+func (t *Table) watch(e *hdr, c, budget, room int64) {
+	if 2*c >= budget && budget < room {
+		t.ask(e)
+	}
+}
+
+// ask queues e on the early list, unless it is there already or its early
+// sync has not settled, and wakes the syncer. Only a healthy Eventual table
+// asks: a table on its failure mode has no cap to refresh.
+func (t *Table) ask(e *hdr) {
+	if !t.eventual || health(t.health.Load()) != healthy {
+		return
+	}
+	link := &t.tail(e).early
+	if link.Load() != nil || !link.CompareAndSwap(nil, earlyEnd) {
+		return
+	}
+	for {
+		h := t.early.Load()
+		next := h
+		if next == nil {
+			next = earlyEnd
+		}
+		link.Store(next)
+		if t.early.CompareAndSwap(h, e) {
+			break
+		}
+	}
+	t.asked.Add(1)
+	if f := t.wake.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// OnEarly sets the function an early sync's request calls, after queuing its
+// key, to wake the syncer. The syncer sets it once, when it adds the rule.
+func (t *Table) OnEarly(wake func()) {
+	t.wake.Store(&wake)
+}
+
+// Early appends the keys that asked for an early sync since the last call
+// and returns the extended slice; each stays marked until Settle records its
+// sync, so that it does not ask again meanwhile. Only one goroutine may call
+// it (the syncer's loop).
+func (t *Table) Early(dst []Ref) []Ref {
+	for e := t.early.Swap(nil); e != nil && e != earlyEnd; {
+		link := &t.tail(e).early
+		next := link.Load()
+		link.Store(earlyBusy)
+		dst = append(dst, e)
+		e = next
+	}
+	return dst
+}
+
+// Asked returns how many early syncs the table's keys have asked for.
+func (t *Table) Asked() int64 { return t.asked.Load() }
+
+// settled lets e ask for an early sync again, once a sync of it has
+// settled (Settle).
+func (t *Table) settled(e *hdr) {
+	t.tail(e).early.CompareAndSwap(earlyBusy, nil)
+}

@@ -1,0 +1,160 @@
+package localcache
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/window"
+)
+
+// earlyTable returns an Eventual table of limit 100 whose keys' allowance is
+// bound by cap (the window has more room), and a counter of its wake calls.
+func earlyTable(t *testing.T, capv int64) (*Table, window.Sliding, int64, *atomic.Int64) {
+	t.Helper()
+	geo := window.NewSliding(time.Minute, 6)
+	tb := mkTable(t, geo, 100, true)
+	tb.SetLimits(Limits{Cap: capv, Share: 100, Mode: policy.FailLocal})
+	woken := new(atomic.Int64)
+	tb.OnEarly(func() { woken.Add(1) })
+	t0 := bucketStart(geo, 0)
+	tb.Tick(t0)
+	return tb, geo, t0, woken
+}
+
+// TestEarlyAsk: an admission that leaves a cap-bound key half of its
+// allowance or less asks for an early sync, once, on the fast path and the
+// slow one alike; the key asks again only after a sync of it settled.
+func TestEarlyAsk(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		capv     int64
+		askAfter int // admissions before the one that asks
+		ticked   bool
+	}{
+		{"cap 2 asks at its first unit", 2, 0, false},
+		{"cap 8 asks at its fourth", 8, 3, false},
+		{"cap 8 on the published time", 8, 3, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb, _, t0, woken := earlyTable(t, tc.capv)
+			allow := func() Verdict {
+				if tc.ticked {
+					return tb.Allow("k", 1)
+				}
+				return tb.AllowAt("k", t0, 1)
+			}
+			for i := 0; i < tc.askAfter; i++ {
+				require.Equal(t, Allowed, allow().Status)
+			}
+			require.Zero(t, woken.Load(), "more than half left: no ask")
+			require.Equal(t, Allowed, allow().Status)
+			assert.Equal(t, int64(1), woken.Load())
+			for allow().Status == Allowed {
+			}
+			assert.Equal(t, int64(1), woken.Load(), "asks once")
+			assert.Equal(t, int64(1), tb.Asked())
+
+			refs := tb.Early(nil)
+			require.Len(t, refs, 1)
+			assert.Equal(t, "k", tb.Key(refs[0]))
+			assert.Empty(t, tb.Early(nil), "taken off the list")
+			assert.Equal(t, OverCap, allow().Status)
+			assert.Equal(t, int64(1), woken.Load(), "no new ask while its sync is under way")
+
+			// The sync acknowledges everything: the cap is whole again, and
+			// the key asks again at half of it.
+			pend := tb.Pending(refs[0], t0, nil)
+			var sum int64
+			for _, b := range pend {
+				sum += b.Count
+			}
+			require.Equal(t, tc.capv, sum)
+			tb.Settle(refs[0], t0, pend, pend[0].Index, []int64{sum}, Bucket{})
+			for i := 0; i < tc.askAfter; i++ {
+				require.Equal(t, Allowed, allow().Status)
+			}
+			require.Equal(t, int64(1), woken.Load())
+			require.Equal(t, Allowed, allow().Status)
+			assert.Equal(t, int64(2), woken.Load())
+			assert.Len(t, tb.Early(nil), 1)
+		})
+	}
+}
+
+// TestEarlyNotAsked: no early sync where a sync cannot widen what the
+// instance may admit locally: a key bound by the window's room, a Local
+// table, a table on its failure mode.
+func TestEarlyNotAsked(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		setup func(tb *Table)
+	}{
+		{"bound by the room (cap above the limit)", func(tb *Table) {
+			tb.SetLimits(Limits{Cap: 1000, Share: 100, Mode: policy.FailLocal})
+		}},
+		{"store down, fail-local", func(tb *Table) {
+			tb.SetLimits(Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Down: true})
+		}},
+		{"recovering", func(tb *Table) {
+			tb.SetLimits(Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Recovering: true})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb, _, t0, woken := earlyTable(t, 4)
+			tc.setup(tb)
+			for tb.AllowAt("k", t0, 1).Status == Allowed {
+			}
+			assert.Zero(t, woken.Load())
+			assert.Empty(t, tb.Early(nil))
+		})
+	}
+	t.Run("local table", func(t *testing.T) {
+		t.Parallel()
+		geo := window.NewSliding(time.Minute, 6)
+		tb := mkTable(t, geo, 10, false)
+		var woken atomic.Int64
+		tb.OnEarly(func() { woken.Add(1) })
+		t0 := bucketStart(geo, 0)
+		for tb.AllowAt("k", t0, 1).Status == Allowed {
+		}
+		assert.Zero(t, woken.Load())
+	})
+}
+
+// TestEarlyConcurrent: keys asked for by many goroutines at once are each on
+// the list once, and the list holds them all.
+func TestEarlyConcurrent(t *testing.T) {
+	t.Parallel()
+	tb, _, t0, woken := earlyTable(t, 2)
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for _, k := range keys {
+				tb.AllowAt(k, t0, 1)
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+	refs := tb.Early(nil)
+	got := make([]string, 0, len(refs))
+	for _, r := range refs {
+		got = append(got, tb.Key(r))
+	}
+	assert.ElementsMatch(t, keys, got)
+	assert.Equal(t, int64(len(keys)), woken.Load())
+}
