@@ -24,19 +24,21 @@ var earlyEnd, earlyBusy = new(hdr), new(hdr)
 // inline on the fast path: the rest is in ask.
 func (t *Table) watch(e *hdr, c, budget, room int64) {
 	if 2*c >= budget && budget < room {
-		t.ask(e)
+		t.ask(e, budget-c)
 	}
 }
 
-// ask queues e on the early list, unless it is there already or its early
-// sync has not settled, and wakes the syncer. Only a healthy Eventual table
-// asks: a table on its failure mode has no cap to refresh.
-func (t *Table) ask(e *hdr) {
+// ask queues e, left with left units of local allowance, on the early list,
+// unless it is there already or its early sync has not settled, and wakes
+// the syncer. Only a healthy Eventual table asks (a table on its failure
+// mode has no cap to refresh), and only for a busy key (busy): a quiet one
+// waits for the next sync cycle, which refreshes its cap too.
+func (t *Table) ask(e *hdr, left int64) {
 	if !t.eventual || health(t.health.Load()) != healthy {
 		return
 	}
 	link := &t.tail(e).early
-	if link.Load() != nil || !link.CompareAndSwap(nil, earlyEnd) {
+	if link.Load() != nil || !t.busy(e, left) || !link.CompareAndSwap(nil, earlyEnd) {
 		return
 	}
 	for {
@@ -54,6 +56,26 @@ func (t *Table) ask(e *hdr) {
 	if f := t.wake.Load(); f != nil {
 		(*f)()
 	}
+}
+
+// busy reports whether e may use up the left units of its local allowance
+// before the next sync cycle: whether it holds a lease of the current bucket
+// (it needed more than its cap in this bucket already), or this instance's
+// part of what the fleet admitted in the bucket before (that bucket's total
+// as last pulled, times Share/Limit: one N̂-th of it) is at least half of
+// left. A key of the long tail, a few checks a bucket across the fleet, is
+// not: its early syncs would cost the store a per-key call each for
+// nothing, and the cycle acknowledges its counts long before it reaches its
+// cap. Neither is a key with no history (its first bucket): if it is hit
+// hard at once, its first check past the cap waits, and asks for a lease.
+func (t *Table) busy(e *hdr, left int64) bool {
+	k := t.geo.Index(t.now.Load())
+	if countAt(t.tail(e).lease.Load(), k) > 0 || t.span < 2 {
+		return true // a fixed window has no bucket before in its ring to tell
+	}
+	limit := t.limit.Load()
+	prev := countAt(t.glob(e, t.slotOf(k-1)).Load(), k-1)
+	return limit > 0 && 2*float64(prev)*float64(t.share.Load()) >= float64(left)*float64(limit)
 }
 
 // OnEarly sets the function an early sync's request calls, after queuing its

@@ -14,6 +14,7 @@ import (
 
 // earlyTable returns an Eventual table of limit 100 whose keys' allowance is
 // bound by cap (the window has more room), and a counter of its wake calls.
+// Key "k" is busy: the fleet admitted 20 in the bucket before t0.
 func earlyTable(t *testing.T, capv int64) (*Table, window.Sliding, int64, *atomic.Int64) {
 	t.Helper()
 	geo := window.NewSliding(time.Minute, 6)
@@ -23,6 +24,10 @@ func earlyTable(t *testing.T, capv int64) (*Table, window.Sliding, int64, *atomi
 	tb.OnEarly(func() { woken.Add(1) })
 	t0 := bucketStart(geo, 0)
 	tb.Tick(t0)
+	r, ok := tb.Ref("k")
+	require.True(t, ok)
+	k := geo.Index(t0)
+	tb.Settle(r, t0, nil, k-1, []int64{20, 0}, Bucket{})
 	return tb, geo, t0, woken
 }
 
@@ -77,7 +82,7 @@ func TestEarlyAsk(t *testing.T) {
 				sum += b.Count
 			}
 			require.Equal(t, tc.capv, sum)
-			tb.Settle(refs[0], t0, pend, pend[0].Index, []int64{sum}, Bucket{})
+			tb.Settle(refs[0], t0, pend, pend[0].Index-1, []int64{20, sum}, Bucket{})
 			for i := 0; i < tc.askAfter; i++ {
 				require.Equal(t, Allowed, allow().Status)
 			}
@@ -132,12 +137,56 @@ func TestEarlyNotAsked(t *testing.T) {
 	})
 }
 
+// TestEarlyBusy: only a busy key asks: one whose instance's part of the
+// bucket before (the fleet's total times Share/Limit) is at least half of
+// what it has left, or that holds a lease of the current bucket.
+func TestEarlyBusy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name        string
+		prev, share int64 // the fleet's total in the bucket before; Share
+		lease       int64 // units leased in the current bucket
+		asks        bool
+	}{
+		{"no history", 0, 100, 0, false},
+		{"a quiet key", 1, 25, 0, false},
+		{"its part is half of what it has left", 8, 25, 0, true},
+		{"a lease of this bucket", 0, 100, 3, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			geo := window.NewSliding(time.Minute, 6)
+			tb := mkTable(t, geo, 100, true)
+			tb.SetLimits(Limits{Cap: 8, Share: tc.share, Mode: policy.FailLocal})
+			var woken atomic.Int64
+			tb.OnEarly(func() { woken.Add(1) })
+			t0 := bucketStart(geo, 0)
+			tb.Tick(t0)
+			r, ok := tb.Ref("q")
+			require.True(t, ok)
+			k := geo.Index(t0)
+			tb.Settle(r, t0, nil, k-1, []int64{tc.prev, tc.lease}, Bucket{Index: k, Count: tc.lease})
+			for i := int64(0); i < tc.lease+4; i++ { // half of the cap past the lease
+				require.Equal(t, Allowed, tb.AllowAt("q", t0, 1).Status)
+			}
+			// 4 of the cap left: busy if the part (prev·share/100) ≥ 2.
+			assert.Equal(t, tc.asks, woken.Load() == 1)
+		})
+	}
+}
+
 // TestEarlyConcurrent: keys asked for by many goroutines at once are each on
 // the list once, and the list holds them all.
 func TestEarlyConcurrent(t *testing.T) {
 	t.Parallel()
-	tb, _, t0, woken := earlyTable(t, 2)
+	tb, geo, t0, woken := earlyTable(t, 2)
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	for _, key := range keys { // busy, as "k" is
+		r, ok := tb.Ref(key)
+		require.True(t, ok)
+		tb.Settle(r, t0, nil, geo.Index(t0)-1, []int64{20, 0}, Bucket{})
+	}
 	done := make(chan struct{})
 	for g := 0; g < 4; g++ {
 		go func() {

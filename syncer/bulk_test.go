@@ -190,7 +190,7 @@ func TestReserveAfterLostBulkReply(t *testing.T) {
 }
 
 // TestEarlySyncLostReply loses the replies of a cycle that serves a key's
-// early sync (the key asked for it: 6 of its cap of 10) after collecting the
+// early sync (the key, busy, asked for it: 6 of its cap of 10) after collecting the
 // key among the dirty ones: the early sync's call is kept for a resend, so
 // the cycle's bulk call must not push the key's counts again. The store
 // counts each admission once. The test runs the cycles itself.
@@ -208,6 +208,7 @@ func TestEarlySyncLostReply(t *testing.T) {
 	name := r.KeyName("k")
 
 	admit(t, s, r, "other", 2)
+	busy(t, s, r, "k")
 	admit(t, s, r, "k", 6)
 	require.True(t, s.early.Load(), "k asked for an early sync")
 	hook.dropReplies.Store(true)

@@ -8,9 +8,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/window"
 )
 
-// TestEarlySync: a key whose admissions leave it half of its cap or less is
+// busy gives key a history that makes it busy (localcache.Table.busy): as
+// far as this instance knows, the fleet admitted 40 % of the limit in the
+// bucket before; and publishes the time.
+func busy(t *testing.T, s *Syncer, r *testRule, key string) {
+	t.Helper()
+	now := s.Now()
+	r.Table.Tick(now)
+	ref, ok := r.Table.Ref(key)
+	require.True(t, ok)
+	k := r.cfg.Geometry.Index(now)
+	r.Table.Settle(ref, now, nil, k-1, []int64{r.cfg.Limit * 4 / 10, 0}, window.Bucket{})
+}
+
+// TestEarlySync: a busy key whose admissions leave it half of its cap or less is
 // synced at once in the background, with no check waiting and no sync cycle
 // (the interval is an hour): its counts reach the store, are acknowledged
 // (the cap is whole again), and, with leases, the store grants it a lease,
@@ -32,6 +46,7 @@ func TestEarlySync(t *testing.T) {
 			r.cfg.Leases = tc.leases
 			s := startSyncer(t, testConfig(c, "A"), r)
 
+			busy(t, s, r, "k")
 			admit(t, s, r, "k", 5) // the fifth asks
 			require.Eventually(t, func() bool {
 				_, own := estimate(t, r.Table, "k", s.Now())
@@ -50,12 +65,14 @@ func TestEarlySync(t *testing.T) {
 				n++
 			}
 			if tc.leases {
-				// The early sync wanted 2·max(5, cap 10) = 20, well within the
-				// room: the key now holds that lease and would ask for twice it.
-				assert.Equal(t, int64(40), want)
-				assert.GreaterOrEqual(t, n, int64(10+20), "the lease on top of the cap")
+				// The early sync wanted this instance's part of the bucket
+				// before (400, the only instance), within the store's room
+				// (which never saw those 400): the key holds that lease now
+				// and would ask for twice it.
+				assert.Equal(t, int64(800), want)
+				assert.GreaterOrEqual(t, n, int64(10+400), "the lease on top of the cap")
 			} else {
-				assert.Equal(t, int64(20), want, "twice the cap")
+				assert.Equal(t, int64(20), want, "twice the cap: the sync brought the store's totals, which never saw the 400")
 				assert.GreaterOrEqual(t, n, int64(10))
 			}
 			flush(t, s)
