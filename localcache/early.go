@@ -59,8 +59,9 @@ func (t *Table) ask(e *hdr, left int64) {
 }
 
 // busy reports whether e may use up the left units of its local allowance
-// before the next sync cycle: whether it holds a lease of the current bucket
-// (it needed more than its cap in this bucket already), or this instance's
+// before the next sync cycle: whether it has used them all already (its next
+// check would wait for the store), holds a lease of the current bucket (it
+// needed more than its cap in this bucket already), or this instance's
 // part of what the fleet admitted in the bucket before (that bucket's total
 // as last pulled, times Share/Limit: one N̂-th of it) is at least half of
 // left. A key of the long tail, a few checks a bucket across the fleet, is
@@ -70,7 +71,7 @@ func (t *Table) ask(e *hdr, left int64) {
 // hard at once, its first check past the cap waits, and asks for a lease.
 func (t *Table) busy(e *hdr, left int64) bool {
 	k := t.geo.Index(t.now.Load())
-	if countAt(t.tail(e).lease.Load(), k) > 0 || t.span < 2 {
+	if left <= 0 || countAt(t.tail(e).lease.Load(), k) > 0 || t.span < 2 {
 		return true // a fixed window has no bucket before in its ring to tell
 	}
 	limit := t.limit.Load()

@@ -175,21 +175,42 @@ func (s *Syncer) collect() []item {
 		seen[id] = true
 		items = append(items, item{id: id, ref: ks.ref})
 	}
+	now := s.Now()
 	for _, r := range s.drainList() {
 		s.refs = r.keys.Drain(s.refs[:0])
 		for _, ref := range s.refs {
 			id := keyID{rule: r, key: r.keys.Key(ref)}
-			if !seen[id] {
-				seen[id] = true
-				items = append(items, item{id: id, ref: ref})
+			if seen[id] {
+				continue
 			}
+			// Need-driven sync (Eventual rules): a key far from its limit
+			// and from its cap waits in the dirty list; a flush takes all.
+			if r.leases && !s.flushing {
+				if need, keep := r.keys.Need(ref, now); !need {
+					if keep {
+						r.keys.MarkDirty(ref)
+					}
+					s.stats.deferred.Add(1)
+					continue
+				}
+			}
+			seen[id] = true
+			items = append(items, item{id: id, ref: ref})
 		}
 	}
 	clear(s.refs)
 	for _, it := range s.prev {
-		if !seen[it.id] {
-			items = append(items, item{id: it.id, ref: it.ref})
+		if seen[it.id] {
+			continue
 		}
+		// The follow-up pull matters only near the limit (Keys.Need; the
+		// push left nothing unacknowledged).
+		if it.id.rule.leases && !s.flushing {
+			if need, _ := it.id.rule.keys.Need(it.ref, now); !need {
+				continue
+			}
+		}
+		items = append(items, item{id: it.id, ref: it.ref})
 	}
 	s.prev = s.prev[:0]
 	return items

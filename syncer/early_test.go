@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -80,4 +82,47 @@ func TestEarlySync(t *testing.T) {
 			assert.Zero(t, own)
 		})
 	}
+}
+
+// TestNeedDrivenCycle: a cycle syncs the keys that need it (one near its
+// limit, one at its cap) and leaves a key far from both queued, cycle after
+// cycle; a flush syncs every key.
+func TestNeedDrivenCycle(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	r := newRule(t, "api", midGeometry(4), 1000, 4)
+	r.cfg.Leases = true
+	s, err := newSyncer(testConfig(c, "A"), r) // not started: the test runs the cycles
+	require.NoError(t, err)
+	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+	s.setHealth(true, nil)
+	now := s.Now()
+	r.Table.Tick(now)
+	near, ok := r.Table.Ref("near")
+	require.True(t, ok)
+	r.Table.Settle(near, now, nil, r.cfg.Geometry.Index(now)-1, []int64{500, 0}, window.Bucket{})
+
+	admit(t, s, r, "quiet", 1)
+	admit(t, s, r, "near", 1)
+	admit(t, s, r, "capped", 2)
+	r.Table.SetLimits(localcache.Limits{Cap: 2, Share: 1000, Mode: policy.FailLocal})
+	require.NoError(t, s.cycle())
+	assert.Zero(t, total(t, c, r.KeyName("quiet")), "deferred")
+	assert.Equal(t, int64(1), total(t, c, r.KeyName("near")), "half of the limit in view")
+	assert.Equal(t, int64(2), total(t, c, r.KeyName("capped")), "at its cap")
+	assert.Equal(t, int64(1), s.Stats().Deferred)
+	assert.Zero(t, s.Stats().EarlySyncs)
+
+	require.NoError(t, s.cycle())
+	assert.Zero(t, total(t, c, r.KeyName("quiet")), "still deferred: queued again, not lost")
+	assert.Equal(t, int64(2), s.Stats().Deferred)
+
+	s.flushing = true
+	require.NoError(t, s.cycle())
+	s.flushing = false
+	assert.Equal(t, int64(1), total(t, c, r.KeyName("quiet")), "a flush syncs every key")
+	_, own := estimate(t, r.Table, "quiet", s.Now())
+	assert.Zero(t, own)
+	require.NoError(t, s.cycle())
+	assert.Equal(t, int64(2), s.Stats().Deferred, "nothing left to push: out of the queue")
 }

@@ -140,6 +140,7 @@ func (noKeys) Want(Handle, int64) int64                         { return 0 }
 func (noKeys) MarkDirty(Handle)                                 {}
 func (noKeys) Early(dst []Handle) []Handle                      { return dst }
 func (noKeys) OnEarly(func())                                   {}
+func (noKeys) Need(Handle, int64) (bool, bool)                  { return true, false }
 
 // nameRule returns a rule of no keys, for naming them.
 func nameRule(name string, geo window.Sliding) *testRule {

@@ -11,6 +11,7 @@ type Stats struct {
 	UrgentCycles  int64         // out-of-cycle syncs run for reservations (checks that waited)
 	EarlySyncs    int64         // keys synced early, in the background, before their checks ran out of local allowance
 	KeySyncs      int64         // keys pushed and pulled (per-key calls and bulk-path keys answered)
+	Deferred      int64         // dirty keys a cycle left for later: far from their limit and their cap (Keys.Need)
 	Reservations  int64         // reservations decided by the store
 	RoundTrips    int64         // pipelines and single calls sent
 	Commands      int64         // commands sent (script calls, bulk-path HMGETs and heartbeats)
@@ -26,6 +27,6 @@ type Stats struct {
 
 // counters are the Stats counters, updated as the syncer goes.
 type counters struct {
-	cycles, urgentCycles, earlySyncs, keySyncs, reservations, roundTrips, commands,
+	cycles, urgentCycles, earlySyncs, deferred, keySyncs, reservations, roundTrips, commands,
 	failures, corrections, retried, lastCycle, lastCycleKeys atomic.Int64
 }

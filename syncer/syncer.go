@@ -177,8 +177,11 @@ type Syncer struct {
 	// does (then the entry is dropped here too: see pruneRecs).
 	recs map[keyID]int64
 	prev []item // keys pushed in the last full cycle, to pull once more
-	refs []Handle
-	buf  []window.Bucket
+	// flushing makes the cycle under way sync every key drained (Flush,
+	// Close), not only those that need it (Keys.Need).
+	flushing bool
+	refs     []Handle
+	buf      []window.Bucket
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
 
@@ -282,6 +285,7 @@ func (s *Syncer) Stats() Stats {
 		Cycles:        s.stats.cycles.Load(),
 		UrgentCycles:  s.stats.urgentCycles.Load(),
 		EarlySyncs:    s.stats.earlySyncs.Load(),
+		Deferred:      s.stats.deferred.Load(),
 		KeySyncs:      s.stats.keySyncs.Load(),
 		Reservations:  s.stats.reservations.Load(),
 		RoundTrips:    s.stats.roundTrips.Load(),
@@ -374,7 +378,9 @@ func (s *Syncer) loop() {
 			s.serveUrgent()
 		case ch := <-s.flushReq:
 			s.releaseOver(s.Now(), true) // a flush leaves the store counting what was admitted
+			s.flushing = true            // and syncs every key, needed or not
 			ch <- s.observedCycle()
+			s.flushing = false
 		}
 	}
 }
