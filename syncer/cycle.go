@@ -171,11 +171,14 @@ func (s *Syncer) collect() []item {
 	s.takeRefunds()               // so are refunds
 	var items []item
 	seen := make(map[keyID]bool, len(s.state)+len(s.prev))
+	now := s.Now()
 	for id, ks := range s.state {
+		if s.deferCorrections(id, ks, now) {
+			continue
+		}
 		seen[id] = true
 		items = append(items, item{id: id, ref: ks.ref})
 	}
-	now := s.Now()
 	for _, r := range s.drainList() {
 		s.refs = r.keys.Drain(s.refs[:0])
 		for _, ref := range s.refs {
@@ -214,6 +217,36 @@ func (s *Syncer) collect() []item {
 	}
 	s.prev = s.prev[:0]
 	return items
+}
+
+// deferCorrections reports whether a key whose state holds only
+// corrections (the unused units of an ended lease, refunds) can leave them
+// for a later cycle: an Eventual key that does not need a sync (Keys.Need).
+// The store counts those units until then, which only makes the key look
+// fuller than it is, and only while they are in the window: corrections of
+// buckets that have left it are dropped, as the store drops the buckets.
+func (s *Syncer) deferCorrections(id keyID, ks *keyState, now int64) bool {
+	r := id.rule
+	if !r.leases || s.flushing || len(ks.batches) > 0 || ks.ref == nil {
+		return false
+	}
+	if need, _ := r.keys.Need(ks.ref, now); need {
+		return false
+	}
+	k := r.geo.Index(now)
+	live := ks.corr[:0]
+	for _, c := range ks.corr {
+		if k-c.Index < int64(r.span) {
+			live = append(live, c)
+		}
+	}
+	clear(ks.corr[len(live):])
+	ks.corr = live
+	if len(ks.corr) == 0 {
+		delete(s.state, id)
+	}
+	s.stats.deferred.Add(1)
+	return true
 }
 
 // requeue hands back items that were not sent: keys are marked dirty again

@@ -126,3 +126,44 @@ func TestNeedDrivenCycle(t *testing.T) {
 	require.NoError(t, s.cycle())
 	assert.Equal(t, int64(2), s.Stats().Deferred, "nothing left to push: out of the queue")
 }
+
+// TestDeferredCorrections: a correction of a key that needs no sync (the
+// unused units of an ended lease) waits for a cycle that syncs the key, or
+// a flush; one whose bucket has left the window is dropped, as the store
+// drops the bucket.
+func TestDeferredCorrections(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	r := newRule(t, "api", midGeometry(4), 1000, 4)
+	r.cfg.Leases = true
+	s, err := newSyncer(testConfig(c, "A"), r) // not started: the test runs the cycles
+	require.NoError(t, err)
+	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+	s.setHealth(true, nil)
+
+	admit(t, s, r, "k", 3)
+	s.flushing = true
+	require.NoError(t, s.cycle())
+	s.flushing = false
+	require.Equal(t, int64(3), total(t, c, r.KeyName("k")))
+	ref, ok := r.Table.Ref("k")
+	require.True(t, ok)
+	id := keyID{rule: r.Rule, key: "k"}
+	k := r.cfg.Geometry.Index(s.Now())
+	s.correct(id, ref, k, -1)
+
+	require.NoError(t, s.cycle())
+	assert.Equal(t, int64(3), total(t, c, r.KeyName("k")), "deferred")
+	require.NotNil(t, s.state[id], "kept")
+
+	s.flushing = true
+	require.NoError(t, s.cycle())
+	s.flushing = false
+	assert.Equal(t, int64(2), total(t, c, r.KeyName("k")), "a flush pushes it")
+	assert.Nil(t, s.state[id])
+
+	s.correct(id, ref, k-int64(r.cfg.Geometry.Span()), -1) // a bucket out of the window
+	require.NoError(t, s.cycle())
+	assert.Nil(t, s.state[id], "dropped")
+	assert.Equal(t, int64(2), total(t, c, r.KeyName("k")))
+}
