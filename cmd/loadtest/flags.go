@@ -61,6 +61,7 @@ type options struct {
 	MaxRecords   int64
 	Skew         time.Duration
 	Outage       time.Duration
+	Latency      time.Duration
 	Metrics      string
 	// meter returns instance i's MeterProvider while -metrics serves.
 	meter func(i int) (metric.MeterProvider, error)
@@ -250,6 +251,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.Sim, "sim", false, "simulation: virtual clock, algorithm level, deterministic, faster than real time")
 	fs.Int64Var(&o.MaxRecords, "max-records", defaultRecords, "most checks recorded per scenario (memory bound: about 24 bytes each)")
 	fs.DurationVar(&o.Skew, "skew", 0, "skew instance i's clock by i×`D` (sluice.Options.Clock) to show store-clock alignment")
+	fs.DurationVar(&o.Latency, "latency", 0, "delay every reply of the store by `D` (whole milliseconds), through an in-process TCP proxy (toxiproxy) on loopback: a slow store, e.g. 10× loopback Redis")
 	fs.DurationVar(&o.Outage, "outage", 0, "stop the embedded store for `D` at 40% of each scenario (failure mode demo; embedded store only)")
 	fs.StringVar(&o.Metrics, "metrics", "", "serve every instance's sluice metrics (OpenTelemetry, Prometheus exporter) on `ADDR`/metrics while the run lasts, e.g. 127.0.0.1:9464; loopback only, not with -procs or -sim (docs/observability.md)")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress output (neither the bar on a terminal nor the line per finished profile otherwise)")
@@ -399,6 +401,9 @@ func (o *options) validate(profiles, sweepText string) error {
 			return fmt.Errorf("-outage %v: use a positive duration under half of -duration (%v)", o.Outage, o.Duration/2)
 		}
 	}
+	if o.Latency != 0 && (o.Latency < time.Millisecond || o.Latency > time.Second || o.Latency%time.Millisecond != 0) {
+		return fmt.Errorf("-latency %v: use whole milliseconds from 1ms to 1s", o.Latency)
+	}
 	if o.Metrics != "" {
 		if err := checkLoopback(o.Metrics); err != nil {
 			return err
@@ -408,7 +413,7 @@ func (o *options) validate(profiles, sweepText string) error {
 		}
 	}
 	if o.Sim {
-		for _, f := range []string{"redis", "procs", "instances", "sync", "budget", "timeout", "min-instances", "skew", "outage", "workers", "metrics"} {
+		for _, f := range []string{"redis", "procs", "instances", "sync", "budget", "timeout", "min-instances", "skew", "outage", "latency", "workers", "metrics"} {
 			if o.set[f] {
 				return fmt.Errorf("-%s has no meaning with -sim (the simulation models the algorithm, not the fleet)", f)
 			}

@@ -181,6 +181,15 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 			return err
 		}
 	}
+	if o.Latency > 0 {
+		slow, via, err := startSlowStore(target, o.Latency)
+		if err != nil {
+			return err
+		}
+		defer slow.Close()
+		r.Notes = append(r.Notes, fmt.Sprintf("store: every reply delayed by %v through a TCP proxy on %s (-latency)", o.Latency, via.Addrs[0]))
+		target = via
+	}
 	r.Store = target.String()
 	r.LocalBytesPerKey = localBytesPerKey(o.Rule, 100_000)
 	runID := newRunID()

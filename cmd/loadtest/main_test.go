@@ -115,6 +115,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-json", "-markdown"}, "exclude"},
 		{[]string{"-sim", "-redis", "127.0.0.1:1"}, "no meaning with -sim"},
 		{[]string{"-outage", "1s", "-redis", "127.0.0.1:1"}, "embedded"},
+		{[]string{"-latency", "500us"}, "whole milliseconds"},
+		{[]string{"-latency", "2s"}, "whole milliseconds"},
+		{[]string{"-sim", "-latency", "1ms"}, "no meaning with -sim"},
 		{[]string{"-duration", "2h"}, "-duration"},
 		{[]string{"-cost", "2000"}, "-cost"},
 		{[]string{"extra"}, "unexpected argument"},
@@ -217,6 +220,28 @@ func TestRunEmbedded(t *testing.T) {
 		if s.Series == nil || len(s.Series.T) == 0 || s.SeriesKey < 0 {
 			t.Errorf("%s: no series", s.Name)
 		}
+	}
+}
+
+// TestRunSlowStore runs a scenario through the -latency proxy (every reply
+// of the embedded store delayed by 5ms): the report says so, the store was
+// reached through it, and the scenario is sane.
+func TestRunSlowStore(t *testing.T) {
+	r := runJSON(t, append(quick, "-latency", "5ms", "-profile", "steady", "-duration", "1s", "-rate", "2000", "-workers", "4")...)
+	if len(r.Scenarios) != 1 {
+		t.Fatalf("report: %+v", r)
+	}
+	found := false
+	for _, n := range r.Notes {
+		found = found || strings.Contains(n, "delayed by 5ms")
+	}
+	if !found {
+		t.Errorf("notes %q: no word of the latency", r.Notes)
+	}
+	s := &r.Scenarios[0]
+	sane(t, s)
+	if s.Cost.KeySyncsPerSec <= 0 {
+		t.Errorf("no key-sync through the proxy: %+v", s.Cost)
 	}
 }
 
