@@ -23,7 +23,6 @@ package oracle
 import (
 	"math"
 	"runtime"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -250,15 +249,7 @@ type Analysis struct {
 // Analyze sorts recs in place (by key, then time) and measures them.
 func Analyze(recs []record.Record, p Params) *Analysis {
 	a := &Analysis{Params: p, recs: recs, offs: map[uint32][2]int{}}
-	slices.SortFunc(recs, func(x, y record.Record) int {
-		switch {
-		case x.Key != y.Key:
-			return cmp(int64(x.Key), int64(y.Key))
-		case x.T != y.T:
-			return cmp(x.T, y.T)
-		}
-		return cmp(int64(x.Inst), int64(y.Inst))
-	})
+	sortRecords(recs)
 	var spans [][2]int
 	for i := 0; i < len(recs); {
 		j := i + 1
