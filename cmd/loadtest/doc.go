@@ -96,7 +96,10 @@
 // of virtual time with -sim) and keeps at most -max-records records; children
 // are killed 30 s after their deadline. For diagnosis, LOADTEST_TIME_ALL=1
 // times every check (marking the slow ones in the records) and
-// LOADTEST_DUMP=prefix writes each scenario's records as CSV.
+// LOADTEST_DUMP=prefix writes each scenario's records as CSV, and
+// LOADTEST_ADMISSIONS=prefix every admission with the clock readings around
+// its call (a decision is made during its call: the admissions whose calls
+// lie within one window were decided in it, whatever the recovered times).
 //
 // docs/accuracy.md is generated from load-test runs by cmd/loadtest/accuracy.sh.
 package main

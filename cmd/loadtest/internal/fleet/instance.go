@@ -113,6 +113,9 @@ type instance struct {
 	offset atomic.Int64
 	start  Counters
 	res    InstanceResult
+	// admissions collects the admissions in the LOADTEST_ADMISSIONS
+	// diagnosis mode (nil otherwise).
+	admissions *admissionLog
 }
 
 func newInstance(cfg *Config, idx int, clk *Clock, keys []string, dist *traffic.KeyDist) *instance {
@@ -359,6 +362,10 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 		}
 		if sk := abs(after - t); sk > ws.maxSkew {
 			ws.maxSkew = sk
+		}
+		if in.admissions != nil && d.Allowed {
+			in.admissions.add(admission{key: c.Key, cost: c.Cost, inst: inst, early: early, start: start + shift, end: after, t: t,
+				reset: int64(d.ResetAfter), remaining: d.Remaining})
 		}
 		if !buf.Add(record.Record{T: t, Key: c.Key, Cost: c.Cost, Inst: inst, Flags: flags, Early: early}) {
 			ws.truncated = true
