@@ -42,7 +42,14 @@
 // cost, decision) into per-goroutine buffers without locks. The decision time
 // is the limiter's own: Decision.ResetAfter is a function of it, so it is
 // recovered exactly (modulo the sub-window) from ResetAfter and our reading of
-// the store clock (time.Now plus Limiter.Stats().Sync.Offset). Package oracle
+// the store clock (time.Now plus Limiter.Stats().Sync.Offset). A check whose
+// call, from the clock read before it to the one after it, outlasted about a
+// quarter sub-window (it waited for Redis, or its goroutine for a CPU: a
+// fleet checking flat out on 2 cores keeps goroutines waiting for hundreds of
+// milliseconds) has several candidate times a sub-window apart; it is
+// recorded at the latest, and the oracle counts such an admission in the
+// fleet's over-admission and own estimate only where every candidate would
+// count it (the report's notes say how many there were). Package oracle
 // then replays the merged stream, per key in time order, through an exact
 // sliding log (window.Log) and through the rule's own algorithm run centrally
 // (window.Counter), and reports over-admission (max over t of admitted in
@@ -89,7 +96,10 @@
 // of virtual time with -sim) and keeps at most -max-records records; children
 // are killed 30 s after their deadline. For diagnosis, LOADTEST_TIME_ALL=1
 // times every check (marking the slow ones in the records) and
-// LOADTEST_DUMP=prefix writes each scenario's records as CSV.
+// LOADTEST_DUMP=prefix writes each scenario's records as CSV, and
+// LOADTEST_ADMISSIONS=prefix every admission with the clock readings around
+// its call (a decision is made during its call: the admissions whose calls
+// lie within one window were decided in it, whatever the recovered times).
 //
 // docs/accuracy.md is generated from load-test runs by cmd/loadtest/accuracy.sh.
 package main

@@ -164,13 +164,26 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		sc.Notes = append(sc.Notes, fmt.Sprintf("the workers fell up to %v behind the schedule: the machine could not offer the asked rate", lag.Round(time.Millisecond)))
 	}
 	if sc.Cost.Ambiguous > 0 {
-		sc.Notes = append(sc.Notes, fmt.Sprintf("%d of the sampled checks (1 in 64) took ¾ of a sub-window or more: the decision times of such checks (recovered from Decision.ResetAfter) may be off by one sub-window", sc.Cost.Ambiguous))
+		sc.Notes = append(sc.Notes, ambiguousNote(sc.Cost.Ambiguous, sc.Cost.AmbiguousAdmitted, cfg.Geometry().Fixed()))
 	}
 	if sc.Cost.Degraded {
 		sc.Notes = append(sc.Notes, "an instance saw the store as unreachable (failure mode in force) during the run")
 	}
 	res.Records = nil
 	return sc, err
+}
+
+// ambiguousNote explains the checks whose decision time is known only
+// modulo a period (record.Record.Early).
+func ambiguousNote(checks, admitted int64, fixed bool) string {
+	period := "sub-window"
+	if fixed {
+		period = "window"
+	}
+	return fmt.Sprintf("%d checks (%d admitted) took longer than about a quarter %s from the clock read before the call to the one after it "+
+		"(waiting for Redis or for a CPU), so their decision times, recovered from Decision.ResetAfter modulo a %s, could be any of several %ss apart: "+
+		"they are recorded at the latest, and the fleet's over-admission and own estimate count an admitted one only in the windows that hold every time it could have been decided at",
+		checks, admitted, period, period, period)
 }
 
 // fillCost computes throughput, latency and sync traffic.
@@ -204,6 +217,7 @@ func fillCost(sc *report.Scenario, res *fleet.Result, cfg *fleet.Config) {
 		c.MaxSkew = max(c.MaxSkew, report.Dur(in.MaxSkew))
 		c.Degraded = c.Degraded || in.Degraded
 		c.Ambiguous += in.Ambiguous
+		c.AmbiguousAdmitted += in.AmbiguousAdmitted
 	}
 	if c.NHatMax == 0 {
 		c.NHatMin = 0
@@ -326,8 +340,8 @@ func dump(file string, recs []record.Record) {
 	defer f.Close()
 	w := bufio.NewWriter(f)
 	defer w.Flush()
-	fmt.Fprintln(w, "t,key,cost,inst,flags")
+	fmt.Fprintln(w, "t,key,cost,inst,flags,early")
 	for _, r := range recs {
-		fmt.Fprintf(w, "%d,%d,%d,%d,%d\n", r.T, r.Key, r.Cost, r.Inst, r.Flags)
+		fmt.Fprintf(w, "%d,%d,%d,%d,%d,%d\n", r.T, r.Key, r.Cost, r.Inst, r.Flags, r.Early)
 	}
 }

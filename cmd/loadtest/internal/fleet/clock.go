@@ -93,6 +93,20 @@ func recoverTime(after int64, resetAfter time.Duration, period, margin int64) in
 	return top - posMod(top-r, period)
 }
 
+// earlier returns how many periods before t, the decision time recoverTime
+// chose (the latest candidate), the decision may also have been made at,
+// given that the call started no sooner than start: the candidates t −
+// j·period later than start + margin − period, the lower end recoverTime
+// allows for a call that took no time. 0 for a call shorter than about
+// margin; at most 255.
+func earlier(t, start, period, margin int64) uint8 {
+	lo := start + margin - period // candidates must be later than lo
+	if t-lo <= period {
+		return 0
+	}
+	return uint8(min((t-lo+period-1)/period-1, 255))
+}
+
 // recoveryMargin is how far after our reading of the store clock a decision
 // time may seem to lie: the limiter's clock offset is re-measured at every
 // heartbeat from the midpoint of a round trip, so it moves by up to half a

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -56,5 +58,55 @@ func TestHist(t *testing.T) {
 	}
 	if s := h.ShareAtLeast(900_000); s < 0.09 || s > 0.16 {
 		t.Errorf("share ≥ 900µs = %v", s)
+	}
+}
+
+// Whatever a call's length, the time it was decided at is among the
+// candidates recoverTime and earlier leave (T, T − period, …, T −
+// early·period), and a short call leaves one.
+func TestEarlierCoversDecision(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Second, 10)
+	period := geo.Sub()
+	margin := recoveryMargin(period)
+	base := int64(1_700_000_000_123_456_789)
+	cases := []struct {
+		name string
+		// the decision is made lag after the call starts (negative: the
+		// limiter's clock lags the caller's), the call returns wait after
+		// the decision
+		lag, wait int64
+		early     uint8 // the candidates expected before the latest
+	}{
+		{"no time at all", 0, 0, 0},
+		{"a fast local check", 300, 200, 0},
+		{"a limiter clock 60 ms behind", -60 * int64(time.Millisecond), 1000, 0},
+		{"a round trip of 2 ms", 1000, 2 * int64(time.Millisecond), 0},
+		{"a reply read 80 ms late", 1000, 80 * int64(time.Millisecond), 1},
+		{"a check waiting 330 ms", 5 * int64(time.Millisecond), 325 * int64(time.Millisecond), 3},
+		{"decided 330 ms into the call", 330 * int64(time.Millisecond), 1000, 3},
+		{"a goroutine away for a minute", 0, int64(time.Minute), 255},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for off := int64(0); off < period; off += period / 7 {
+				start := base + off
+				dec := start + c.lag
+				after := dec + c.wait
+				got := recoverTime(after, geo.ResetAfter(dec), period, margin)
+				early := earlier(got, start, period, margin)
+				require.GreaterOrEqual(t, got, dec, "recorded before the decision")
+				if early < 255 {
+					require.Zero(t, (got-dec)%period)
+					require.LessOrEqual(t, (got-dec)/period, int64(early), "the decision is not among the candidates")
+				}
+				if c.early == 0 {
+					require.Zero(t, early, "a short call has one candidate")
+				} else {
+					require.InDelta(t, c.early, early, 1, "candidates: got %d", early)
+				}
+			}
+		})
 	}
 }

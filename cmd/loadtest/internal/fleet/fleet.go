@@ -171,8 +171,13 @@ func runLocal(ctx context.Context, cfg Config, progress func(float64), hooks []H
 			}
 		}
 	}()
+	var adm *admissionLog
+	if admissionsPrefix != "" {
+		adm = &admissionLog{}
+	}
 	for i := range ins {
 		ins[i] = newInstance(&cfg, i, clk, keys, dist)
+		ins[i].admissions = adm
 		if join, _ := tp.Lifetime(i); join == 0 {
 			if err := ins[i].open(); err != nil {
 				return nil, fmt.Errorf("instance %d: %w", i, err)
@@ -219,6 +224,11 @@ func runLocal(ctx context.Context, cfg Config, progress func(float64), hooks []H
 	}
 	wg.Wait()
 	close(done)
+	if adm != nil {
+		if err := adm.write(admissionsPrefix + "-" + tp.Profile + ".csv"); err != nil {
+			return nil, fmt.Errorf("LOADTEST_ADMISSIONS: %w", err)
+		}
+	}
 	res := &Result{StoreT0: tp.StoreT0, Wall: time.Duration(time.Now().UnixNano() - cfg.T0)}
 	n := 0
 	for _, bs := range bufs {
@@ -417,6 +427,12 @@ func Child(in io.Reader, out io.Writer) error {
 	keys := KeyNames(tp.KeySpace())
 	dist := traffic.NewKeyDist(tp)
 	inst := newInstance(&cfg, cfg.Index, clk, keys, dist)
+	if admissionsPrefix != "" {
+		inst.admissions = &admissionLog{}
+		defer func() {
+			_ = inst.admissions.write(fmt.Sprintf("%s-%s-i%d.csv", admissionsPrefix, tp.Profile, cfg.Index))
+		}()
+	}
 	if join, _ := tp.Lifetime(cfg.Index); join == 0 {
 		if err := inst.open(); err != nil {
 			inst.res.Err = err.Error()

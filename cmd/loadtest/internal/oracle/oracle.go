@@ -18,12 +18,21 @@
 //     window (the target is none);
 //   - wrong decisions: the fraction of checks decided differently from the
 //     exact limiter replaying the same stream.
+//
+// A record whose decision time is known only modulo a period (its Early > 0:
+// the call outlasted the period, so the time recovered from ResetAfter has
+// several candidates, the record's T the latest) counts in the fleet's
+// over-admission and in its own estimate only where every candidate would
+// count it: in the real windows holding both its earliest and its latest
+// time, and in the estimate through the earliest time's bucket from T on. It
+// is judged in the admission's favour where its time is not provable, and
+// counted like any other where it is.
 package oracle
 
 import (
+	"container/heap"
 	"math"
 	"runtime"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -96,6 +105,10 @@ func (p Params) references() (exact, central reference) {
 // admissions in ascending time order (see Params.Burst).
 type maxTracker interface {
 	add(t, c int64)
+	// addEarly adds an admission recorded at t that may have been made
+	// at e ≤ t instead (record.Record.Early): it is counted only in the
+	// windows that hold both.
+	addEarly(t, e, c int64)
 	peak() int64
 }
 
@@ -127,6 +140,10 @@ func (m *burstMax) add(t, c int64) {
 	}
 }
 
+// addEarly adds the admission at t: a bucket's decision time is never
+// ambiguous (it is not recovered modulo a period), so e is t.
+func (m *burstMax) addEarly(t, _, c int64) { m.add(t, c) }
+
 func (m *burstMax) peak() int64 { return m.max }
 
 // Window returns W.
@@ -149,7 +166,8 @@ type KeyResult struct {
 	// one sub-window (t−W−w, t]: what a sliding window counts at most
 	// (W for the other algorithms).
 	MaxOfferedSpan int64 `json:"max_offered_span"`
-	// MaxFleet, MaxCentral: the most admitted in any window.
+	// MaxFleet, MaxCentral: the most admitted in any window (MaxFleet
+	// with the ambiguous admissions counted as the package doc says).
 	MaxFleet   int64 `json:"max_fleet"`
 	MaxCentral int64 `json:"max_central"`
 	// MaxEstimate is the largest estimate E(t) of the fleet's admissions
@@ -250,15 +268,7 @@ type Analysis struct {
 // Analyze sorts recs in place (by key, then time) and measures them.
 func Analyze(recs []record.Record, p Params) *Analysis {
 	a := &Analysis{Params: p, recs: recs, offs: map[uint32][2]int{}}
-	slices.SortFunc(recs, func(x, y record.Record) int {
-		switch {
-		case x.Key != y.Key:
-			return cmp(int64(x.Key), int64(y.Key))
-		case x.T != y.T:
-			return cmp(x.T, y.T)
-		}
-		return cmp(int64(x.Inst), int64(y.Inst))
-	})
+	sortRecords(recs)
 	var spans [][2]int
 	for i := 0; i < len(recs); {
 		j := i + 1
@@ -310,18 +320,41 @@ type windowMax struct {
 	head  int
 	sum   int64
 	max   int64
+	// early holds the admissions added by addEarly still counted, by the
+	// time they leave the window.
+	early leaveHeap
 }
 
 func (m *windowMax) peak() int64 { return m.max }
+
+// addEarly counts c, recorded at t but possibly decided at any time down to
+// e, in the windows (s−W, s] that hold both t and e: from s = t until s =
+// e + W, when e leaves (never, if e + W ≤ t).
+func (m *windowMax) addEarly(t, e, c int64) {
+	m.expire(t)
+	if e+m.w > t {
+		heap.Push(&m.early, leave{at: e + m.w, c: c})
+		m.sum += c
+	}
+	m.max = max(m.max, m.sum)
+}
+
+// expire drops what has left the window ending at t.
+func (m *windowMax) expire(t int64) {
+	for m.head < len(m.times) && m.times[m.head] <= t-m.w {
+		m.sum -= m.costs[m.head]
+		m.head++
+	}
+	for len(m.early) > 0 && m.early[0].at <= t {
+		m.sum -= heap.Pop(&m.early).(leave).c
+	}
+}
 
 func (m *windowMax) add(t, c int64) {
 	m.times = append(m.times, t)
 	m.costs = append(m.costs, c)
 	m.sum += c
-	for m.times[m.head] <= t-m.w {
-		m.sum -= m.costs[m.head]
-		m.head++
-	}
+	m.expire(t)
 	if m.sum > m.max {
 		m.max = m.sum
 	}
@@ -330,6 +363,23 @@ func (m *windowMax) add(t, c int64) {
 		m.costs = append(m.costs[:0], m.costs[m.head:]...)
 		m.head = 0
 	}
+}
+
+// leave is an admission counted until at.
+type leave struct{ at, c int64 }
+
+// leaveHeap is a min-heap of leaves by time (container/heap).
+type leaveHeap []leave
+
+func (h leaveHeap) Len() int           { return len(h) }
+func (h leaveHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h leaveHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *leaveHeap) Push(x any)        { *h = append(*h, x.(leave)) }
+func (h *leaveHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // measureKey replays one key's records (sorted by time).
@@ -346,6 +396,7 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 	}
 	fleet := p.newMax()
 	cent := p.newMax()
+	period := p.Geometry.Sub() // the period decision times are recovered modulo
 	for _, r := range rs {
 		c := int64(r.Cost)
 		k.Checks++
@@ -366,9 +417,23 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 		}
 		if fl {
 			k.Admitted += c
-			fleet.add(r.T, c)
+			if r.Early == 0 || !windowed {
+				fleet.add(r.T, c)
+				if windowed {
+					est.Add(r.T, c)
+				}
+			} else {
+				// Decided at r.T or up to Early periods before: counted
+				// only where every such time would count it, in the
+				// real windows and in the algorithm's estimate (for
+				// which the earliest time's bucket leaves first).
+				e := r.T - int64(r.Early)*period
+				fleet.addEarly(r.T, e, c)
+				if geo := p.Geometry; geo.Index(e) >= geo.Oldest(geo.Index(r.T)) {
+					est.Add(e, c)
+				}
+			}
 			if windowed {
-				est.Add(r.T, c)
 				if e := est.Estimate(r.T); e > k.MaxEstimate {
 					k.MaxEstimate = e
 				}

@@ -35,13 +35,20 @@ type Record struct {
 	Inst uint16
 	// Flags holds Allowed and Failed.
 	Flags uint8
+	// Early is how many periods (sub-windows; the window for a fixed
+	// window) before T the decision may also have been made at: 0 when T
+	// is certain. A window's decision time is recovered modulo a period
+	// from Decision.ResetAfter; a call that took longer than that (a check
+	// waiting for Redis, a goroutine waiting for a CPU) leaves several
+	// candidates, T being the latest.
+	Early uint8
 }
 
 // Admitted reports whether the check was admitted.
 func (r Record) Admitted() bool { return r.Flags&Allowed != 0 }
 
 // Size is the encoded size of one Record.
-const Size = 19
+const Size = 20
 
 // ChunkSize is the number of records in one buffer chunk.
 const ChunkSize = 1 << 15
@@ -174,6 +181,7 @@ func WriteRecords(w io.Writer, rs []Record) error {
 		binary.LittleEndian.PutUint32(p[12:], r.Cost)
 		binary.LittleEndian.PutUint16(p[16:], r.Inst)
 		p[18] = r.Flags
+		p[19] = r.Early
 		p = p[Size:]
 	}
 	_, err := w.Write(buf)
@@ -222,6 +230,7 @@ func ReadFrame(r io.Reader, recs []Record) (out []Record, doc []byte, err error)
 				Cost:  binary.LittleEndian.Uint32(p[12:]),
 				Inst:  binary.LittleEndian.Uint16(p[16:]),
 				Flags: p[18],
+				Early: p[19],
 			})
 		}
 		return recs, nil, nil

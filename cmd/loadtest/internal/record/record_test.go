@@ -8,7 +8,7 @@ import (
 )
 
 func TestCodec(t *testing.T) {
-	in := []Record{{T: -5, Key: 1, Cost: 2, Inst: 3, Flags: Allowed}, {T: 1 << 62, Key: 1<<32 - 1, Cost: 7, Inst: 65535, Flags: Failed}}
+	in := []Record{{T: -5, Key: 1, Cost: 2, Inst: 3, Flags: Allowed}, {T: 1 << 62, Key: 1<<32 - 1, Cost: 7, Inst: 65535, Flags: Failed, Early: 255}}
 	var b bytes.Buffer
 	if err := WriteRecords(&b, in); err != nil {
 		t.Fatal(err)

@@ -67,7 +67,11 @@ type Cost struct {
 	NHatMax         int64   `json:"nhat_max"`
 	MaxLag          Dur     `json:"schedule_lag_max"`
 	MaxSkew         Dur     `json:"decision_time_correction_max"`
-	Ambiguous       int64   `json:"ambiguous_decision_times,omitempty"`
+	// Ambiguous counts the checks whose decision time is known only modulo
+	// a period, AmbiguousAdmitted the admitted ones among them (the oracle
+	// counts those only where every possible time would).
+	Ambiguous         int64 `json:"ambiguous_decision_times,omitempty"`
+	AmbiguousAdmitted int64 `json:"ambiguous_admissions,omitempty"`
 	// ClockSpread is how far apart the instances' store clocks were: the
 	// largest minus the smallest offset seen across the fleet (the wall
 	// clock is shared, so this is measurement error of the offsets).
