@@ -95,7 +95,11 @@ func newWindow(cfg Config) (Engine, error) {
 		w.geo = window.NewSliding(r.Window, r.Buckets())
 	}
 	shared := r.Mode != policy.Local
-	t, err := localcache.New(localcache.Config{Geometry: w.geo, Limit: r.Limit, Eventual: shared, Keys: cfg.Keys})
+	lc := localcache.Config{Geometry: w.geo, Limit: r.Limit, Eventual: shared, Keys: cfg.Keys}
+	if w.ticked {
+		lc.Now = w.now // checks on the published time catch up with a late ticker
+	}
+	t, err := localcache.New(lc)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %v", policy.ErrInvalidRule, r.Name, err)
 	}

@@ -207,3 +207,36 @@ func TestEarlyConcurrent(t *testing.T) {
 	assert.ElementsMatch(t, keys, got)
 	assert.Equal(t, int64(len(keys)), woken.Load())
 }
+
+// TestCatchUp: a table whose ticker fell behind is brought up to date by its
+// checks: the slow path at once, the fast path within catchUpEvery units of a
+// key; a fresh published time is left alone.
+func TestCatchUp(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Second, 10)
+	var clock atomic.Int64
+	tb, err := New(Config{Geometry: geo, Limit: 1_000_000, Eventual: false, Keys: NewKeys(1 << 10), Now: clock.Load})
+	require.NoError(t, err)
+	t0 := bucketStart(geo, 0)
+	clock.Store(t0)
+	tb.Tick(t0)
+
+	clock.Store(t0 + int64(staleAfter)) // not stale yet
+	require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+	assert.Equal(t, t0, tb.Now(), "within staleAfter: left alone")
+
+	late := t0 + 3*geo.Sub() // the ticker held back three sub-windows
+	clock.Store(late)
+	for i := 1; i < catchUpEvery-1; i++ { // the key's 2nd to 15th units, on the fast path
+		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+	}
+	assert.Equal(t, t0, tb.Now(), "the fast path reads the clock only every catchUpEvery units")
+	require.Equal(t, Allowed, tb.Allow("k", 1).Status) // the 16th
+	assert.Equal(t, late, tb.Now(), "caught up")
+	assert.Equal(t, geo.Index(late)&tagMask, int64(tb.pos.Load())&tagMask, "the bucket published too")
+
+	later := late + 3*geo.Sub()
+	clock.Store(later)
+	require.Equal(t, Allowed, tb.Allow("new", 1).Status) // a new key: the slow path
+	assert.Equal(t, later, tb.Now(), "the slow path catches up at once")
+}

@@ -235,6 +235,10 @@ type Config struct {
 	Eventual bool
 	// Keys is the key bound shared with other tables; required.
 	Keys *Keys
+	// Now, if not nil, reads the clock the table's times are on (the store
+	// clock): checks on the published time (Allow) use it to catch up with a
+	// ticker that falls behind (clock.go).
+	Now func() int64
 }
 
 // ErrConfig is wrapped by New's errors.

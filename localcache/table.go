@@ -32,6 +32,7 @@ type Table struct {
 	eventual  bool
 	ok        uint32 // state of an entry that needs nothing after an admission
 	keys      *Keys
+	clock     func() int64              // Config.Now: catches up a stale published time
 	seed      maphash.Seed              // hashes keys for the admission rule
 	strangers atomic.Pointer[winSketch] // untracked keys' counts, allocated on first use
 
@@ -68,6 +69,7 @@ func newTable(cfg Config, slots int) (*Table, error) {
 		eventual: cfg.Eventual,
 		ok:       stClean,
 		keys:     cfg.Keys,
+		clock:    cfg.Now,
 		seed:     maphash.MakeSeed(),
 	}
 	if t.eventual {
