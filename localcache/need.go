@@ -6,12 +6,11 @@ package localcache
 // give its instance its cap back (acknowledged counts no longer count
 // against it) and show the others its counts, which matters only near the
 // limit. So the syncer's cycle asks Need of each key it drained, and syncs
-// only the keys that need it; the others stay queued for the next cycle
-// while they have counts in the window, and a Flush syncs every key.
+// only the keys that need it. The others leave the dirty list with their
+// counts pending: their next admission queues them again (and Need is asked
+// again), and a Flush finds them all (Unsynced).
 
-// Need reports whether r needs a sync at now, and, if it does not, whether
-// it should stay queued (it has unacknowledged counts in the window). A key
-// needs one when:
+// Need reports whether r needs a sync at now. A key needs one when:
 //
 //   - its unacknowledged count in the window (the leased units aside) has
 //     reached its cap (at least 1): its next checks would otherwise wait for
@@ -25,23 +24,40 @@ package localcache
 //     what a sync does: the cycle keeps its old rule, every key).
 //
 // A key with nothing to push that is not near its limit needs nothing.
-func (t *Table) Need(r Ref, now int64) (sync, keep bool) {
+func (t *Table) Need(r Ref, now int64) bool {
 	e := entryOf(r)
 	if e == nil || !t.eventual || health(t.health.Load()) != healthy {
-		return true, false
+		return true
 	}
+	u, est := t.unacked(e, now)
+	return u >= max(t.capv.Load(), 1) || 2*est >= float64(t.limit.Load())
+}
+
+// unacked returns e's unacknowledged count in the window at now, the units
+// its lease covers aside, and the window's estimate as this instance sees
+// it, its own counts included.
+func (t *Table) unacked(e *hdr, now int64) (int64, float64) {
 	k := t.geo.Index(now)
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
 	lw := t.tail(e).lease.Load()
 	cur := countAt(t.pend(e, s).Load(), k)
-	u := v.div + cur - covered(lw, k, cur)
-	limit := t.limit.Load()
-	switch {
-	case u >= max(t.capv.Load(), 1):
-		return true, false
-	case 2*(v.others.Value()+float64(cur-covered(lw, k, cur))) >= float64(limit):
-		return true, false
+	own := cur - covered(lw, k, cur)
+	return v.div + own, v.others.Value() + float64(own)
+}
+
+// Unsynced appends the keys with unacknowledged counts in the window at now,
+// whether queued or not, for a Flush: the cycles leave the keys that need
+// no sync with their counts pending (Need). It walks every key.
+func (t *Table) Unsynced(dst []Ref, now int64) []Ref {
+	if !t.eventual {
+		return dst
 	}
-	return false, u > 0
+	t.m.Range(func(_ string, e *hdr) bool {
+		if u, _ := t.unacked(e, now); u > 0 {
+			dst = append(dst, e)
+		}
+		return true
+	})
+	return dst
 }

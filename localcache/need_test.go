@@ -13,27 +13,28 @@ import (
 
 // TestNeed: a key needs a sync once its unacknowledged count reaches its cap
 // or once the window as this instance sees it holds half of the limit; a key
-// far from both waits, queued while it has counts in the window; a table on
-// its failure mode syncs every key.
+// far from both waits, and Unsynced finds it while it has counts in the
+// window; a table on its failure mode syncs every key.
 func TestNeed(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name       string
-		capv       int64
-		admit      int64 // admissions at t0
-		fleet      int64 // the fleet's total pulled for the bucket before
-		lease      int64 // units leased at t0 (admitted first)
-		down       bool
-		sync, keep bool
+		name     string
+		capv     int64
+		admit    int64 // admissions at t0
+		fleet    int64 // the fleet's total pulled for the bucket before
+		lease    int64 // units leased at t0 (admitted first)
+		down     bool
+		sync     bool
+		unsynced bool // Unsynced lists it
 	}{
 		{"nothing at all", 4, 0, 0, 0, false, false, false},
 		{"below its cap, far from the limit", 4, 3, 0, 0, false, false, true},
-		{"at its cap", 4, 4, 0, 0, false, true, false},
+		{"at its cap", 4, 4, 0, 0, false, true, true},
 		{"cap 0: any count", 0, 0, 0, 0, false, false, false},
-		{"near the limit: half of it in view", 4, 1, 49, 0, false, true, false},
+		{"near the limit: half of it in view", 4, 1, 49, 0, false, true, true},
 		{"just below half", 4, 1, 48, 0, false, false, true},
 		{"leased units do not count against the cap", 4, 9, 0, 6, false, false, true},
-		{"the store down: every key", 4, 1, 0, 0, true, true, false},
+		{"the store down: every key", 4, 1, 0, 0, true, true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,9 +54,8 @@ func TestNeed(t *testing.T) {
 			if tc.down {
 				tb.SetLimits(Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal, Down: true})
 			}
-			sync, keep := tb.Need(r, t0)
-			assert.Equal(t, tc.sync, sync, "sync")
-			assert.Equal(t, tc.keep, keep, "keep")
+			assert.Equal(t, tc.sync, tb.Need(r, t0), "sync")
+			assert.Equal(t, tc.unsynced, len(tb.Unsynced(nil, t0)) == 1, "unsynced")
 		})
 	}
 	t.Run("counts that left the window", func(t *testing.T) {
@@ -66,8 +66,9 @@ func TestNeed(t *testing.T) {
 		t0 := bucketStart(geo, 0)
 		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 		r, _ := tb.Ref("k")
-		sync, keep := tb.Need(r, t0+int64(geo.Window())+geo.Sub())
-		assert.False(t, sync)
-		assert.False(t, keep, "nothing left to push: the key leaves the queue")
+		later := t0 + int64(geo.Window()) + geo.Sub()
+		assert.False(t, tb.Need(r, later))
+		assert.Empty(t, tb.Unsynced(nil, later), "nothing left to push")
+		assert.Len(t, tb.Unsynced(nil, t0), 1)
 	})
 }

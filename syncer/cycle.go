@@ -181,21 +181,21 @@ func (s *Syncer) collect() []item {
 	}
 	for _, r := range s.drainList() {
 		s.refs = r.keys.Drain(s.refs[:0])
+		if r.leases && s.flushing {
+			// The keys earlier cycles left with their counts pending.
+			s.refs = r.keys.Unsynced(s.refs, now)
+		}
 		for _, ref := range s.refs {
 			id := keyID{rule: r, key: r.keys.Key(ref)}
 			if seen[id] {
 				continue
 			}
 			// Need-driven sync (Eventual rules): a key far from its limit
-			// and from its cap waits in the dirty list; a flush takes all.
-			if r.leases && !s.flushing {
-				if need, keep := r.keys.Need(ref, now); !need {
-					if keep {
-						r.keys.MarkDirty(ref)
-					}
-					s.stats.deferred.Add(1)
-					continue
-				}
+			// and from its cap keeps its counts pending until its next
+			// admission queues it again, or a flush.
+			if r.leases && !s.flushing && !r.keys.Need(ref, now) {
+				s.stats.deferred.Add(1)
+				continue
 			}
 			seen[id] = true
 			items = append(items, item{id: id, ref: ref})
@@ -208,10 +208,8 @@ func (s *Syncer) collect() []item {
 		}
 		// The follow-up pull matters only near the limit (Keys.Need; the
 		// push left nothing unacknowledged).
-		if it.id.rule.leases && !s.flushing {
-			if need, _ := it.id.rule.keys.Need(it.ref, now); !need {
-				continue
-			}
+		if it.id.rule.leases && !s.flushing && !it.id.rule.keys.Need(it.ref, now) {
+			continue
 		}
 		items = append(items, item{id: it.id, ref: it.ref})
 	}
@@ -230,7 +228,7 @@ func (s *Syncer) deferCorrections(id keyID, ks *keyState, now int64) bool {
 	if !r.leases || s.flushing || len(ks.batches) > 0 || ks.ref == nil {
 		return false
 	}
-	if need, _ := r.keys.Need(ks.ref, now); need {
+	if r.keys.Need(ks.ref, now) {
 		return false
 	}
 	k := r.geo.Index(now)

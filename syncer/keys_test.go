@@ -140,7 +140,8 @@ func (noKeys) Want(Handle, int64) int64                         { return 0 }
 func (noKeys) MarkDirty(Handle)                                 {}
 func (noKeys) Early(dst []Handle) []Handle                      { return dst }
 func (noKeys) OnEarly(func())                                   {}
-func (noKeys) Need(Handle, int64) (bool, bool)                  { return true, false }
+func (noKeys) Need(Handle, int64) bool                          { return true }
+func (noKeys) Unsynced(dst []Handle, _ int64) []Handle          { return dst }
 
 // nameRule returns a rule of no keys, for naming them.
 func nameRule(name string, geo window.Sliding) *testRule {

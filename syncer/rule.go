@@ -46,11 +46,13 @@ type Keys interface {
 	Want(h Handle, now int64) int64
 	// MarkDirty queues h for the next Drain again.
 	MarkDirty(h Handle)
-	// Need reports whether h, drained by a cycle, needs a sync at now (a
-	// Flush syncs every key); if not, keep tells whether it still has
-	// unacknowledged counts in the window, for the cycle to queue it again
-	// (MarkDirty) and ask next time.
-	Need(h Handle, now int64) (sync, keep bool)
+	// Need reports whether h, drained by a cycle, needs a sync at now. A key
+	// that does not keeps its counts pending: its next admission queues it
+	// again.
+	Need(h Handle, now int64) bool
+	// Unsynced appends every key with unacknowledged counts in the window at
+	// now, queued or not: a Flush syncs them all.
+	Unsynced(dst []Handle, now int64) []Handle
 	// Early appends the keys that asked for an early sync since the last
 	// call: an admission left them half of their local allowance or less.
 	// Only the syncer's loop calls it.
