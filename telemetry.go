@@ -183,19 +183,22 @@ func (t *telemetry) start(l *Limiter) {
 		metric.WithDescription("Time spent with the store unreachable, on the failure mode."))
 	keep(err)
 	observables := []metric.Observable{checks, instances, tracked, evictions, untracked, fmActive, fmTime}
-	var urgent, trips metric.Int64ObservableCounter
+	var urgent, early, trips metric.Int64ObservableCounter
 	var lag metric.Float64ObservableGauge
 	if l.sync != nil {
 		urgent, err = m.Int64ObservableCounter("sluice.sync.urgent", metric.WithUnit("{sync}"),
 			metric.WithDescription("Urgent syncs: round trips of checks handed to the store (keys at their cap, untracked keys, Strict rules)."))
 		keep(err)
+		early, err = m.Int64ObservableCounter("sluice.sync.early", metric.WithUnit("{key}"),
+			metric.WithDescription("Early syncs: busy keys synced in the background, with a lease request, once half of their local allowance was used, so that their checks need not wait."))
+		keep(err)
 		trips, err = m.Int64ObservableCounter("sluice.store.round_trips", metric.WithUnit("{round_trip}"),
 			metric.WithDescription("Round trips to Redis (pipelines and single calls)."))
 		keep(err)
 		lag, err = m.Float64ObservableGauge("sluice.sync.lag", metric.WithUnit("s"),
-			metric.WithDescription("Age of the oldest count the store may not have acknowledged: time since the start of the last sync cycle that left nothing pending."))
+			metric.WithDescription("Time since the start of the last sync cycle that synced every key it took without error. Keys far from their limit and their cap keep their counts pending on purpose (need-driven sync)."))
 		keep(err)
-		observables = append(observables, urgent, trips, lag)
+		observables = append(observables, urgent, early, trips, lag)
 	}
 	mode := metric.WithAttributeSet(attribute.NewSet(attribute.String("failure_mode", l.opts.FailureMode.String())))
 	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -231,6 +234,7 @@ func (t *telemetry) start(l *Limiter) {
 		if l.sync != nil {
 			st := l.sync.Stats()
 			o.ObserveInt64(urgent, st.UrgentCycles)
+			o.ObserveInt64(early, st.EarlySyncs)
 			o.ObserveInt64(trips, st.RoundTrips)
 			o.ObserveFloat64(lag, time.Since(synced).Seconds())
 		}

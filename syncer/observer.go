@@ -17,8 +17,9 @@ type Observer interface {
 	Cycle(start time.Time, d time.Duration, keys int, err error)
 	// Urgent reports a round trip of checks handed to the store
 	// (reservations: urgent syncs and Strict windows; or one Strict check of
-	// a per-key algorithm), and the early syncs sent with them: the checks
-	// it carried (0: early syncs only), the keys, and its first error.
+	// a per-key algorithm), with the early syncs sent along: the checks it
+	// carried, the keys, and its first error. A round trip of early syncs
+	// alone is not reported (no check waited on it).
 	Urgent(start time.Time, d time.Duration, checks, keys int, err error)
 	// StoreError reports a failed round trip or an unreadable reply.
 	StoreError(err error)

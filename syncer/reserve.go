@@ -287,7 +287,9 @@ func (s *Syncer) serveUrgent() {
 			break
 		}
 	}
-	if s.cfg.Observer != nil {
+	if s.cfg.Observer != nil && len(ws) > 0 {
+		// Early syncs alone are not urgent: no check waited (they are
+		// counted in Stats.EarlySyncs).
 		s.cfg.Observer.Urgent(start, time.Since(start), len(ws), len(items), first)
 	}
 }

@@ -187,6 +187,7 @@ func TestTelemetryChecks(t *testing.T) {
 	assert.Equal(t, int64(25+1+8+8+150), sumOf(t, m["sluice.checks"]))
 
 	assert.Equal(t, st.Sync.UrgentCycles, sumOf(t, m["sluice.sync.urgent"]))
+	assert.Equal(t, st.Sync.EarlySyncs, sumOf(t, m["sluice.sync.early"]))
 	assert.GreaterOrEqual(t, sumOf(t, m["sluice.store.round_trips"]), st.Sync.UrgentCycles)
 	assert.Equal(t, int64(1), gaugeInt(t, m["sluice.instances"]))
 	assert.Equal(t, int64(3), sumOf(t, m["sluice.keys.tracked"]), "a Strict bucket keeps no local state while the store is up")
