@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
@@ -64,7 +65,7 @@ type options struct {
 	Latency      time.Duration
 	Metrics      string
 	// meter returns instance i's MeterProvider while -metrics serves.
-	meter func(i int) (metric.MeterProvider, error)
+	meter func(i int) (metric.MeterProvider, *sdkmetric.ManualReader, error)
 	// Composed holds what the composition profiles (compose.go) measured.
 	Composed []composeResult
 	Quiet    bool
