@@ -442,8 +442,8 @@ func dump(file string, recs []record.Record) {
 	defer f.Close()
 	w := bufio.NewWriter(f)
 	defer w.Flush()
-	fmt.Fprintln(w, "t,key,cost,inst,flags,early")
+	fmt.Fprintln(w, "t,key,cost,inst,flags,early,lat")
 	for _, r := range recs {
-		fmt.Fprintf(w, "%d,%d,%d,%d,%d,%d\n", r.T, r.Key, r.Cost, r.Inst, r.Flags, r.Early)
+		fmt.Fprintf(w, "%d,%d,%d,%d,%d,%d,%d\n", r.T, r.Key, r.Cost, r.Inst, r.Flags, r.Early, r.Lat)
 	}
 }
