@@ -604,7 +604,9 @@ the profiles below, records every decision, and measures them against an exact
 sliding log (over-admission, utilization, false denials, wrong decisions) and
 against the same algorithm run centrally (the fleet's own error), with
 throughput, latency and Redis traffic. With no flags it starts an embedded
-Redis stand-in (miniredis) and runs every profile for 5s.
+Redis stand-in (miniredis) and runs every profile for 5s (throughput, every
+worker flat out, for 2s); after the steady and throughput scenarios, the same
+workers check bare local limiters, for comparison.
 
 Usage:
   go run ./cmd/loadtest [flags]
