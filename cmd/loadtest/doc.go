@@ -1,13 +1,15 @@
 // Command loadtest is the bundled load test of sluice: it runs a fleet of
-// sluice.Limiters against one Redis, offers them eight traffic profiles
-// (steady, bursty, bursts right after a sync, window-boundary attacks, Zipf
-// over many keys, key churn, ramps, instances joining and leaving), records
-// every decision, and measures the fleet against exact references.
+// sluice.Limiters against one Redis, offers them ten traffic profiles
+// (steady, bursty, bursts right after a sync, window-boundary attacks, a cold
+// start, Zipf over many keys, key churn, ramps, instances joining and
+// leaving, and every worker checking flat out), records every decision, and
+// measures the fleet against exact references.
 //
 // With no flags it needs nothing else running: it starts an embedded
 // Redis-compatible server (miniredis, a stand-in: accuracy figures hold, Redis
 // latency and memory do not), runs every profile for 5 s on 4 in-process
-// instances, and prints a report (about 45 s in all):
+// instances (the last, throughput, for 2 s), and prints a report (about 50 s
+// in all):
 //
 //	go run ./cmd/loadtest
 //
@@ -19,6 +21,18 @@
 //
 // A single address that turns out to be a cluster node (INFO cluster) is used
 // as a cluster seed.
+//
+// The throughput profile, the default run's last, has every worker check as
+// fast as it can for 2 s (at most: -duration shortens it): how many checks a
+// second the fleet sustains, with the same accuracy tables. Every check is
+// recorded, so it has a record budget of its own (32 million records, about
+// 770 MB; -max-records sets every profile's); a scenario whose budget runs
+// out ends then, for every worker (of the process, with -procs), and its
+// notes say when. Flat out, every key is offered far above its limit, and a
+// run of two windows ends mid-cycle: its utilization is judged on the
+// windows wholly inside the run (per key, what the fleet held in each such
+// window against what the exact log held), not on its totals. It is left out
+// of -sim runs.
 //
 // Two composition profiles, run only when named (-profile layered,elastic),
 // build their own rules and report their own figures after the report:
@@ -57,10 +71,31 @@
 // algorithm's own error (the central counter against the log), the fleet's
 // error (fleet minus central, and the fleet's admissions as the algorithm
 // counts them, which the error budget bounds), utilization, false denials and
-// wrong decisions. Alongside: checks/s, Allow latency (1 in 64 checks), Redis
-// commands and round trips per instance per second, urgent syncs, sync-cycle
-// latency, N̂, the spread of the instances' store clocks, and bytes per key
-// (local heap growth; MEMORY USAGE on a real Redis).
+// wrong decisions. Alongside: checks/s, Allow latency (every check of a paced
+// profile, 1 in 64 flat out; exact p50, p99, p99.9), Redis commands and round
+// trips per instance per second, urgent syncs, sync-cycle latency, N̂, the
+// spread of the instances' store clocks, and bytes per key (local heap
+// growth; MEMORY USAGE on a real Redis).
+//
+// Which checks waited, and why: each instance's limiter gets a MeterProvider
+// with an OpenTelemetry ManualReader (on -metrics' provider with -metrics),
+// from which the instance reads its checks by path at the end (sluice.checks:
+// local; urgent, a key at its divergence cap or untracked; strict; fallback,
+// Redis failed or was too slow), with the urgent round trips, reservations
+// and early syncs of Limiter.Stats. The oracle splits Allow's latency between
+// the checks made while their key was offered above L in a window holding the
+// check (where an instance may have used its share and must ask Redis) and
+// the others (where no check should wait), and each timed check records
+// whether its instance had a round trip to Redis for checks during the call:
+// a slow check without one waited for a CPU, not for Redis.
+//
+// Beside sluice: after the steady and throughput scenarios the same workers,
+// on the same schedule and keys, check two bare local limiters for half a
+// second each: golang.org/x/time/rate (a token bucket per key in an
+// xsync.MapOf: the usual Go limiter, with nothing to keep in step) and sluice
+// with the rule in Mode Local (sluice without the store), and the report
+// prints their checks/s and Allow p50, p99, p99.9 next to sluice's (not for a
+// sweep's points, nor with -procs).
 //
 // # Output
 //
@@ -70,8 +105,12 @@
 // promises sluice makes, ✓ or ✗ — the fleet's part of the real-window
 // over-admission within ε (the algorithm's own part shown beside it, not
 // judged), no false denials, utilization ≥ 90 % for keys offered ≥ 2·L —
-// with Allow's p99.9 latency reported, and a last line saying whether all
-// held. JSON with -json. With -out DIR: plots (SVG, or PNG with -png) and
+// with Allow's p99.9 over the checks of keys within their limit against a
+// 50 µs target (✓ or ✗, a target on the machine, not a promise) and, under
+// the table, why each p99.9 above 50 µs was slow (how many slow checks ran
+// during a round trip of their instance to Redis, how many waited for a CPU,
+// and what Redis decided), and a last line saying whether all held. JSON with
+// -json. With -out DIR: plots (SVG, or PNG with -png) and
 // report.json: admitted per sliding window against the limit over time for
 // each scenario; with -sweep (sync=…, instances=…, budget=…, precision=…,
 // rate=…, keys=…) over-admission and sync traffic against the swept
@@ -93,8 +132,8 @@
 // and goes on to the boundary attack and B = 1, 5, 10, 60.
 //
 // Every run is bounded: each scenario lasts -duration (at most 1 h; 30 days
-// of virtual time with -sim) and keeps at most -max-records records; children
-// are killed 30 s after their deadline. For diagnosis, LOADTEST_TIME_ALL=1
+// of virtual time with -sim; the throughput profile at most 2 s) and keeps at
+// most its record budget; children are killed 30 s after their deadline. For diagnosis, LOADTEST_TIME_ALL=1
 // times every check (marking the slow ones in the records) and
 // LOADTEST_DUMP=prefix writes each scenario's records as CSV, and
 // LOADTEST_ADMISSIONS=prefix every admission with the clock readings around

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
@@ -27,8 +28,12 @@ const (
 	maxDuration    = time.Hour // a fleet scenario
 	maxSimDuration = 30 * 24 * time.Hour
 	defaultRecords = 20_000_000
-	maxRecords     = 200_000_000
-	maxKeys        = 1 << 24
+	// throughputRecords is the throughput profile's default budget: its
+	// ThroughputDuration at 16 million checks a second (about 770 MB of
+	// records), more than this project's 2-core machine makes.
+	throughputRecords = 32_000_000
+	maxRecords        = 200_000_000
+	maxKeys           = 1 << 24
 )
 
 // options are the parsed flags.
@@ -64,7 +69,7 @@ type options struct {
 	Latency      time.Duration
 	Metrics      string
 	// meter returns instance i's MeterProvider while -metrics serves.
-	meter func(i int) (metric.MeterProvider, error)
+	meter func(i int) (metric.MeterProvider, *sdkmetric.ManualReader, error)
 	// Composed holds what the composition profiles (compose.go) measured.
 	Composed []composeResult
 	Quiet    bool
@@ -238,7 +243,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
 	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's own: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
 	fs.Float64Var(&o.Zipf, "zipf", 1.0, "Zipf exponent of the key popularity (0 = uniform); boundary and churn use uniform keys")
-	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default all; "+traffic.Steady+","+traffic.SyncBurst+" with -sweep); also, when named, "+strings.Join(traffic.Named, ", "))
+	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default all; "+traffic.Steady+","+traffic.SyncBurst+" with -sweep; all but "+traffic.Throughput+" with -sim); also, when named, the composition profiles "+strings.Join(composeProfiles, ", "))
 	fs.Var(durationFlag{&o.Duration}, "duration", fmt.Sprintf("length `D` of each scenario (default %s; %s with -sim)", durText(defaultDuration), durText(defaultSimDur)))
 	fs.Var(floatFlag{&o.Rate}, "rate", fmt.Sprintf("`N` offered checks per second, whole fleet; 0 = as fast as possible (default %d; with -sim 20 × the limit per window: 2000/min for %s)", defaultRate, defaultSimRule))
 	fs.IntVar(&o.Cost, "cost", 1, "each check costs 1..`N` units, uniformly (AllowN)")
@@ -249,7 +254,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.Out, "out", "", "write plots (SVG), report.json and go-redis's own log (redis.log) to `DIR`")
 	fs.StringVar(&sweepText, "sweep", "", "run each profile once per value: `PARAM=v1,v2,...` with PARAM one of "+strings.Join(sweepParams, ", ")+" (e.g. sync=10ms,100ms,1s)")
 	fs.BoolVar(&o.Sim, "sim", false, "simulation: virtual clock, algorithm level, deterministic, faster than real time")
-	fs.Int64Var(&o.MaxRecords, "max-records", defaultRecords, "most checks recorded per scenario (memory bound: about 24 bytes each)")
+	fs.Int64Var(&o.MaxRecords, "max-records", 0, fmt.Sprintf("most checks recorded per scenario (memory bound: about 24 bytes each; default %d, and %d for the %s profile); a scenario whose budget runs out ends then", defaultRecords, throughputRecords, traffic.Throughput))
 	fs.DurationVar(&o.Skew, "skew", 0, "skew instance i's clock by i×`D` (sluice.Options.Clock) to show store-clock alignment")
 	fs.DurationVar(&o.Latency, "latency", 0, "delay every reply of the store by `D` (whole milliseconds), through an in-process TCP proxy (toxiproxy) on loopback: a slow store, e.g. 10× loopback Redis")
 	fs.DurationVar(&o.Outage, "outage", 0, "stop the embedded store for `D` at 40% of each scenario (failure mode demo; embedded store only)")
@@ -293,6 +298,9 @@ func (o *options) fillDefaults() {
 		if o.Sim {
 			o.Duration = defaultSimDur
 		}
+	}
+	if !o.set["max-records"] {
+		o.MaxRecords = defaultRecords // recordsFor raises it for the throughput profile
 	}
 	if !o.set["rate"] && !o.Sim {
 		o.Rate = defaultRate // -sim's depends on the rule: validate sets it
@@ -427,11 +435,15 @@ func (o *options) validate(profiles, sweepText string) error {
 		if sweepText != "" && profiles == "" {
 			o.Profiles = []string{traffic.Steady, traffic.SyncBurst}
 		}
+		if o.Sim {
+			// A fleet's speed has no meaning on a virtual clock.
+			o.Profiles = slices.DeleteFunc(o.Profiles, func(p string) bool { return p == traffic.Throughput })
+		}
 	} else {
 		for _, p := range strings.Split(profiles, ",") {
 			p = strings.TrimSpace(p)
 			if !traffic.Valid(p) && !slices.Contains(composeProfiles, p) {
-				return fmt.Errorf("-profile %q: use one or more of %s, or all (or %s, or the composition profiles %s)", p, strings.Join(traffic.Profiles, ", "), strings.Join(traffic.Named, ", "), strings.Join(composeProfiles, ", "))
+				return fmt.Errorf("-profile %q: use one or more of %s, or all (or the composition profiles %s)", p, strings.Join(traffic.Profiles, ", "), strings.Join(composeProfiles, ", "))
 			}
 			if !slices.Contains(o.Profiles, p) {
 				o.Profiles = append(o.Profiles, p)
@@ -557,6 +569,16 @@ func (o *options) durationFor(profile string) time.Duration {
 	return o.Duration
 }
 
+// recordsFor returns a profile's record budget: -max-records if given; by
+// default defaultRecords, and throughputRecords for the throughput profile,
+// whose unpaced workers record millions of checks a second.
+func (o *options) recordsFor(profile string) int64 {
+	if profile == traffic.Throughput && !o.set["max-records"] {
+		return throughputRecords
+	}
+	return o.MaxRecords
+}
+
 // keysFor returns the number of keys a profile uses.
 func (o *options) keysFor(profile string) int {
 	if o.Keys > 0 {
@@ -582,7 +604,9 @@ the profiles below, records every decision, and measures them against an exact
 sliding log (over-admission, utilization, false denials, wrong decisions) and
 against the same algorithm run centrally (the fleet's own error), with
 throughput, latency and Redis traffic. With no flags it starts an embedded
-Redis stand-in (miniredis) and runs every profile for 5s.
+Redis stand-in (miniredis) and runs every profile for 5s (throughput, every
+worker flat out, for 2s); after the steady and throughput scenarios, the same
+workers check bare local limiters, for comparison.
 
 Usage:
   go run ./cmd/loadtest [flags]
@@ -592,7 +616,7 @@ Usage:
 
 Profiles:
 `)
-	for _, p := range slices.Concat(traffic.Profiles, traffic.Named) {
+	for _, p := range traffic.Profiles {
 		fmt.Fprintf(w, "  %-11s %s\n", p, traffic.Describe(p))
 	}
 	fmt.Fprint(w, "\nFlags:\n")

@@ -215,7 +215,7 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 	}
 	var total time.Duration
 	for _, p := range points {
-		total += p.opts.Duration
+		total += p.opts.durationFor(p.profile)
 	}
 	prog := newProgress(stderr, o.Quiet, isTerminal(stderr), total)
 	for i, p := range points {
@@ -224,10 +224,10 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 			return ctx.Err()
 		}
 		name := strings.TrimSpace(p.profile + " " + p.sweep)
-		prog.begin(i, len(points), name, p.opts.Duration)
+		prog.begin(i, len(points), name, p.opts.durationFor(p.profile))
 		var hooks []fleet.Hooks
 		if p.opts.Outage > 0 && emb != nil {
-			at := p.opts.Duration * 2 / 5
+			at := p.opts.durationFor(p.profile) * 2 / 5
 			d := p.opts.Outage
 			hooks = append(hooks, fleet.Hooks{At: at, Do: func() {
 				emb.Stop()
@@ -251,6 +251,9 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 			continue
 		}
 		sc, err := runScenario(ctx, &p.opts, p.profile, p.sweep, target, fmt.Sprintf("lt:%s:%d", runID, i), runID, func(f float64) { prog.at(i, f) }, hooks)
+		if sc != nil && err == nil {
+			err = runPeers(ctx, &p.opts, sc)
+		}
 		if sc != nil {
 			if n := redisLog.note(logged); n != "" {
 				if o.Procs {

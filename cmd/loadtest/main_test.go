@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
@@ -32,12 +35,26 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Instances != 4 || o.Sync != 100*time.Millisecond || o.Budget != 0.01 || o.Duration != 5*time.Second ||
-		len(o.Profiles) != 9 || o.Rule.Limit != 1000 || o.Rule.Window != time.Second || o.Rule.Buckets() != 10 || o.Redis != "" {
+		len(o.Profiles) != 10 || o.Profiles[9] != traffic.Throughput || o.MaxRecords != defaultRecords || o.recordsFor(traffic.Throughput) != throughputRecords ||
+		o.recordsFor(traffic.Steady) != defaultRecords || o.durationFor(traffic.Throughput) != traffic.ThroughputDuration || o.Rule.Limit != 1000 || o.Rule.Window != time.Second || o.Rule.Buckets() != 10 || o.Redis != "" {
 		t.Errorf("defaults: %+v", o)
 	}
 	o, err = parseFlags([]string{"-sim"}, &bytes.Buffer{})
 	if err != nil || o.Rule.Limit != 100 || o.Rule.Window != time.Minute || o.Duration != time.Hour || slices.Contains(o.Profiles, traffic.Throughput) {
 		t.Errorf("sim defaults: %+v %v", o, err)
+	}
+	// -sim: "all" leaves the throughput profile out; naming it is refused.
+	o, err = parseFlags([]string{"-sim", "-profile", "all"}, &bytes.Buffer{})
+	if err != nil || slices.Contains(o.Profiles, traffic.Throughput) || len(o.Profiles) != len(traffic.Profiles)-1 {
+		t.Errorf("-sim -profile all: %v %v", o.Profiles, err)
+	}
+	if _, err := parseFlags([]string{"-sim", "-profile", "throughput"}, &bytes.Buffer{}); err == nil {
+		t.Error("-sim -profile throughput accepted")
+	}
+	// -max-records, when given, is every profile's budget.
+	o, err = parseFlags([]string{"-max-records", "100000"}, &bytes.Buffer{})
+	if err != nil || o.recordsFor(traffic.Throughput) != 100000 || o.recordsFor(traffic.Zipf) != 100000 {
+		t.Errorf("-max-records: %v %v", o.MaxRecords, err)
 	}
 }
 
@@ -255,6 +272,67 @@ func TestRunProcs(t *testing.T) {
 	if n := len(r.Scenarios[0].Cost.PerInstance); n != 2 {
 		t.Errorf("%d instances reported", n)
 	}
+	// The children read their limiters' counts by path and send them.
+	if w := r.Scenarios[0].Waits; !w.Read || w.Checks == 0 || len(r.Scenarios[0].Peers) != 0 {
+		t.Errorf("waits %+v, peers %v", w, r.Scenarios[0].Peers)
+	}
+}
+
+// TestRunThroughput runs a paced scenario and the throughput one (about 3s
+// with their peers): the counts by path are read and match the records,
+// the throughput scenario's utilization is judged on whole windows, every
+// paced check is timed and 1 in 64 flat out, and both are followed by the
+// bare local limiters.
+func TestRunThroughput(t *testing.T) {
+	t.Parallel()
+	r := runJSON(t, append(quick, "-profile", "steady,throughput", "-duration", "1s", "-rate", "2000", "-workers", "2", "-instances", "2")...)
+	require.Len(t, r.Scenarios, 2)
+	for i := range r.Scenarios {
+		s := &r.Scenarios[i]
+		w := &s.Waits
+		assert.True(t, w.Read, "%s: counts by path read", s.Name)
+		if s.Cost.Errors == 0 {
+			assert.Equal(t, s.Accuracy.Checks, w.Checks, "%s: the limiters counted the recorded checks", s.Name)
+		}
+		assert.Equal(t, w.Checks, w.Local+w.Waited(), s.Name)
+		assert.Equal(t, s.Accuracy.Checks, w.Latency.Checks, s.Name)
+		assert.Equal(t, time.Duration(s.Cost.LatencyP999), w.Latency.All.P999, "%s: the cost table's p99.9 is the split's", s.Name)
+		names := []string{}
+		for _, p := range s.Peers {
+			names = append(names, p.Name)
+			assert.Positive(t, p.Checks, "%s %s", s.Name, p.Name)
+			assert.Positive(t, p.Latency.N, "%s %s", s.Name, p.Name)
+		}
+		assert.Equal(t, fleet.Peers, names, s.Name)
+	}
+	steady, flat := &r.Scenarios[0], &r.Scenarios[1]
+	sane(t, steady)
+	assert.Equal(t, traffic.Throughput, flat.Name)
+	assert.False(t, steady.Accuracy.UtilizationWhole)
+	assert.True(t, flat.Accuracy.UtilizationWhole)
+	assert.Equal(t, 1, steady.Waits.Every, "every paced check timed")
+	assert.Equal(t, steady.Accuracy.Checks, int64(steady.Waits.Latency.All.N))
+	assert.Greater(t, flat.Waits.Every, 1, "flat out, 1 in 64 timed")
+	assert.True(t, flat.Settings.Paced == false && steady.Settings.Paced)
+	assert.Equal(t, flat.Accuracy.Checks, flat.Waits.Latency.OverChecks, "flat out, every key is offered above L")
+}
+
+// TestRunBudget: a throughput scenario whose record budget runs out ends
+// then, for every worker, and says so. The budget is one chunk, which the
+// first worker's buffer takes: the other's first record is refused, which
+// ends the scenario whatever the machine's speed.
+func TestRunBudget(t *testing.T) {
+	t.Parallel()
+	r := runJSON(t, append(quick, "-profile", "throughput", "-duration", "2s", "-max-records", "32768", "-workers", "1", "-instances", "2")...)
+	require.Len(t, r.Scenarios, 1)
+	s := &r.Scenarios[0]
+	assert.True(t, s.Cost.Truncated)
+	assert.LessOrEqual(t, s.Accuracy.Checks, int64(32768))
+	found := false
+	for _, n := range s.Notes {
+		found = found || strings.Contains(n, "ended by its record budget")
+	}
+	assert.True(t, found, "notes %q", s.Notes)
 }
 
 // TestSweep runs a two-point sweep and writes its plots.
@@ -263,6 +341,11 @@ func TestSweep(t *testing.T) {
 	r := runJSON(t, append(quick, "-sweep", "budget=10%,5%", "-profile", "steady", "-duration", "500ms", "-rate", "2000", "-workers", "2", "-out", dir)...)
 	if len(r.Scenarios) != 2 || r.Scenarios[1].Settings.ErrorBudget != 0.05 || r.Scenarios[1].Settings.Sweep != "budget=5%" {
 		t.Fatalf("sweep: %+v", r.Scenarios)
+	}
+	for _, sc := range r.Scenarios {
+		if len(sc.Peers) > 0 {
+			t.Errorf("%s: peers checked on a sweep point", sc.Name)
+		}
 	}
 	for _, f := range []string{"sweep-budget-accuracy.svg", "sweep-budget-cost.svg"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {

@@ -30,6 +30,7 @@ type metricsServer struct {
 	mu   sync.Mutex
 	regs prometheus.Gatherers
 	mps  map[int]*sdkmetric.MeterProvider
+	rds  map[int]*sdkmetric.ManualReader
 }
 
 // checkLoopback refuses an address that is not on loopback: the metrics
@@ -57,7 +58,7 @@ func startMetrics(addr string) (*metricsServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-metrics: %w", err)
 	}
-	m := &metricsServer{ln: ln, mps: map[int]*sdkmetric.MeterProvider{}}
+	m := &metricsServer{ln: ln, mps: map[int]*sdkmetric.MeterProvider{}, rds: map[int]*sdkmetric.ManualReader{}}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.GathererFunc(m.gather), promhttp.HandlerOpts{}))
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -77,24 +78,27 @@ func (m *metricsServer) gather() ([]*dto.MetricFamily, error) {
 }
 
 // provider returns instance idx's MeterProvider, creating it on first use
-// (every scenario's instance idx reports through the same one).
-func (m *metricsServer) provider(idx int) (metric.MeterProvider, error) {
+// (every scenario's instance idx reports through the same one), and a
+// ManualReader of it, which the load test reads the checks by path from.
+func (m *metricsServer) provider(idx int) (metric.MeterProvider, *sdkmetric.ManualReader, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mp, ok := m.mps[idx]; ok {
-		return mp, nil
+		return mp, m.rds[idx], nil
 	}
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(),
 		otelprom.WithResourceAsConstantLabels(attribute.NewAllowKeysFilter("service.instance.id")))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", "sluice-loadtest"), attribute.String("service.instance.id", "i"+strconv.Itoa(idx)))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithReader(rd), sdkmetric.WithResource(res))
 	m.mps[idx] = mp
+	m.rds[idx] = rd
 	m.regs = append(m.regs, reg)
-	return mp, nil
+	return mp, rd, nil
 }
 
 // Close stops serving and shuts the providers down.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -55,7 +56,7 @@ func TestMetricsServer(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ms.Close() })
 	for i := range 2 {
-		mp, err := ms.provider(i)
+		mp, rd, err := ms.provider(i)
 		require.NoError(t, err)
 		l, err := sluice.New(sluice.Options{MeterProvider: mp}, policy.Rule{Name: "api", Limit: 2, Window: time.Hour})
 		require.NoError(t, err)
@@ -64,6 +65,8 @@ func TestMetricsServer(t *testing.T) {
 			_, err := l.Allow(context.Background(), "api", "k")
 			require.NoError(t, err)
 		}
+		// The load test reads the same counts through its own reader.
+		assert.Equal(t, fleet.Paths{Local: int64(3 + i), Read: true}, fleet.ReadPaths(rd), "instance %d", i)
 	}
 	out := scrape(t, ms)
 	assert.Contains(t, out, `sluice_checks_total{outcome="allowed",path="local",rule="api",service_instance_id="i0"} 2`)
@@ -81,7 +84,7 @@ func TestDashboardMetrics(t *testing.T) {
 	ms, err := startMetrics("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ms.Close() })
-	mp, err := ms.provider(0)
+	mp, _, err := ms.provider(0)
 	require.NoError(t, err)
 	l, err := sluice.New(sluice.Options{Redis: srv.Client(t), MeterProvider: mp, Timeout: 5 * time.Second},
 		policy.Rule{Name: "api", Limit: 10, Window: time.Hour})

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -38,7 +39,7 @@ func fleetConfig(o *options, profile string, target store.Target, prefix, runID 
 		MinInstances: o.MinInstances,
 		Prefix:       prefix,
 		RunID:        runID,
-		MaxRecords:   o.MaxRecords,
+		MaxRecords:   o.recordsFor(profile),
 		Procs:        o.Procs,
 		Skew:         o.Skew,
 		Meter:        o.meter,
@@ -90,6 +91,7 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 			SyncInterval: cfg.SyncInterval, ErrorBudget: cfg.ErrorBudget, Instances: cfg.Traffic.Instances,
 			Workers: cfg.Traffic.Workers, Procs: cfg.Procs, Keys: cfg.Traffic.Keys, Zipf: cfg.Traffic.Zipf,
 			Rate: cfg.Traffic.Rate, Duration: cfg.Traffic.Duration, Seed: cfg.Traffic.Seed, Sweep: sweep,
+			Paced: cfg.Traffic.Paced(),
 		},
 	}
 	if !target.Embedded {
@@ -99,7 +101,14 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 	if f := os.Getenv("LOADTEST_DUMP"); f != "" {
 		dump(f+"-"+profile+".csv", res.Records)
 	}
-	a := oracle.Analyze(res.Records, oracle.Params{Geometry: cfg.Geometry(), Limit: cfg.Rule.Limit, Algorithm: cfg.Rule.Algorithm, Burst: cfg.Rule.Burst})
+	op := oracle.Params{Geometry: cfg.Geometry(), Limit: cfg.Rule.Limit, Algorithm: cfg.Rule.Algorithm, Burst: cfg.Rule.Burst}
+	if profile == traffic.Throughput {
+		// Flat out, a run of two windows ends mid-cycle: judge
+		// utilization on the windows wholly inside the run.
+		op.WholeWindows = oracle.Span{From: res.StoreT0, To: res.StoreT0 + int64(ranUntil(res, &cfg))}
+	}
+	a := oracle.Analyze(res.Records, op)
+	fillWaits(sc, res, a)
 	switch cfg.Rule.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
 		sc.Notes = append(sc.Notes, "a bucket's over-admission is measured against its bound Burst + r·τ: per key, the most admitted in any interval τ less r·τ, ÷ Burst (= L) − 1; the exact reference and the central algorithm are one exact bucket replaying the merged stream")
@@ -110,6 +119,9 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		sc.Notes = append(sc.Notes, "decision times are the store time at the middle of each call (a check the store decides is decided in Redis during the call): they err by up to half the call's latency, so checks decided within that of each other may be replayed out of order, which the replay counts as over-admission or wrong decisions")
 	}
 	sc.Accuracy = a.Summary
+	if s := a.Summary; s.UtilizationWhole && s.HotKeys == 0 && s.LimitedKeys > 0 {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("utilization is judged on the windows wholly inside the run, and the run (%v) holds none: not judged", ranUntil(res, &cfg)))
+	}
 	if s := a.Summary; s.FalseDenialKeys > 0 {
 		note := fmt.Sprintf("%d of %d keys never offered above 0.9·L in a window were denied; the %v run centrally denies %d of them", s.FalseDenialKeys, s.QuietKeys, cfg.Rule.Algorithm, s.AlgoFalseDenialKeys)
 		if cfg.Rule.Algorithm == policy.SlidingWindow && s.SpanQuietKeys > 0 {
@@ -148,7 +160,7 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		sc.Notes = append(sc.Notes, fmt.Sprintf("%s of the sampled checks waited the whole -timeout %v for Redis (such a check is then denied under fail-local, or decided by the failure mode)", pctText(sc.Cost.TimedOut), cfg.Timeout))
 	}
 	if res.Truncated {
-		sc.Notes = append(sc.Notes, fmt.Sprintf("the record budget (-max-records %d) ran out: workers stopped early", o.MaxRecords))
+		sc.Notes = append(sc.Notes, truncatedNote(cfg.MaxRecords, res.EndedAt, cfg.Traffic.Duration, cfg.Procs))
 	}
 	if sc.Cost.Errors > 0 {
 		msg := ""
@@ -171,6 +183,47 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 	}
 	res.Records = nil
 	return sc, err
+}
+
+// peerProfiles are the profiles whose scenarios are followed by the bare
+// local limiters (fleet.Peers): a paced one and the flat-out one.
+var peerProfiles = []string{traffic.Steady, traffic.Throughput}
+
+// peerDuration is how long each peer is checked: the scenario's first half
+// second (thousands of timed checks paced, tens of thousands flat out), or
+// all of it if shorter.
+const peerDuration = time.Second / 2
+
+// runPeers checks the bare local limiters with the scenario's workers,
+// schedule and keys, one after the other, and adds their figures to sc.
+// Not for a sweep's points (the same profile many times) or -procs (the
+// peers run in this process).
+func runPeers(ctx context.Context, o *options, sc *report.Scenario) error {
+	if !slices.Contains(peerProfiles, sc.Settings.Profile) || o.Sweep != nil || o.Procs {
+		return nil
+	}
+	cfg := fleetConfig(o, sc.Settings.Profile, store.Target{}, "", "")
+	for _, peer := range fleet.Peers {
+		runtime.GC() // the scenario's records are garbage now: not during the peer
+		pr, err := fleet.RunPeer(ctx, cfg, peer, peerDuration)
+		if err != nil {
+			return fmt.Errorf("peer %s: %w", peer, err)
+		}
+		sc.Peers = append(sc.Peers, report.Peer{Name: pr.Peer, Duration: report.Dur(pr.Duration), Checks: pr.Checks,
+			ChecksPerSec: float64(pr.Checks) / pr.Duration.Seconds(), Latency: pr.Latency, Every: pr.Every})
+	}
+	return nil
+}
+
+// truncatedNote says that a scenario ended by its record budget, not by its
+// clock.
+func truncatedNote(budget int64, at, d time.Duration, procs bool) string {
+	if procs {
+		return fmt.Sprintf("the record budget (-max-records %d, split over the processes) ran out: an instance's workers stopped at %v of %v, "+
+			"the others when their own share ran out or at the end; checks/s are over the time the instances ran", budget, at.Round(time.Millisecond), d)
+	}
+	return fmt.Sprintf("the scenario ended by its record budget (-max-records %d), not by its clock: every worker stopped at %v of %v; "+
+		"checks/s are over the %v the fleet ran, and the accuracy covers those checks", budget, at.Round(time.Millisecond), d, at.Round(time.Millisecond))
 }
 
 // ambiguousNote explains the checks whose decision time is known only
@@ -225,10 +278,7 @@ func fillCost(sc *report.Scenario, res *fleet.Result, cfg *fleet.Config) {
 	if omax >= omin {
 		c.ClockSpread = report.Dur(omax - omin)
 	}
-	c.ChecksPerSec = float64(c.Checks) / cfg.Traffic.Duration.Seconds()
-	c.LatencyP50 = report.Dur(lat.Quantile(0.5))
-	c.LatencyP99 = report.Dur(lat.Quantile(0.99))
-	c.LatencyP999 = report.Dur(lat.Quantile(0.999))
+	c.ChecksPerSec = float64(c.Checks) / ran(res, cfg).Seconds()
 	c.LatencyMax = report.Dur(lat.Max)
 	c.LatencySample = lat.N
 	c.TimedOut = lat.ShareAtLeast(int64(cfg.Timeout))
@@ -244,6 +294,58 @@ func fillCost(sc *report.Scenario, res *fleet.Result, cfg *fleet.Config) {
 	c.CycleMax = report.Dur(cycle.Max)
 	c.Truncated = res.Truncated
 	c.Wall = report.Dur(res.Wall)
+}
+
+// ranUntil returns the offset at which a scenario ended: its duration, or
+// when its record budget ran out (the first instance's, with -procs).
+func ranUntil(res *fleet.Result, cfg *fleet.Config) time.Duration {
+	if res.Truncated && res.EndedAt > 0 {
+		return min(res.EndedAt, cfg.Traffic.Duration)
+	}
+	return cfg.Traffic.Duration
+}
+
+// fillWaits counts which checks waited for Redis, and why, from the
+// instances' metrics and stats, and the latency split of the oracle.
+func fillWaits(sc *report.Scenario, res *fleet.Result, a *oracle.Analysis) {
+	w := &sc.Waits
+	var p fleet.Paths
+	var sync fleet.Counters
+	for i, in := range res.Instances {
+		if i == 0 {
+			p = in.Paths
+		} else {
+			p = p.Add(in.Paths)
+		}
+		sync = sync.Add(in.Sync)
+	}
+	w.Read = p.Read
+	w.Checks, w.Local, w.Urgent, w.Untracked, w.Strict, w.Fallback = p.Checks(), p.Local, p.Urgent, p.Untracked, p.Strict, p.Fallback
+	w.UrgentCycles, w.Reservations, w.EarlySyncs = sync.UrgentCycles, sync.Reservations, sync.EarlySyncs
+	w.Latency = a.Latency
+	w.Every = 1 // every check of a paced profile is timed; 1 in 64 flat out
+	if n := a.Latency.All.N; n > 0 && a.Latency.Checks > int64(n) {
+		w.Every = int(math.Round(float64(a.Latency.Checks) / float64(n)))
+	}
+	c := &sc.Cost
+	c.LatencyP50, c.LatencyP99, c.LatencyP999 = report.Dur(a.Latency.All.P50), report.Dur(a.Latency.All.P99), report.Dur(a.Latency.All.P999)
+}
+
+// ran returns how long the fleet served a scenario: its duration, or, if a
+// record budget ended it early, until the last instance stopped.
+func ran(res *fleet.Result, cfg *fleet.Config) time.Duration {
+	if !res.Truncated {
+		return cfg.Traffic.Duration
+	}
+	var d time.Duration
+	for _, in := range res.Instances {
+		join, _ := cfg.Traffic.Lifetime(in.Index)
+		d = max(d, time.Duration(join)+in.Active)
+	}
+	if d <= 0 {
+		return cfg.Traffic.Duration
+	}
+	return min(d, cfg.Traffic.Duration)
 }
 
 // localBytesPerKey measures the heap growth per key of a limiter's local
@@ -340,8 +442,8 @@ func dump(file string, recs []record.Record) {
 	defer f.Close()
 	w := bufio.NewWriter(f)
 	defer w.Flush()
-	fmt.Fprintln(w, "t,key,cost,inst,flags,early")
+	fmt.Fprintln(w, "t,key,cost,inst,flags,early,lat")
 	for _, r := range recs {
-		fmt.Fprintf(w, "%d,%d,%d,%d,%d,%d\n", r.T, r.Key, r.Cost, r.Inst, r.Flags, r.Early)
+		fmt.Fprintf(w, "%d,%d,%d,%d,%d,%d,%d\n", r.T, r.Key, r.Cost, r.Inst, r.Flags, r.Early, r.Lat)
 	}
 }

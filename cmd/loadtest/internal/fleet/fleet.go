@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
@@ -56,8 +57,10 @@ type Config struct {
 	// Index is the child's instance (children only).
 	Index int `json:"index"`
 	// Meter, if not nil, returns instance i's MeterProvider
-	// (sluice.Options.MeterProvider); in-process instances only.
-	Meter func(i int) (metric.MeterProvider, error) `json:"-"`
+	// (sluice.Options.MeterProvider) and a ManualReader of it, which the
+	// instance reads its checks by path from (Paths); in-process instances
+	// only. Without it each instance makes its own provider and reader.
+	Meter func(i int) (metric.MeterProvider, *sdkmetric.ManualReader, error) `json:"-"`
 }
 
 // Geometry returns the rule's window geometry (for a TokenBucket, GCRA or
@@ -81,8 +84,24 @@ type Result struct {
 	// StoreT0 is the run's start on the store clock.
 	StoreT0 int64
 	// Wall is the run's wall-clock length, start to last instance done.
-	Wall      time.Duration
+	Wall time.Duration
+	// Truncated is set when a record budget ran out; EndedAt is then the
+	// offset from the run's start at which the first record was refused
+	// (in one process every worker stops then; a -procs child stops its
+	// own when its share of the budget runs out).
 	Truncated bool
+	EndedAt   time.Duration
+}
+
+// end notes an instance's truncation in the result.
+func (r *Result) end(in *InstanceResult) {
+	if !in.Truncated {
+		return
+	}
+	if !r.Truncated || in.TruncatedAt < r.EndedAt {
+		r.EndedAt = in.TruncatedAt
+	}
+	r.Truncated = true
 }
 
 // KeyNames returns the key strings of a run's key space: "k0", "k1", ….
@@ -205,8 +224,12 @@ func runLocal(ctx context.Context, cfg Config, progress func(float64), hooks []H
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
+		// The run ends early, for every worker at once, if the record
+		// budget runs out.
 		select {
 		case <-ctx.Done():
+			close(stop)
+		case <-budget.Spent():
 			close(stop)
 		case <-done:
 		}
@@ -242,7 +265,7 @@ func runLocal(ctx context.Context, cfg Config, progress func(float64), hooks []H
 			res.Records = b.AppendTo(res.Records)
 		}
 		res.Instances = append(res.Instances, in.res)
-		res.Truncated = res.Truncated || in.res.Truncated
+		res.end(&in.res)
 		if in.res.Err != "" {
 			return res, fmt.Errorf("instance %d: %s", i, in.res.Err)
 		}
@@ -381,7 +404,7 @@ func runProcs(ctx context.Context, cfg Config, progress func(float64), hooks []H
 			continue
 		}
 		res.Instances = append(res.Instances, *k.res)
-		res.Truncated = res.Truncated || k.res.Truncated
+		res.end(k.res)
 		if k.res.Err != "" && firstErr == nil {
 			firstErr = fmt.Errorf("instance %d: %s", i, k.res.Err)
 		}
@@ -404,10 +427,12 @@ func Child(in io.Reader, out io.Writer) error {
 	}
 	cfg.Target = cfg.Target.Unseal()
 	stop := make(chan struct{})
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop) }) }
 	go func() {
 		// The parent keeps our stdin open until it has our result.
 		_, _ = io.Copy(io.Discard, br)
-		close(stop)
+		halt()
 	}()
 	w := bufio.NewWriterSize(out, 1<<20)
 	chunks := make(chan []record.Record, 64)
@@ -446,6 +471,12 @@ func Child(in io.Reader, out io.Writer) error {
 	var bufs []*record.Buffer
 	if inst.res.Err == "" {
 		budget := record.NewBudget(cfg.MaxRecords)
+		go func() {
+			// This child's share of the budget ran out: its workers
+			// stop at once.
+			<-budget.Spent()
+			halt()
+		}()
 		bufs = inst.run(stop, budget, func(expect int) *record.Buffer {
 			b := record.NewBuffer(budget, expect)
 			b.Flush = func(c []record.Record) { chunks <- c }

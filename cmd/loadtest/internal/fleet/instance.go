@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
@@ -23,6 +24,7 @@ import (
 type Counters struct {
 	Cycles       int64 `json:"cycles"`
 	UrgentCycles int64 `json:"urgent_cycles"`
+	EarlySyncs   int64 `json:"early_syncs"`
 	KeySyncs     int64 `json:"key_syncs"`
 	Reservations int64 `json:"reservations"`
 	RoundTrips   int64 `json:"round_trips"`
@@ -33,18 +35,18 @@ type Counters struct {
 }
 
 func countersOf(s syncer.Stats) Counters {
-	return Counters{s.Cycles, s.UrgentCycles, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried}
+	return Counters{s.Cycles, s.UrgentCycles, s.EarlySyncs, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried}
 }
 
 func (c Counters) sub(o Counters) Counters {
-	return Counters{c.Cycles - o.Cycles, c.UrgentCycles - o.UrgentCycles, c.KeySyncs - o.KeySyncs,
+	return Counters{c.Cycles - o.Cycles, c.UrgentCycles - o.UrgentCycles, c.EarlySyncs - o.EarlySyncs, c.KeySyncs - o.KeySyncs,
 		c.Reservations - o.Reservations, c.RoundTrips - o.RoundTrips, c.Commands - o.Commands,
 		c.Failures - o.Failures, c.Corrections - o.Corrections, c.Retried - o.Retried}
 }
 
 // Add returns c + o.
 func (c Counters) Add(o Counters) Counters {
-	return Counters{c.Cycles + o.Cycles, c.UrgentCycles + o.UrgentCycles, c.KeySyncs + o.KeySyncs,
+	return Counters{c.Cycles + o.Cycles, c.UrgentCycles + o.UrgentCycles, c.EarlySyncs + o.EarlySyncs, c.KeySyncs + o.KeySyncs,
 		c.Reservations + o.Reservations, c.RoundTrips + o.RoundTrips, c.Commands + o.Commands,
 		c.Failures + o.Failures, c.Corrections + o.Corrections, c.Retried + o.Retried}
 }
@@ -57,9 +59,13 @@ type InstanceResult struct {
 	Errors   int64         `json:"errors"`
 	ErrorMsg string        `json:"error_msg,omitempty"`
 	Active   time.Duration `json:"active"` // time serving traffic
-	// Truncated is set when the record budget ran out.
-	Truncated bool     `json:"truncated,omitempty"`
-	Sync      Counters `json:"sync"`
+	// Truncated is set when the record budget ran out, TruncatedAt is
+	// when (the offset from the run's start of the first record refused).
+	Truncated   bool          `json:"truncated,omitempty"`
+	TruncatedAt time.Duration `json:"truncated_at,omitempty"`
+	Sync        Counters      `json:"sync"`
+	// Paths counts the checks by how the limiter decided them.
+	Paths Paths `json:"paths"`
 	// Cycle holds LastCycle samples (one per observed full cycle).
 	Cycle Hist `json:"cycle"`
 	// CycleKeys is the largest LastCycleKeys seen.
@@ -68,7 +74,7 @@ type InstanceResult struct {
 	NHatMin  int64 `json:"nhat_min"`
 	NHatMax  int64 `json:"nhat_max"`
 	Degraded bool  `json:"degraded,omitempty"`
-	// Latency of Allow, 1 in 64 checks.
+	// Latency of Allow: every check of a paced profile, 1 in 64 flat out.
 	Latency Hist `json:"latency"`
 	// MaxLag is how late the worst check went out against its schedule.
 	MaxLag time.Duration `json:"max_lag"`
@@ -113,6 +119,11 @@ type instance struct {
 	offset atomic.Int64
 	start  Counters
 	res    InstanceResult
+	// reader reads the limiter's metrics (Paths); meter is the provider
+	// the instance made for it, if it did (shut down at close).
+	reader     *sdkmetric.ManualReader
+	meter      *sdkmetric.MeterProvider
+	startPaths Paths
 	// admissions collects the admissions in the LOADTEST_ADMISSIONS
 	// diagnosis mode (nil otherwise).
 	admissions *admissionLog
@@ -140,12 +151,19 @@ func (in *instance) open() error {
 		opts.Clock = skewClock{time.Duration(in.skew)}
 	}
 	if cfg.Meter != nil {
-		mp, err := cfg.Meter(in.idx)
+		mp, rd, err := cfg.Meter(in.idx)
 		if err != nil {
 			_ = in.cli.Close()
 			return err
 		}
-		opts.MeterProvider = mp
+		opts.MeterProvider, in.reader = mp, rd
+	} else {
+		// The limiter counts its checks by path only for a real
+		// MeterProvider: one atomic add per check, on a stripe of its
+		// own, as in any deployment that exports sluice's metrics.
+		in.reader = sdkmetric.NewManualReader()
+		in.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(in.reader))
+		opts.MeterProvider = in.meter
 	}
 	l, err := sluice.New(opts, cfg.Rule)
 	if err != nil {
@@ -156,6 +174,7 @@ func (in *instance) open() error {
 	st := l.Stats()
 	in.offset.Store(int64(st.Sync.Offset))
 	in.start = countersOf(st.Sync)
+	in.startPaths = ReadPaths(in.reader)
 	return nil
 }
 
@@ -169,6 +188,10 @@ func (in *instance) close() {
 	if in.cli != nil {
 		_ = in.cli.Close()
 	}
+	if in.meter != nil {
+		_ = in.meter.Shutdown(context.Background())
+		in.meter = nil
+	}
 }
 
 // workerState is one worker's tallies.
@@ -180,6 +203,7 @@ type workerState struct {
 	lat                      Hist
 	maxLag, maxSkew          int64
 	truncated                bool
+	truncatedAt              int64 // offset at which the budget refused a record
 }
 
 // run serves the instance's traffic from its join to its leave offset (or
@@ -244,10 +268,14 @@ func (in *instance) run(stop <-chan struct{}, budget *record.Budget, newBuf func
 		in.res.Latency.Merge(&s.lat)
 		in.res.MaxLag = max(in.res.MaxLag, time.Duration(s.maxLag))
 		in.res.MaxSkew = max(in.res.MaxSkew, time.Duration(s.maxSkew))
+		if s.truncated && (!in.res.Truncated || time.Duration(s.truncatedAt) < in.res.TruncatedAt) {
+			in.res.TruncatedAt = time.Duration(s.truncatedAt)
+		}
 		in.res.Truncated = in.res.Truncated || s.truncated
 	}
 	st := in.lim.Stats()
 	in.res.Sync = countersOf(st.Sync).sub(in.start)
+	in.res.Paths = ReadPaths(in.reader).sub(in.startPaths)
 	in.res.Keys = st.Keys
 	_ = budget
 	return bufs
@@ -303,23 +331,29 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 		}
 		// start is a time no later than the call's start: the clock read
 		// after the previous call (flat out, a clock read more per check
-		// would cost a fifth of the throughput), or, when paced or for a
-		// bucket's midpoint, a fresh reading.
+		// would cost a fifth of the throughput), or a fresh reading when
+		// the call is timed (every check when paced, 1 in 64 flat out) or
+		// for a bucket's midpoint.
+		timed := paced || i&63 == 0 || debugTimes
+		var trips int64
+		if timed {
+			trips = in.trips()
+		}
 		start := last
-		if paced || period == 0 {
+		if timed || period == 0 {
 			start = in.clk.Precise()
 		}
-		sample := i&63 == 0 || debugTimes
-		var m0 int64
-		if sample {
-			m0 = in.clk.Mono()
-		}
 		d, err := in.lim.AllowN(ctx, rule, in.keys[c.Key], int64(c.Cost))
+		done := in.clk.Precise()
 		var flags uint8
-		if sample {
-			el := in.clk.Mono() - m0
-			if i&63 == 0 {
-				ws.lat.Add(el)
+		var lat uint32
+		if timed {
+			el := done - start
+			ws.lat.Add(el)
+			flags |= record.Timed
+			lat = record.SaturateLat(el)
+			if in.trips() != trips {
+				flags |= record.RoundTrip
 			}
 			if debugTimes && el > 30_000 {
 				flags |= record.Slow
@@ -340,7 +374,6 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 			ws.admitted += int64(c.Cost)
 			flags |= record.Allowed
 		}
-		done := in.clk.Precise()
 		last = done
 		shift := in.skew + in.offset.Load()
 		after := done + shift
@@ -367,11 +400,20 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 			in.admissions.add(admission{key: c.Key, cost: c.Cost, inst: inst, early: early, start: start + shift, end: after, t: t,
 				reset: int64(d.ResetAfter), remaining: d.Remaining})
 		}
-		if !buf.Add(record.Record{T: t, Key: c.Key, Cost: c.Cost, Inst: inst, Flags: flags, Early: early}) {
+		if !buf.Add(record.Record{T: t, Key: c.Key, Cost: c.Cost, Inst: inst, Flags: flags, Early: early, Lat: lat}) {
 			ws.truncated = true
+			ws.truncatedAt = done - t0
 			return
 		}
 	}
+}
+
+// trips returns a count that moves whenever the instance begins a round
+// trip of checks handed to Redis or has one decided there: a check that
+// waited for Redis sees it move during its call (record.RoundTrip).
+func (in *instance) trips() int64 {
+	st := in.lim.Stats().Sync
+	return st.UrgentCycles + st.Reservations
 }
 
 func abs(x int64) int64 {

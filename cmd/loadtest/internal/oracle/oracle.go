@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -60,6 +61,42 @@ type Params struct {
 	// bucket, which is its bound Burst + r·τ; over-admission is that over
 	// Limit, minus 1, so the load test runs buckets with Burst = Limit.
 	Burst int64
+	// WholeWindows, if not empty, is the run's span on the store clock,
+	// and utilization is judged on the windows (t−W, t] wholly inside it
+	// instead of on the run's totals: per key, the mean over t of what the
+	// fleet held in the window against what the exact limiter held. A run
+	// of few windows whose keys are offered flat out ends mid-cycle: the
+	// fleet's admissions, spread over a window, hold room in the last one
+	// that an exact limiter, which admits all it can at once, has used by
+	// the end, so totals would count a shift in time as a shortfall. Each
+	// admission at s weighs the time it spends in such windows,
+	// |[s, s+W) ∩ [From+W, To]|.
+	WholeWindows Span
+}
+
+// Span is an interval of store-clock time, ns.
+type Span struct{ From, To int64 }
+
+// weight returns how long an admission at t lies in windows wholly inside
+// the span, in windows (0 if the span holds no whole window).
+func (p Params) weight(t int64) float64 {
+	sp := p.WholeWindows
+	w := int64(p.Window())
+	lo, hi := max(t, sp.From+w), min(t+w, sp.To)
+	if hi <= lo {
+		return 0
+	}
+	return float64(hi-lo) / float64(w)
+}
+
+// whole reports whether utilization is judged on whole windows, and
+// whether the span holds at least one.
+func (p Params) whole() (on, any bool) {
+	sp := p.WholeWindows
+	if sp == (Span{}) {
+		return false, false
+	}
+	return true, sp.To-sp.From > int64(p.Window())
 }
 
 // bucket reports whether the rule is a TokenBucket or GCRA.
@@ -185,6 +222,27 @@ type KeyResult struct {
 	WrongCentral int64 `json:"wrong_central"`
 	Disagree     int64 `json:"disagree"`
 	First, Last  int64 `json:"-"`
+	// WholeAdmitted, WholeExact, WholeCentral: the admissions of the
+	// fleet, the exact log and the central algorithm weighed by their time
+	// in the windows wholly inside Params.WholeWindows (0 without it).
+	WholeAdmitted float64 `json:"-"`
+	WholeExact    float64 `json:"-"`
+	WholeCentral  float64 `json:"-"`
+	// OverChecks counts the checks made while the key was offered above L
+	// in a window holding the check (see Latency).
+	OverChecks int64 `json:"over_checks"`
+	// latOver, latWithin: the latencies of the key's timed checks made
+	// while it was offered above L around them, and of the others.
+	latOver, latWithin []uint32
+	// slowTripOver, slowTripWithin: see Latency.
+	slowTripOver, slowTripWithin int
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Over returns the fleet's over-admission of the key: MaxFleet/L − 1.
@@ -224,12 +282,15 @@ type Summary struct {
 
 	// Utilization over HotKeys (offered ≥ 2·L in some window): admitted ÷
 	// exact admitted, summed over the keys, and the lowest per key (all 0
-	// when there are no hot keys).
+	// when there are no hot keys); on the windows wholly inside the run
+	// when UtilizationWhole (Params.WholeWindows), where HotKeys is 0 if the
+	// run holds no whole window.
 	HotKeys            int     `json:"hot_keys"`
 	Utilization        float64 `json:"utilization"`
 	UtilizationMin     float64 `json:"utilization_min"`
 	AlgoUtilization    float64 `json:"algo_utilization"`
 	AlgoUtilizationMin float64 `json:"algo_utilization_min"`
+	UtilizationWhole   bool    `json:"utilization_whole_windows,omitempty"`
 
 	// QuietKeys were never offered more than 0.9·L in a window; their
 	// denials are false denials.
@@ -255,11 +316,35 @@ type Summary struct {
 	DisagreeRate   float64 `json:"disagree_rate"`
 }
 
+// Latency splits the latency of the timed checks (record.Timed) by the
+// key's load around the check: a check is "over" if its key was offered
+// more than L in some window (s−W, s] holding it (s in [t, t+W)), where an
+// instance may have used its share and have to ask Redis; "within"
+// otherwise, where no check should wait.
+type Latency struct {
+	// Checks counts every check, OverChecks those made while their key
+	// was offered above L around them.
+	Checks     int64 `json:"checks"`
+	OverChecks int64 `json:"over_checks"`
+	// All, Over, Within: the quantiles of the timed checks, all of them,
+	// over, within.
+	All    lat.Quantiles `json:"all"`
+	Over   lat.Quantiles `json:"over"`
+	Within lat.Quantiles `json:"within"`
+	// SlowTripOver, SlowTripWithin: the slow timed checks (lat.Slow),
+	// over and within, during whose call their instance had a round trip
+	// to Redis for checks (record.RoundTrip): those that may have waited
+	// for Redis; the other slow ones waited for a CPU.
+	SlowTripOver   int `json:"slow_round_trip_over"`
+	SlowTripWithin int `json:"slow_round_trip_within"`
+}
+
 // Analysis is the result of Analyze: the summary, every key's result, and
 // the records grouped by key in time order (for series).
 type Analysis struct {
 	Params  Params
 	Summary Summary
+	Latency Latency
 	Keys    []KeyResult
 	recs    []record.Record
 	offs    map[uint32][2]int // key → [start, end) in recs
@@ -298,7 +383,52 @@ func Analyze(recs []record.Record, p Params) *Analysis {
 	}
 	wg.Wait()
 	a.Summary = summarize(a.Keys, p)
+	a.Latency = latency(a.Keys)
 	return a
+}
+
+// latency gathers the keys' timed checks into Latency (and drops them from
+// the keys).
+func latency(keys []KeyResult) Latency {
+	var l Latency
+	var over, within []uint32
+	for i := range keys {
+		k := &keys[i]
+		l.Checks += k.Checks
+		l.OverChecks += k.OverChecks
+		l.SlowTripOver += k.slowTripOver
+		l.SlowTripWithin += k.slowTripWithin
+		over = append(over, k.latOver...)
+		within = append(within, k.latWithin...)
+		k.latOver, k.latWithin = nil, nil
+	}
+	all := make([]uint32, 0, len(over)+len(within))
+	all = append(append(all, over...), within...)
+	l.All, l.Over, l.Within = lat.Of(all), lat.Of(over), lat.Of(within)
+	return l
+}
+
+// overSpans returns the intervals, in time order and disjoint, during which
+// a key was offered more than L in a window holding the time: the union of
+// (s−W, s] over the times s at which the window ending at s held more than
+// L offered (rs sorted by time). A window's sum changes only at a record, so
+// those times are record times.
+func overSpans(rs []record.Record, l, w int64) []Span {
+	var spans []Span
+	m := windowMax{w: w}
+	for _, r := range rs {
+		m.add(r.T, int64(r.Cost))
+		if m.sum <= l {
+			continue
+		}
+		lo := r.T - w // exclusive
+		if n := len(spans); n > 0 && lo < spans[n-1].To {
+			spans[n-1].To = r.T
+			continue
+		}
+		spans = append(spans, Span{lo, r.T})
+	}
+	return spans
 }
 
 func cmp(a, b int64) int {
@@ -397,7 +527,27 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 	fleet := p.newMax()
 	cent := p.newMax()
 	period := p.Geometry.Sub() // the period decision times are recovered modulo
+	whole, _ := p.whole()
+	spans := overSpans(rs, p.Limit, w)
+	sp := 0 // the first span not wholly before the current record
 	for _, r := range rs {
+		for sp < len(spans) && spans[sp].To < r.T {
+			sp++
+		}
+		over := sp < len(spans) && r.T > spans[sp].From
+		if over {
+			k.OverChecks++
+		}
+		if d, ok := r.Latency(); ok {
+			trip := d >= lat.Slow && r.Flags&record.RoundTrip != 0
+			if over {
+				k.latOver = append(k.latOver, uint32(d))
+				k.slowTripOver += b2i(trip)
+			} else {
+				k.latWithin = append(k.latWithin, uint32(d))
+				k.slowTripWithin += b2i(trip)
+			}
+		}
 		c := int64(r.Cost)
 		k.Checks++
 		k.Offered += c
@@ -406,17 +556,24 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 		ex := exact.Allow(r.T, c)
 		ce := central.Allow(r.T, c)
 		fl := r.Admitted()
+		var wt float64
+		if whole {
+			wt = float64(c) * p.weight(r.T)
+		}
 		if ex {
 			k.ExactAdmitted += c
+			k.WholeExact += wt
 		}
 		if ce {
 			k.CentralAdmitted += c
+			k.WholeCentral += wt
 			cent.add(r.T, c)
 		} else {
 			k.DeniedCentral++
 		}
 		if fl {
 			k.Admitted += c
+			k.WholeAdmitted += wt
 			if r.Early == 0 || !windowed {
 				fleet.add(r.T, c)
 				if windowed {
@@ -467,7 +624,9 @@ func summarize(keys []KeyResult, p Params) Summary {
 	l := p.Limit
 	s := Summary{Keys: len(keys), WorstKey: -1, HottestKey: -1, UtilizationMin: math.Inf(1), AlgoUtilizationMin: math.Inf(1)}
 	var over, algo, excess []float64
-	var hotAdm, hotCent, hotExact int64
+	var hotAdm, hotCent, hotExact float64
+	whole, anyWhole := p.whole()
+	s.UtilizationWhole = whole
 	var wrong, wrongAdmit, wrongCentral, disagree int64
 	worst, hottest := 0.0, int64(-1)
 	for i := range keys {
@@ -491,16 +650,18 @@ func summarize(keys []KeyResult, p Params) Summary {
 			algo = append(algo, math.Max(k.OverCentral(l), 0))
 			excess = append(excess, k.Over(l)-k.OverCentral(l))
 		}
-		if k.MaxOffered >= 2*l {
+		if k.MaxOffered >= 2*l && (!whole || anyWhole) {
 			s.HotKeys++
-			hotAdm += k.Admitted
-			hotCent += k.CentralAdmitted
-			hotExact += k.ExactAdmitted
-			if k.ExactAdmitted > 0 {
-				u := float64(k.Admitted) / float64(k.ExactAdmitted)
-				uc := float64(k.CentralAdmitted) / float64(k.ExactAdmitted)
-				s.UtilizationMin = min(s.UtilizationMin, u)
-				s.AlgoUtilizationMin = min(s.AlgoUtilizationMin, uc)
+			adm, cent, exact := float64(k.Admitted), float64(k.CentralAdmitted), float64(k.ExactAdmitted)
+			if whole {
+				adm, cent, exact = k.WholeAdmitted, k.WholeCentral, k.WholeExact
+			}
+			hotAdm += adm
+			hotCent += cent
+			hotExact += exact
+			if exact > 0 {
+				s.UtilizationMin = min(s.UtilizationMin, adm/exact)
+				s.AlgoUtilizationMin = min(s.AlgoUtilizationMin, cent/exact)
 			}
 		}
 		if float64(k.MaxOffered) <= 0.9*float64(l) {
@@ -528,8 +689,8 @@ func summarize(keys []KeyResult, p Params) Summary {
 	s.AlgoOverMax, s.AlgoOverP99 = maxP99(algo)
 	s.ExcessMax, s.ExcessP99 = maxP99(excess)
 	if hotExact > 0 {
-		s.Utilization = float64(hotAdm) / float64(hotExact)
-		s.AlgoUtilization = float64(hotCent) / float64(hotExact)
+		s.Utilization = hotAdm / hotExact
+		s.AlgoUtilization = hotCent / hotExact
 	}
 	if s.Checks > 0 {
 		n := float64(s.Checks)

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Flags of a Record.
@@ -21,6 +24,15 @@ const (
 	// Slow marks a check that took long enough to have waited for Redis
 	// (set only when every check is timed, a diagnosis mode).
 	Slow
+	// Timed marks a check whose Allow call was timed: Lat holds its
+	// latency (every check of a paced profile, 1 in 64 flat out).
+	Timed
+	// RoundTrip marks a timed check during whose call its instance began
+	// a round trip of checks handed to Redis or had one decided there
+	// (Limiter.Stats: Sync.UrgentCycles, Sync.Reservations). A check that
+	// waited for Redis always has it; a slow check without it waited for
+	// a CPU, not for Redis.
+	RoundTrip
 )
 
 // Record is one check as the fleet decided it.
@@ -42,13 +54,25 @@ type Record struct {
 	// waiting for Redis, a goroutine waiting for a CPU) leaves several
 	// candidates, T being the latest.
 	Early uint8
+	// Lat is the Allow call's latency in ns, saturated at 2^32−1 (about
+	// 4.3 s), when Flags has Timed; 0 otherwise. It fills what would be
+	// padding: a Record is 24 bytes with it or without it.
+	Lat uint32
 }
+
+// Latency returns the check's latency and whether it was timed.
+func (r Record) Latency() (time.Duration, bool) {
+	return time.Duration(r.Lat), r.Flags&Timed != 0
+}
+
+// SaturateLat returns ns as a Lat: 0 below 0, 2^32−1 above it.
+func SaturateLat(ns int64) uint32 { return uint32(min(max(ns, 0), math.MaxUint32)) }
 
 // Admitted reports whether the check was admitted.
 func (r Record) Admitted() bool { return r.Flags&Allowed != 0 }
 
 // Size is the encoded size of one Record.
-const Size = 20
+const Size = 24
 
 // ChunkSize is the number of records in one buffer chunk.
 const ChunkSize = 1 << 15
@@ -56,12 +80,14 @@ const ChunkSize = 1 << 15
 // Budget bounds the records a run keeps, across all buffers; buffers take
 // whole chunks from it, so the recording path touches it once a chunk.
 type Budget struct {
-	left atomic.Int64
+	left  atomic.Int64
+	spent chan struct{}
+	once  sync.Once
 }
 
 // NewBudget returns a budget of max records (rounded up to whole chunks).
 func NewBudget(max int64) *Budget {
-	b := &Budget{}
+	b := &Budget{spent: make(chan struct{})}
 	b.left.Store(max)
 	return b
 }
@@ -72,6 +98,24 @@ func (b *Budget) take(n int64) bool {
 		return true
 	}
 	return b.left.Add(-n) > -n
+}
+
+// refuse records that a buffer refused a record: the budget is spent.
+func (b *Budget) refuse() {
+	if b != nil {
+		b.once.Do(func() { close(b.spent) })
+	}
+}
+
+// Spent returns a channel closed when a buffer first refuses a record for
+// want of a chunk (Add returns false): the run should end then, for every
+// worker at once (nil for a nil budget). A buffer made on a spent budget
+// refuses its first record.
+func (b *Budget) Spent() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	return b.spent
 }
 
 // Exhausted reports whether a buffer was refused a chunk.
@@ -126,6 +170,7 @@ func (b *Buffer) grow() bool {
 		b.cur = nil
 	}
 	if !b.budget.take(ChunkSize) {
+		b.budget.refuse()
 		return false
 	}
 	b.cur = make([]Record, 0, ChunkSize)
@@ -182,6 +227,7 @@ func WriteRecords(w io.Writer, rs []Record) error {
 		binary.LittleEndian.PutUint16(p[16:], r.Inst)
 		p[18] = r.Flags
 		p[19] = r.Early
+		binary.LittleEndian.PutUint32(p[20:], r.Lat)
 		p = p[Size:]
 	}
 	_, err := w.Write(buf)
@@ -231,6 +277,7 @@ func ReadFrame(r io.Reader, recs []Record) (out []Record, doc []byte, err error)
 				Inst:  binary.LittleEndian.Uint16(p[16:]),
 				Flags: p[18],
 				Early: p[19],
+				Lat:   binary.LittleEndian.Uint32(p[20:]),
 			})
 		}
 		return recs, nil, nil

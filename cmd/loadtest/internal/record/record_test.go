@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCodec(t *testing.T) {
-	in := []Record{{T: -5, Key: 1, Cost: 2, Inst: 3, Flags: Allowed}, {T: 1 << 62, Key: 1<<32 - 1, Cost: 7, Inst: 65535, Flags: Failed, Early: 255}}
+	in := []Record{{T: -5, Key: 1, Cost: 2, Inst: 3, Flags: Allowed}, {T: 1 << 62, Key: 1<<32 - 1, Cost: 7, Inst: 65535, Flags: Failed | Timed, Early: 255, Lat: 1<<32 - 1}}
 	var b bytes.Buffer
 	if err := WriteRecords(&b, in); err != nil {
 		t.Fatal(err)
@@ -64,4 +70,67 @@ func TestBufferBudget(t *testing.T) {
 	if len(got) != ChunkSize+3 || got[ChunkSize+2].T != ChunkSize+2 {
 		t.Fatalf("flushed %d", len(got))
 	}
+}
+
+// A Record stays 24 bytes with its latency (it fills what was padding), and
+// its latency is read back only when timed.
+func TestRecordLatency(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, uintptr(24), unsafe.Sizeof(Record{}))
+	for _, c := range []struct {
+		name  string
+		r     Record
+		want  time.Duration
+		timed bool
+	}{
+		{"untimed", Record{}, 0, false},
+		{"timed", Record{Flags: Timed | Allowed, Lat: 1500}, 1500 * time.Nanosecond, true},
+	} {
+		d, ok := c.r.Latency()
+		assert.Equal(t, c.want, d, c.name)
+		assert.Equal(t, c.timed, ok, c.name)
+	}
+	for _, c := range []struct {
+		ns   int64
+		want uint32
+	}{{-5, 0}, {0, 0}, {123, 123}, {math.MaxUint32, math.MaxUint32}, {math.MaxUint32 + 1, math.MaxUint32}, {math.MaxInt64, math.MaxUint32}} {
+		assert.Equal(t, c.want, SaturateLat(c.ns), "%d ns", c.ns)
+	}
+}
+
+// Spent closes when a buffer is first refused a chunk, not before.
+func TestBudgetSpent(t *testing.T) {
+	t.Parallel()
+	budget := NewBudget(ChunkSize)
+	b := NewBuffer(budget, ChunkSize)
+	for range ChunkSize {
+		require.True(t, b.Add(Record{}))
+	}
+	select {
+	case <-budget.Spent():
+		t.Fatal("spent while the chunk had room")
+	default:
+	}
+	assert.False(t, b.Add(Record{}), "a record past the budget")
+	select {
+	case <-budget.Spent():
+	default:
+		t.Fatal("not spent once a chunk was refused")
+	}
+	assert.False(t, NewBuffer(budget, 1).Add(Record{}), "a new buffer on a spent budget")
+	// A buffer refused its first chunk spends the budget at its first
+	// record, not before.
+	small := NewBudget(ChunkSize)
+	NewBuffer(small, 1)
+	late := NewBuffer(small, 1)
+	select {
+	case <-small.Spent():
+		t.Fatal("spent before a record was refused")
+	default:
+	}
+	assert.False(t, late.Add(Record{}))
+	_, open := <-small.Spent()
+	assert.False(t, open)
+	var none *Budget
+	assert.Nil(t, none.Spent(), "a nil budget is never spent")
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
 )
 
@@ -34,19 +35,24 @@ type Settings struct {
 	Duration     time.Duration `json:"duration"`
 	Seed         uint64        `json:"seed"`
 	Sweep        string        `json:"sweep,omitempty"` // "sync=10ms" for a sweep point
+	// Paced: the checks follow a schedule (every one is timed); false for
+	// the throughput profile (1 in 64 timed).
+	Paced bool `json:"paced"`
 }
 
 // Cost is what a scenario cost in throughput, latency and store traffic.
 type Cost struct {
-	Checks        int64     `json:"checks"`
-	ChecksPerSec  float64   `json:"checks_per_sec"`
-	PerInstance   []float64 `json:"checks_per_sec_per_instance"`
-	Errors        int64     `json:"errors"`
-	LatencyP50    Dur       `json:"latency_p50"`
-	LatencyP99    Dur       `json:"latency_p99"`
-	LatencyP999   Dur       `json:"latency_p999"`
-	LatencyMax    Dur       `json:"latency_max"`
-	LatencySample uint64    `json:"latency_samples"`
+	Checks       int64     `json:"checks"`
+	ChecksPerSec float64   `json:"checks_per_sec"`
+	PerInstance  []float64 `json:"checks_per_sec_per_instance"`
+	Errors       int64     `json:"errors"`
+	// Allow's latency of the timed checks (every check when paced, 1 in 64
+	// flat out): p50, p99, p99.9 exact, the max, and the samples.
+	LatencyP50    Dur    `json:"latency_p50"`
+	LatencyP99    Dur    `json:"latency_p99"`
+	LatencyP999   Dur    `json:"latency_p999"`
+	LatencyMax    Dur    `json:"latency_max"`
+	LatencySample uint64 `json:"latency_samples"`
 	// TimedOut is the share of sampled checks that waited the whole
 	// Options.Timeout for Redis (then decided by the failure mode).
 	TimedOut float64 `json:"timed_out_share"`
@@ -109,7 +115,58 @@ type Scenario struct {
 	Series    *oracle.Series `json:"series,omitempty"`
 	SeriesKey int64          `json:"series_key"`
 	Notes     []string       `json:"notes,omitempty"`
+	// Waits says which checks waited for Redis, and why.
+	Waits Waits `json:"waits"`
+	// Peers are bare local limiters checked right after the scenario by
+	// the same kind of workers on the same schedule and keys.
+	Peers []Peer `json:"peers,omitempty"`
 }
+
+// Peer is a bare local limiter's cost beside sluice's (fleet.RunPeer).
+type Peer struct {
+	Name         string        `json:"name"`
+	Duration     Dur           `json:"duration"`
+	Checks       int64         `json:"checks"`
+	ChecksPerSec float64       `json:"checks_per_sec"`
+	Latency      lat.Quantiles `json:"latency"`
+	Every        int           `json:"timed_every"`
+}
+
+// Waits says which checks waited for Redis and why, from what the library
+// exports (each instance's sluice.checks metric by path, read through an
+// OpenTelemetry ManualReader, and Limiter.Stats), and how Allow's latency
+// splits between the checks of keys offered above their limit around the
+// check and the others (the oracle: oracle.Latency).
+type Waits struct {
+	// Read is false if the metrics could not be read (the counts by path
+	// are then 0).
+	Read bool `json:"read"`
+	// Checks by path, fleet-wide: decided locally, or by Redis after a
+	// wait: Urgent (an Eventual key at its divergence cap, or a key the
+	// cache does not track: Untracked of them), Strict (a Strict rule),
+	// Fallback (Redis failed or did not answer within the timeout; the
+	// failure mode decided).
+	Checks    int64 `json:"checks"`
+	Local     int64 `json:"local"`
+	Urgent    int64 `json:"urgent"`
+	Untracked int64 `json:"untracked"`
+	Strict    int64 `json:"strict"`
+	Fallback  int64 `json:"fallback"`
+	// From Limiter.Stats: the urgent round trips that carried the waiting
+	// checks (Sync.UrgentCycles), the reservations Redis decided in them,
+	// and the early syncs made in the background, for which no check
+	// waited.
+	UrgentCycles int64 `json:"urgent_cycles"`
+	Reservations int64 `json:"reservations"`
+	EarlySyncs   int64 `json:"early_syncs"`
+	// Latency splits the timed checks by the key's load (oracle).
+	Latency oracle.Latency `json:"latency"`
+	// Every: 1 in Every checks was timed.
+	Every int `json:"timed_every"`
+}
+
+// Waited returns the checks Redis decided: those that waited for it.
+func (w *Waits) Waited() int64 { return w.Urgent + w.Strict + w.Fallback }
 
 // Run is a whole invocation's report.
 type Run struct {
@@ -407,6 +464,120 @@ var costCols = []column{
 // CostTable writes the throughput, latency and store-traffic table.
 func CostTable(w io.Writer, st Style, ss []Scenario) { scenarioTable(w, st, costCols, ss) }
 
+// count formats a count with thin grouping: 1234567 → "1.23M", small ones
+// whole.
+func count(n int64) string {
+	if n < 10_000 {
+		return fmt.Sprint(n)
+	}
+	return rate(float64(n))
+}
+
+// share formats n of total as "n (x%)".
+func share(n, total int64) string {
+	if n == 0 || total == 0 {
+		return count(n)
+	}
+	return count(n) + " (" + pct1(float64(n)/float64(total)) + ")"
+}
+
+// waitsCols are the columns of the table of which checks waited.
+var waitsCols = []column{
+	scenarioCol,
+	{head: "decided by Redis (waited)", compact: [2]string{"waited for", "Redis"}, cell: func(s *Scenario) string {
+		if !s.Waits.Read {
+			return "?"
+		}
+		return share(s.Waits.Waited(), s.Waits.Checks)
+	}},
+	{head: "urgent (at cap)", cell: func(s *Scenario) string { return count(s.Waits.Urgent - s.Waits.Untracked) },
+		compact: [2]string{"urgent /", "fallback"}, short: func(s *Scenario) string {
+			return count(s.Waits.Urgent) + " / " + count(s.Waits.Fallback)
+		}},
+	{head: "untracked", cell: func(s *Scenario) string { return count(s.Waits.Untracked) }},
+	{head: "strict", cell: func(s *Scenario) string { return count(s.Waits.Strict) }},
+	{head: "fallback", cell: func(s *Scenario) string { return count(s.Waits.Fallback) }},
+	{head: "urgent round trips", compact: [2]string{"urgent", "trips"}, cell: func(s *Scenario) string { return count(s.Waits.UrgentCycles) }},
+	{head: "reservations", cell: func(s *Scenario) string { return count(s.Waits.Reservations) }},
+	{head: "early syncs (no wait)", cell: func(s *Scenario) string { return count(s.Waits.EarlySyncs) }},
+	{head: "checks of keys > L", compact: [2]string{"checks of", "keys > L"}, cell: func(s *Scenario) string {
+		l := &s.Waits.Latency
+		if l.Checks == 0 {
+			return "0"
+		}
+		return pct1(float64(l.OverChecks) / float64(l.Checks))
+	}},
+	{head: "timed", cell: func(s *Scenario) string {
+		if s.Waits.Every > 1 {
+			return fmt.Sprintf("%s (1 in %d)", count(int64(s.Waits.Latency.All.N)), s.Waits.Every)
+		}
+		return count(int64(s.Waits.Latency.All.N))
+	}},
+	{head: "slow ≥ 50µs: keys > L / ≤ L", compact: [2]string{"slow ≥ 50µs", "> L / ≤ L"}, cell: func(s *Scenario) string {
+		l := &s.Waits.Latency
+		return count(int64(l.Over.Slow)) + " / " + count(int64(l.Within.Slow))
+	}},
+	{head: "slow with no round trip (CPU): > L / ≤ L", compact: [2]string{"of them CPU", "> L / ≤ L"}, cell: func(s *Scenario) string {
+		l := &s.Waits.Latency
+		return count(int64(l.Over.Slow-l.SlowTripOver)) + " / " + count(int64(l.Within.Slow-l.SlowTripWithin))
+	}},
+	{head: "Allow p99.9: all / keys ≤ L", compact: [2]string{"Allow p99.9", "all / keys ≤ L"}, cell: func(s *Scenario) string {
+		return p999Text(&s.Waits.Latency)
+	}},
+}
+
+// p999Text formats Allow's p99.9 over all timed checks and over those of
+// keys within their limit ("–": none).
+func p999Text(l *oracle.Latency) string {
+	within := "–"
+	if l.Within.N > 0 {
+		within = dur(Dur(l.Within.P999))
+	}
+	return dur(Dur(l.All.P999)) + " / " + within
+}
+
+// PeersTable writes Allow's latency of sluice beside the bare local
+// limiters checked in the same run, for the scenarios that have them.
+func PeersTable(w io.Writer, st Style, ss []Scenario) {
+	var rows [][]string
+	for i := range ss {
+		s := &ss[i]
+		if len(s.Peers) == 0 {
+			continue
+		}
+		l := &s.Waits.Latency
+		rows = append(rows, []string{label(s), "sluice (fleet, Redis)", dur(Dur(s.Settings.Duration)), rate(s.Cost.ChecksPerSec),
+			dur(Dur(l.All.P50)), dur(Dur(l.All.P99)), dur(Dur(l.All.P999)), everyText(l.All.N, s.Waits.Every)})
+		for _, p := range s.Peers {
+			rows = append(rows, []string{"", p.Name, dur(p.Duration), rate(p.ChecksPerSec), dur(Dur(p.Latency.P50)),
+				dur(Dur(p.Latency.P99)), dur(Dur(p.Latency.P999)), everyText(p.Latency.N, p.Every)})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	head := []string{"scenario", "limiter", "ran", "checks/s", "Allow p50", "p99", "p99.9", "timed checks"}
+	if st.Markdown {
+		fmt.Fprintf(w, "\nAllow beside bare local limiters (same workers, schedule and keys, checked right after the scenario):\n\n")
+		table(w, true, head, rows)
+		return
+	}
+	fmt.Fprintf(w, "\nAllow beside bare local limiters, checked right after the scenario by the same workers on the same schedule and keys:\n\n")
+	table(w, false, head, rows)
+	legend(w, st, peersLegend)
+}
+
+// everyText formats a sample count and its rate: "15.2k (1 in 64)".
+func everyText(n, every int) string {
+	if every > 1 {
+		return fmt.Sprintf("%s (1 in %d)", count(int64(n)), every)
+	}
+	return count(int64(n))
+}
+
+// WaitsTable writes which checks waited for Redis, and why.
+func WaitsTable(w io.Writer, st Style, ss []Scenario) { scenarioTable(w, st, waitsCols, ss) }
+
 // The legends under the tables: one line for each figure that may look
 // alarming, saying what it counts. Wide ones explain the columns only the
 // wide tables have.
@@ -425,9 +596,27 @@ var (
 		"fleet≠central: checks the fleet decided unlike the same algorithm run centrally (sync lag and timing).",
 	}
 	costLegend = []string{
-		"Allow p99, p99.9: checks that waited for Redis (a key at its cap; at most -timeout) or for a busy CPU.",
+		"Allow p50, p99, p99.9: every check of a paced profile, 1 in 64 flat out; the slow ones waited for Redis (a key at " +
+			"its cap; at most -timeout) or for a busy CPU (the table of waits below says which).",
 		"Redis cmds/s, round trips/s: per instance; urgent syncs/W: syncs forced by keys at their cap, fleet-wide per window.",
 		"sync cycle: one sync's Redis round trip, median (max); N̂: the live instances each limiter counted.",
+	}
+	waitsLegend = []string{
+		"waited for Redis: the checks a limiter handed to Redis and waited for (each instance's sluice.checks metric by path): " +
+			"urgent, an Eventual key whose instance used its share (its divergence cap) — expected only of keys offered above L; " +
+			"fallback, Redis failed or did not answer within -timeout and the failure mode decided, after the wait.",
+		"urgent trips: the round trips that carried them (Limiter.Stats); -wide adds the early syncs: keys synced in the " +
+			"background before their share ran out, for which no check waited.",
+		"keys > L: checks made while their key was offered above L in a window holding the check; ≤ L: the others, where no " +
+			"check should wait. slow: timed checks of at least 50 µs (1 in 64 checks is timed flat out, every check when paced); " +
+			"CPU: slow though their instance had no round trip to Redis for checks during the call (Limiter.Stats), so they " +
+			"waited for a CPU.",
+	}
+	peersLegend = []string{
+		"x/time/rate: golang.org/x/time/rate, a token bucket per key (limit per window, burst the limit, behind a mutex) " +
+			"in an xsync.MapOf: the usual Go limiter, the cost of a local check with nothing to keep in step.",
+		"sluice Local: the same rule in Mode Local, metrics on: sluice without the store, so the difference to the fleet " +
+			"row is what the fleet's bookkeeping costs a check. Each peer runs the scenario's first half second.",
 	}
 	costWideLegend = []string{
 		"clock spread: how far apart the instances' views of the store clock were (one shared wall clock: measurement error).",
@@ -527,6 +716,14 @@ func fleetText(w io.Writer, st Style, r *Run) {
 	} else {
 		legend(w, st, costLegend)
 	}
+	if st.Markdown {
+		fmt.Fprintf(w, "\nWhich checks waited for Redis, and why (sluice.checks by path, Limiter.Stats; keys > L: offered above L in a window holding the check):\n\n")
+	} else {
+		fmt.Fprintf(w, "\nWhich checks waited for Redis, and why (from each limiter's metrics and Limiter.Stats; -wide: every column):\n\n")
+	}
+	WaitsTable(w, st, r.Scenarios)
+	legend(w, st, waitsLegend)
+	PeersTable(w, st, r.Scenarios)
 	fmt.Fprintln(w)
 	if r.LocalBytesPerKey > 0 {
 		text := fmt.Sprintf("Memory: %.0f bytes per tracked key in the local cache (heap growth over 100k keys of rule %s)", r.LocalBytesPerKey, s0.Rule)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
 )
 
@@ -38,6 +39,15 @@ func scenario(name, sweep string) Scenario {
 		},
 		Notes: []string{"the workers fell up to 776ms behind the schedule: the machine could not offer the asked rate; " +
 			strings.Repeat("a long note goes on and on, ", 8)},
+		Waits: Waits{Read: true, Checks: 12345678, Local: 12345678 - 3456789, Urgent: 2345678, Untracked: 12345, Fallback: 1111111,
+			UrgentCycles: 1234567, Reservations: 2345678, EarlySyncs: 1234567, Every: 64,
+			Latency: oracle.Latency{Checks: 12345678, OverChecks: 1234567,
+				All:          lat.Quantiles{N: 192901, P50: 999 * time.Microsecond, P99: 999 * time.Millisecond, P999: 999 * time.Millisecond, Slow: 99999},
+				Over:         lat.Quantiles{N: 19290, P999: 999 * time.Millisecond, Slow: 99999},
+				Within:       lat.Quantiles{N: 173611, P999: 999 * time.Millisecond, Slow: 99999},
+				SlowTripOver: 12345, SlowTripWithin: 12345}},
+		Peers: []Peer{{Name: "x/time/rate", Duration: Dur(time.Second), Checks: 12345678, ChecksPerSec: 12345678,
+			Latency: lat.Quantiles{N: 192901, P50: 999 * time.Microsecond, P99: 999 * time.Millisecond, P999: 999 * time.Millisecond}, Every: 64}},
 	}
 }
 
@@ -113,7 +123,10 @@ func TestLegends(t *testing.T) {
 		"fleet excess:",
 		"false denials:",
 		"utilization:",
-		"Allow p99, p99.9:",
+		"Allow p50, p99, p99.9:",
+		"waited for Redis:",
+		"x/time/rate:",
+		"sluice Local:",
 		"N̂:",
 	} {
 		assert.Contains(t, out, want)
@@ -169,7 +182,7 @@ func TestVerdictText(t *testing.T) {
 	t.Parallel()
 	held := scenario("steady", "")
 	held.Accuracy = oracle.Summary{LimitedKeys: 2, ExcessMax: 0.006, AlgoOverMax: 0.054, QuietKeys: 18, HotKeys: 2, UtilizationMin: 1}
-	held.Cost.LatencyP999 = Dur(21400 * time.Microsecond)
+	held.Waits.Latency = oracle.Latency{Within: lat.Quantiles{N: 100, P999: 21400 * time.Microsecond}}
 	denied := held
 	denied.Name, denied.Settings.Profile = "join-leave", "join-leave"
 	denied.Accuracy.FalseDenialKeys = 2
@@ -184,9 +197,9 @@ func TestVerdictText(t *testing.T) {
 		ss   []Scenario
 		last string
 	}{
-		{"held", []Scenario{held}, "Verdict: all promises held (3 judged over 1 profile)."},
-		{"held, one idle", []Scenario{held, idle}, "Verdict: all promises held (4 judged over 2 profiles; 2 had nothing to judge, marked –)."},
-		{"one broken", []Scenario{held, denied}, "Verdict: 1 promise broken: join-leave: no false denials (2 of 18 denied)."},
+		{"held", []Scenario{held}, "Verdict: all promises held (3 judged over 1 profile); Allow p99.9 of the keys within their limit ≤ 50µs on 0 of 1 profile."},
+		{"held, one idle", []Scenario{held, idle}, "Verdict: all promises held (4 judged over 2 profiles; 2 had nothing to judge, marked –); Allow p99.9"},
+		{"one broken", []Scenario{held, denied}, "Verdict: 1 promise broken: join-leave: no false denials (2 of 18 denied); Allow p99.9"},
 		{"two broken", []Scenario{over, denied}, "Verdict: 2 promises broken: sync-burst: fleet's over-admission ≤ ε (+1.08% (algorithm's own"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -200,13 +213,83 @@ func TestVerdictText(t *testing.T) {
 			for i > 0 && strings.HasPrefix(lines[i], "  ") {
 				i--
 			}
-			assert.True(t, strings.HasPrefix(strings.Join(lines[i:], " "), c.last), "summary %q, want %q", lines[i:], c.last)
+			summary := strings.Join(strings.Fields(strings.Join(lines[i:], " ")), " ")
+			assert.True(t, strings.HasPrefix(summary, c.last), "summary %q, want %q", summary, c.last)
 			for _, s := range c.ss {
 				assert.Contains(t, out, "\n"+label(&s)+" ", "no verdict line for %s", label(&s))
 			}
-			assert.Contains(t, out, "21.4ms")
+			assert.Contains(t, out, "21.4ms ✗")
+			assert.Contains(t, summary, "Allow p99.9 of the keys within their limit ≤ 50µs on 0 of ")
 		})
 	}
+}
+
+// TestWhy: a p99.9 above the target is explained from the slow checks that
+// ran during a round trip of their instance to Redis and those that did
+// not, and what Redis decided; nothing when both p99.9 meet it.
+func TestWhy(t *testing.T) {
+	t.Parallel()
+	slow, fast := 200*time.Microsecond, 2*time.Microsecond
+	for _, c := range []struct {
+		name       string
+		all, in    time.Duration
+		tripsIn    int // of 10 slow checks of keys ≤ L
+		tripsOver  int // of 10 slow checks of keys > L
+		urgent     int64
+		every      int
+		want, not_ string
+	}{
+		{"fast", fast, fast, 0, 0, 0, 1, "", ""},
+		{"over-L keys waited for Redis", slow, fast, 0, 10, 7, 1,
+			"keys > L: Redis: 10 slow (≥ 50µs), all during a round trip of their instance to Redis; Redis decided 7 checks in all (7 urgent", "keys ≤ L"},
+		{"over-L keys waited for a CPU", slow, fast, 0, 0, 0, 64,
+			"keys > L: CPU: 10 slow (≥ 50µs) of the 1 in 64 checks timed, none during a round trip", "Redis: "},
+		{"within-L keys, CPU", slow, slow, 0, 10, 7, 1, "keys ≤ L: CPU: 10 slow (≥ 50µs), none during a round trip", "keys > L"},
+		{"within-L keys, both", slow, slow, 4, 10, 7, 1,
+			"keys ≤ L: 10 slow (≥ 50µs): 4 during a round trip of their instance to Redis, 6 with none (CPU); Redis decided 7", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := scenario("steady", "")
+			s.Waits = Waits{Read: true, Urgent: c.urgent, UrgentCycles: c.urgent, Every: c.every, Latency: oracle.Latency{
+				All:          lat.Quantiles{N: 1000, P999: c.all, Slow: 20},
+				Over:         lat.Quantiles{N: 500, P999: c.all, Slow: 10},
+				Within:       lat.Quantiles{N: 500, P999: c.in, Slow: 10},
+				SlowTripOver: c.tripsOver, SlowTripWithin: c.tripsIn,
+			}}
+			why := Why(&s)
+			if c.want == "" {
+				assert.Empty(t, why)
+				return
+			}
+			assert.Contains(t, why, c.want)
+			if c.not_ != "" {
+				assert.NotContains(t, why, c.not_)
+			}
+			met, any := LatencyMet(&s)
+			assert.True(t, any)
+			assert.Equal(t, c.in <= LatencyTarget, met)
+		})
+	}
+}
+
+// TestPeersTable: sluice's row, then each peer's, for the scenarios that
+// have peers only.
+func TestPeersTable(t *testing.T) {
+	t.Parallel()
+	with := scenario("throughput", "")
+	without := scenario("zipf", "")
+	without.Peers = nil
+	var b bytes.Buffer
+	PeersTable(&b, Style{}, []Scenario{without, with})
+	out := b.String()
+	assert.Contains(t, out, "sluice (fleet, Redis)")
+	assert.Contains(t, out, "x/time/rate")
+	assert.Contains(t, out, "1 in 64")
+	assert.NotContains(t, out, "zipf")
+	b.Reset()
+	PeersTable(&b, Style{}, []Scenario{without})
+	assert.Empty(t, b.String(), "a table without peers")
 }
 
 // TestTextEndsWithVerdict: the verdict comes after the tables and the
