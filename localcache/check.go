@@ -72,12 +72,11 @@ func (t *Table) AllowDegraded(key string, now int64, n int64, m policy.FailureMo
 // on the slow path; a key the admission rule keeps out is decided as
 // untracked. With ticked, the time is the last Tick's; else it is now.
 func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Verdict {
-	if ticked {
-		t.catchUp()
-		p, now = t.pos.Load(), t.now.Load()
-	}
 	tag := int64(p>>24) & tagMask
 	off := uintptr(p >> 48)
+	if ticked {
+		now = t.now.Load()
+	}
 	for {
 		e := t.lookup(key, now, true)
 		if e == nil {
@@ -87,6 +86,9 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 			if c, ok := t.add(e, off, countOf(bw), n); ok {
 				rm := roomOf(e.room.Load())
 				t.watch(e, c, countOf(bw), rm)
+				if c&(catchUpEvery-1) < n {
+					t.catchUp()
+				}
 				return Verdict{Status: Allowed, Remaining: max0(rm - c)}
 			}
 		}

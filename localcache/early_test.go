@@ -209,8 +209,8 @@ func TestEarlyConcurrent(t *testing.T) {
 }
 
 // TestCatchUp: a table whose ticker fell behind is brought up to date by its
-// checks: the slow path at once, the fast path within catchUpEvery units of a
-// key; a fresh published time is left alone.
+// checks within catchUpEvery units of a key, on the fast path and the slow
+// one; a fresh published time is left alone.
 func TestCatchUp(t *testing.T) {
 	t.Parallel()
 	geo := window.NewSliding(time.Second, 10)
@@ -237,6 +237,12 @@ func TestCatchUp(t *testing.T) {
 
 	later := late + 3*geo.Sub()
 	clock.Store(later)
-	require.Equal(t, Allowed, tb.Allow("new", 1).Status) // a new key: the slow path
-	assert.Equal(t, later, tb.Now(), "the slow path catches up at once")
+	for i := 1; i < catchUpEvery; i++ { // a new key, then its 15 next units
+		require.Equal(t, Allowed, tb.Allow("new", 1).Status)
+		require.Equal(t, late, tb.Now())
+	}
+	// On the slow path too (the budget goes stale with a new limit).
+	tb.SetLimit(999_999)
+	require.Equal(t, Allowed, tb.Allow("new", 1).Status)
+	assert.Equal(t, later, tb.Now(), "the slow path, at the key's 16th unit")
 }

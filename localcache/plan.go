@@ -203,6 +203,9 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 			}
 			if force == nil {
 				t.watch(e, c, p.budget, p.room)
+				if c&(catchUpEvery-1) < n {
+					t.catchUp()
+				}
 			}
 			v.Status, v.Remaining = Allowed, max0(p.room-c)
 			return v, true
