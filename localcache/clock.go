@@ -10,15 +10,15 @@ import "time"
 // time, has ended: the count leaves the window a bucket early, and with it
 // the room it held — up to a whole lease of units. So the checks keep the
 // time fresh themselves: the check that takes a key's count in a bucket to a
-// multiple of catchUpEvery reads the clock (Config.Now: about 26 ns here, so
-// about 2 ns a check) and, if the published time is more than staleAfter
-// behind it, publishes it. A busy key, which is what can hold many units of
-// a bucket (a lease), admits at most catchUpEvery units on a stale bucket
-// before its table's time is fresh again, however long the ticker is held
-// back. (A key whose count is lowered by acknowledgements before it gets
-// there admits a cap's worth per sync, each counted by the store.) Cached
-// denials are read against the published time: a starved ticker holds them
-// past their retry time, which denies, never admits, too much.
+// multiple of catchUpEvery, and every check the slow path does not admit (it
+// goes to the store at the cap, or is denied and computes its retry time),
+// reads the clock (Config.Now: about 26 ns here, so about 2 ns an admission)
+// and, if the published time is more than staleAfter behind it, publishes it.
+// A key admits at most catchUpEvery units on a stale bucket, or, past its
+// cap, one cap's worth, before its table's time is fresh again, however long
+// the ticker is held back. Cached denials are read against the published
+// time: a starved ticker holds them past their retry time, which denies,
+// never admits, too much.
 const (
 	catchUpEvery = 16
 	staleAfter   = 2 * time.Millisecond

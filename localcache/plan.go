@@ -211,6 +211,13 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 			return v, true
 		}
 	}
+	if force == nil {
+		// Not admitted here: the store decides, or a denial. Either costs
+		// more than a clock read; the time must be fresh for the checks that
+		// follow, which a busy key past its cap or a full one make with
+		// counts too small for the every-16th-unit catch-up (clock.go).
+		t.catchUp()
+	}
 	cur := countOf(t.pend(e, p.s).Load()) + n
 	if p.health == healthy && !p.local && cur <= p.room {
 		v.Status = OverCap
