@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -29,7 +30,8 @@ type bulkCall struct {
 	seq   int64
 	lane  int
 	rules []*Rule       // the rules of keys, in ARGV order
-	keys  []bulkKey     // keys with counts first (in KEYS order), then pull-only keys
+	base  []int64       // per rule (as rules): its current bucket when the call was built
+	keys  []bulkKey     // keys with counts first (in KEYS order: grouped by rule), then pull-only keys
 	push  int           // len of the keys with counts
 	sent  int           // times sent
 	cmd   *redis.Cmd    // the script call of the last send
@@ -68,6 +70,7 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 			ri = len(c.rules)
 			ruleIdx[r] = ri
 			c.rules = append(c.rules, r)
+			c.base = append(c.base, r.geo.Index(now))
 		}
 		_, drop := s.recs[it.id]
 		k := bulkKey{it: it, rule: ri, drop: drop}
@@ -83,6 +86,9 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 		c.keys = append(c.keys, k)
 	}
 	c.push = len(c.keys)
+	if len(c.rules) > 1 {
+		slices.SortStableFunc(c.keys, func(a, b bulkKey) int { return a.rule - b.rule })
+	}
 	c.keys = append(c.keys, pullOnly...)
 	c.names()
 	c.seq = s.nextSeq(now)
@@ -119,31 +125,61 @@ func (c *bulkCall) names() {
 // names (EvalSha would box each again). Every argument is a value, not a
 // pointer: go-redis writes *string and *int64 as their values, but its hooks
 // and error messages (a tracing hook's statement) would print addresses.
+// The keys with counts are grouped by rule (newBulk), and each has one
+// argument (see bulkScript): its count when it has one, in its rule's base
+// bucket, and nothing to clean; else its tokens, all in one string built
+// here.
 func (s *Syncer) bulkArgs(c *bulkCall) []any {
-	n := 0
-	for _, k := range c.keys[:c.push] {
-		n += 3 + 2*len(k.deltas)
-	}
-	args := make([]any, 0, 5+c.push+4+4*len(c.rules)+n)
+	args := make([]any, 0, 5+2*c.push+4+6*len(c.rules))
 	args = append(args, "evalsha", bulkScript.Hash(), 1+c.push, s.markers[c.lane])
 	for _, k := range c.keys[:c.push] {
 		args = append(args, k.boxed)
 	}
 	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL.Load(), s.cfg.InstanceID, len(c.rules))
-	for _, r := range c.rules {
-		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound())
-	}
+	n := make([]int, len(c.rules))
 	for _, k := range c.keys[:c.push] {
-		drop := 0
+		n[k.rule]++
+	}
+	for i, r := range c.rules {
+		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound(), c.base[i], n[i])
+	}
+	// The other keys' tokens, each key's ending in a space.
+	var b []byte
+	var ends []int
+	for i := range c.keys[:c.push] {
+		k := &c.keys[i]
+		if c.plain(k) {
+			continue
+		}
 		if k.drop {
-			drop = 1
+			b = append(b, "! "...)
 		}
-		args = append(args, k.rule+1, drop, len(k.deltas))
 		for _, d := range k.deltas {
-			args = append(args, d.Index, d.Count)
+			b = strconv.AppendInt(b, d.Index, 10)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, d.Count, 10)
+			b = append(b, ' ')
 		}
+		ends = append(ends, len(b))
+	}
+	toks := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	start := 0
+	for i := range c.keys[:c.push] {
+		k := &c.keys[i]
+		if c.plain(k) {
+			args = append(args, k.deltas[0].Count) // small counts box without allocating
+			continue
+		}
+		args = append(args, toks[start:ends[0]])
+		start, ends = ends[0], ends[1:]
 	}
 	return args
+}
+
+// plain reports whether k's one argument in c's script call is a count
+// alone: it has one, in its rule's base bucket, and nothing to clean.
+func (c *bulkCall) plain(k *bulkKey) bool {
+	return !k.drop && len(k.deltas) == 1 && k.deltas[0].Index == c.base[k.rule]
 }
 
 // sendBulk sends c in one pipeline, loading the script once if the store

@@ -242,3 +242,51 @@ func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
 		})
 	}
 }
+
+// TestBulkPathArgs syncs, in one bulk call, keys of two rules in turn, whose
+// counts take each form of bulkScript's arguments: one count in the current
+// bucket, counts in two buckets, and one count in an earlier bucket only.
+// Every count lands in its bucket and is acknowledged.
+func TestBulkPathArgs(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	r1 := newRule(t, "one", midGeometry(4), 1000, localcache.NoCap)
+	r2 := newRule(t, "two", midGeometry(6), 1000, localcache.NoCap)
+	s := startSyncer(t, testConfig(c, "A"), r1, r2)
+	require.True(t, s.bulk)
+	now := s.Now()
+	type push struct {
+		r    *testRule
+		key  string
+		back int64 // buckets before the current one
+		n    int
+	}
+	pushes := []push{
+		{r1, "a", 0, 2},
+		{r2, "b", 0, 3}, {r2, "b", 1, 4},
+		{r1, "c", 2, 5},
+		{r2, "d", 0, 1},
+		{r1, "e", 0, 6},
+	}
+	want := map[string]map[int64]int64{}
+	for _, p := range pushes {
+		at := now - p.back*p.r.geo.Sub()
+		for range p.n {
+			require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
+		}
+		name := p.r.KeyName(p.key)
+		if want[name] == nil {
+			want[name] = map[int64]int64{}
+		}
+		want[name][p.r.geo.Index(at)] += int64(p.n)
+	}
+	flush(t, s)
+	for name, w := range want {
+		assert.Equal(t, w, buckets(t, c, name), name)
+	}
+	for _, p := range pushes {
+		_, own := estimate(t, p.r.Table, p.key, s.Now())
+		assert.Zero(t, own, "%s: acknowledged", p.key)
+	}
+	assert.Zero(t, s.Stats().Failures)
+}

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ type bulkRule struct {
 	span  int
 	ttl   int64 // ms
 	bound int
+	base  int64 // the caller's current bucket
 }
 
 // bulkPush is one limiter key of a bulkScript call.
@@ -27,25 +29,37 @@ type bulkPush struct {
 	drop   bool // clean now: the caller left a reservation record
 }
 
-// runBulk calls bulkScript the way Syncer.bulkArgs does and returns now µs,
-// the applied flag and the failed key indices.
+// runBulk calls bulkScript the way Syncer.bulkArgs does (keys grouped by
+// rule, in the order given) and returns now µs, the applied flag and the
+// failed key indices.
 func runBulk(t *testing.T, c redis.Scripter, marker, seq string, rules []bulkRule, keys ...bulkPush) (int64, int64, []int64) {
 	t.Helper()
 	ks := []string{marker}
 	args := []any{seq, 60_000, "me", len(rules)}
-	for _, r := range rules {
-		args = append(args, r.sub, r.span, r.ttl, r.bound)
+	for i, r := range rules {
+		n := 0
+		for _, k := range keys {
+			if k.rule == i+1 {
+				n++
+			}
+		}
+		args = append(args, r.sub, r.span, r.ttl, r.bound, r.base, n)
 	}
-	for _, k := range keys {
+	for i, k := range keys {
+		require.True(t, i == 0 || keys[i-1].rule <= k.rule, "keys grouped by rule")
 		ks = append(ks, k.key)
-		drop := 0
+		if !k.drop && len(k.deltas) == 1 && k.deltas[0][0] == rules[k.rule-1].base {
+			args = append(args, k.deltas[0][1])
+			continue
+		}
+		var toks []string
 		if k.drop {
-			drop = 1
+			toks = append(toks, "!")
 		}
-		args = append(args, k.rule, drop, len(k.deltas))
 		for _, d := range k.deltas {
-			args = append(args, d[0], d[1])
+			toks = append(toks, itoa(d[0])+":"+itoa(d[1]))
 		}
+		args = append(args, strings.Join(toks, " "))
 	}
 	v, err := bulkScript.Run(ctxT(t, opTimeout), c, ks, args...).Int64Slice()
 	require.NoError(t, err)
@@ -63,8 +77,8 @@ func TestBulkScript(t *testing.T) {
 	nowUs := storeTimeUs(t, c)
 	const k = 1000
 	rules := []bulkRule{
-		{sub: midSubUs(nowUs, k), span: 3, ttl: 60_000, bound: 40},
-		{sub: midSubUs(nowUs, k), span: 1, ttl: 30_000, bound: 40},
+		{sub: midSubUs(nowUs, k), span: 3, ttl: 60_000, bound: 40, base: k},
+		{sub: midSubUs(nowUs, k), span: 1, ttl: 30_000, bound: 40, base: k},
 	}
 	require.NoError(t, c.Set(ctx, "str", "x", 0).Err())
 	seq := itoa(nowUs)
@@ -116,7 +130,7 @@ func TestBulkScriptCleanup(t *testing.T) {
 	ctx := ctxT(t, opTimeout)
 	nowUs := storeTimeUs(t, c)
 	const k = 1000
-	r := bulkRule{sub: midSubUs(nowUs, k), span: 2, ttl: 60_000, bound: 6}
+	r := bulkRule{sub: midSubUs(nowUs, k), span: 2, ttl: 60_000, bound: 6, base: k}
 	stale := itoa(nowUs - r.ttl*1000 - int64(time.Second/time.Microsecond))
 	fresh := itoa(nowUs)
 	require.NoError(t, c.HSet(ctx, "h",
@@ -161,4 +175,36 @@ func TestBulkScriptCleanup(t *testing.T) {
 	pttl, err = c.PTTL(ctx, "h").Result()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, pttl, 20*time.Second, "not refreshed")
+}
+
+// TestBulkScriptBase pushes keys whose only count is in the rule's base
+// bucket (one argument each, the count alone) with the base where the
+// caller's clock can put it against the store's: the current bucket, an
+// earlier one of the window, one past the store's (counted in the current
+// one) and one already out of the window (dropped).
+func TestBulkScriptBase(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	nowUs := storeTimeUs(t, c)
+	const k = 1000
+	for i, tc := range []struct {
+		name string
+		base int64
+		want map[string]string
+	}{
+		{"current", k, map[string]string{itoa(k): "3"}},
+		{"earlier", k - 2, map[string]string{itoa(k - 2): "3"}},
+		{"ahead", k + 1, map[string]string{itoa(k): "3"}},
+		{"out of the window", k - 3, map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := bulkRule{sub: midSubUs(nowUs, k), span: 3, ttl: 60_000, bound: 40, base: tc.base}
+			key := "h" + itoa(int64(i))
+			_, applied, failed := runBulk(t, c, "m"+key, itoa(nowUs), []bulkRule{r}, bulkPush{key, 1, [][2]int64{{tc.base, 3}}, false})
+			assert.Equal(t, int64(1), applied)
+			assert.Empty(t, failed)
+			assert.Equal(t, tc.want, hash(t, c, key))
+		})
+	}
 }
