@@ -290,3 +290,27 @@ func TestBulkPathArgs(t *testing.T) {
 	}
 	assert.Zero(t, s.Stats().Failures)
 }
+
+// TestBulkPullReadsWindow pulls a key whose hash holds, besides the window's
+// buckets, a bucket that left the window and the per-key path's bookkeeping
+// of other instances: the view holds the window's buckets and nothing else.
+func TestBulkPullReadsWindow(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	r := newRule(t, "api", midGeometry(4), 1000, localcache.NoCap)
+	s := startSyncer(t, testConfig(c, "A"), r)
+	require.True(t, s.bulk)
+	k := r.geo.Index(s.Now())
+	seq := itoa(s.Now() / 1000)
+	require.NoError(t, c.HSet(ctxT(t, opTimeout), r.KeyName("k"),
+		itoa(k), "5", itoa(k-1), "7", itoa(k-2), "11",
+		itoa(k-int64(r.span)-3), "1000", // out of the window
+		"i:B", seq, "r"+seq+":B", seq+":1:"+itoa(k)+":0",
+	).Err())
+	admit(t, s, r, "k", 1)
+	flush(t, s)
+	est, own := estimate(t, r.Table, "k", s.Now())
+	assert.Equal(t, float64(5+7+11+1), est)
+	assert.Zero(t, own)
+	assert.Equal(t, int64(6), buckets(t, c, r.KeyName("k"))[k])
+}

@@ -12,7 +12,7 @@ type Stats struct {
 	KeySyncs      int64         // keys pushed and pulled (per-key calls and bulk-path keys answered)
 	Reservations  int64         // reservations decided by the store
 	RoundTrips    int64         // pipelines and single calls sent
-	Commands      int64         // commands sent (script calls, bulk-path HMGETs and heartbeats)
+	Commands      int64         // commands sent (script calls, bulk-path pulls and heartbeats)
 	Failures      int64         // round trips that failed
 	Corrections   int64         // correction counts pushed
 	Retried       int64         // batches resent after an ambiguous failure
