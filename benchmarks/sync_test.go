@@ -38,15 +38,24 @@ var syncSizes = []int{1_000, 10_000, 100_000}
 //	<cmd>-calls/keysync  calls of that command per key-sync
 //
 // The keys' hashes hold one bucket each (the window is an hour, so the
-// cycles all fall into one bucket). The full sub-benchmarks first fill every
-// key's hash with counts in each earlier bucket of the window, as a key busy
-// for a whole window has them: then every pull reads a full hash.
+// cycles all fall into one bucket), and each key is admitted once per cycle.
+// dirty=10k,full first fills every key's hash with counts in each earlier
+// bucket of the window, as a key busy for a whole window has them: then every
+// pull reads a full hash. dirty=10k,counts admits key i 1 + i mod 256 times
+// per cycle: a pipeline's keys have nearly as many different counts as keys.
 func BenchmarkSync(b *testing.B) {
 	srv := sharedRedis(b)
 	for _, n := range syncSizes {
-		b.Run("dirty="+human(n), func(b *testing.B) { benchSync(b, srv, n, false) })
+		b.Run("dirty="+human(n), func(b *testing.B) { benchSync(b, srv, n, syncCase{}) })
 	}
-	b.Run("dirty=10k,full", func(b *testing.B) { benchSync(b, srv, 10_000, true) })
+	b.Run("dirty=10k,full", func(b *testing.B) { benchSync(b, srv, 10_000, syncCase{full: true}) })
+	b.Run("dirty=10k,counts", func(b *testing.B) { benchSync(b, srv, 10_000, syncCase{counts: true}) })
+}
+
+// syncCase is a variant of benchSync.
+type syncCase struct {
+	full   bool // every hash holds the window's earlier buckets
+	counts bool // key i is admitted 1 + i%256 times per cycle, not once
 }
 
 // fillWindow gives each of keys (Redis key names of rule) a count of 1 in
@@ -78,7 +87,7 @@ func fillWindow(b *testing.B, c *redis.Client, rule policy.Rule, keys []string) 
 	}
 }
 
-func benchSync(b *testing.B, srv *Redis, n int, full bool) {
+func benchSync(b *testing.B, srv *Redis, n int, sc syncCase) {
 	ctx := context.Background()
 	c := srv.Client(0)
 	defer c.Close()
@@ -93,7 +102,7 @@ func benchSync(b *testing.B, srv *Redis, n int, full bool) {
 	for i := range keys {
 		keys[i] = Key(i)
 	}
-	if full {
+	if sc.full {
 		// syncer.Rule.KeyName's layout: "<prefix>:{<rule>:<key>}:<sub-window µs>".
 		sub := strconv.FormatInt(int64(window/policy.DefaultPrecision/time.Microsecond), 10)
 		names := make([]string, n)
@@ -103,8 +112,12 @@ func benchSync(b *testing.B, srv *Redis, n int, full bool) {
 		fillWindow(b, c, rule, names)
 	}
 	admit := func() {
-		for _, k := range keys {
-			if d, err := l.Allow(ctx, ruleName, k); !d.Allowed || err != nil {
+		for i, k := range keys {
+			units := int64(1)
+			if sc.counts {
+				units += int64(i % 256)
+			}
+			if d, err := l.AllowN(ctx, ruleName, k, units); !d.Allowed || err != nil {
 				b.Fatalf("%s denied: %v", k, err)
 			}
 		}
@@ -153,7 +166,7 @@ func benchSync(b *testing.B, srv *Redis, n int, full bool) {
 	// cmd1 counts the INFO that read it: one command not from the syncer.
 	b.ReportMetric(float64(cmd1-cmd0-1)/ks, "redis-cmds/keysync")
 	b.ReportMetric(float64(net1-net0-infoCost)/ks, "bytes/keysync")
-	if !full { // the hashes existed before
+	if !sc.full { // the hashes existed before
 		b.ReportMetric(float64(mem1-mem0)/float64(n), "redis-B/key")
 	}
 	b.ReportMetric((cpu1-cpu0)*1e6/ks, "redis-cpu-us/keysync")

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,9 +93,23 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 		c.keys = append(c.keys, k)
 	}
 	c.push = len(c.keys)
-	if len(c.rules) > 1 {
-		slices.SortStableFunc(c.keys, func(a, b bulkKey) int { return a.rule - b.rule })
-	}
+	// bulkScript's order: by rule, and within a rule the keys with one
+	// count in the base bucket first, in the order of their counts.
+	slices.SortStableFunc(c.keys, func(a, b bulkKey) int {
+		if a.rule != b.rule {
+			return a.rule - b.rule
+		}
+		pa, pb := c.plain(&a), c.plain(&b)
+		switch {
+		case pa && pb:
+			return cmp.Compare(a.deltas[0].Count, b.deltas[0].Count)
+		case pa:
+			return -1
+		case pb:
+			return 1
+		}
+		return 0
+	})
 	c.keys = append(c.keys, pullOnly...)
 	c.names()
 	c.seq = s.nextSeq(now)
@@ -131,32 +146,33 @@ func (c *bulkCall) names() {
 // names (EvalSha would box each again). Every argument is a value, not a
 // pointer: go-redis writes *string and *int64 as their values, but its hooks
 // and error messages (a tracing hook's statement) would print addresses.
-// The keys with counts are grouped by rule (newBulk), and each has one
-// argument (see bulkScript): its count when it has one, in its rule's base
-// bucket, and nothing to clean; else its tokens, all in one string built
+// The keys with counts are in bulkScript's order (newBulk): a key with one
+// count in its rule's base bucket has its count, or is in a run that shares
+// one; any other key has one argument, its tokens, all in one string built
 // here.
 func (s *Syncer) bulkArgs(c *bulkCall) []any {
-	args := make([]any, 0, 5+2*c.push+4+6*len(c.rules))
+	args := make([]any, 0, 5+c.push+4+7*len(c.rules)+c.push)
 	args = append(args, "evalsha", bulkScript.Hash(), 1+c.push, s.markers[c.lane])
 	for _, k := range c.keys[:c.push] {
 		args = append(args, k.boxed)
 	}
 	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL.Load(), s.cfg.InstanceID, len(c.rules))
-	n := make([]int, len(c.rules))
-	for _, k := range c.keys[:c.push] {
-		n[k.rule]++
+	// Per rule: its keys with one count in the base bucket, its others
+	// (their tokens in b, each key's ending in a space).
+	type part struct {
+		plain, tokens int
 	}
-	for i, r := range c.rules {
-		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound(), c.base[i], n[i])
-	}
-	// The other keys' tokens, each key's ending in a space.
+	parts := make([]part, len(c.rules))
 	var b []byte
 	var ends []int
 	for i := range c.keys[:c.push] {
 		k := &c.keys[i]
+		p := &parts[k.rule]
 		if c.plain(k) {
+			p.plain++
 			continue
 		}
+		p.tokens++
 		if k.drop {
 			b = append(b, "! "...)
 		}
@@ -168,24 +184,43 @@ func (s *Syncer) bulkArgs(c *bulkCall) []any {
 		}
 		ends = append(ends, len(b))
 	}
+	for i, r := range c.rules {
+		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound(), c.base[i], parts[i].plain, parts[i].tokens)
+	}
 	toks := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 	start := 0
-	for i := range c.keys[:c.push] {
+	for i := 0; i < c.push; {
 		k := &c.keys[i]
-		if c.plain(k) {
-			args = append(args, k.deltas[0].Count) // small counts box without allocating
+		if !c.plain(k) {
+			args = append(args, toks[start:ends[0]])
+			start, ends = ends[0], ends[1:]
+			i++
 			continue
 		}
-		args = append(args, toks[start:ends[0]])
-		start, ends = ends[0], ends[1:]
+		j := i + 1
+		for j < c.push && c.sameCount(k, &c.keys[j]) {
+			j++
+		}
+		if j-i > 1 {
+			args = append(args, i-j) // small numbers box without allocating
+		}
+		args = append(args, k.deltas[0].Count)
+		i = j
 	}
 	return args
 }
 
-// plain reports whether k's one argument in c's script call is a count
-// alone: it has one, in its rule's base bucket, and nothing to clean.
+// sameCount reports whether plain key a and key b share a count in c's
+// script call: b is plain too, of the same rule, with the same count.
+func (c *bulkCall) sameCount(a, b *bulkKey) bool {
+	return a.rule == b.rule && c.plain(b) && a.deltas[0].Count == b.deltas[0].Count
+}
+
+// plain reports whether k is passed by its count alone in c's script call:
+// it has one count, positive, in its rule's base bucket, and nothing to
+// clean.
 func (c *bulkCall) plain(k *bulkKey) bool {
-	return !k.drop && len(k.deltas) == 1 && k.deltas[0].Index == c.base[k.rule]
+	return !k.drop && len(k.deltas) == 1 && k.deltas[0].Index == c.base[k.rule] && k.deltas[0].Count > 0
 }
 
 // sendBulk sends c in one pipeline, loading the script once if the store

@@ -245,8 +245,9 @@ func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
 
 // TestBulkPathArgs syncs, in one bulk call, keys of two rules in turn, whose
 // counts take each form of bulkScript's arguments: one count in the current
-// bucket, counts in two buckets, and one count in an earlier bucket only.
-// Every count lands in its bucket and is acknowledged.
+// bucket (in count groups of one key and of several), counts in two buckets,
+// and one count in an earlier bucket only. Every count lands in its bucket
+// and is acknowledged.
 func TestBulkPathArgs(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -267,6 +268,10 @@ func TestBulkPathArgs(t *testing.T) {
 		{r1, "c", 2, 5},
 		{r2, "d", 0, 1},
 		{r1, "e", 0, 6},
+		{r1, "f", 0, 2},
+		{r2, "g", 0, 1},
+		{r1, "h", 0, 1},
+		{r2, "i", 0, 5},
 	}
 	want := map[string]map[int64]int64{}
 	for _, p := range pushes {

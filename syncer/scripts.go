@@ -261,17 +261,22 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0'}
 //
 // The arguments are few per key, because each one costs the store: read from
 // the connection, made a Lua string, and turned back into a command argument.
-// Keys come grouped by rule, and a key whose only count is in its rule's base
-// bucket (the syncer's current one: nearly every key) passes that count
-// alone; the count goes on to HINCRBY as the string it came as (a Lua number
-// would be formatted again).
+// Keys come grouped by rule. A rule's keys whose only count is in the rule's
+// base bucket (the syncer's current one: nearly every key) come first, in
+// the order of their counts: a key whose count no other shares has one
+// argument, the count; a run of n keys with the same count has two for all
+// of them, -n and the count, and each key no argument but its name. The
+// count goes on to HINCRBY as the string it came as (a Lua number would be
+// formatted again). Any other key has one argument, its tokens.
 //
-// KEYS: the marker, then the limiter keys, grouped by rule. ARGV: seq, marker
-// TTL ms, instance id, rule count, then per rule: sub-window µs, span, key
-// TTL ms, field bound, base bucket, the number of its keys; then per limiter
-// key one argument, its counts: either one integer, a count in the rule's
-// base bucket, or space-separated tokens: "<bucket>:<count>" pairs, and "!"
-// to clean the key now (the instance left a reservation record there).
+// KEYS: the marker, then the limiter keys, rule by rule: first its keys with
+// one count in the base bucket, then the others. ARGV: seq, marker TTL ms,
+// instance id, rule count, then per rule: sub-window µs, span, key TTL ms,
+// field bound, base bucket, its number of keys with one count in the base
+// bucket, its number of other keys; then, for each rule in turn, the counts
+// of the first (a count, or -n and a count), then the tokens of the others,
+// one argument per key: space-separated "<bucket>:<count>" pairs, and "!" to
+// clean the key now (the instance left a reservation record there).
 //
 // Returns: now µs, 1 if applied now or 0 if applied before, then the 1-based
 // indices (counting the limiter keys only) of keys whose writes failed (for a
@@ -338,16 +343,15 @@ local function after(x, key, ok, grew, drop)
   end
 end
 local nr = tonumber(ARGV[4])
-local i = 5 + 6 * nr
+local i = 5 + 7 * nr
 local x = 2
 for r = 1, nr do
-  local h = 5 + 6 * (r - 1)
+  local h = 5 + 7 * (r - 1)
   local sub = tonumber(ARGV[h])
   local span = tonumber(ARGV[h + 1])
   ttl = ARGV[h + 2]
   bound = tonumber(ARGV[h + 3])
   local base = tonumber(ARGV[h + 4])
-  local nk = tonumber(ARGV[h + 5])
   k = math.floor(now / sub)
   ks = string.format('%.0f', k)
   oldest = k - span + 1
@@ -355,46 +359,71 @@ for r = 1, nr do
   -- The field of a count in the base bucket, and whether it is counted.
   local bf, bin = ARGV[h + 4], base >= oldest
   if base > k then bf = ks end
-  for e = x, x + nk - 1 do
-    local a = ARGV[i]
+  -- The keys with one count in the base bucket: a count alone is one key's,
+  -- a negative number -n starts a group of n keys with the count after it.
+  local e, np = x, x + tonumber(ARGV[h + 5])
+  while e < np do
+    local ds = ARGV[i]
+    local d = tonumber(ds)
     i = i + 1
-    local d = tonumber(a)
-    if d then
+    if d > 0 then
       if bin then
-        local n = pcall('HINCRBY', KEYS[e], bf, a)
+        local n = pcall('HINCRBY', KEYS[e], bf, ds)
         if n == d then
           after(e, KEYS[e], true, true, false)
         elseif type(n) == 'table' then
           after(e, KEYS[e], false)
         end
       end
+      e = e + 1
     else
-      local key = KEYS[e]
-      local ok, wrote, grew, drop = true, false, false, false
-      for tok in string.gmatch(a, '%S+') do
-        if tok == '!' then
-          drop = true
-        else
-          local js, ds = string.match(tok, '^(%d+):(-?%d+)$')
-          local j = tonumber(js)
-          if j > k then j, js = k, ks end
-          if ok and j >= oldest then
-            local n = pcall('HINCRBY', key, js, ds)
-            if type(n) == 'table' then
-              if not wrote then ok = false end
-            else
-              wrote = true
-              if n == tonumber(ds) then grew = true end
-            end
+      local last = e - d - 1
+      ds = ARGV[i]
+      d = tonumber(ds)
+      i = i + 1
+      if bin then
+        for y = e, last do
+          local n = pcall('HINCRBY', KEYS[y], bf, ds)
+          if n == d then
+            after(y, KEYS[y], true, true, false)
+          elseif type(n) == 'table' then
+            after(y, KEYS[y], false)
           end
         end
       end
-      if grew or drop or not ok then
-        after(e, key, ok, grew, drop)
-      end
+      e = last + 1
     end
   end
-  x = x + nk
+  x = np
+  -- Keys with their own tokens.
+  local ns = tonumber(ARGV[h + 6])
+  for e = x, x + ns - 1 do
+    local key = KEYS[e]
+    local ok, wrote, grew, drop = true, false, false, false
+    for tok in string.gmatch(ARGV[i], '%S+') do
+      if tok == '!' then
+        drop = true
+      else
+        local js, ds = string.match(tok, '^(%d+):(-?%d+)$')
+        local j = tonumber(js)
+        if j > k then j, js = k, ks end
+        if ok and j >= oldest then
+          local n = pcall('HINCRBY', key, js, ds)
+          if type(n) == 'table' then
+            if not wrote then ok = false end
+          else
+            wrote = true
+            if n == tonumber(ds) then grew = true end
+          end
+        end
+      end
+    end
+    i = i + 1
+    if grew or drop or not ok then
+      after(e, key, ok, grew, drop)
+    end
+  end
+  x = x + ns
 end
 if #failed > 0 then
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. table.concat(failed, ','), 'PX', ARGV[2])
