@@ -230,9 +230,13 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 		pipe := s.cfg.Client.Pipeline()
 		c.cmd = redis.NewCmd(ctx, s.bulkArgs(c)...)
 		_ = pipe.Process(ctx, c.cmd)
+		// The pulls' arguments in one array: NewMapStringStringCmd would
+		// allocate each key's.
+		all := make([]any, 0, 2*len(c.keys))
 		for i := range c.keys {
 			k := &c.keys[i]
-			k.pull = redis.NewMapStringStringCmd(ctx, "hgetall", k.boxed)
+			all = append(all, "hgetall", k.boxed)
+			k.pull = redis.NewMapStringStringCmd(ctx, all[2*i:2*i+2:2*i+2]...)
 			_ = pipe.Process(ctx, k.pull)
 		}
 		s.stats.roundTrips.Add(1)
