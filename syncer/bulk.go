@@ -22,11 +22,12 @@ import (
 // the per-key path of syncScript. See bulkScript for the protocol.
 //
 // The pull reads the whole hash rather than the window's fields (HMGET): a
-// hash is a listpack, which HMGET scans once per field asked for, while
-// HGETALL reads it once. A key holding one bucket costs the store about a
-// third of the HMGET of the window's fields; a full window about a tenth
-// less. Only a hash that also holds eight or more instances' per-key
-// bookkeeping fields is read faster by HMGET (benchmarks/tried.md).
+// hash this small is a listpack, which HMGET scans once per field asked for,
+// while HGETALL reads it once. On a hash holding one bucket it costs the
+// store about a third of what the HMGET of the window's fields did, on a
+// full window about two thirds (BenchmarkSyncFloor). Only a hash that also
+// holds eight or more instances' per-key bookkeeping fields is read faster
+// by HMGET (benchmarks/tried.md).
 
 // bulkLanes is how many bulk calls a cycle keeps in flight at once, each on
 // its own lane (and marker): two keep the store busy while the syncer settles

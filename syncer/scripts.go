@@ -264,8 +264,9 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0'}
 // Keys come grouped by rule. A rule's keys whose only count is in the rule's
 // base bucket (the syncer's current one: nearly every key) come first, in
 // the order of their counts: a key whose count no other shares has one
-// argument, the count; a run of n keys with the same count has two for all
-// of them, -n and the count, and each key no argument but its name. The
+// argument, the count (always positive); a run of n keys with the same count
+// has two for all of them, -n and the count, and each key no argument but
+// its name. The
 // count goes on to HINCRBY as the string it came as (a Lua number would be
 // formatted again). Any other key has one argument, its tokens.
 //
