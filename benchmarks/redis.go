@@ -246,3 +246,42 @@ func (r *Redis) RedisBenchmark(ctx context.Context, args ...string) (float64, st
 	}
 	return 0, text, fmt.Errorf("redis-benchmark: no rate in output %q", text)
 }
+
+// CommandStat is one command's line of INFO commandstats: its calls and the
+// microseconds Redis spent in it, commands a script called included (their
+// time is also in the script's).
+type CommandStat struct {
+	Calls int64
+	Usec  int64
+}
+
+// CommandStats returns INFO commandstats by lower-case command name
+// ("evalsha", "hmget", "hincrby|…" for a subcommand as Redis names it).
+func CommandStats(ctx context.Context, c *redis.Client) (map[string]CommandStat, error) {
+	s, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]CommandStat)
+	for _, line := range strings.Split(s, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var st CommandStat
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				st.Calls, err = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				st.Usec, err = strconv.ParseInt(v, 10, 64)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("INFO commandstats %q: %w", line, err)
+			}
+		}
+		m[strings.TrimPrefix(name, "cmdstat_")] = st
+	}
+	return m, nil
+}

@@ -94,7 +94,7 @@ run "every algorithm's check beside the floor (count $algo_count, $algo_time eac
 run "per-key checks through Redis (count $remote_count, $remote_time each)" \
 	-test.bench '^BenchmarkCheckRemote$' -test.count "$remote_count" -test.benchtime "$remote_time"
 run "sync cycles and redis-benchmark on the same Redis (count $sync_count)" \
-	-test.bench '^(BenchmarkSync|BenchmarkRedisINCR)$' -test.count "$sync_count" -test.benchtime "$sync_time"
+	-test.bench '^(BenchmarkSync|BenchmarkSyncFloor|BenchmarkRedisINCR)$' -test.count "$sync_count" -test.benchtime "$sync_time"
 run "memory per key (count $mem_count)" \
 	-test.bench '^BenchmarkMemory$' -test.count "$mem_count" -test.benchtime 1x
 elapsed=$(( $(date +%s) - start ))

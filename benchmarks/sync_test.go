@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/syncer"
 )
 
 // syncSizes are the dirty keys per cycle of BenchmarkSync.
@@ -30,19 +32,68 @@ var syncSizes = []int{1_000, 10_000, 100_000}
 //	redis-B/key      Redis used_memory per new tracked key (first cycle)
 //	redis-cpu-us/keysync  Redis CPU time (INFO cpu, user+sys) per key-sync
 //	lastcycle-ms     the syncer's own LastCycle of the last iteration
+//	<cmd>-us/keysync  Redis time in one command per key-sync (INFO
+//	                 commandstats usec; a script's includes the commands it
+//	                 calls, which are reported on their own too)
+//	<cmd>-calls/keysync  calls of that command per key-sync
+//
+// The keys' hashes hold one bucket each (the window is an hour, so the
+// cycles all fall into one bucket), and each key is admitted once per cycle.
+// dirty=10k,full first fills every key's hash with counts in each earlier
+// bucket of the window, as a key busy for a whole window has them: then every
+// pull reads a full hash. dirty=10k,counts admits key i 1 + i mod 256 times
+// per cycle: a pipeline's keys have nearly as many different counts as keys.
 func BenchmarkSync(b *testing.B) {
 	srv := sharedRedis(b)
 	for _, n := range syncSizes {
-		b.Run("dirty="+human(n), func(b *testing.B) { benchSync(b, srv, n) })
+		b.Run("dirty="+human(n), func(b *testing.B) { benchSync(b, srv, n, syncCase{}) })
+	}
+	b.Run("dirty=10k,full", func(b *testing.B) { benchSync(b, srv, 10_000, syncCase{full: true}) })
+	b.Run("dirty=10k,counts", func(b *testing.B) { benchSync(b, srv, 10_000, syncCase{counts: true}) })
+}
+
+// syncCase is a variant of benchSync.
+type syncCase struct {
+	full   bool // every hash holds the window's earlier buckets
+	counts bool // key i is admitted 1 + i%256 times per cycle, not once
+}
+
+// fillWindow gives each of keys (Redis key names of rule) a count of 1 in
+// every bucket of the window before the current one.
+func fillWindow(b *testing.B, c *redis.Client, rule policy.Rule, keys []string) {
+	ctx := context.Background()
+	t, err := c.Time(ctx).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	prec := rule.Precision
+	if prec == 0 {
+		prec = policy.DefaultPrecision
+	}
+	sub := rule.Window / time.Duration(prec)
+	k := t.UnixNano() / int64(sub)
+	for i := 0; i < len(keys); i += 256 {
+		p := c.Pipeline()
+		for _, key := range keys[i:min(i+256, len(keys))] {
+			args := []any{"hset", key}
+			for j := k - int64(prec); j < k; j++ {
+				args = append(args, strconv.FormatInt(j, 10), 1)
+			}
+			p.Do(ctx, args...)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
-func benchSync(b *testing.B, srv *Redis, n int) {
+func benchSync(b *testing.B, srv *Redis, n int, sc syncCase) {
 	ctx := context.Background()
 	c := srv.Client(0)
 	defer c.Close()
 	rule := policy.Rule{Name: ruleName, Limit: allowLimit, Window: window}
-	l, err := sluice.New(sluice.Options{Redis: c, Prefix: newPrefix(), SyncInterval: time.Hour, ErrorBudget: 1, MaxKeys: 2 * n}, rule)
+	prefix := newPrefix()
+	l, err := sluice.New(sluice.Options{Redis: c, Prefix: prefix, SyncInterval: time.Hour, ErrorBudget: 1, MaxKeys: 2 * n}, rule)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,9 +102,22 @@ func benchSync(b *testing.B, srv *Redis, n int) {
 	for i := range keys {
 		keys[i] = Key(i)
 	}
+	if sc.full {
+		// syncer.Rule.KeyName's layout: "<prefix>:{<rule>:<key>}:<sub-window µs>".
+		sub := strconv.FormatInt(int64(window/policy.DefaultPrecision/time.Microsecond), 10)
+		names := make([]string, n)
+		for i, k := range keys {
+			names[i] = prefix + ":{" + rule.Name + ":" + string(syncer.EncodeKey(nil, k)) + "}:" + sub
+		}
+		fillWindow(b, c, rule, names)
+	}
 	admit := func() {
-		for _, k := range keys {
-			if d, err := l.Allow(ctx, ruleName, k); !d.Allowed || err != nil {
+		for i, k := range keys {
+			units := int64(1)
+			if sc.counts {
+				units += int64(i % 256)
+			}
+			if d, err := l.AllowN(ctx, ruleName, k, units); !d.Allowed || err != nil {
 				b.Fatalf("%s denied: %v", k, err)
 			}
 		}
@@ -75,6 +139,7 @@ func benchSync(b *testing.B, srv *Redis, n int) {
 	net0 := mustNetBytes(b, c)
 	cmd0 := mustInfoInt(b, c, "stats", "total_commands_processed")
 	cpu0 := mustCPU(b, c)
+	cs0 := mustCommandStats(b, c)
 	cycles := 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -84,6 +149,7 @@ func benchSync(b *testing.B, srv *Redis, n int) {
 		flush()
 		cycles++
 	}
+	cs1 := mustCommandStats(b, c)
 	cpu1 := mustCPU(b, c)
 	cmd1 := mustInfoInt(b, c, "stats", "total_commands_processed")
 	net1 := mustNetBytes(b, c)
@@ -100,12 +166,31 @@ func benchSync(b *testing.B, srv *Redis, n int) {
 	// cmd1 counts the INFO that read it: one command not from the syncer.
 	b.ReportMetric(float64(cmd1-cmd0-1)/ks, "redis-cmds/keysync")
 	b.ReportMetric(float64(net1-net0-infoCost)/ks, "bytes/keysync")
-	b.ReportMetric(float64(mem1-mem0)/float64(n), "redis-B/key")
+	if !sc.full { // the hashes existed before
+		b.ReportMetric(float64(mem1-mem0)/float64(n), "redis-B/key")
+	}
 	b.ReportMetric((cpu1-cpu0)*1e6/ks, "redis-cpu-us/keysync")
 	b.ReportMetric(float64(st1.LastCycle.Microseconds())/1000, "lastcycle-ms")
+	for name, st := range cs1 {
+		d := CommandStat{st.Calls - cs0[name].Calls, st.Usec - cs0[name].Usec}
+		if d.Calls == 0 || name == "info" || float64(d.Usec)/ks < 0.02 {
+			continue // the heartbeat's and the INFO calls'
+		}
+		name = strings.ReplaceAll(name, "|", "-")
+		b.ReportMetric(float64(d.Usec)/ks, name+"-us/keysync")
+		b.ReportMetric(float64(d.Calls)/ks, name+"-calls/keysync")
+	}
 	if st1.Failures != st0.Failures {
 		b.Fatalf("%d failed round trips during the benchmark", st1.Failures-st0.Failures)
 	}
+}
+
+func mustCommandStats(b *testing.B, c *redis.Client) map[string]CommandStat {
+	m, err := CommandStats(context.Background(), c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }
 
 func mustCPU(b *testing.B, c *redis.Client) float64 {
@@ -143,11 +228,41 @@ func mustInfoInt(b *testing.B, c *redis.Client, section, field string) int64 {
 // BenchmarkRedisINCR runs redis-benchmark INCR against the shared Redis, in
 // the same process and run as BenchmarkSync, as the scale for key-syncs/s:
 // pipelined 64 deep (-P 64) and unpipelined. Metrics ops/s and
-// redis-cpu-us/op (Redis CPU time per INCR, from INFO cpu).
+// redis-cpu-us/op (Redis CPU time per INCR, from INFO cpu). goredis-P=256
+// sends the INCRs as the syncer sends its commands: through go-redis, one
+// connection, pipelines of 256, over 10k keys.
 func BenchmarkRedisINCR(b *testing.B) {
 	srv := sharedRedis(b)
 	c := srv.Client(0)
 	defer c.Close()
+	b.Run("goredis-P=256", func(b *testing.B) {
+		const batch = 256
+		const n = 4096 * batch
+		ctx := context.Background()
+		keys := make([]string, 10_000)
+		prefix := newPrefix()
+		for i := range keys {
+			keys[i] = prefix + ":" + Key(i)
+		}
+		var sum, cpu float64
+		for i := 0; i < b.N; i++ {
+			cpu0 := mustCPU(b, c)
+			start := time.Now()
+			for done := 0; done < n; done += batch {
+				p := c.Pipeline()
+				for j := done; j < done+batch; j++ {
+					p.Incr(ctx, keys[j%len(keys)])
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sum += float64(n) / time.Since(start).Seconds()
+			cpu += mustCPU(b, c) - cpu0
+		}
+		b.ReportMetric(sum/float64(b.N), "ops/s")
+		b.ReportMetric(cpu*1e6/float64(b.N*n), "redis-cpu-us/op")
+	})
 	for _, v := range []struct {
 		name string
 		n    int

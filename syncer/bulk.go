@@ -1,9 +1,11 @@
 package syncer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -15,9 +17,17 @@ import (
 
 // The bulk path: on a standalone store, the keys of a cycle that only push
 // and pull travel as one bulkScript call per pipeline (the pushes, retry-safe
-// per call) followed by one HMGET per key (the pulls). Everything else (keys
+// per call) followed by one HGETALL per key (the pulls). Everything else (keys
 // with an unanswered per-key batch or a correction, and reservations) takes
 // the per-key path of syncScript. See bulkScript for the protocol.
+//
+// The pull reads the whole hash rather than the window's fields (HMGET): a
+// hash this small is a listpack, which HMGET scans once per field asked for,
+// while HGETALL reads it once. On a hash holding one bucket it costs the
+// store about a third of what the HMGET of the window's fields did, on a
+// full window about two thirds (BenchmarkSyncFloor). Only a hash that also
+// holds eight or more instances' per-key bookkeeping fields is read faster
+// by HMGET (benchmarks/tried.md).
 
 // bulkLanes is how many bulk calls a cycle keeps in flight at once, each on
 // its own lane (and marker): two keep the store busy while the syncer settles
@@ -29,22 +39,22 @@ type bulkCall struct {
 	seq   int64
 	lane  int
 	rules []*Rule       // the rules of keys, in ARGV order
-	keys  []bulkKey     // keys with counts first (in KEYS order), then pull-only keys
+	base  []int64       // per rule (as rules): its current bucket when the call was built
+	keys  []bulkKey     // keys with counts first (in KEYS order: grouped by rule), then pull-only keys
 	push  int           // len of the keys with counts
 	sent  int           // times sent
 	cmd   *redis.Cmd    // the script call of the last send
 	done  chan struct{} // closed when the last send has its reply
-	lo    []int64       // per rule (as rules): first bucket its keys' HMGETs asked for, at the last send
 }
 
 type bulkKey struct {
 	it     item
 	name   string
-	boxed  any  // name as an interface value, boxed once for the script call and the HMGET
+	boxed  any  // name as an interface value, boxed once for the script call and the pull
 	rule   int  // index in bulkCall.rules
 	drop   bool // remove this instance's reservation records of the key
 	deltas []window.Bucket
-	pull   *redis.SliceCmd
+	pull   *redis.MapStringStringCmd
 }
 
 // bulkable reports whether it can take the bulk path: a key with local state
@@ -68,6 +78,7 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 			ri = len(c.rules)
 			ruleIdx[r] = ri
 			c.rules = append(c.rules, r)
+			c.base = append(c.base, r.geo.Index(now))
 		}
 		_, drop := s.recs[it.id]
 		k := bulkKey{it: it, rule: ri, drop: drop}
@@ -83,6 +94,23 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 		c.keys = append(c.keys, k)
 	}
 	c.push = len(c.keys)
+	// bulkScript's order: by rule, and within a rule the keys with one
+	// count in the base bucket first, in the order of their counts.
+	slices.SortStableFunc(c.keys, func(a, b bulkKey) int {
+		if a.rule != b.rule {
+			return a.rule - b.rule
+		}
+		pa, pb := c.plain(&a), c.plain(&b)
+		switch {
+		case pa && pb:
+			return cmp.Compare(a.deltas[0].Count, b.deltas[0].Count)
+		case pa:
+			return -1
+		case pb:
+			return 1
+		}
+		return 0
+	})
 	c.keys = append(c.keys, pullOnly...)
 	c.names()
 	c.seq = s.nextSeq(now)
@@ -119,69 +147,97 @@ func (c *bulkCall) names() {
 // names (EvalSha would box each again). Every argument is a value, not a
 // pointer: go-redis writes *string and *int64 as their values, but its hooks
 // and error messages (a tracing hook's statement) would print addresses.
+// The keys with counts are in bulkScript's order (newBulk): a key with one
+// count in its rule's base bucket has its count, or is in a run that shares
+// one; any other key has one argument, its tokens, all in one string built
+// here.
 func (s *Syncer) bulkArgs(c *bulkCall) []any {
-	n := 0
-	for _, k := range c.keys[:c.push] {
-		n += 3 + 2*len(k.deltas)
-	}
-	args := make([]any, 0, 5+c.push+4+4*len(c.rules)+n)
+	args := make([]any, 0, 5+c.push+4+7*len(c.rules)+c.push)
 	args = append(args, "evalsha", bulkScript.Hash(), 1+c.push, s.markers[c.lane])
 	for _, k := range c.keys[:c.push] {
 		args = append(args, k.boxed)
 	}
 	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL.Load(), s.cfg.InstanceID, len(c.rules))
-	for _, r := range c.rules {
-		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound())
+	// Per rule: its keys with one count in the base bucket, its others
+	// (their tokens in b, each key's ending in a space).
+	type part struct {
+		plain, tokens int
 	}
-	for _, k := range c.keys[:c.push] {
-		drop := 0
+	parts := make([]part, len(c.rules))
+	var b []byte
+	var ends []int
+	for i := range c.keys[:c.push] {
+		k := &c.keys[i]
+		p := &parts[k.rule]
+		if c.plain(k) {
+			p.plain++
+			continue
+		}
+		p.tokens++
 		if k.drop {
-			drop = 1
+			b = append(b, "! "...)
 		}
-		args = append(args, k.rule+1, drop, len(k.deltas))
 		for _, d := range k.deltas {
-			args = append(args, d.Index, d.Count)
+			b = strconv.AppendInt(b, d.Index, 10)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, d.Count, 10)
+			b = append(b, ' ')
 		}
+		ends = append(ends, len(b))
+	}
+	for i, r := range c.rules {
+		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound(), c.base[i], parts[i].plain, parts[i].tokens)
+	}
+	toks := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	start := 0
+	for i := 0; i < c.push; {
+		k := &c.keys[i]
+		if !c.plain(k) {
+			args = append(args, toks[start:ends[0]])
+			start, ends = ends[0], ends[1:]
+			i++
+			continue
+		}
+		j := i + 1
+		for j < c.push && c.sameCount(k, &c.keys[j]) {
+			j++
+		}
+		if j-i > 1 {
+			args = append(args, i-j) // small numbers box without allocating
+		}
+		args = append(args, k.deltas[0].Count)
+		i = j
 	}
 	return args
+}
+
+// sameCount reports whether plain key a and key b share a count in c's
+// script call: b is plain too, of the same rule, with the same count.
+func (c *bulkCall) sameCount(a, b *bulkKey) bool {
+	return a.rule == b.rule && c.plain(b) && a.deltas[0].Count == b.deltas[0].Count
+}
+
+// plain reports whether k is passed by its count alone in c's script call:
+// it has one count, positive, in its rule's base bucket, and nothing to
+// clean.
+func (c *bulkCall) plain(k *bulkKey) bool {
+	return !k.drop && len(k.deltas) == 1 && k.deltas[0].Index == c.base[k.rule] && k.deltas[0].Count > 0
 }
 
 // sendBulk sends c in one pipeline, loading the script once if the store
 // does not have it.
 func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 	send := func() {
-		now := s.Now()
 		pipe := s.cfg.Client.Pipeline()
 		c.cmd = redis.NewCmd(ctx, s.bulkArgs(c)...)
 		_ = pipe.Process(ctx, c.cmd)
-		// The HMGET arguments of every key, in one array, the fields
-		// boxed once per rule: go-redis's HMGet would allocate each field
-		// of each key anew.
-		fields := make([][]any, len(c.rules))
-		c.lo = make([]int64, len(c.rules))
-		n := 0
-		for i, r := range c.rules {
-			// From a bucket before the store's window to one past it:
-			// the store's clock decides which ones are the window.
-			kc := r.geo.Index(now)
-			lo := kc - int64(r.span)
-			c.lo[i] = lo
-			f := make([]any, r.span+2)
-			for j := range f {
-				f[j] = strconv.FormatInt(lo+int64(j), 10)
-			}
-			fields[i] = f
-		}
-		for i := range c.keys {
-			n += 2 + len(fields[c.keys[i].rule])
-		}
-		hm := make([]any, 0, n)
+		// The pulls' arguments in one array: NewMapStringStringCmd would
+		// allocate each key's.
+		all := make([]any, 0, 2*len(c.keys))
 		for i := range c.keys {
 			k := &c.keys[i]
-			start := len(hm)
-			hm = append(hm, "hmget", k.boxed)
-			hm = append(hm, fields[k.rule]...)
-			k.pull = redis.NewSliceCmd(ctx, hm[start:len(hm):len(hm)]...)
+			all = append(all, "hgetall", k.boxed)
+			k.pull = redis.NewMapStringStringCmd(ctx, all[2*i:2*i+2:2*i+2]...)
 			_ = pipe.Process(ctx, k.pull)
 		}
 		s.stats.roundTrips.Add(1)
@@ -296,7 +352,7 @@ func (s *Syncer) settleBulk(c *bulkCall) error {
 
 // applyBulk settles every key of an answered call: its counts are
 // acknowledged (unless its writes failed) and its view refreshed from its
-// HMGET.
+// pull.
 func (s *Syncer) applyBulk(c *bulkCall) error {
 	v, err := c.cmd.Slice()
 	if err != nil {
@@ -331,7 +387,7 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 			acked = nil
 			r.keys.MarkDirty(k.it.ref) // still pending: try again next cycle
 		}
-		tot, ok := pulled(k.pull, oldest-c.lo[k.rule], r.span, totals[:0])
+		tot, ok := pulled(k.pull, oldest, r.span, totals[:0])
 		if !ok {
 			tot = nil
 			r.keys.MarkDirty(k.it.ref) // pull again next cycle
@@ -348,27 +404,30 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 	return nil
 }
 
-// pulled reads span totals from an HMGET reply, starting at field off; ok is
-// false if the reply failed or the store's window is not inside the fields
-// asked for (a clock far off).
-func pulled(cmd *redis.SliceCmd, off int64, span int, dst []int64) ([]int64, bool) {
-	vals, err := cmd.Result()
-	if err != nil || off < 0 || off+int64(span) > int64(len(vals)) {
+// pulled reads the totals of the span buckets from oldest on from an
+// HGETALL reply (buckets it lacks are 0; fields that are not buckets, the
+// per-key path's bookkeeping, are skipped); ok is false if the reply failed
+// or a bucket does not hold an integer.
+func pulled(cmd *redis.MapStringStringCmd, oldest int64, span int, dst []int64) ([]int64, bool) {
+	h, err := cmd.Result()
+	if err != nil {
 		return dst, false
 	}
-	for _, x := range vals[off : off+int64(span)] {
-		var n int64
-		switch x := x.(type) {
-		case nil:
-		case string:
-			var err error
-			if n, err = strconv.ParseInt(x, 10, 64); err != nil {
-				return dst, false
-			}
-		default:
-			return dst, false
+	start := len(dst)
+	for range span {
+		dst = append(dst, 0)
+	}
+	for f, v := range h {
+		if f == "" || f[0] < '0' || f[0] > '9' {
+			continue // "i:…", "r…": bookkeeping
 		}
-		dst = append(dst, n)
+		j, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || j < oldest || j >= oldest+int64(span) {
+			continue // out of the window: the next push that starts a bucket cleans it
+		}
+		if dst[start+int(j-oldest)], err = strconv.ParseInt(v, 10, 64); err != nil {
+			return dst[:start], false
+		}
 	}
 	return dst, true
 }

@@ -1,11 +1,13 @@
 package syncer
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -276,6 +278,193 @@ func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
 			assert.True(t, s.Healthy(), "Redis answered: the store is healthy")
 			for _, k := range []string{"a", "b", "c"} {
 				assert.Equal(t, int64(2), total(t, c, r.KeyName(k)), "%s synced despite the bad key", k)
+			}
+		})
+	}
+}
+
+// TestBulkPathArgs syncs, in one bulk call, keys of two rules in turn, whose
+// counts take each form of bulkScript's arguments: one count in the current
+// bucket (in count groups of one key and of several), counts in two buckets,
+// and one count in an earlier bucket only. Every count lands in its bucket
+// and is acknowledged.
+func TestBulkPathArgs(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	r1 := newRule(t, "one", midGeometry(4), 1000, localcache.NoCap)
+	r2 := newRule(t, "two", midGeometry(6), 1000, localcache.NoCap)
+	s := startSyncer(t, testConfig(c, "A"), r1, r2)
+	require.True(t, s.bulk)
+	now := s.Now()
+	type push struct {
+		r    *testRule
+		key  string
+		back int64 // buckets before the current one
+		n    int
+	}
+	pushes := []push{
+		{r1, "a", 0, 2},
+		{r2, "b", 0, 3}, {r2, "b", 1, 4},
+		{r1, "c", 2, 5},
+		{r2, "d", 0, 1},
+		{r1, "e", 0, 6},
+		{r1, "f", 0, 2},
+		{r2, "g", 0, 1},
+		{r1, "h", 0, 1},
+		{r2, "i", 0, 5},
+	}
+	want := map[string]map[int64]int64{}
+	for _, p := range pushes {
+		at := now - p.back*p.r.geo.Sub()
+		for range p.n {
+			require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
+		}
+		name := p.r.KeyName(p.key)
+		if want[name] == nil {
+			want[name] = map[int64]int64{}
+		}
+		want[name][p.r.geo.Index(at)] += int64(p.n)
+	}
+	flush(t, s)
+	for name, w := range want {
+		assert.Equal(t, w, buckets(t, c, name), name)
+	}
+	for _, p := range pushes {
+		_, own := estimate(t, p.r.Table, p.key, s.Now())
+		assert.Zero(t, own, "%s: acknowledged", p.key)
+	}
+	assert.Zero(t, s.Stats().Failures)
+}
+
+// TestBulkPullReadsWindow pulls a key whose hash holds, besides the window's
+// buckets, a bucket that left the window and the per-key path's bookkeeping
+// of other instances: the view holds the window's buckets and nothing else.
+func TestBulkPullReadsWindow(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	r := newRule(t, "api", midGeometry(4), 1000, localcache.NoCap)
+	s := startSyncer(t, testConfig(c, "A"), r)
+	require.True(t, s.bulk)
+	k := r.geo.Index(s.Now())
+	seq := itoa(s.Now() / 1000)
+	require.NoError(t, c.HSet(ctxT(t, opTimeout), r.KeyName("k"),
+		itoa(k), "5", itoa(k-1), "7", itoa(k-2), "11",
+		itoa(k-int64(r.span)-3), "1000", // out of the window
+		"i:B", seq, "r"+seq+":B", seq+":1:"+itoa(k)+":0",
+	).Err())
+	admit(t, s, r, "k", 1)
+	flush(t, s)
+	est, own := estimate(t, r.Table, "k", s.Now())
+	assert.Equal(t, float64(5+7+11+1), est)
+	assert.Zero(t, own)
+	assert.Equal(t, int64(6), buckets(t, c, r.KeyName("k"))[k])
+}
+
+// dupHook runs every pipeline twice and keeps the second reply, as when
+// go-redis resends a pipeline after a network error that came after Redis
+// had read it.
+type dupHook struct{ on atomic.Bool }
+
+func (h *dupHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *dupHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *dupHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() {
+			_ = next(ctx, cmds)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestBulkRetries sends a bulk call whose keys take every form of
+// bulkScript's arguments (a run of keys sharing a count, a key with a count
+// of its own, keys with tokens, two rules), one of them not a hash, and
+// makes it reach the store twice: the reply lost and the call resent by the
+// syncer, or the pipeline resent by the client. Every count lands once, the
+// key that is not a hash keeps its counts pending, and they land once it is
+// a hash again.
+func TestBulkRetries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name string
+		lost bool // the reply is lost (else the pipeline is run twice)
+	}{
+		{"reply lost", true},
+		{"pipeline run twice", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := srv.Client(t) // own client: the hooks are per client
+			fault, dup := &faultHook{}, &dupHook{}
+			c.AddHook(fault)
+			c.AddHook(dup)
+			loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hooks
+			r1 := newRule(t, "one", midGeometry(4), 1000, localcache.NoCap)
+			r2 := newRule(t, "two", midGeometry(6), 1000, localcache.NoCap)
+			cfg := testConfig(c, "A")
+			cfg.Prefix = "retry" + itoa(int64(len(tc.name)))
+			s := startSyncer(t, cfg, r1, r2)
+			require.True(t, s.bulk)
+			require.NoError(t, c.Set(ctxT(t, opTimeout), r1.KeyName("bad"), "x", 0).Err())
+			now := s.Now()
+			type push struct {
+				r    *testRule
+				key  string
+				back int64 // buckets before the current one
+				n    int
+			}
+			pushes := []push{
+				{r1, "a", 0, 2}, {r1, "b", 0, 2}, {r1, "bad", 0, 2}, {r1, "c", 0, 3},
+				{r1, "d", 1, 4}, {r1, "d", 0, 1},
+				{r2, "e", 0, 1}, {r2, "f", 0, 1}, {r2, "g", 2, 5},
+			}
+			want := map[string]map[int64]int64{}
+			for _, p := range pushes {
+				at := now - p.back*p.r.geo.Sub()
+				for range p.n {
+					require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
+				}
+				name := p.r.KeyName(p.key)
+				if want[name] == nil {
+					want[name] = map[int64]int64{}
+				}
+				want[name][p.r.geo.Index(at)] += int64(p.n)
+			}
+			if tc.lost {
+				fault.dropReplies.Store(true)
+				require.ErrorIs(t, s.Flush(ctxT(t, 30*time.Second)), errLost)
+				fault.dropReplies.Store(false)
+				require.Len(t, s.unacked, 1, "kept for a resend")
+				s.setHealth(true, nil) // as the next heartbeat finds it
+			} else {
+				dup.on.Store(true)
+			}
+			flush(t, s) // the resend, or the pipeline run twice
+			dup.on.Store(false)
+			bad := r1.KeyName("bad")
+			for name, w := range want {
+				if name != bad {
+					assert.Equal(t, w, buckets(t, c, name), name)
+				}
+			}
+			assert.Equal(t, "x", c.Get(ctxT(t, opTimeout), bad).Val())
+			_, own := estimate(t, r1.Table, "bad", s.Now())
+			assert.Equal(t, int64(2), own, "not a hash: still pending")
+			for _, p := range pushes {
+				if p.key != "bad" {
+					_, own := estimate(t, p.r.Table, p.key, s.Now())
+					assert.Zero(t, own, "%s: acknowledged", p.key)
+				}
+			}
+
+			require.NoError(t, c.Del(ctxT(t, opTimeout), bad).Err())
+			flush(t, s)
+			assert.Equal(t, want[bad], buckets(t, c, bad))
+			for name, w := range want {
+				assert.Equal(t, w, buckets(t, c, name), "%s: once", name)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ type bulkRule struct {
 	span  int
 	ttl   int64 // ms
 	bound int
+	base  int64 // the caller's current bucket
 }
 
 // bulkPush is one limiter key of a bulkScript call.
@@ -28,34 +30,69 @@ type bulkPush struct {
 }
 
 // runBulk calls bulkScript the way Syncer.bulkArgs does and returns now µs,
-// the applied flag and the failed key indices.
+// the applied flag and the failed key indices. keys must be in the script's
+// order: by rule, and within a rule first the keys with one count in the
+// rule's base bucket (consecutive ones with the same count share it), then
+// the others.
 func runBulk(t *testing.T, c redis.Scripter, marker, seq string, rules []bulkRule, keys ...bulkPush) (int64, int64, []int64) {
 	t.Helper()
+	plain := func(k bulkPush) bool {
+		return !k.drop && len(k.deltas) == 1 && k.deltas[0][0] == rules[k.rule-1].base && k.deltas[0][1] > 0
+	}
 	ks := []string{marker}
 	args := []any{seq, 60_000, "me", len(rules)}
-	for _, r := range rules {
-		args = append(args, r.sub, r.span, r.ttl, r.bound)
-	}
-	for _, k := range keys {
-		ks = append(ks, k.key)
-		drop := 0
-		if k.drop {
-			drop = 1
+	var stream []any
+	for r := range rules {
+		var mine []bulkPush
+		for _, k := range keys {
+			if k.rule == r+1 {
+				mine = append(mine, k)
+			}
 		}
-		args = append(args, k.rule, drop, len(k.deltas))
-		for _, d := range k.deltas {
-			args = append(args, d[0], d[1])
+		np := 0
+		for np < len(mine) && plain(mine[np]) {
+			np++
 		}
+		for i := 0; i < np; {
+			j := i + 1
+			for j < np && mine[j].deltas[0][1] == mine[i].deltas[0][1] {
+				j++
+			}
+			if j-i > 1 {
+				stream = append(stream, i-j)
+			}
+			stream = append(stream, mine[i].deltas[0][1])
+			i = j
+		}
+		for _, k := range mine[np:] {
+			require.False(t, plain(k), "the keys with one count in the base bucket come first")
+			var toks []string
+			if k.drop {
+				toks = append(toks, "!")
+			}
+			for _, d := range k.deltas {
+				toks = append(toks, itoa(d[0])+":"+itoa(d[1]))
+			}
+			stream = append(stream, strings.Join(toks, " "))
+		}
+		for _, k := range mine {
+			ks = append(ks, k.key)
+		}
+		args = append(args, rules[r].sub, rules[r].span, rules[r].ttl, rules[r].bound, rules[r].base, np, len(mine)-np)
 	}
-	v, err := bulkScript.Run(ctxT(t, opTimeout), c, ks, args...).Int64Slice()
+	for i := 1; i < len(keys); i++ {
+		require.LessOrEqual(t, keys[i-1].rule, keys[i].rule, "keys grouped by rule")
+	}
+	v, err := bulkScript.Run(ctxT(t, opTimeout), c, ks, append(args, stream...)...).Int64Slice()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(v), 2)
 	return v[0], v[1], v[2:]
 }
 
-// TestBulkScript pushes several keys of two rules in one call, sends the call
-// again (skipped whole), and checks the window rules, the TTL and a key of the
-// wrong type failing alone.
+// TestBulkScript pushes several keys of two rules in one call (keys sharing
+// a count, one with a count of its own, keys with tokens), sends the call
+// again (skipped whole), and checks the window rules, the TTL and a key of
+// the wrong type failing alone.
 func TestBulkScript(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -63,24 +100,30 @@ func TestBulkScript(t *testing.T) {
 	nowUs := storeTimeUs(t, c)
 	const k = 1000
 	rules := []bulkRule{
-		{sub: midSubUs(nowUs, k), span: 3, ttl: 60_000, bound: 40},
-		{sub: midSubUs(nowUs, k), span: 1, ttl: 30_000, bound: 40},
+		{sub: midSubUs(nowUs, k), span: 3, ttl: 60_000, bound: 40, base: k},
+		{sub: midSubUs(nowUs, k), span: 1, ttl: 30_000, bound: 40, base: k},
 	}
 	require.NoError(t, c.Set(ctx, "str", "x", 0).Err())
 	seq := itoa(nowUs)
 	push := []bulkPush{
-		{"a", 1, [][2]int64{{k, 3}, {k - 2, 4}, {k - 3, 5} /* out of the window */, {k + 7, 1} /* future: current */}, false},
 		{"str", 1, [][2]int64{{k, 1}}, false},
+		{"c", 1, [][2]int64{{k, 1}}, false},
+		{"d", 1, [][2]int64{{k, 2}}, false},
+		{"a", 1, [][2]int64{{k, 3}, {k - 2, 4}, {k - 3, 5} /* out of the window */, {k + 7, 1} /* future: current */}, false},
 		{"b", 2, [][2]int64{{k, 2}, {k - 1, 9} /* out of a span-1 window */}, false},
+		{"e", 2, [][2]int64{{k - 1, 9}} /* out of a span-1 window */, false},
 	}
 	now, applied, failed := runBulk(t, c, "m", seq, rules, push...)
 	assert.InDelta(t, nowUs, now, float64(5*time.Second/time.Microsecond), "now is the store's TIME in µs")
 	assert.Equal(t, int64(1), applied)
-	assert.Equal(t, []int64{2}, failed, "the string key fails alone")
+	assert.Equal(t, []int64{1}, failed, "the string key fails alone, not the rest of its count group")
+	assert.Equal(t, map[string]string{itoa(k): "1"}, hash(t, c, "c"))
+	assert.Equal(t, map[string]string{itoa(k): "2"}, hash(t, c, "d"))
 	assert.Equal(t, map[string]string{itoa(k): "4", itoa(k - 2): "4"}, hash(t, c, "a"))
 	assert.Equal(t, map[string]string{itoa(k): "2"}, hash(t, c, "b"))
+	assert.Empty(t, hash(t, c, "e"))
 	assert.Equal(t, "x", c.Get(ctx, "str").Val(), "untouched")
-	assert.Equal(t, seq+":2", c.Get(ctx, "m").Val(), "the marker holds the call's number and its failed keys")
+	assert.Equal(t, seq+":1", c.Get(ctx, "m").Val(), "the marker holds the call's number and its failed keys")
 	for key, ttl := range map[string]time.Duration{"a": time.Minute, "b": 30 * time.Second} {
 		pttl, err := c.PTTL(ctx, key).Result()
 		require.NoError(t, err)
@@ -92,12 +135,13 @@ func TestBulkScript(t *testing.T) {
 	// with the failed keys it recorded; an older one: skipped.
 	_, applied, failed = runBulk(t, c, "m", seq, rules, push...)
 	assert.Equal(t, int64(0), applied)
-	assert.Equal(t, []int64{2}, failed, "the resend learns which keys failed")
+	assert.Equal(t, []int64{1}, failed, "the resend learns which keys failed")
 	_, applied, failed = runBulk(t, c, "m", itoa(nowUs-1), rules, push...)
 	assert.Equal(t, int64(0), applied)
 	assert.Empty(t, failed)
 	assert.Equal(t, map[string]string{itoa(k): "4", itoa(k - 2): "4"}, hash(t, c, "a"), "nothing counted twice")
-	assert.Equal(t, seq+":2", c.Get(ctx, "m").Val())
+	assert.Equal(t, map[string]string{itoa(k): "1"}, hash(t, c, "c"))
+	assert.Equal(t, seq+":1", c.Get(ctx, "m").Val())
 
 	// A newer call is applied on top.
 	_, applied, _ = runBulk(t, c, "m", itoa(nowUs+1), rules, bulkPush{"a", 1, [][2]int64{{k, 1}}, false})
@@ -116,7 +160,7 @@ func TestBulkScriptCleanup(t *testing.T) {
 	ctx := ctxT(t, opTimeout)
 	nowUs := storeTimeUs(t, c)
 	const k = 1000
-	r := bulkRule{sub: midSubUs(nowUs, k), span: 2, ttl: 60_000, bound: 6}
+	r := bulkRule{sub: midSubUs(nowUs, k), span: 2, ttl: 60_000, bound: 6, base: k}
 	stale := itoa(nowUs - r.ttl*1000 - int64(time.Second/time.Microsecond))
 	fresh := itoa(nowUs)
 	require.NoError(t, c.HSet(ctx, "h",
@@ -161,4 +205,36 @@ func TestBulkScriptCleanup(t *testing.T) {
 	pttl, err = c.PTTL(ctx, "h").Result()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, pttl, 20*time.Second, "not refreshed")
+}
+
+// TestBulkScriptBase pushes keys whose only count is in the rule's base
+// bucket (one argument each, the count alone) with the base where the
+// caller's clock can put it against the store's: the current bucket, an
+// earlier one of the window, one past the store's (counted in the current
+// one) and one already out of the window (dropped).
+func TestBulkScriptBase(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	nowUs := storeTimeUs(t, c)
+	const k = 1000
+	for i, tc := range []struct {
+		name string
+		base int64
+		want map[string]string
+	}{
+		{"current", k, map[string]string{itoa(k): "3"}},
+		{"earlier", k - 2, map[string]string{itoa(k - 2): "3"}},
+		{"ahead", k + 1, map[string]string{itoa(k): "3"}},
+		{"out of the window", k - 3, map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := bulkRule{sub: midSubUs(nowUs, k), span: 3, ttl: 60_000, bound: 40, base: tc.base}
+			key := "h" + itoa(int64(i))
+			_, applied, failed := runBulk(t, c, "m"+key, itoa(nowUs), []bulkRule{r}, bulkPush{key, 1, [][2]int64{{tc.base, 3}}, false})
+			assert.Equal(t, int64(1), applied)
+			assert.Empty(t, failed)
+			assert.Equal(t, tc.want, hash(t, c, key))
+		})
+	}
 }

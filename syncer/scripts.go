@@ -229,17 +229,17 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0'}
 // one call, on a standalone store (a cluster would refuse keys of different
 // slots in one call). It serves the cycle's common case: keys with counts to
 // push and nothing else outstanding (no unanswered per-key batch, no
-// correction, no reservation). The pulls travel as plain HMGETs after it in
+// correction, no reservation). The pulls travel as plain commands after it in
 // the same pipeline, which the store runs in order.
 //
 // Retry safety is per call, not per key: KEYS[1] is the instance's marker,
 // holding the sequence number of the last bulk call applied (and, after a
 // colon, the keys of it that failed). A call whose number is not above it ran
 // before (its reply was lost, or go-redis retried the pipeline) and is
-// skipped whole; if it is that last call, the reply repeats its failed keys. The syncer sends at most one bulk call
-// per pipeline and resends an unanswered one, with its number, before it
-// pushes anything else: calls run in the order of their numbers, so a skipped
-// call is always one that ran.
+// skipped whole; if it is that last call, the reply repeats its failed keys.
+// The syncer sends at most one bulk call per pipeline and resends an
+// unanswered one, with its number, before it pushes anything else: calls run
+// in the order of their numbers, so a skipped call is always one that ran.
 //
 // Per key it adds the counts (a bucket past the store's current one is
 // counted in the current one; one already out of the window is dropped, as
@@ -248,27 +248,42 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0'}
 // rule's field bound, removes buckets out of the window and per-key
 // bookkeeping past its TTL (syncScript's rules), and the calling instance's
 // reservation records (it has their replies, or it would not push the key on
-// the bulk path; its "i:" field stays, to recognise a late per-key call). Refreshing only then is
-// enough: the TTL is a window and a sub-window (plus a second) from the
-// moment the newest bucket was started, so the key outlives every bucket it
-// holds; and the hash only grows when a field is added. For a rule whose
-// sub-window spans many sync intervals this saves two of the four calls per
-// key. A key's writes run under
-// pcall: a key that is not a hash (written by something else) fails alone,
-// before anything of it is written, and its index is returned, so its counts
-// stay pending and are never taken for pushed. (A bucket field holding a
-// non-integer fails alone too, and its count is dropped.)
+// the bulk path; its "i:" field stays, to recognise a late per-key call).
+// Refreshing only then is enough: the TTL is a window and a sub-window (plus
+// a second) from the moment the newest bucket was started, so the key
+// outlives every bucket it holds; and the hash only grows when a field is
+// added. For a rule whose sub-window spans many sync intervals this saves two
+// of the four calls per key. A key's writes run under pcall: a key that is
+// not a hash (written by something else) fails alone, before anything of it
+// is written, and its index is returned, so its counts stay pending and are
+// never taken for pushed. (A bucket field holding a non-integer fails alone
+// too, and its count is dropped.)
 //
-// KEYS: the marker, then the limiter keys. ARGV: seq, marker TTL ms, instance
-// id, rule count, then per rule: sub-window µs, span, key TTL ms, field bound;
-// then per limiter key: its rule (1-based), "1" to clean it now (the instance
-// left a reservation record there), the number of (bucket, count) pairs, and
-// the pairs.
+// The arguments are few per key, because each one costs the store: read from
+// the connection, made a Lua string, and turned back into a command argument.
+// Keys come grouped by rule. A rule's keys whose only count is in the rule's
+// base bucket (the syncer's current one: nearly every key) come first, in
+// the order of their counts: a key whose count no other shares has one
+// argument, the count (always positive); a run of n keys with the same count
+// has two for all of them, -n and the count, and each key no argument but
+// its name. The
+// count goes on to HINCRBY as the string it came as (a Lua number would be
+// formatted again). Any other key has one argument, its tokens.
+//
+// KEYS: the marker, then the limiter keys, rule by rule: first its keys with
+// one count in the base bucket, then the others. ARGV: seq, marker TTL ms,
+// instance id, rule count, then per rule: sub-window µs, span, key TTL ms,
+// field bound, base bucket, its number of keys with one count in the base
+// bucket, its number of other keys; then, for each rule in turn, the counts
+// of the first (a count, or -n and a count), then the tokens of the others,
+// one argument per key: space-separated "<bucket>:<count>" pairs, and "!" to
+// clean the key now (the instance left a reservation record there).
 //
 // Returns: now µs, 1 if applied now or 0 if applied before, then the 1-based
 // indices (counting the limiter keys only) of keys whose writes failed (for a
 // call applied before: as recorded in the marker).
 var bulkScript = redis.NewScript(`
+local tonumber, type, pcall = tonumber, type, redis.pcall
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local seq = tonumber(ARGV[1])
@@ -285,71 +300,131 @@ if seq <= last then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local mine = ':' .. ARGV[3]
-local rules = {}
-local i = 5
-for r = 1, tonumber(ARGV[4]) do
-  local sub = tonumber(ARGV[i])
-  local span = tonumber(ARGV[i + 1])
-  local k = math.floor(now / sub)
-  rules[r] = {k = k, ks = string.format('%.0f', k), oldest = k - span + 1, ttl = ARGV[i + 2],
-    expire_before = now - tonumber(ARGV[i + 2]) * 1000, bound = tonumber(ARGV[i + 3])}
-  i = i + 4
-end
 local out = {now, 1}
 local failed = {}
-for x = 2, #KEYS do
-  local key = KEYS[x]
-  local rule = rules[tonumber(ARGV[i])]
-  local drop = ARGV[i + 1] == '1'
-  local np = tonumber(ARGV[i + 2])
-  i = i + 3
-  local k, oldest = rule.k, rule.oldest
-  local ok, wrote, grew = true, false, false
-  for p = 1, np do
-    local js = ARGV[i]
-    local j = tonumber(js)
-    i = i + 2
-    if j > k then j, js = k, rule.ks end
-    if ok and j >= oldest then
-      local r = redis.pcall('HINCRBY', key, js, ARGV[i - 1])
-      if type(r) == 'table' and r.err then
-        if not wrote then ok = false end
-      else
-        wrote = true
-        if r == tonumber(ARGV[i - 1]) then grew = true end
+-- clean removes from key the buckets before oldest, bookkeeping older than
+-- expire_before, and this instance's reservation records.
+local function clean(key, oldest, expire_before)
+  local names = redis.call('HKEYS', key)
+  for f = 1, #names do
+    local name = names[f]
+    local c1 = string.byte(name, 1)
+    if c1 == 114 and string.sub(name, -#mine) == mine then
+      -- This instance's reservation records: it has their replies,
+      -- or it would not push this key on the bulk path.
+      redis.call('HDEL', key, name)
+    elseif c1 == 105 or c1 == 114 then
+      local ts = tonumber(string.match(redis.call('HGET', key, name) or '', '^%d+'))
+      if ts == nil or ts < expire_before then
+        redis.call('HDEL', key, name)
+      end
+    else
+      local j = tonumber(name)
+      if j == nil or j < oldest then
+        redis.call('HDEL', key, name)
       end
     end
   end
+end
+-- rule: the current rule's store-side bounds.
+local k, ks, oldest, ttl, expire_before, bound
+-- after settles key x (KEYS index) once its writes are done: ok false if
+-- they failed, grew if one started a bucket, drop to clean it anyway.
+local function after(x, key, ok, grew, drop)
   if not ok then
     out[#out + 1] = x - 1
     failed[#failed + 1] = x - 1
-  elseif grew or drop then
-    if grew then
-      redis.call('PEXPIRE', key, rule.ttl)
-    end
-    if drop or redis.call('HLEN', key) > rule.bound then
-      local names = redis.call('HKEYS', key)
-      for f = 1, #names do
-        local name = names[f]
-        local c1 = string.byte(name, 1)
-        if c1 == 114 and string.sub(name, -#mine) == mine then
-          -- This instance's reservation records: it has their replies,
-          -- or it would not push this key on the bulk path.
-          redis.call('HDEL', key, name)
-        elseif c1 == 105 or c1 == 114 then
-          local ts = tonumber(string.match(redis.call('HGET', key, name) or '', '^%d+'))
-          if ts == nil or ts < rule.expire_before then
-            redis.call('HDEL', key, name)
+    return
+  end
+  if grew then
+    redis.call('PEXPIRE', key, ttl)
+  end
+  if drop or redis.call('HLEN', key) > bound then
+    clean(key, oldest, expire_before)
+  end
+end
+local nr = tonumber(ARGV[4])
+local i = 5 + 7 * nr
+local x = 2
+for r = 1, nr do
+  local h = 5 + 7 * (r - 1)
+  local sub = tonumber(ARGV[h])
+  local span = tonumber(ARGV[h + 1])
+  ttl = ARGV[h + 2]
+  bound = tonumber(ARGV[h + 3])
+  local base = tonumber(ARGV[h + 4])
+  k = math.floor(now / sub)
+  ks = string.format('%.0f', k)
+  oldest = k - span + 1
+  expire_before = now - tonumber(ttl) * 1000
+  -- The field of a count in the base bucket, and whether it is counted.
+  local bf, bin = ARGV[h + 4], base >= oldest
+  if base > k then bf = ks end
+  -- The keys with one count in the base bucket: a count alone is one key's,
+  -- a negative number -n starts a group of n keys with the count after it.
+  local e, np = x, x + tonumber(ARGV[h + 5])
+  while e < np do
+    local ds = ARGV[i]
+    local d = tonumber(ds)
+    i = i + 1
+    if d > 0 then
+      if bin then
+        local n = pcall('HINCRBY', KEYS[e], bf, ds)
+        if n == d then
+          after(e, KEYS[e], true, true, false)
+        elseif type(n) == 'table' then
+          after(e, KEYS[e], false)
+        end
+      end
+      e = e + 1
+    else
+      local last = e - d - 1
+      ds = ARGV[i]
+      d = tonumber(ds)
+      i = i + 1
+      if bin then
+        for y = e, last do
+          local n = pcall('HINCRBY', KEYS[y], bf, ds)
+          if n == d then
+            after(y, KEYS[y], true, true, false)
+          elseif type(n) == 'table' then
+            after(y, KEYS[y], false)
           end
-        else
-          local j = tonumber(name)
-          if j == nil or j < oldest then
-            redis.call('HDEL', key, name)
+        end
+      end
+      e = last + 1
+    end
+  end
+  x = np
+  -- Keys with their own tokens.
+  local ns = tonumber(ARGV[h + 6])
+  for e = x, x + ns - 1 do
+    local key = KEYS[e]
+    local ok, wrote, grew, drop = true, false, false, false
+    for tok in string.gmatch(ARGV[i], '%S+') do
+      if tok == '!' then
+        drop = true
+      else
+        local js, ds = string.match(tok, '^(%d+):(-?%d+)$')
+        local j = tonumber(js)
+        if j > k then j, js = k, ks end
+        if ok and j >= oldest then
+          local n = pcall('HINCRBY', key, js, ds)
+          if type(n) == 'table' then
+            if not wrote then ok = false end
+          else
+            wrote = true
+            if n == tonumber(ds) then grew = true end
           end
         end
       end
     end
+    i = i + 1
+    if grew or drop or not ok then
+      after(e, key, ok, grew, drop)
+    end
   end
+  x = x + ns
 end
 if #failed > 0 then
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. table.concat(failed, ','), 'PX', ARGV[2])

@@ -14,7 +14,7 @@ type Stats struct {
 	Deferred      int64         // dirty keys a cycle left for later: far from their limit and their cap (Keys.Need)
 	Reservations  int64         // reservations decided by the store
 	RoundTrips    int64         // pipelines and single calls sent
-	Commands      int64         // commands sent (script calls, bulk-path HMGETs and heartbeats)
+	Commands      int64         // commands sent (script calls, bulk-path pulls and heartbeats)
 	Failures      int64         // round trips that failed
 	Corrections   int64         // correction counts pushed
 	Retried       int64         // batches resent after an ambiguous failure

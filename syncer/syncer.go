@@ -17,7 +17,7 @@
 // Calls travel in pipelines of Config.Batch keys; a cluster client splits them
 // by node. On a standalone store the keys that only push and pull take the
 // bulk path instead (bulk.go): one script call per pipeline adds every key's
-// counts, and an HMGET per key pulls its window.
+// counts, and an HGETALL per key pulls its window.
 //
 // Pushes are retry-safe. Each call carries a sequence number, increasing per
 // instance; the script records the last one applied per instance and key, and

@@ -561,11 +561,11 @@ func (r *Report) syncStat(size, unit string) Stat {
 }
 
 func (r *Report) writeSync(p printer) {
-	sizes := []string{"1k", "10k", "100k"}
+	sizes := []string{"1k", "10k", "100k", "10k,full", "10k,counts"}
 	incr := r.Data.Get("RedisINCR/P=64", "ops/s")
 	incr1 := r.Data.Get("RedisINCR/P=1", "ops/s")
 	p("## Sync against a real Redis\n\n")
-	p("One sluice instance, SyncInterval 1h (nothing syncs by itself): each iteration admits once on N keys (untimed), then `Flush` runs one full cycle that pushes and pulls every dirty key (timed). Counters from `Stats().Sync` and Redis `INFO` before and after. A key-sync is one key pushed and pulled. On this standalone Redis every key takes the *bulk path* (docs/design.md): one script call per pipeline of 256 keys adds the counts, then one `HMGET` per key pulls its window; the benchmark's rule has a 1-hour window, so nearly every push lands in a bucket that exists and skips the TTL refresh. Keys with a reservation, a correction or an unanswered per-key batch, and every key on a Redis Cluster, take one sync-script call each instead.\n\n")
+	p("One sluice instance, SyncInterval 1h (nothing syncs by itself): each iteration admits once on N keys (untimed), then `Flush` runs one full cycle that pushes and pulls every dirty key (timed). Counters from `Stats().Sync` and Redis `INFO` before and after. A key-sync is one key pushed and pulled. On this standalone Redis every key takes the *bulk path* (docs/design.md): one script call per pipeline of 256 keys adds the counts, then one `HGETALL` per key pulls its window; the benchmark's rule has a 1-hour window, so nearly every push lands in a bucket that exists and skips the TTL refresh, and each key's hash holds one bucket. *10k,full* is 10k keys whose hashes hold a count in every bucket of the window, as a key busy for a whole window has them; *10k,counts* admits key i 1 + i mod 256 times per cycle instead of once, so that a pipeline's keys have nearly as many different counts as keys. Keys with a reservation, a correction or an unanswered per-key batch, and every key on a Redis Cluster, take one sync-script call each instead.\n\n")
 	p("| dirty keys per cycle | cycle latency (Flush) | key-syncs/s | key-syncs per cycle | round trips per cycle | commands sent per key-sync | Redis commands per key-sync | Redis bytes in+out per key-sync | Redis CPU per key-sync | Redis memory per key | Go allocations per key-sync |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, sz := range sizes {
 		lat := r.syncStat(sz, "sec/op")
@@ -597,16 +597,57 @@ func (r *Report) writeSync(p printer) {
 			p("; unpipelined (`-t incr -n 100000`): %s INCR/s", fmtNum(incr1, "%.0f"))
 		}
 		p(". Redis CPU is INFO `used_cpu_user + used_cpu_sys`; where it is close to the wall time, Redis, single-threaded, is the bottleneck.\n\n")
-		p("| dirty keys per cycle | key-syncs/s ÷ INCR/s at -P 64 |\n|--:|--:|\n")
+		p("| dirty keys per cycle | key-syncs/s ÷ INCR/s at -P 64 | Redis CPU per key-sync, in INCRs at -P 64 |\n|--:|--:|--:|\n")
 		for _, sz := range sizes {
 			if ks := r.syncStat(sz, "keysyncs/s"); ks.OK {
 				x, ok := ratio(ks, incr)
-				p("| %s | %s |\n", sz, fmtPct(x, ok))
+				y, yok := ratio(r.syncStat(sz, "redis-cpu-us/keysync"), r.Data.Get("RedisINCR/P=64", "redis-cpu-us/op"))
+				in := "—"
+				if yok {
+					in = fmt.Sprintf("%.1f", y)
+				}
+				p("| %s | %s | %s |\n", sz, fmtPct(x, ok), in)
 			}
 		}
 		p("\n")
 	}
+	r.writeSyncFloor(p)
 	r.writeCapacity(p, sizes)
+}
+
+// writeSyncFloor writes BenchmarkSyncFloor: what the parts of a key-sync
+// cost Redis alone, in INCRs at -P 64 of the same run.
+func (r *Report) writeSyncFloor(p printer) {
+	shapes := []struct{ name, what string }{
+		{"incr", "`INCR` through go-redis, pipelines of 256"},
+		{"hincrby", "`HINCRBY` of the current bucket: a push, not retry-safe"},
+		{"hgetall", "`HGETALL`: the bulk path's pull"},
+		{"hmget", "`HMGET` of span + 2 buckets: the pull it replaced"},
+		{"hincrby+hgetall", "a push and a pull: a key-sync, not retry-safe"},
+		{"lua-hincrby", "one script call per 256 keys that only calls `HINCRBY` for each: the least a push through a script costs"},
+	}
+	unit := r.Data.Get("RedisINCR/P=64", "redis-cpu-us/op")
+	if !r.Data.Get("SyncFloor/shape=incr/hash=one", "redis-cpu-us/key").OK || !unit.OK {
+		return
+	}
+	p("### What the parts of a key-sync cost Redis\n\n")
+	p("`BenchmarkSyncFloor`: each part alone, as the syncer sends it (go-redis, one connection, pipelines of 256), over 10k keys whose hashes hold one bucket or the window's eleven. Redis CPU per key, median over the runs, and in INCRs at `-P 64` (%.2f µs each in this run). The bulk path's key-sync is a script push and an `HGETALL`: compare the table above with the script's push plus the pull.\n\n", unit.Median)
+	p("| part | one bucket | in INCRs | full window | in INCRs |\n|---|--:|--:|--:|--:|\n")
+	for _, sh := range shapes {
+		one := r.Data.Get("SyncFloor/shape="+sh.name+"/hash=one", "redis-cpu-us/key")
+		full := r.Data.Get("SyncFloor/shape="+sh.name+"/hash=full", "redis-cpu-us/key")
+		x, xok := ratio(one, unit)
+		y, yok := ratio(full, unit)
+		p("| %s | %s | %s | %s | %s |\n", sh.what, fmtNum(one, "%.2f µs"), fmtX(x, xok), fmtNum(full, "%.2f µs"), fmtX(y, yok))
+	}
+	p("\n")
+}
+
+func fmtX(x float64, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", x)
 }
 
 // writeCapacity says how many dirty keys per sync interval one Redis keeps
