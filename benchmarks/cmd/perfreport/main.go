@@ -631,7 +631,7 @@ func (r *Report) writeSyncFloor(p printer) {
 		return
 	}
 	p("### What the parts of a key-sync cost Redis\n\n")
-	p("`BenchmarkSyncFloor`: each part alone, as the syncer sends it (go-redis, one connection, pipelines of 256), over 10k keys whose hashes hold one bucket or the window's eleven. Redis CPU per key, median over the runs, and in INCRs at `-P 64` (%.2f µs each in this run). The bulk path's key-sync is a script push and an `HGETALL`: compare the table above with the script's push plus the pull.\n\n", unit.Median)
+	p("`BenchmarkSyncFloor`: each part alone, as the syncer sends it (go-redis, one connection, pipelines of 256), over 10k keys whose hashes hold one bucket or the window's eleven. Redis CPU per key, median over the runs, and in INCRs at `-P 64` (%.2f µs each in this run). The bulk path's key-sync is a script push and an `HGETALL`: compare the table above with the script's push plus the pull. `redis-benchmark` increments one key over and over, which stays in the CPU's caches; the parts here, like the key-syncs, touch 10k keys among everything the run has stored in this Redis, so the first row, `INCR` over those keys, is the unit with the same cache misses.\n\n", unit.Median)
 	p("| part | one bucket | in INCRs | full window | in INCRs |\n|---|--:|--:|--:|--:|\n")
 	for _, sh := range shapes {
 		one := r.Data.Get("SyncFloor/shape="+sh.name+"/hash=one", "redis-cpu-us/key")
