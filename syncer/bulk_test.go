@@ -296,12 +296,6 @@ func TestBulkPathArgs(t *testing.T) {
 	s := startSyncer(t, testConfig(c, "A"), r1, r2)
 	require.True(t, s.bulk)
 	now := s.Now()
-	type push struct {
-		r    *testRule
-		key  string
-		back int64 // buckets before the current one
-		n    int
-	}
 	pushes := []push{
 		{r1, "a", 0, 2},
 		{r2, "b", 0, 3}, {r2, "b", 1, 4},
@@ -313,18 +307,7 @@ func TestBulkPathArgs(t *testing.T) {
 		{r1, "h", 0, 1},
 		{r2, "i", 0, 5},
 	}
-	want := map[string]map[int64]int64{}
-	for _, p := range pushes {
-		at := now - p.back*p.r.geo.Sub()
-		for range p.n {
-			require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
-		}
-		name := p.r.KeyName(p.key)
-		if want[name] == nil {
-			want[name] = map[int64]int64{}
-		}
-		want[name][p.r.geo.Index(at)] += int64(p.n)
-	}
+	want := admitPushes(t, now, pushes)
 	flush(t, s)
 	for name, w := range want {
 		assert.Equal(t, w, buckets(t, c, name), name)
@@ -410,29 +393,12 @@ func TestBulkRetries(t *testing.T) {
 			require.True(t, s.bulk)
 			require.NoError(t, c.Set(ctxT(t, opTimeout), r1.KeyName("bad"), "x", 0).Err())
 			now := s.Now()
-			type push struct {
-				r    *testRule
-				key  string
-				back int64 // buckets before the current one
-				n    int
-			}
 			pushes := []push{
 				{r1, "a", 0, 2}, {r1, "b", 0, 2}, {r1, "bad", 0, 2}, {r1, "c", 0, 3},
 				{r1, "d", 1, 4}, {r1, "d", 0, 1},
 				{r2, "e", 0, 1}, {r2, "f", 0, 1}, {r2, "g", 2, 5},
 			}
-			want := map[string]map[int64]int64{}
-			for _, p := range pushes {
-				at := now - p.back*p.r.geo.Sub()
-				for range p.n {
-					require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
-				}
-				name := p.r.KeyName(p.key)
-				if want[name] == nil {
-					want[name] = map[int64]int64{}
-				}
-				want[name][p.r.geo.Index(at)] += int64(p.n)
-			}
+			want := admitPushes(t, now, pushes)
 			if tc.lost {
 				fault.dropReplies.Store(true)
 				require.ErrorIs(t, s.Flush(ctxT(t, 30*time.Second)), errLost)
@@ -468,4 +434,31 @@ func TestBulkRetries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// push is n admissions of key of rule r, back buckets before the current one.
+type push struct {
+	r    *testRule
+	key  string
+	back int64
+	n    int
+}
+
+// admitPushes admits pushes at now and returns what the store must then
+// hold: per Redis key, the count of each bucket.
+func admitPushes(t *testing.T, now int64, pushes []push) map[string]map[int64]int64 {
+	t.Helper()
+	want := map[string]map[int64]int64{}
+	for _, p := range pushes {
+		at := now - p.back*p.r.geo.Sub()
+		for range p.n {
+			require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
+		}
+		name := p.r.KeyName(p.key)
+		if want[name] == nil {
+			want[name] = map[int64]int64{}
+		}
+		want[name][p.r.geo.Index(at)] += int64(p.n)
+	}
+	return want
 }

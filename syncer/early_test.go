@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -93,10 +94,7 @@ func TestNeedDrivenCycle(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	r := newRule(t, "api", midGeometry(4), 1000, 4)
 	r.cfg.Leases = true
-	s, err := newSyncer(testConfig(c, "A"), r) // not started: the test runs the cycles
-	require.NoError(t, err)
-	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
-	s.setHealth(true, nil)
+	s := cyclingSyncer(t, c, r)
 	now := s.Now()
 	r.Table.Tick(now)
 	near, ok := r.Table.Ref("near")
@@ -135,10 +133,7 @@ func TestDeferredCorrections(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	r := newRule(t, "api", midGeometry(4), 1000, 4)
 	r.cfg.Leases = true
-	s, err := newSyncer(testConfig(c, "A"), r) // not started: the test runs the cycles
-	require.NoError(t, err)
-	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
-	s.setHealth(true, nil)
+	s := cyclingSyncer(t, c, r)
 
 	admit(t, s, r, "k", 3)
 	s.flushing = true
@@ -165,4 +160,15 @@ func TestDeferredCorrections(t *testing.T) {
 	require.NoError(t, s.cycle())
 	assert.Nil(t, s.state[id], "dropped")
 	assert.Equal(t, int64(2), total(t, c, r.KeyName("k")))
+}
+
+// cyclingSyncer returns a syncer of rules that is registered and healthy but
+// not started: the test runs its cycles (and owns its loop's state).
+func cyclingSyncer(t *testing.T, c redis.UniversalClient, rules ...*testRule) *Syncer {
+	t.Helper()
+	s, err := newSyncer(testConfig(c, "A"), rules...)
+	require.NoError(t, err)
+	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+	s.setHealth(true, nil)
+	return s
 }
