@@ -23,10 +23,7 @@ func (t *Table) Allow(key string, n int64) Verdict {
 			// bucket's pend word holds it, so the addition lands there.
 			if c, added := t.add(e, uintptr(p>>48), countOf(bw), n); added {
 				rm := roomOf(e.room.Load())
-				t.watch(e, c, countOf(bw), rm)
-				if c&(catchUpEvery-1) < n {
-					t.catchUp()
-				}
+				t.afterAdmit(e, c, countOf(bw), rm, n)
 				return Verdict{Status: Allowed, Remaining: max0(rm - c)}
 			}
 			if n == 1 {
@@ -85,10 +82,7 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 		if bw := e.budget.Load(); tagOf(bw) == tag {
 			if c, ok := t.add(e, off, countOf(bw), n); ok {
 				rm := roomOf(e.room.Load())
-				t.watch(e, c, countOf(bw), rm)
-				if c&(catchUpEvery-1) < n {
-					t.catchUp()
-				}
+				t.afterAdmit(e, c, countOf(bw), rm, n)
 				return Verdict{Status: Allowed, Remaining: max0(rm - c)}
 			}
 		}

@@ -16,15 +16,30 @@ package localcache
 // a table.
 var earlyEnd, earlyBusy = new(hdr), new(hdr)
 
-// watch asks for an early sync of e if an admission that brought the
-// current bucket's pend to c left it with half of budget or less, while
-// budget, the most that pend may reach, is below room, what the window
-// allows (Limit minus the estimate without the current pend): only then can
-// a sync widen what this instance may admit locally. It is small enough to
-// inline on the fast path: the rest is in ask.
-func (t *Table) watch(e *hdr, c, budget, room int64) {
+// afterAdmit does what follows an admission that brought the current
+// bucket's pend of e to c, by a check of cost n, with budget the most that
+// pend may reach and room what the window allows (Limit minus the estimate
+// without the current pend):
+//
+//   - it asks for an early sync if the admission left half of budget or
+//     less, while budget is below room: only then can a sync widen what
+//     this instance may admit locally;
+//   - it catches up a late ticker at each catchUpEvery-th unit (clock.go).
+//
+// It is small enough to inline on the fast path: the rest is in after.
+func (t *Table) afterAdmit(e *hdr, c, budget, room, n int64) {
+	if (2*c >= budget && budget < room) || c&(catchUpEvery-1) < n {
+		t.after(e, c, budget, room, n)
+	}
+}
+
+// after is the out-of-line part of afterAdmit.
+func (t *Table) after(e *hdr, c, budget, room, n int64) {
 	if 2*c >= budget && budget < room {
 		t.ask(e, budget-c)
+	}
+	if c&(catchUpEvery-1) < n {
+		t.catchUp()
 	}
 }
 
@@ -52,7 +67,6 @@ func (t *Table) ask(e *hdr, left int64) {
 			break
 		}
 	}
-	t.asked.Add(1)
 	if f := t.wake.Load(); f != nil {
 		(*f)()
 	}
@@ -61,22 +75,31 @@ func (t *Table) ask(e *hdr, left int64) {
 // busy reports whether e may use up the left units of its local allowance
 // before the next sync cycle: whether it has used them all already (its next
 // check would wait for the store), holds a lease of the current bucket (it
-// needed more than its cap in this bucket already), or this instance's
-// part of what the fleet admitted in the bucket before (that bucket's total
-// as last pulled, times Share/Limit: one N̂-th of it) is at least half of
-// left. A key of the long tail, a few checks a bucket across the fleet, is
-// not: its early syncs would cost the store a per-key call each for
-// nothing, and the cycle acknowledges its counts long before it reaches its
-// cap. Neither is a key with no history (its first bucket): if it is hit
-// hard at once, its first check past the cap waits, and asks for a lease.
+// needed more than its cap in this bucket already), or its part of the
+// bucket before (part) is at least half of left. A key of the long tail, a
+// few checks a bucket across the fleet, is not: its early syncs would cost
+// the store a per-key call each for nothing, and the cycle acknowledges its
+// counts long before it reaches its cap. Neither is a key with no history
+// (its first bucket): if it is hit hard at once, its first check past the
+// cap waits, and asks for a lease.
 func (t *Table) busy(e *hdr, left int64) bool {
 	k := t.geo.Index(t.now.Load())
 	if left <= 0 || countAt(t.tail(e).lease.Load(), k) > 0 || t.span < 2 {
 		return true // a fixed window has no bucket before in its ring to tell
 	}
+	return 2*t.part(e, k) >= float64(left)
+}
+
+// part is this instance's part of what the fleet admitted in the bucket
+// before k: that bucket's total as last pulled, times Share/Limit (one N̂-th
+// of it). It sizes a busy key's lease (Want) and tells a busy key (busy).
+func (t *Table) part(e *hdr, k int64) float64 {
 	limit := t.limit.Load()
+	if t.span < 2 || limit <= 0 {
+		return 0
+	}
 	prev := countAt(t.glob(e, t.slotOf(k-1)).Load(), k-1)
-	return limit > 0 && 2*float64(prev)*float64(t.share.Load()) >= float64(left)*float64(limit)
+	return float64(prev) * float64(t.share.Load()) / float64(limit)
 }
 
 // OnEarly sets the function an early sync's request calls, after queuing its
@@ -99,9 +122,6 @@ func (t *Table) Early(dst []Ref) []Ref {
 	}
 	return dst
 }
-
-// Asked returns how many early syncs the table's keys have asked for.
-func (t *Table) Asked() int64 { return t.asked.Load() }
 
 // settled lets e ask for an early sync again, once a sync of it has
 // settled (Settle).

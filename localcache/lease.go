@@ -62,8 +62,7 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 // Want returns the lease r should ask for at now: twice what it has admitted
 // in the current bucket (its lease so far and the pending count past it), at
 // least twice its divergence cap, and at least this instance's part of what
-// the fleet admitted in the bucket before (that bucket's total as last
-// pulled, times Share/Limit: one N̂-th of it). A key that keeps its rate
+// the fleet admitted in the bucket before (part). A key that keeps its rate
 // asks for about a bucket's worth at the bucket's first sync, instead of
 // doubling its lease sync after sync; one that keeps reaching its cap
 // doubles it until it covers the bucket. The units left unused, which count
@@ -78,13 +77,7 @@ func (t *Table) Want(r Ref, now int64) int64 {
 	lw := t.tail(e).lease.Load()
 	p := countAt(t.pend(e, t.slotOf(k)).Load(), k)
 	used := countAt(lw, k) + p - covered(lw, k, p)
-	want := 2 * max(used, t.capv.Load(), 1)
-	if t.span > 1 {
-		if prev, limit := countAt(t.glob(e, t.slotOf(k-1)).Load(), k-1), t.limit.Load(); prev > 0 && limit > 0 {
-			want = max(want, int64(float64(prev)*float64(t.share.Load())/float64(limit)))
-		}
-	}
-	return clampCount(want)
+	return clampCount(max(2*max(used, t.capv.Load(), 1), int64(t.part(e, k))))
 }
 
 // setLease records a grant of l.Count units in bucket l.Index: added to a

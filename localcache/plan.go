@@ -202,10 +202,7 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 				return v, false
 			}
 			if force == nil {
-				t.watch(e, c, p.budget, p.room)
-				if c&(catchUpEvery-1) < n {
-					t.catchUp()
-				}
+				t.afterAdmit(e, c, p.budget, p.room, n)
 			}
 			v.Status, v.Remaining = Allowed, max0(p.room-c)
 			return v, true

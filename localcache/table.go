@@ -48,9 +48,8 @@ type Table struct {
 	_     [64]byte
 	dirty atomic.Pointer[hdr]
 	early atomic.Pointer[hdr]    // keys asking for an early sync (early.go)
-	asked atomic.Int64           // early syncs asked for
 	wake  atomic.Pointer[func()] // OnEarly
-	_     [32]byte
+	_     [40]byte
 }
 
 func newTable(cfg Config, slots int) (*Table, error) {

@@ -190,10 +190,9 @@ func (s *Syncer) collect() []item {
 			if seen[id] {
 				continue
 			}
-			// Need-driven sync (Eventual rules): a key far from its limit
-			// and from its cap keeps its counts pending until its next
-			// admission queues it again, or a flush.
-			if r.leases && !s.flushing && !r.keys.Need(ref, now) {
+			// Need-driven sync: a parked key keeps its counts pending until
+			// its next admission queues it again, or a flush.
+			if s.parked(r, ref, now) {
 				s.stats.deferred.Add(1)
 				continue
 			}
@@ -208,13 +207,21 @@ func (s *Syncer) collect() []item {
 		}
 		// The follow-up pull matters only near the limit (Keys.Need; the
 		// push left nothing unacknowledged).
-		if it.id.rule.leases && !s.flushing && !it.id.rule.keys.Need(it.ref, now) {
+		if s.parked(it.id.rule, it.ref, now) {
 			continue
 		}
 		items = append(items, item{id: it.id, ref: it.ref})
 	}
 	s.prev = s.prev[:0]
 	return items
+}
+
+// parked reports whether a key of rule r (ref) is left out of the cycle
+// under way: a key of an Eventual rule (one with leases) that does not need
+// a sync now (Keys.Need), unless the cycle is a flush, which takes every
+// key.
+func (s *Syncer) parked(r *Rule, ref Handle, now int64) bool {
+	return r.leases && !s.flushing && !r.keys.Need(ref, now)
 }
 
 // deferCorrections reports whether a key whose state holds only
@@ -225,10 +232,7 @@ func (s *Syncer) collect() []item {
 // buckets that have left it are dropped, as the store drops the buckets.
 func (s *Syncer) deferCorrections(id keyID, ks *keyState, now int64) bool {
 	r := id.rule
-	if !r.leases || s.flushing || len(ks.batches) > 0 || ks.ref == nil {
-		return false
-	}
-	if r.keys.Need(ks.ref, now) {
+	if len(ks.batches) > 0 || ks.ref == nil || !s.parked(r, ks.ref, now) {
 		return false
 	}
 	k := r.geo.Index(now)
