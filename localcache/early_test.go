@@ -245,3 +245,21 @@ func TestCatchUp(t *testing.T) {
 	require.Equal(t, Allowed, tb.Allow("new", 1).Status)
 	assert.Equal(t, later, tb.Now(), "the slow path, at the key's 16th unit")
 }
+
+// TestTickNeverBack: the published time never goes back, whoever publishes
+// it (the ticker, a check catching up): a Tick with an older time than the
+// published one keeps the newer, and still republishes the generation.
+func TestTickNeverBack(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Second, 10)
+	tb := mkTable(t, geo, 100, true)
+	t1 := bucketStart(geo, 1)
+	tb.Tick(t1)
+	tb.Tick(t1 - geo.Sub()) // a ticker that read the clock a bucket earlier
+	assert.Equal(t, t1, tb.Now())
+	assert.Equal(t, geo.Index(t1)&tagMask, int64(tb.pos.Load())&tagMask, "the bucket stays the newer one")
+	gen := tb.gen.Load()
+	tb.SetLimit(99) // bumps the generation and republishes at the published time
+	assert.NotEqual(t, gen, tb.gen.Load())
+	assert.Equal(t, (geo.Index(t1)+int64(tb.gen.Load()))&tagMask, int64(tb.pos.Load()>>24)&tagMask, "the new generation's tag")
+}

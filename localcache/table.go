@@ -92,10 +92,24 @@ func (t *Table) slotOf(j int64) int {
 	return int((j%r + r) % r)
 }
 
-// Tick publishes the current time for Allow.
+// Tick publishes the current time for Allow. The published time never goes
+// back: two goroutines publish it (the limiter's ticker, and checks catching
+// up a late ticker: clock.go), and a ticker that read the clock before a
+// check published a later time must not undo it (an admission would count
+// in a bucket that has ended). A Tick with an older time republishes the
+// newer one, with the current generation (SetLimits relies on it).
 func (t *Table) Tick(now int64) {
+	for {
+		old := t.now.Load()
+		if now < old {
+			now = old
+			break
+		}
+		if t.now.CompareAndSwap(old, now) {
+			break
+		}
+	}
 	k := t.geo.Index(now)
-	t.now.Store(now)
 	t.nowUs.Store(now / 1000)
 	t.reset.Store(int64(t.geo.ResetAfter(now)))
 	for {
