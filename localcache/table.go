@@ -184,7 +184,8 @@ func (t *Table) Room(key string, now int64) int64 {
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
 	cur := countAt(t.pend(e, s).Load(), k)
-	return v.others.Room(t.limit.Load()) - cur + covered(t.leaseWord(e), k, cur)
+	// As plan: the lease's units are this instance's to admit, used or not.
+	return v.others.Room(t.limit.Load()) + countAt(t.leaseWord(e), k) - cur
 }
 
 // Estimate returns the windowed estimate for key at now, and this instance's

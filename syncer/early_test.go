@@ -85,6 +85,26 @@ func TestEarlySync(t *testing.T) {
 	}
 }
 
+// TestFlushGrantsNoLease: an early sync a flush serves asks for no lease,
+// so that after the flush the store counts exactly what was admitted and
+// the key holds no lease.
+func TestFlushGrantsNoLease(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	r := newRule(t, "api", midGeometry(4), 1000, 10)
+	r.cfg.Leases = true
+	s := cyclingSyncer(t, c, r)
+	busy(t, s, r, "k")
+	admit(t, s, r, "k", 5) // the fifth asks
+	s.releaseOver(s.Now(), true)
+	s.flushing = true
+	require.NoError(t, s.cycle())
+	s.flushing = false
+	assert.Equal(t, int64(1), s.Stats().EarlySyncs, "the flush served the early sync")
+	assert.Equal(t, int64(5), total(t, c, r.KeyName("k")), "no units leased")
+	assert.Empty(t, s.leases)
+}
+
 // TestNeedDrivenCycle: a cycle syncs the keys that need it (one near its
 // limit, one at its cap) and leaves a key far from both with its counts
 // pending, not asked again until an admission queues it; a flush finds and

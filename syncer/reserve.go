@@ -206,6 +206,11 @@ func (s *Syncer) askEarly() {
 	}
 }
 
+// leasing reports whether a sync of a key of rule r asks for a lease: on
+// rules with leases, except in a flush (Flush, Close), which ends every lease
+// so that the store counts what was admitted, and must not grant new ones.
+func (s *Syncer) leasing(r *Rule) bool { return r.leases && !s.flushing }
+
 // earlyItems drains the keys that asked for an early sync: each is synced
 // at once with a lease request (rules with leases), with no check waiting
 // on it. The store down, they are queued for the next full cycle instead.
@@ -217,7 +222,7 @@ func (s *Syncer) earlyItems() []item {
 	for _, r := range s.ruleList() {
 		s.refs = r.keys.Early(s.refs[:0])
 		for _, ref := range s.refs {
-			items = append(items, item{id: keyID{rule: r, key: r.keys.Key(ref)}, ref: ref, lease: r.leases, early: true})
+			items = append(items, item{id: keyID{rule: r, key: r.keys.Key(ref)}, ref: ref, lease: s.leasing(r), early: true})
 		}
 	}
 	clear(s.refs)
@@ -270,7 +275,7 @@ func (s *Syncer) serveUrgent() {
 			items[i].ref = w.ref
 		}
 		items[i].ws = append(items[i].ws, w)
-		items[i].lease = w.id.rule.leases
+		items[i].lease = s.leasing(w.id.rule)
 	}
 	start := time.Now()
 	var first error
