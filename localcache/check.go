@@ -16,7 +16,7 @@ import (
 // asks for an early sync (early.go).
 func (t *Table) Allow(key string, n int64) Verdict {
 	p := t.pos.Load()
-	if e, found := t.m.Load(key); found {
+	if e := t.m.Load(key); e != nil {
 		tag := int64(p>>24) & tagMask
 		if bw := e.budget.Load(); tagOf(bw) == tag {
 			// A budget tagged for this bucket is only stored after the

@@ -1,6 +1,8 @@
 package localcache
 
 import (
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,8 +73,8 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 		require.Equal(t, OverLimit, tb.AllowAt(key, now, 11).Status) // caches a budget, counts nothing
 	}
 	require.Zero(t, tb.Sweep(now))
-	dead, _ := tb.m.Load("dead")
-	gone, _ := tb.m.Load("gone")
+	dead := tb.m.Load("dead")
+	gone := tb.m.Load("gone")
 	require.Equal(t, stDead, dead.state.Load())
 	// The sweeper's second pass has marked "gone" but not yet removed it.
 	require.True(t, gone.state.CompareAndSwap(stDead, stGone))
@@ -86,7 +88,7 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	v = tb.AllowAt("gone", now, 3)
 	require.Equal(t, Allowed, v.Status)
 	require.Equal(t, int64(7), v.Remaining)
-	fresh, _ := tb.m.Load("gone")
+	fresh := tb.m.Load("gone")
 	require.NotSame(t, gone, fresh)
 	require.Zero(t, countOf(tb.pend(gone, tb.slotOf(geo.Index(now))).Load()), "undone on the gone entry")
 	_, own, _ := tb.Estimate("gone", now)
@@ -95,35 +97,58 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	require.Equal(t, 2, tb.Len())
 }
 
-// TestEntrySize pins the documented entry layout: a 24-byte header, then
-// pend, then in an Eventual entry glob and the 40-byte tail (dirty link, key,
-// lease, early link): 24 bytes plus 8 per slot for a Local entry, 64 plus 16
-// per slot for an Eventual one (240 bytes at the default precision, its size
-// class), each in one allocation.
+// TestEntrySize pins the documented entry layout: the key (24 or 64 bytes
+// for keys of at most 23 or 63 bytes, or 24 bytes holding a longer key's
+// copy), a 24-byte header, then pend, then in an Eventual entry glob and the
+// 24-byte tail (dirty link, lease, early link): 24 bytes plus 8 per slot for
+// a Local entry, 48 plus 16 per slot for an Eventual one, after the key (248
+// bytes at the default precision with a short key, in the 256-byte size
+// class), each in one allocation; keyOf reads back every key.
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, uintptr(24), hdrSize)
-	require.Equal(t, uintptr(64+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64]{}))
-	require.Equal(t, uintptr(64+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64]{}))
-	var e entry[[11]atomic.Uint64]
-	require.Equal(t, hdrSize, unsafe.Offsetof(e.pend))
-	require.Equal(t, hdrSize+11*8, unsafe.Offsetof(e.glob))
-	require.Equal(t, hdrSize+11*16, unsafe.Offsetof(e.tail))
-	var le localEntry[[11]atomic.Uint64]
-	require.Equal(t, hdrSize, unsafe.Offsetof(le.pend))
-	require.Equal(t, uintptr(24+8*11), unsafe.Sizeof(le), "a Local entry has no glob and no tail")
+	require.Equal(t, uintptr(24), unsafe.Sizeof(farKey{}))
+	require.Equal(t, uintptr(24+48+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64, shortKey]{}))
+	require.Equal(t, uintptr(24+48+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64, farKey]{}))
+	require.Equal(t, uintptr(248), unsafe.Sizeof(entry[[11]atomic.Uint64, shortKey]{}), "in the 256-byte size class")
+	var e entry[[11]atomic.Uint64, midKey]
+	require.Equal(t, uintptr(64), unsafe.Offsetof(e.hdr))
+	require.Equal(t, 64+hdrSize, unsafe.Offsetof(e.pend))
+	require.Equal(t, 64+hdrSize+11*8, unsafe.Offsetof(e.glob))
+	require.Equal(t, 64+hdrSize+11*16, unsafe.Offsetof(e.tail))
+	var le localEntry[[11]atomic.Uint64, shortKey]
+	require.Equal(t, 24+hdrSize, unsafe.Offsetof(le.pend))
+	require.Equal(t, uintptr(24+24+8*11), unsafe.Sizeof(le), "a Local entry has no glob and no tail")
+	keys := []string{"", "k", strings.Repeat("x", 23), strings.Repeat("y", 24), strings.Repeat("z", 63), strings.Repeat("w", 64), strings.Repeat("v", 1000)}
 	for slots := 2; slots <= 65; slots++ {
 		for _, eventual := range []bool{false, true} {
 			ring, alloc := entryAllocator(slots, eventual)
 			require.NotNil(t, alloc)
 			require.GreaterOrEqual(t, ring, slots)
-			h := alloc("k")
-			if eventual {
-				tb := &Table{tailOff: hdrSize + uintptr(ring)*16}
-				require.Equal(t, "k", tb.tail(h).key)
+			for _, key := range keys {
+				h := alloc(key)
+				require.Equal(t, key, keyOf(h))
+				if len(key) > 0 && len(key) < 64 {
+					end := uintptr(unsafe.Pointer(unsafe.StringData(keyOf(h)))) + uintptr(len(key))
+					require.Equal(t, uintptr(unsafe.Pointer(h))-1, end, "the key's bytes end a byte before the header")
+				}
 			}
 		}
 	}
 	_, alloc := entryAllocator(66, true)
 	require.Nil(t, alloc)
+}
+
+// TestEntryKeyLine: at the default precision an Eventual entry of a key of
+// at most 23 bytes starts on a cache line, and its key, state, budget and
+// room share it (the layout rings.go states).
+func TestEntryKeyLine(t *testing.T) {
+	t.Parallel()
+	_, alloc := entryAllocator(11, true)
+	for i := range 64 {
+		h := alloc(fmt.Sprintf("key-%d", i))
+		start := uintptr(unsafe.Pointer(unsafe.StringData(keyOf(h))))
+		last := uintptr(unsafe.Pointer(h)) + hdrSize - 1
+		require.Equal(t, start/64, last/64, "key %q", keyOf(h))
+	}
 }

@@ -18,13 +18,14 @@ const (
 )
 
 // hdr is the fixed part of an entry, the same for every ring size. An entry
-// is one allocation (see entryAllocator): a hdr followed by its ring,
+// is one allocation (see entryAllocator): the key, a hdr, then its ring,
 // pend[0..R) then, in an Eventual table, glob[0..R) and a tail; each slot word
-// an atomic uint64. A *hdr is a pointer to the whole entry: slot words and the
-// tail are reached by offset from it (Table.pend, Table.glob, Table.tail), so
-// the hot path needs no knowledge of the ring size and no generics. An entry
-// takes 24 bytes plus 8 per slot in a Local table, 64 bytes plus 16 per slot
-// in an Eventual one.
+// an atomic uint64. A *hdr is a pointer to the whole entry: the key, slot
+// words and the tail are reached by offset from it (keyOf, Table.pend,
+// Table.glob, Table.tail), so the hot path needs no knowledge of the ring size
+// and no generics. After its key (24 or 64 bytes; a longer key is copied
+// apart), an entry takes 24 bytes plus 8 per slot in a Local table, 48 bytes
+// plus 16 per slot in an Eventual one: see entry in rings.go.
 type hdr struct {
 	state  atomic.Uint32
 	synced atomic.Uint32 // bumped by Settle once it has stored totals
@@ -33,18 +34,15 @@ type hdr struct {
 }
 
 // tail is what only an Eventual table's entries carry, after their ring: the
-// dirty-list link and the key, for the syncer, the lease and the early-list
-// link.
+// dirty-list link, the lease and the early-list link, for the syncer.
 type tail struct {
 	next atomic.Pointer[hdr]
-	key  string
 	// lease is the store's grant (lease.go): tag the bucket it is for,
 	// count its units; 0 when the key holds none.
 	lease atomic.Uint64
 	// early is the early-list link (early.go): nil while the key has not
 	// asked for an early sync, earlyBusy once the syncer has taken it off
-	// the list, until its sync settles. It keeps an entry at the default
-	// precision in its size class (232 → 240 bytes).
+	// the list, until its sync settles.
 	early atomic.Pointer[hdr]
 }
 

@@ -136,8 +136,8 @@ func TestCachedDenialInvalidated(t *testing.T) {
 // cachedDenialOf returns how long key's cached denial of cost 1 holds at the
 // last Tick, as Allow's fast path reads it: 0 if there is none.
 func cachedDenialOf(tb *Table, key string) time.Duration {
-	e, ok := tb.m.Load(key)
-	if !ok {
+	e := tb.m.Load(key)
+	if e == nil {
 		return 0
 	}
 	tag := int64(tb.pos.Load()>>24) & tagMask

@@ -1,9 +1,6 @@
 package localcache
 
-import (
-	"strings"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Keys bounds the number of keys tracked by the tables that share it (Tables
 // and KeyTables), and holds the admission rule's frequency sketch
@@ -40,7 +37,7 @@ func (k *Keys) Full() bool { return k.full.Swap(false) }
 // is down, starts with what the table's sketch of untracked keys counted
 // for key (fresh).
 func (t *Table) lookup(key string, now int64, sight bool) *hdr {
-	if e, ok := t.m.Load(key); ok {
+	if e := t.m.Load(key); e != nil {
 		return e
 	}
 	if !t.keys.admits(t.seed, key, sight) {
@@ -49,9 +46,10 @@ func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 		}
 		return nil
 	}
-	k := strings.Clone(key) // the caller's string may live in a reused buffer
-	e, loaded := t.m.LoadOrCompute(k, func() *hdr { return t.fresh(k, now) })
-	if !loaded {
+	// The entry holds its own copy of key (the caller's string may live in
+	// a reused buffer).
+	e, inserted := t.m.LoadOrInsert(key, func() *hdr { return t.fresh(t.newEntry(key), key, now) })
+	if inserted {
 		t.keys.n.Add(1)
 	}
 	return e
@@ -60,13 +58,9 @@ func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 // replace installs a fresh entry for key, whose entry e is gone, unless
 // another check already did.
 func (t *Table) replace(e *hdr, key string) {
-	t.m.Compute(key, func(old *hdr, loaded bool) (*hdr, bool) {
-		if loaded && old != e {
-			return old, false
-		}
+	if t.m.Replace(key, e, func() *hdr { return t.newEntry(key) }) {
 		t.keys.n.Add(1)
-		return t.newEntry(strings.Clone(key)), false
-	})
+	}
 }
 
 // Ref returns key's entry, creating it if the admission rule lets key in
@@ -80,4 +74,4 @@ func (t *Table) Ref(key string) (Ref, bool) {
 }
 
 // Len returns the number of keys tracked by this table.
-func (t *Table) Len() int { return t.m.Size() }
+func (t *Table) Len() int { return t.m.Len() }

@@ -53,7 +53,7 @@ func (t *Table) Unsynced(dst []Ref, now int64) []Ref {
 	if !t.eventual {
 		return dst
 	}
-	t.m.Range(func(_ string, e *hdr) bool {
+	t.m.Range(func(e *hdr) bool {
 		if u, _ := t.unacked(e, now); u > 0 {
 			dst = append(dst, e)
 		}

@@ -24,8 +24,8 @@ package localcache
 // back as a negative correction (until then the store over-counts, never
 // under).
 func (t *Table) Refund(key string, now, n int64) (taken int64, tracked bool) {
-	e, ok := t.m.Load(key)
-	if !ok || n < 1 {
+	e := t.m.Load(key)
+	if e == nil || n < 1 {
 		return 0, false
 	}
 	j := t.geo.Index(now)

@@ -1,14 +1,27 @@
 package localcache
 
-import "sync/atomic"
+import (
+	"strings"
+	"sync/atomic"
+	"unsafe"
+)
 
 // entry is the memory layout of one key's state in an Eventual table, with a
-// ring of len(A) slots: a hdr, then pend[len(A)], then glob[len(A)], then the
-// tail (dirty-list link and key). Only
-// allocation uses it (one type per ring size, so an entry is one allocation
-// with its slots inline and the garbage collector knows where its pointers
-// are); everything else goes through the *hdr at its start.
-type entry[A ring] struct {
+// ring of len(A) slots: the key (kb, K), a hdr, then pend[len(A)], then
+// glob[len(A)], then the tail (dirty-list and early-list links, lease). Only
+// allocation uses it (one type per ring size and key buffer, so an entry is
+// one allocation with its slots inline and the garbage collector knows where
+// its pointers are); everything else goes through the *hdr after the key:
+// the offsets from it are the same whatever K, and keyOf reads the key back.
+//
+// The key sits just before the hdr, so that the key map (keymap.go), which
+// stores only the *hdr, compares a looked-up key with bytes on the cache line
+// that the check reads next for the budget. At the default precision (11
+// slots) with a key of at most 23 bytes, an Eventual entry is 248 bytes, in
+// the 256-byte size class, whose objects start on a cache line: the key, the
+// state, the budget and the room share the first one.
+type entry[A ring, K keyBuf] struct {
+	kb K
 	hdr
 	pend A
 	glob A
@@ -16,10 +29,53 @@ type entry[A ring] struct {
 }
 
 // localEntry is the layout in a Local table: nothing is ever pulled from a
-// store, so there is no glob.
-type localEntry[A ring] struct {
+// store, so there is no glob and no tail.
+type localEntry[A ring, K keyBuf] struct {
+	kb K
 	hdr
 	pend A
+}
+
+// The key buffers. A short or mid key's bytes end one byte before the hdr;
+// that last byte holds its length. A longer key is copied apart, and its
+// buffer holds the copy and the mark longKey in that byte.
+type (
+	shortKey [24]byte // keys of at most 23 bytes
+	midKey   [64]byte // keys of at most 63 bytes
+	farKey   struct {
+		s    string
+		_    [7]byte
+		mark uint8 // longKey
+	}
+)
+
+// keyBuf is the set of key buffers an entry can have.
+type keyBuf interface {
+	shortKey | midKey | farKey
+}
+
+// longKey marks a key kept apart (farKey): no inline key is that long.
+const longKey = 0xff
+
+// keyOf returns e's key (the entry's copy).
+func keyOf(e *hdr) string {
+	p := unsafe.Pointer(e)
+	n := *(*uint8)(unsafe.Add(p, -1))
+	if n == longKey {
+		return (*farKey)(unsafe.Add(p, -int(unsafe.Sizeof(farKey{})))).s
+	}
+	return unsafe.String((*byte)(unsafe.Add(p, -1-int(n))), int(n))
+}
+
+// putKey copies key into kb, which must hold it, as keyOf reads it.
+func putKey[K keyBuf](kb *K, key string) {
+	if f, ok := any(kb).(*farKey); ok {
+		f.s, f.mark = strings.Clone(key), longKey
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(kb)), unsafe.Sizeof(*kb))
+	b[len(b)-1] = uint8(len(key))
+	copy(b[len(b)-1-len(key):], key)
 }
 
 // ring is the set of slot arrays an entry can have. A ring longer than needed
@@ -52,8 +108,8 @@ type ring interface {
 }
 
 // entryAllocator returns the smallest ring size of at least slots, and a
-// function that allocates entries with it (with glob words if withGlob); nil
-// if there is none.
+// function that allocates entries with it (with glob words if withGlob) for
+// a key; nil if there is none.
 func entryAllocator(slots int, withGlob bool) (int, func(key string) *hdr) {
 	switch {
 	case slots <= 2:
@@ -175,12 +231,37 @@ func entryAllocator(slots int, withGlob bool) (int, func(key string) *hdr) {
 	return 0, nil
 }
 
+// alloc returns a new Eventual entry with ring A for key, holding a copy of
+// key (keyOf).
 func alloc[A ring](key string) *hdr {
-	e := &entry[A]{}
-	e.key = key
+	switch {
+	case len(key) < len(shortKey{}):
+		return allocIn[A, shortKey](key)
+	case len(key) < len(midKey{}):
+		return allocIn[A, midKey](key)
+	}
+	return allocIn[A, farKey](key)
+}
+
+func allocIn[A ring, K keyBuf](key string) *hdr {
+	e := &entry[A, K]{}
+	putKey(&e.kb, key)
 	return &e.hdr
 }
 
-func allocLocal[A ring](string) *hdr {
-	return &(&localEntry[A]{}).hdr
+// allocLocal is alloc for a Local table.
+func allocLocal[A ring](key string) *hdr {
+	switch {
+	case len(key) < len(shortKey{}):
+		return allocLocalIn[A, shortKey](key)
+	case len(key) < len(midKey{}):
+		return allocLocalIn[A, midKey](key)
+	}
+	return allocLocalIn[A, farKey](key)
+}
+
+func allocLocalIn[A ring, K keyBuf](key string) *hdr {
+	e := &localEntry[A, K]{}
+	putKey(&e.kb, key)
+	return &e.hdr
 }

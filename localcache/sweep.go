@@ -18,7 +18,7 @@ func (t *Table) idle(e *hdr, k int64) bool {
 // many it removed.
 func (t *Table) Sweep(now int64) (removed int) {
 	k := t.geo.Index(now)
-	t.m.Range(func(key string, e *hdr) bool {
+	t.m.Range(func(e *hdr) bool {
 		switch e.state.Load() {
 		case stClean:
 			if t.idle(e, k) {
@@ -27,9 +27,7 @@ func (t *Table) Sweep(now int64) (removed int) {
 		case stDead:
 			if t.idle(e, k) && e.state.CompareAndSwap(stDead, stGone) {
 				t.keys.n.Add(-1)
-				t.m.Compute(key, func(old *hdr, loaded bool) (*hdr, bool) {
-					return old, !loaded || old == e
-				})
+				t.m.Delete(keyOf(e), e)
 				removed++
 			}
 		}

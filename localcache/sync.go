@@ -50,7 +50,7 @@ func (t *Table) Key(r Ref) string {
 	if e == nil || !t.eventual {
 		return ""
 	}
-	return t.tail(e).key
+	return keyOf(e)
 }
 
 // Pending appends r's unacknowledged counts in buckets still inside the

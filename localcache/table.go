@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -21,7 +20,7 @@ type Table struct {
 	nowUs atomic.Int64 // now / 1000, for the cached denials
 	reset atomic.Int64
 
-	m         *xsync.MapOf[string, *hdr]
+	m         *keyMap
 	newEntry  func(key string) *hdr
 	geo       window.Sliding
 	limit     atomic.Int64 // SetLimit changes it
@@ -58,7 +57,7 @@ func newTable(cfg Config, slots int) (*Table, error) {
 		return nil, fmt.Errorf("%w: %d slots is more than the largest ring", ErrConfig, slots)
 	}
 	t := &Table{
-		m:        xsync.NewMapOf[string, *hdr](),
+		m:        newKeyMap(),
 		newEntry: alloc,
 		geo:      cfg.Geometry,
 		ring:     ring,
@@ -176,8 +175,8 @@ func (t *Table) Limits() Limits {
 // does not track has the whole Limit, less, in a Local table, what its
 // sketch of untracked keys counts for it.
 func (t *Table) Room(key string, now int64) int64 {
-	e, ok := t.m.Load(key)
-	if !ok {
+	e := t.m.Load(key)
+	if e == nil {
 		return t.untrackedRoom(key, now)
 	}
 	k := t.geo.Index(now)
@@ -192,8 +191,8 @@ func (t *Table) Room(key string, now int64) int64 {
 // own unacknowledged count in the window; ok is false if the key is not
 // tracked.
 func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool) {
-	e, ok := t.m.Load(key)
-	if !ok {
+	e := t.m.Load(key)
+	if e == nil {
 		return 0, 0, false
 	}
 	k := t.geo.Index(now)

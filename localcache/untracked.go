@@ -50,10 +50,10 @@ func (t *Table) untracked(key string, now, n int64, h health) Verdict {
 	return t.winSketch().decide(key, now, n, min(t.share.Load(), t.limit.Load()))
 }
 
-// fresh returns a new entry for key, seeded from the sketch of untracked
-// keys when its counts are this process's own (see above).
-func (t *Table) fresh(key string, now int64) *hdr {
-	e := t.newEntry(key)
+// fresh readies e, a new entry for key, and returns it: seeded from the
+// sketch of untracked keys when its counts are this process's own (see
+// above).
+func (t *Table) fresh(e *hdr, key string, now int64) *hdr {
 	if s := t.strangers.Load(); s != nil && (!t.eventual || health(t.health.Load()) != healthy) {
 		s.seedEntry(t, e, key, now)
 	}

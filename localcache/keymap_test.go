@@ -1,0 +1,214 @@
+package localcache
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// kmOp is an operation on a key map: 0 insert, 1 delete, 2 replace, 3
+// replace of an entry that is not the key's; on keys[key].
+type kmOp struct {
+	op  byte
+	key int
+}
+
+// kmOps applies ops to a keyMap and to a Go map, and requires them to agree
+// after each one and at the end: on every key's entry, the length and what
+// Range visits.
+func kmOps(t *testing.T, keys []string, ops []kmOp) {
+	t.Helper()
+	_, alloc := entryAllocator(2, false)
+	m := newKeyMap()
+	ref := map[string]*hdr{}
+	for _, o := range ops {
+		key := keys[o.key%len(keys)]
+		cur := ref[key]
+		switch o.op % 4 {
+		case 0:
+			e, inserted := m.LoadOrInsert(key, func() *hdr { return alloc(key) })
+			require.Equal(t, cur == nil, inserted, "insert %q", key)
+			if cur != nil {
+				require.Same(t, cur, e)
+			}
+			ref[key] = e
+		case 1:
+			if cur != nil {
+				m.Delete(key, cur)
+				delete(ref, key)
+			}
+		case 2:
+			fresh := alloc(key)
+			require.True(t, m.Replace(key, cur, func() *hdr { return fresh }))
+			ref[key] = fresh
+		case 3:
+			stale := alloc(key)
+			done := m.Replace(key, stale, func() *hdr { return alloc(key) })
+			require.Equal(t, cur == nil, done, "replace of an entry that is not key's")
+			if done {
+				ref[key] = m.Load(key)
+			}
+		}
+		got := m.Load(key)
+		if e := ref[key]; e != nil {
+			require.Same(t, e, got, "load %q", key)
+		} else {
+			require.Nil(t, got, "load %q", key)
+		}
+	}
+	require.Equal(t, len(ref), m.Len())
+	seen := map[string]*hdr{}
+	m.Range(func(e *hdr) bool {
+		k := keyOf(e)
+		require.NotContains(t, seen, k, "visited twice")
+		seen[k] = e
+		return true
+	})
+	require.Equal(t, ref, seen)
+	for _, k := range keys {
+		require.Equal(t, ref[k], m.Load(k), "load %q", k)
+	}
+}
+
+// kmKeys returns n distinct keys of lengths from 0 to 100 bytes, and two
+// that differ in their last byte only.
+func kmKeys(n int) []string {
+	keys := []string{"", strings.Repeat("a", 100), strings.Repeat("a", 99) + "b"}
+	for i := len(keys); i < n; i++ {
+		keys = append(keys, fmt.Sprintf("%d:%s", i, strings.Repeat("x", i%90)))
+	}
+	return keys
+}
+
+// TestKeyMapReference: random operations agree with a Go map, through
+// growth from 8 buckets to thousands of keys and shrinking back as most are
+// deleted.
+func TestKeyMapReference(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		keys int
+		ops  int
+	}{
+		{"few keys, many reuses of deleted slots", 20, 20000},
+		{"grow and shrink", 5000, 200000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(uint64(tc.keys), 7))
+			keys := kmKeys(tc.keys)
+			ops := make([]kmOp, 0, tc.ops)
+			for i := range tc.ops {
+				op := byte(0) // mostly inserts first, then mostly the others
+				if r := rng.IntN(10); i > tc.ops/2 && r < 6 || i <= tc.ops/2 && r < 2 {
+					op = byte(1 + rng.IntN(3))
+				}
+				ops = append(ops, kmOp{op, rng.IntN(len(keys))})
+			}
+			kmOps(t, keys, ops)
+		})
+	}
+}
+
+// TestKeyMapGrowAndShrink: a map grows as keys come and shrinks as they go,
+// keeping every key it holds.
+func TestKeyMapGrowAndShrink(t *testing.T) {
+	t.Parallel()
+	_, alloc := entryAllocator(2, true)
+	m := newKeyMap()
+	keys := kmKeys(20000)
+	for _, k := range keys {
+		_, inserted := m.LoadOrInsert(k, func() *hdr { return alloc(k) })
+		require.True(t, inserted)
+	}
+	big := len(m.t.Load().buckets)
+	assert.GreaterOrEqual(t, big*kmSlots*3, len(keys)*4, "at most three quarters used")
+	for _, k := range keys[100:] {
+		m.Delete(k, m.Load(k))
+	}
+	assert.Less(t, len(m.t.Load().buckets), big/16, "shrunk")
+	assert.Equal(t, 100, m.Len())
+	for i, k := range keys {
+		assert.Equal(t, i < 100, m.Load(k) != nil, "key %d", i)
+	}
+}
+
+// TestKeyMapConcurrent: loads that race with insertions, deletions,
+// replacements and rebuilds always find the keys that stay, and never return
+// another key's entry (run it with -race).
+func TestKeyMapConcurrent(t *testing.T) {
+	t.Parallel()
+	_, alloc := entryAllocator(2, true)
+	m := newKeyMap()
+	stay := kmKeys(500)
+	for _, k := range stay {
+		m.LoadOrInsert(k, func() *hdr { return alloc(k) })
+	}
+	var stop atomic.Bool
+	var wrong atomic.Int64
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := r; !stop.Load(); i++ {
+				k := stay[i%len(stay)]
+				if e := m.Load(k); e == nil || keyOf(e) != k {
+					wrong.Add(1)
+				}
+				if e := m.Load(fmt.Sprintf("churn-%d", i%3000)); e != nil && !strings.HasPrefix(keyOf(e), "churn-") {
+					wrong.Add(1)
+				}
+			}
+		}()
+	}
+	for round := range 5 {
+		churn := make([]string, 3000)
+		for i := range churn {
+			churn[i] = fmt.Sprintf("churn-%d", i)
+			m.LoadOrInsert(churn[i], func() *hdr { return alloc(churn[i]) })
+		}
+		for i, k := range churn {
+			if i%2 == round%2 {
+				m.Replace(k, m.Load(k), func() *hdr { return alloc(k) })
+			}
+			m.Delete(k, m.Load(k))
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, wrong.Load())
+	assert.Equal(t, len(stay), m.Len())
+}
+
+// FuzzKeyMap: any sequence of operations on any keys agrees with a Go map.
+func FuzzKeyMap(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 2, 1, 1, 2, 2, 3, 0}, "a,b,,ccc")
+	f.Add([]byte{0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 0, 0}, strings.Repeat("k,", 40))
+	f.Fuzz(func(t *testing.T, ops []byte, keyList string) {
+		keys := strings.Split(keyList, ",")
+		if len(keys) > 256 {
+			keys = keys[:256]
+		}
+		// Distinct keys: a Go map and the keyMap see the same key set.
+		seen := map[string]bool{}
+		distinct := keys[:0]
+		for _, k := range keys {
+			if !seen[k] {
+				seen[k] = true
+				distinct = append(distinct, k)
+			}
+		}
+		var kops []kmOp
+		for i := 0; i+1 < len(ops); i += 2 {
+			kops = append(kops, kmOp{ops[i], int(ops[i+1])})
+		}
+		kmOps(t, distinct, kops)
+	})
+}
