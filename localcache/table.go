@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
