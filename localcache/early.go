@@ -24,11 +24,13 @@ var earlyEnd, earlyBusy = new(hdr), new(hdr)
 //   - it asks for an early sync if the admission left half of budget or
 //     less, while budget is below room: only then can a sync widen what
 //     this instance may admit locally;
+//   - it queues a parked key (need.go) that the admission took to half of
+//     budget (and then also, if it took the window to half of the limit);
 //   - it catches up a late ticker at each catchUpEvery-th unit (clock.go).
 //
 // It is small enough to inline on the fast path: the rest is in after.
 func (t *Table) afterAdmit(e *hdr, c, budget, room, n int64) {
-	if (2*c >= budget && budget < room) || c&(catchUpEvery-1) < n {
+	if 2*c >= budget || c&(catchUpEvery-1) < n {
 		t.after(e, c, budget, room, n)
 	}
 }
@@ -38,6 +40,7 @@ func (t *Table) after(e *hdr, c, budget, room, n int64) {
 	if 2*c >= budget && budget < room {
 		t.ask(e, budget-c)
 	}
+	t.unparkNear(e, c, budget)
 	if c&(catchUpEvery-1) < n {
 		t.catchUp()
 	}

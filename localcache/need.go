@@ -6,9 +6,15 @@ package localcache
 // give its instance its cap back (acknowledged counts no longer count
 // against it) and show the others its counts, which matters only near the
 // limit. So the syncer's cycle asks Need of each key it drained, and syncs
-// only the keys that need it. The others leave the dirty list with their
-// counts pending: their next admission queues them again (and Need is asked
-// again), and a Flush finds them all (Unsynced).
+// only the keys that need it. The others it parks (Park): they leave the
+// dirty list with their counts pending, and their admissions no longer queue
+// them, until one takes the key to half of its local allowance (after), the
+// table leaves its healthy state, a sweep finds
+// the key idle or the syncer queues it (MarkDirty); a Flush finds them all
+// (Unsynced). A quiet key thus costs the syncer one look per park, not one
+// per cycle in which it is admitted to: at a million keys, most of them
+// quiet, that look (a cache miss or two per key) was most of the syncer's
+// CPU.
 
 // Need reports whether r needs a sync at now. A key needs one when:
 //
@@ -60,4 +66,51 @@ func (t *Table) Unsynced(dst []Ref, now int64) []Ref {
 		return true
 	})
 	return dst
+}
+
+// parkedLink is the dirty-list link of a parked entry: its state is dirty,
+// so admissions do not queue it, but it is on no list. It is never an entry
+// of a table.
+var parkedLink = new(hdr)
+
+// Park parks r, which a cycle drained and found in no need of a sync (Need),
+// unless an admission has queued it again since the drain.
+func (t *Table) Park(r Ref) {
+	e := entryOf(r)
+	if e == nil || !t.eventual || !e.state.CompareAndSwap(stClean, stDirty) {
+		return
+	}
+	t.tail(e).next.Store(parkedLink)
+	if health(t.health.Load()) != healthy {
+		t.unpark(e) // SetLimits may have unparked every key before the store above
+	}
+}
+
+// unpark queues e on the dirty list if it is parked.
+func (t *Table) unpark(e *hdr) {
+	if t.tail(e).next.CompareAndSwap(parkedLink, nil) {
+		t.push(e)
+	}
+}
+
+// unparkNear unparks e after an admission that brought the current bucket's
+// pend to c, of a budget of budget (see afterAdmit), if that took it to
+// half of its local allowance: before Need can say yes. Need's other reason,
+// half of the limit in view, needs no admission of its own here: a key
+// near its limit has a budget of at most its cap (ε·L/(N̂+1)) or the room
+// left, so its admissions reach half of it soon after, and until then the
+// cap bounds what it admits unseen, as for any key.
+func (t *Table) unparkNear(e *hdr, c, budget int64) {
+	if t.eventual && 2*c >= budget && t.tail(e).next.Load() == parkedLink {
+		t.unpark(e)
+	}
+}
+
+// unparkAll unparks every parked key: the table left its healthy state, in
+// which every key needs a sync.
+func (t *Table) unparkAll() {
+	t.m.Range(func(e *hdr) bool {
+		t.unpark(e)
+		return true
+	})
 }

@@ -72,3 +72,66 @@ func TestNeed(t *testing.T) {
 		assert.Len(t, tb.Unsynced(nil, t0), 1)
 	})
 }
+
+// TestPark: a parked key is off the dirty tracking: its quiet admissions do
+// not queue it; one that takes it to half of its allowance does, and so do
+// MarkDirty and the store going down; a sweep turns a parked key gone idle
+// clean, then removes it.
+func TestPark(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		wake  func(tb *Table, r Ref, t0 int64)
+		queue bool // Drain finds it after wake
+	}{
+		{"quiet admissions", func(tb *Table, _ Ref, t0 int64) {
+			for range 3 {
+				require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+			}
+		}, false},
+		{"half of the allowance", func(tb *Table, _ Ref, t0 int64) {
+			for range 5 {
+				require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+			}
+		}, true},
+		{"MarkDirty", func(tb *Table, r Ref, _ int64) { tb.MarkDirty(r) }, true},
+		{"the store down", func(tb *Table, _ Ref, _ int64) {
+			tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
+		}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			geo := window.NewSliding(time.Minute, 6)
+			tb := mkTable(t, geo, 100, true)
+			tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+			t0 := bucketStart(geo, 0)
+			tb.Tick(t0)
+			require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+			refs := tb.Drain(nil)
+			require.Len(t, refs, 1)
+			require.False(t, tb.Need(refs[0], t0))
+			tb.Park(refs[0])
+			tc.wake(tb, refs[0], t0)
+			assert.Equal(t, tc.queue, len(tb.Drain(nil)) == 1, "queued")
+			assert.Len(t, tb.Unsynced(nil, t0), 1, "a flush finds it either way")
+		})
+	}
+	t.Run("swept once idle", func(t *testing.T) {
+		t.Parallel()
+		geo := window.NewSliding(time.Minute, 6)
+		tb := mkTable(t, geo, 100, true)
+		tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+		t0 := bucketStart(geo, 0)
+		tb.Tick(t0)
+		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+		r := tb.Drain(nil)[0]
+		tb.Park(r)
+		assert.Zero(t, tb.Sweep(t0), "not idle")
+		later := bucketStart(geo, int64(geo.Span())+1)
+		assert.Zero(t, tb.Sweep(later), "idle: clean, then dead")
+		assert.Zero(t, tb.Sweep(later))
+		assert.Equal(t, 1, tb.Sweep(later), "then gone")
+		assert.Zero(t, tb.Len())
+	})
+}

@@ -20,6 +20,13 @@ func (t *Table) Sweep(now int64) (removed int) {
 	k := t.geo.Index(now)
 	t.m.Range(func(e *hdr) bool {
 		switch e.state.Load() {
+		case stDirty:
+			// A parked key (need.go) that has gone idle becomes clean, to
+			// be swept like the others.
+			if t.eventual && t.tail(e).next.Load() == parkedLink && t.idle(e, k) &&
+				t.tail(e).next.CompareAndSwap(parkedLink, nil) {
+				e.state.CompareAndSwap(stDirty, stClean)
+			}
 		case stClean:
 			if t.idle(e, k) {
 				e.state.CompareAndSwap(stClean, stDead)

@@ -34,6 +34,10 @@ func (t *Table) MarkDirty(r Ref) {
 	}
 	for {
 		st := e.state.Load()
+		if st == stDirty {
+			t.unpark(e)
+			return
+		}
 		if st != stClean && st != stDead {
 			return
 		}

@@ -143,9 +143,13 @@ func (t *Table) SetLimits(l Limits) {
 	t.capv.Store(l.Cap)
 	t.share.Store(l.Share)
 	t.mode.Store(uint32(l.Mode))
-	t.health.Store(uint32(healthOfLimits(l)))
+	h := healthOfLimits(l)
+	was := health(t.health.Swap(uint32(h)))
 	t.gen.Add(genStride)
 	t.Tick(t.now.Load())
+	if t.eventual && was == healthy && h != healthy {
+		t.unparkAll() // a sync of every key admitted to: see Need
+	}
 }
 
 // SetLimit changes the rule's limit per window, keeping every count, and

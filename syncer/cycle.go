@@ -191,7 +191,7 @@ func (s *Syncer) collect() []item {
 				continue
 			}
 			// Need-driven sync: a parked key keeps its counts pending until
-			// its next admission queues it again, or a flush.
+			// an admission takes it near its cap or its limit, or a flush.
 			if s.parked(r, ref, now) {
 				s.stats.deferred.Add(1)
 				continue
@@ -221,7 +221,11 @@ func (s *Syncer) collect() []item {
 // a sync now (Keys.Need), unless the cycle is a flush, which takes every
 // key.
 func (s *Syncer) parked(r *Rule, ref Handle, now int64) bool {
-	return r.leases && !s.flushing && !r.keys.Need(ref, now)
+	if !r.leases || s.flushing || r.keys.Need(ref, now) {
+		return false
+	}
+	r.keys.Park(ref)
+	return true
 }
 
 // deferCorrections reports whether a key whose state holds only

@@ -141,6 +141,7 @@ func (noKeys) MarkDirty(Handle)                                 {}
 func (noKeys) Early(dst []Handle) []Handle                      { return dst }
 func (noKeys) OnEarly(func())                                   {}
 func (noKeys) Need(Handle, int64) bool                          { return true }
+func (noKeys) Park(Handle)                                      {}
 func (noKeys) Unsynced(dst []Handle, _ int64) []Handle          { return dst }
 
 // nameRule returns a rule of no keys, for naming them.

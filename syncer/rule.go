@@ -47,9 +47,12 @@ type Keys interface {
 	// MarkDirty queues h for the next Drain again.
 	MarkDirty(h Handle)
 	// Need reports whether h, drained by a cycle, needs a sync at now. A key
-	// that does not keeps its counts pending: its next admission queues it
-	// again.
+	// that does not keeps its counts pending, and is parked (Park).
 	Need(h Handle, now int64) bool
+	// Park takes h, which Need found in no need of a sync, off the dirty
+	// tracking until an admission takes it near its cap or its limit (or
+	// MarkDirty queues it).
+	Park(h Handle)
 	// Unsynced appends every key with unacknowledged counts in the window at
 	// now, queued or not: a Flush syncs them all.
 	Unsynced(dst []Handle, now int64) []Handle
