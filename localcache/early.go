@@ -25,7 +25,7 @@ var earlyEnd, earlyBusy = new(hdr), new(hdr)
 //     less, while budget is below room: only then can a sync widen what
 //     this instance may admit locally;
 //   - it queues a parked key (need.go) that the admission took to half of
-//     budget (and then also, if it took the window to half of the limit);
+//     budget;
 //   - it catches up a late ticker at each catchUpEvery-th unit (clock.go).
 //
 // It is small enough to inline on the fast path: the rest is in after.

@@ -9,9 +9,8 @@ package localcache
 // only the keys that need it. The others it parks (Park): they leave the
 // dirty list with their counts pending, and their admissions no longer queue
 // them, until one takes the key to half of its local allowance (after), the
-// table leaves its healthy state, a sweep finds
-// the key idle or the syncer queues it (MarkDirty); a Flush finds them all
-// (Unsynced). A quiet key thus costs the syncer one look per park, not one
+// table leaves its healthy state, a sweep finds the key idle or the syncer
+// queues it (MarkDirty); a Flush finds them all (Unsynced). A quiet key thus costs the syncer one look per park, not one
 // per cycle in which it is admitted to: at a million keys, most of them
 // quiet, that look (a cache miss or two per key) was most of the syncer's
 // CPU.
