@@ -316,8 +316,16 @@ func TestRunThroughput(t *testing.T) {
 	assert.True(t, flat.Settings.Paced == false && steady.Settings.Paced)
 	// Flat out, every key is offered far above L: all its checks but a few
 	// at the edges of the run, where a window holding the check reaches
-	// outside it (one CI run counted 7239 of 7243).
-	assert.GreaterOrEqual(t, float64(flat.Waits.Latency.OverChecks), 0.99*float64(flat.Accuracy.Checks), "flat out, the keys are offered above L")
+	// outside it (one CI run counted 7239 of 7243). That holds only if the
+	// machine lets the workers offer far more than L: a CI run as busy as
+	// to make 1507 checks in the second (75 per key and window, against L =
+	// 50) counted 1269.
+	perKeyWindow := float64(flat.Accuracy.Checks) / 10 / float64(time.Second/quickWindow)
+	if perKeyWindow >= 4*50 {
+		assert.GreaterOrEqual(t, float64(flat.Waits.Latency.OverChecks), 0.99*float64(flat.Accuracy.Checks), "flat out, the keys are offered above L")
+	} else {
+		t.Logf("flat out at %.0f checks per key and window only (L = 50): the share of checks of keys above L is not asserted", perKeyWindow)
+	}
 	assert.LessOrEqual(t, flat.Waits.Latency.OverChecks, flat.Accuracy.Checks)
 }
 
