@@ -91,37 +91,24 @@ func (m *keyMap) hash(key string) (h, tag uint64) {
 // Load returns key's entry, or nil.
 func (m *keyMap) Load(key string) *hdr {
 	h, tag := m.hash(key)
-	return m.t.Load().find(h, tag, key)
+	_, _, e := m.t.Load().lookup(h, tag, key)
+	return e
 }
 
-func (t *kmTable) find(h, tag uint64, key string) *hdr {
+// lookup returns the bucket and slot that hold key, and its entry; a nil
+// entry if t has none.
+func (t *kmTable) lookup(h, tag uint64, key string) (*kmBucket, int, *hdr) {
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		b := &t.buckets[i]
 		w := b.meta.Load()
 		for s := matches(w, tag); s != 0; s &= s - 1 {
-			if e := b.slots[bits.TrailingZeros64(s)>>3].Load(); e != nil && keyOf(e) == key {
-				return e
+			j := bits.TrailingZeros64(s) >> 3
+			if e := b.slots[j].Load(); e != nil && keyOf(e) == key {
+				return b, j, e
 			}
 		}
 		if hasEmpty(w) {
-			return nil
-		}
-	}
-}
-
-// slot returns the bucket and slot that hold key (under m.mu), or nil.
-func (t *kmTable) slot(h, tag uint64, key string) *atomic.Pointer[hdr] {
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		b := &t.buckets[i]
-		w := b.meta.Load()
-		for s := matches(w, tag); s != 0; s &= s - 1 {
-			p := &b.slots[bits.TrailingZeros64(s)>>3]
-			if e := p.Load(); e != nil && keyOf(e) == key {
-				return p
-			}
-		}
-		if hasEmpty(w) {
-			return nil
+			return nil, 0, nil
 		}
 	}
 }
@@ -131,13 +118,13 @@ func (t *kmTable) slot(h, tag uint64, key string) *atomic.Pointer[hdr] {
 // true.
 func (m *keyMap) LoadOrInsert(key string, mk func() *hdr) (e *hdr, inserted bool) {
 	h, tag := m.hash(key)
-	if e := m.t.Load().find(h, tag, key); e != nil {
+	if _, _, e := m.t.Load().lookup(h, tag, key); e != nil {
 		return e, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p := m.t.Load().slot(h, tag, key); p != nil {
-		return p.Load(), false
+	if _, _, e := m.t.Load().lookup(h, tag, key); e != nil {
+		return e, false
 	}
 	e = mk()
 	m.insert(h, tag, e)
@@ -150,12 +137,12 @@ func (m *keyMap) Replace(key string, old *hdr, mk func() *hdr) bool {
 	h, tag := m.hash(key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.t.Load().slot(h, tag, key)
+	b, j, cur := m.t.Load().lookup(h, tag, key)
 	switch {
-	case p == nil:
+	case cur == nil:
 		m.insert(h, tag, mk())
-	case p.Load() == old:
-		p.Store(mk())
+	case cur == old:
+		b.slots[j].Store(mk())
 	default:
 		return false
 	}
@@ -168,23 +155,14 @@ func (m *keyMap) Delete(key string, e *hdr) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := m.t.Load()
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		b := &t.buckets[i]
-		w := b.meta.Load()
-		for s := matches(w, tag); s != 0; s &= s - 1 {
-			j := bits.TrailingZeros64(s) >> 3
-			if b.slots[j].Load() == e {
-				b.meta.Store(w&^(0xff<<(8*j)) | kmDeleted<<(8*j))
-				b.slots[j].Store(nil)
-				if n := m.n.Add(-1); len(t.buckets) > 8 && n*8 < int64(len(t.buckets)*kmSlots) {
-					m.rebuild(t, int(n)) // mostly deleted slots: shrink
-				}
-				return
-			}
-		}
-		if hasEmpty(w) {
-			return
-		}
+	b, j, cur := t.lookup(h, tag, key)
+	if cur == nil || cur != e {
+		return
+	}
+	b.meta.Store(b.meta.Load()&^(0xff<<(8*j)) | kmDeleted<<(8*j))
+	b.slots[j].Store(nil)
+	if n := m.n.Add(-1); len(t.buckets) > 8 && n*8 < int64(len(t.buckets)*kmSlots) {
+		m.rebuild(t, int(n)) // mostly deleted slots: shrink
 	}
 }
 

@@ -102,31 +102,16 @@ func TestPark(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			geo := window.NewSliding(time.Minute, 6)
-			tb := mkTable(t, geo, 100, true)
-			tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
-			t0 := bucketStart(geo, 0)
-			tb.Tick(t0)
-			require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-			refs := tb.Drain(nil)
-			require.Len(t, refs, 1)
-			require.False(t, tb.Need(refs[0], t0))
-			tb.Park(refs[0])
-			tc.wake(tb, refs[0], t0)
+			tb, r, t0 := parkedKey(t)
+			tc.wake(tb, r, t0)
 			assert.Equal(t, tc.queue, len(tb.Drain(nil)) == 1, "queued")
 			assert.Len(t, tb.Unsynced(nil, t0), 1, "a flush finds it either way")
 		})
 	}
 	t.Run("swept once idle", func(t *testing.T) {
 		t.Parallel()
-		geo := window.NewSliding(time.Minute, 6)
-		tb := mkTable(t, geo, 100, true)
-		tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
-		t0 := bucketStart(geo, 0)
-		tb.Tick(t0)
-		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-		r := tb.Drain(nil)[0]
-		tb.Park(r)
+		tb, _, t0 := parkedKey(t)
+		geo := tb.geo
 		assert.Zero(t, tb.Sweep(t0), "not idle")
 		later := bucketStart(geo, int64(geo.Span())+1)
 		assert.Zero(t, tb.Sweep(later), "idle: clean, then dead")
@@ -134,4 +119,21 @@ func TestPark(t *testing.T) {
 		assert.Equal(t, 1, tb.Sweep(later), "then gone")
 		assert.Zero(t, tb.Len())
 	})
+}
+
+// parkedKey returns an Eventual table (limit 100, cap 10) whose key "k" was
+// admitted once at t0, drained, found in no need of a sync and parked.
+func parkedKey(t *testing.T) (*Table, Ref, int64) {
+	t.Helper()
+	geo := window.NewSliding(time.Minute, 6)
+	tb := mkTable(t, geo, 100, true)
+	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	t0 := bucketStart(geo, 0)
+	tb.Tick(t0)
+	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	refs := tb.Drain(nil)
+	require.Len(t, refs, 1)
+	require.False(t, tb.Need(refs[0], t0))
+	tb.Park(refs[0])
+	return tb, refs[0], t0
 }

@@ -234,30 +234,30 @@ func entryAllocator(slots int, withGlob bool) (int, func(key string) *hdr) {
 // alloc returns a new Eventual entry with ring A for key, holding a copy of
 // key (keyOf).
 func alloc[A ring](key string) *hdr {
+	return byKeyLen(key, allocIn[A, shortKey], allocIn[A, midKey], allocIn[A, farKey])
+}
+
+// allocLocal is alloc for a Local table.
+func allocLocal[A ring](key string) *hdr {
+	return byKeyLen(key, allocLocalIn[A, shortKey], allocLocalIn[A, midKey], allocLocalIn[A, farKey])
+}
+
+// byKeyLen allocates with the allocator of the smallest key buffer that
+// holds key.
+func byKeyLen(key string, short, mid, far func(string) *hdr) *hdr {
 	switch {
 	case len(key) < len(shortKey{}):
-		return allocIn[A, shortKey](key)
+		return short(key)
 	case len(key) < len(midKey{}):
-		return allocIn[A, midKey](key)
+		return mid(key)
 	}
-	return allocIn[A, farKey](key)
+	return far(key)
 }
 
 func allocIn[A ring, K keyBuf](key string) *hdr {
 	e := &entry[A, K]{}
 	putKey(&e.kb, key)
 	return &e.hdr
-}
-
-// allocLocal is alloc for a Local table.
-func allocLocal[A ring](key string) *hdr {
-	switch {
-	case len(key) < len(shortKey{}):
-		return allocLocalIn[A, shortKey](key)
-	case len(key) < len(midKey{}):
-		return allocLocalIn[A, midKey](key)
-	}
-	return allocLocalIn[A, farKey](key)
 }
 
 func allocLocalIn[A ring, K keyBuf](key string) *hdr {

@@ -97,9 +97,7 @@ func TestFlushGrantsNoLease(t *testing.T) {
 	busy(t, s, r, "k")
 	admit(t, s, r, "k", 5) // the fifth asks
 	s.releaseOver(s.Now(), true)
-	s.flushing = true
-	require.NoError(t, s.cycle())
-	s.flushing = false
+	flushCycle(t, s)
 	assert.Equal(t, int64(1), s.Stats().EarlySyncs, "the flush served the early sync")
 	assert.Equal(t, int64(5), total(t, c, r.KeyName("k")), "no units leased")
 	assert.Empty(t, s.leases)
@@ -136,9 +134,7 @@ func TestNeedDrivenCycle(t *testing.T) {
 	assert.Zero(t, total(t, c, r.KeyName("quiet")), "still pending: no admission queued it again")
 	assert.Equal(t, int64(1), s.Stats().Deferred, "not asked again")
 
-	s.flushing = true
-	require.NoError(t, s.cycle())
-	s.flushing = false
+	flushCycle(t, s)
 	assert.Equal(t, int64(1), total(t, c, r.KeyName("quiet")), "a flush finds and syncs every pending key")
 	_, own := estimate(t, r.Table, "quiet", s.Now())
 	assert.Zero(t, own)
@@ -156,9 +152,7 @@ func TestDeferredCorrections(t *testing.T) {
 	s := cyclingSyncer(t, c, r)
 
 	admit(t, s, r, "k", 3)
-	s.flushing = true
-	require.NoError(t, s.cycle())
-	s.flushing = false
+	flushCycle(t, s)
 	require.Equal(t, int64(3), total(t, c, r.KeyName("k")))
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
@@ -170,9 +164,7 @@ func TestDeferredCorrections(t *testing.T) {
 	assert.Equal(t, int64(3), total(t, c, r.KeyName("k")), "deferred")
 	require.NotNil(t, s.state[id], "kept")
 
-	s.flushing = true
-	require.NoError(t, s.cycle())
-	s.flushing = false
+	flushCycle(t, s)
 	assert.Equal(t, int64(2), total(t, c, r.KeyName("k")), "a flush pushes it")
 	assert.Nil(t, s.state[id])
 
@@ -180,6 +172,14 @@ func TestDeferredCorrections(t *testing.T) {
 	require.NoError(t, s.cycle())
 	assert.Nil(t, s.state[id], "dropped")
 	assert.Equal(t, int64(2), total(t, c, r.KeyName("k")))
+}
+
+// flushCycle runs one cycle of s as a flush runs it (every key, no lease).
+func flushCycle(t *testing.T, s *Syncer) {
+	t.Helper()
+	s.flushing = true
+	defer func() { s.flushing = false }()
+	require.NoError(t, s.cycle())
 }
 
 // cyclingSyncer returns a syncer of rules that is registered and healthy but
