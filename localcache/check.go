@@ -28,7 +28,7 @@ func (t *Table) Allow(key string, n int64) Verdict {
 			}
 			if n == 1 {
 				if rw := e.room.Load(); tagOf(rw) == tag {
-					if ra := cachedDenial(rw, t.nowUs.Load()); ra > 0 {
+					if ra := t.deniedUntil(rw); ra > 0 {
 						return Verdict{Status: OverLimit, RetryAfter: ra}
 					}
 				}

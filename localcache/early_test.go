@@ -1,6 +1,7 @@
 package localcache
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -244,6 +245,46 @@ func TestCatchUp(t *testing.T) {
 	tb.SetLimit(999_999)
 	require.Equal(t, Allowed, tb.Allow("new", 1).Status)
 	assert.Equal(t, later, tb.Now(), "the slow path, at the key's 16th unit")
+}
+
+// TestLateCachedDenial: once a catch-up has found the ticker late, a cached
+// denial catches the published time up first, so that it ends at its retry
+// time however far behind the ticker is; on a table whose ticker keeps time
+// it is read against the published time alone.
+func TestLateCachedDenial(t *testing.T) {
+	t.Parallel()
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("late=%v", late), func(t *testing.T) {
+			t.Parallel()
+			geo := window.NewSliding(time.Second, 10)
+			var clock atomic.Int64
+			tb, err := New(Config{Geometry: geo, Limit: 10, Keys: NewKeys(1 << 10), Now: clock.Load})
+			require.NoError(t, err)
+			t0 := bucketStart(geo, 0) + 3*geo.Sub()/10
+			clock.Store(t0)
+			tb.Tick(t0)
+			if late {
+				clock.Store(t0 + 2*int64(staleAfter))
+				tb.catchUp() // as a check that finds the ticker late does
+				require.Equal(t, clock.Load(), tb.Now())
+				t0 = tb.Now()
+			}
+			for range 10 {
+				require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+			}
+			v := tb.Allow("k", 1)
+			require.Equal(t, OverLimit, v.Status)
+			require.Positive(t, cachedDenialOf(tb, "k"))
+			clock.Store(t0 + int64(v.RetryAfter) + int64(time.Millisecond)) // the ticker does not run
+			if late {
+				assert.Equal(t, Allowed, tb.Allow("k", 1).Status, "past the retry time by the clock")
+				assert.Equal(t, clock.Load(), tb.Now(), "caught up")
+			} else {
+				assert.Equal(t, OverLimit, tb.Allow("k", 1).Status, "read against the published time")
+				assert.Equal(t, t0, tb.Now())
+			}
+		})
+	}
 }
 
 // TestTickNeverBack: the published time never goes back, whoever publishes

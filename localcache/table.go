@@ -18,6 +18,9 @@ type Table struct {
 	now   atomic.Int64
 	nowUs atomic.Int64 // now / 1000, for the cached denials
 	reset atomic.Int64
+	// lateUntil is the time until which cached denials catch the published
+	// time up first (clock.go); written only when a catch-up was needed.
+	lateUntil atomic.Int64
 
 	m         *keyMap
 	newEntry  func(key string) *hdr
