@@ -78,3 +78,48 @@ func TestHungStoreDefaultClient(t *testing.T) {
 		})
 	}
 }
+
+// TestTimeoutWithinShare: under FailLocal, a check of a tracked key that the
+// store, up but slow, does not answer within Timeout is decided as if the
+// store were down: admitted within the instance's part of the room, not
+// denied. Once the store answers again, it counts that admission once,
+// whether or not it admitted the reservation too when it woke up.
+func TestTimeoutWithinShare(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	// Cap ⌊0.01·100/2⌋ = 0: every check asks the store.
+	l, err := sluice.New(sluice.Options{Redis: rdb, FailureMode: sluice.FailLocal, Timeout: 200 * time.Millisecond},
+		policy.Rule{Name: "api", Limit: 100, Window: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(srv.Resume) // runs first: Close needs the store
+	ctx := context.Background()
+	// 90 admitted: the room left (10) is the last tenth of the limit, which
+	// the store never leases, so the next check goes to the store.
+	for range 90 {
+		d, err := l.Allow(ctx, "api", "k")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	require.NoError(t, l.Flush(ctx))
+
+	srv.Pause()
+	start := time.Now()
+	d, err := l.Allow(ctx, "api", "k") // one check: the store is not judged down
+	waited := time.Since(start)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "within the share, not denied")
+	require.GreaterOrEqual(t, waited, 200*time.Millisecond, "it waited for the store")
+	require.False(t, l.Stats().Degraded)
+	srv.Resume()
+
+	require.Eventually(t, func() bool {
+		if err := l.Flush(ctx); err != nil {
+			return false
+		}
+		p, err := l.Peek("api", "k")
+		return err == nil && p.Remaining == 100-91
+	}, 15*time.Second, 50*time.Millisecond, "the store counts 91: the timed-out check once")
+}

@@ -157,7 +157,7 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		sc.Notes = append(sc.Notes, fmt.Sprintf("ε·L/(N̂+1) = %.2g < 1: the divergence cap is 0, so every check is decided by Redis (batched); raise the limit or ε to see local decisions", cfg.ErrorBudget*float64(cfg.Rule.Limit)/float64(nhat+1)))
 	}
 	if sc.Cost.TimedOut > 0 {
-		sc.Notes = append(sc.Notes, fmt.Sprintf("%s of the sampled checks waited the whole -timeout %v for Redis (such a check is then denied under fail-local, or decided by the failure mode)", pctText(sc.Cost.TimedOut), cfg.Timeout))
+		sc.Notes = append(sc.Notes, fmt.Sprintf("%s of the sampled checks waited the whole -timeout %v for Redis (such a check is then decided by the failure mode: under fail-local, within its instance's part of the room, or denied if its key has no local state)", pctText(sc.Cost.TimedOut), cfg.Timeout))
 	}
 	if res.Truncated {
 		sc.Notes = append(sc.Notes, truncatedNote(cfg.MaxRecords, res.EndedAt, cfg.Traffic.Duration, cfg.Procs))
