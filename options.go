@@ -79,7 +79,10 @@ type Options struct {
 	FailureMode FailureMode
 	// Timeout bounds how long a check waits for the store (an urgent sync, a
 	// Strict rule); default DefaultTimeout. A check never blocks longer than
-	// Timeout or its context's deadline.
+	// Timeout or its context's deadline. A check the store does not answer
+	// in time is decided by FailureMode as if the store were down; under
+	// FailLocal, one of a Strict rule or of a key without local state is
+	// denied instead, with RetryAfter the sync interval.
 	Timeout time.Duration
 	// Clock replaces the system clock (tests, simulation). Store time is
 	// still aligned on Redis TIME when there is a store. With the system
