@@ -1,23 +1,11 @@
 package redistest
 
-import (
-	"net"
-	"testing"
-)
+import "net"
 
-// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-// Someone else may take it before you bind it; Start retries for that.
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	ports, err := freePorts(1)
-	if err != nil {
-		tb.Fatalf("redistest: finding a free port: %v", err)
-	}
-	return ports[0]
-}
-
-// freePorts returns n distinct free loopback ports (all listeners are held
-// open until every port is known, so they cannot repeat).
+// freePorts returns n distinct loopback ports that were free a moment ago
+// (all listeners are held open until every port is known, so they cannot
+// repeat). Someone else may take one before it is bound (an outgoing
+// connection's ephemeral port, on a busy machine): Start retries for that.
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {

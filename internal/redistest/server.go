@@ -17,7 +17,7 @@ import (
 
 const (
 	// startAttempts is how many ports Start tries when the port it picked
-	// was taken between FreePort and bind.
+	// was taken between freePorts and bind.
 	startAttempts = 5
 	// clientTimeout is the dial, read and write timeout of the clients
 	// returned by Client.
