@@ -236,6 +236,11 @@ type KeyResult struct {
 	latOver, latWithin []uint32
 	// slowTripOver, slowTripWithin: see Latency.
 	slowTripOver, slowTripWithin int
+	// latBelow: the latencies of the key's timed checks made while it was
+	// offered no more than 0.9·L around them; slowNear: its slow timed
+	// checks within L but above that (see Latency).
+	latBelow []uint32
+	slowNear int
 }
 
 func b2i(b bool) int {
@@ -337,6 +342,14 @@ type Latency struct {
 	// for Redis; the other slow ones waited for a CPU.
 	SlowTripOver   int `json:"slow_round_trip_over"`
 	SlowTripWithin int `json:"slow_round_trip_within"`
+	// Below: the quantiles of the timed checks made while their key was
+	// offered no more than 0.9·L in every window holding them, a subset of
+	// Within; SlowNear counts the slow timed checks of Within made while
+	// their key was offered above 0.9·L in a window holding them, where no
+	// lease is granted (the last tenth of the limit is decided by the
+	// store): the slow checks of Within that are not of Below.
+	Below    lat.Quantiles `json:"below"`
+	SlowNear int           `json:"slow_near"`
 }
 
 // Analysis is the result of Analyze: the summary, every key's result, and
@@ -391,20 +404,22 @@ func Analyze(recs []record.Record, p Params) *Analysis {
 // the keys).
 func latency(keys []KeyResult) Latency {
 	var l Latency
-	var over, within []uint32
+	var over, within, below []uint32
 	for i := range keys {
 		k := &keys[i]
 		l.Checks += k.Checks
 		l.OverChecks += k.OverChecks
 		l.SlowTripOver += k.slowTripOver
 		l.SlowTripWithin += k.slowTripWithin
+		l.SlowNear += k.slowNear
 		over = append(over, k.latOver...)
 		within = append(within, k.latWithin...)
-		k.latOver, k.latWithin = nil, nil
+		below = append(below, k.latBelow...)
+		k.latOver, k.latWithin, k.latBelow = nil, nil, nil
 	}
 	all := make([]uint32, 0, len(over)+len(within))
 	all = append(append(all, over...), within...)
-	l.All, l.Over, l.Within = lat.Of(all), lat.Of(over), lat.Of(within)
+	l.All, l.Over, l.Within, l.Below = lat.Of(all), lat.Of(over), lat.Of(within), lat.Of(below)
 	return l
 }
 
@@ -529,12 +544,17 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 	period := p.Geometry.Sub() // the period decision times are recovered modulo
 	whole, _ := p.whole()
 	spans := overSpans(rs, p.Limit, w)
-	sp := 0 // the first span not wholly before the current record
+	nears := overSpans(rs, p.Limit*9/10, w)
+	sp, sn := 0, 0 // the first span not wholly before the current record
 	for _, r := range rs {
 		for sp < len(spans) && spans[sp].To < r.T {
 			sp++
 		}
+		for sn < len(nears) && nears[sn].To < r.T {
+			sn++
+		}
 		over := sp < len(spans) && r.T > spans[sp].From
+		near := sn < len(nears) && r.T > nears[sn].From
 		if over {
 			k.OverChecks++
 		}
@@ -546,6 +566,11 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 			} else {
 				k.latWithin = append(k.latWithin, uint32(d))
 				k.slowTripWithin += b2i(trip)
+				if !near {
+					k.latBelow = append(k.latBelow, uint32(d))
+				} else {
+					k.slowNear += b2i(d >= lat.Slow)
+				}
 			}
 		}
 		c := int64(r.Cost)

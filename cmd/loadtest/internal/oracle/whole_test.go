@@ -184,3 +184,34 @@ func TestLatencySplit(t *testing.T) {
 	assert.Equal(t, slow, l.Within.P999)
 	assert.Equal(t, slow, l.All.Max)
 }
+
+// TestLatencyNear: of the timed checks within L, those made while their key
+// was offered above 0.9·L around them are left out of Below, and counted in
+// SlowNear if slow; the others are Below.
+func TestLatencyNear(t *testing.T) {
+	t.Parallel()
+	timed := func(r record.Record, d time.Duration) record.Record {
+		r.Flags |= record.Timed | record.RoundTrip
+		r.Lat = uint32(d)
+		return r
+	}
+	slow, fast := 2*lat.Slow, lat.Slow/10
+	var rs []record.Record
+	// Key 0: ten checks in 0.5 s (L = 10: within, but above 0.9·L = 9), the
+	// last one timed and slow, the first one timed and fast.
+	rs = append(rs, timed(rec(0, 0, 0, true), fast))
+	for i := int64(1); i < 9; i++ {
+		rs = append(rs, rec(i*50*ms, 0, 0, true))
+	}
+	rs = append(rs, timed(rec(450*ms, 0, 0, true), slow))
+	// Key 1: two checks, far below, one slow.
+	rs = append(rs, timed(rec(0, 1, 0, true), fast), timed(rec(10*ms, 1, 0, true), slow))
+	a := Analyze(rs, Params{Geometry: window.NewSliding(time.Second, 10), Limit: 10})
+	l := a.Latency
+	assert.Zero(t, l.OverChecks)
+	assert.Equal(t, 4, l.Within.N)
+	assert.Equal(t, 2, l.Within.Slow)
+	assert.Equal(t, 2, l.Below.N, "key 1's checks: key 0 was offered 10 > 9 in windows holding each of its checks")
+	assert.Equal(t, 1, l.Below.Slow)
+	assert.Equal(t, 1, l.SlowNear)
+}

@@ -130,7 +130,11 @@ func Why(s *Scenario) string {
 		redis = "the checks by path could not be read"
 	}
 	if l.Within.P999 > LatencyTarget {
-		return "keys ≤ L: " + slowText(l.Within.Slow, l.SlowTripWithin, w.Every) + "; " + redis
+		near := ""
+		if l.SlowNear > 0 {
+			near = fmt.Sprintf("; %d of the slow ones while their key was offered above 0.9·L (no lease is granted from the last tenth of the limit), and p99.9 %v over the checks of keys offered at most 0.9·L", l.SlowNear, l.Below.P999)
+		}
+		return "keys ≤ L: " + slowText(l.Within.Slow, l.SlowTripWithin, w.Every) + near + "; " + redis
 	}
 	return "keys > L: " + slowText(l.Over.Slow, l.SlowTripOver, w.Every) + "; " + redis
 }
