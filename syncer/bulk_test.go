@@ -333,7 +333,7 @@ func TestBulkPullReadsWindow(t *testing.T) {
 	require.NoError(t, c.HSet(ctxT(t, opTimeout), r.KeyName("k"),
 		itoa(k), "5", itoa(k-1), "7", itoa(k-2), "11",
 		itoa(k-int64(r.span)-3), "1000", // out of the window
-		"i:B", seq, "r"+seq+":B", seq+":1:"+itoa(k)+":0:"+itoa(k),
+		"i:B", seq, "r"+seq+":B", seq+":1:"+itoa(k)+":0",
 	).Err())
 	admit(t, s, r, "k", 1)
 	flush(t, s)

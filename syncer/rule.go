@@ -44,10 +44,6 @@ type Keys interface {
 	// that unused units, which count in the window until they are given
 	// back, stay below what it used.
 	Want(h Handle, now int64) int64
-	// NextWant returns how many units h should ask the store to lease it
-	// at now in the bucket after the current one (ahead.go): about what it
-	// admits in a bucket; 0 if it admitted nothing in the current one.
-	NextWant(h Handle, now int64) int64
 	// MarkDirty queues h for the next Drain again.
 	MarkDirty(h Handle)
 	// Need reports whether h, drained by a cycle, needs a sync at now. A key
@@ -107,9 +103,6 @@ type Rule struct {
 	span   int
 	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
 	leases bool
-	// ahead is the last bucket whose keys were leased the next one
-	// (ahead.go); owned by the syncer's loop.
-	ahead int64
 }
 
 func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {

@@ -171,10 +171,6 @@ type Syncer struct {
 	seq     int64
 	state   map[keyID]*keyState
 	leases  map[keyID]leased // keys holding a lease, by the syncer's loop only
-	// ahead holds the keys leased a bucket ahead at the next lease-ahead
-	// pass (ahead.go): every key granted a lease, until it has nothing left
-	// in the window.
-	ahead map[keyID]Handle
 	// recs holds the keys whose store hash keeps a reservation record of
 	// this instance that is no longer needed, with the local time it was
 	// made: the next bulk push of the key removes it, or the key's TTL
@@ -227,7 +223,6 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 		stopped:  make(chan struct{}),
 		state:    make(map[keyID]*keyState),
 		leases:   make(map[keyID]leased),
-		ahead:    make(map[keyID]Handle),
 		recs:     make(map[keyID]int64),
 	}
 	s.base = time.Now()
@@ -373,18 +368,12 @@ func (s *Syncer) loop() {
 	defer close(s.stopped)
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
-	ahead := time.NewTimer(s.aheadWait())
-	defer ahead.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-t.C:
 			_ = s.observedCycle()
-			ahead.Reset(s.aheadWait()) // a rule may have been added
-		case <-ahead.C:
-			s.leaseAhead()
-			ahead.Reset(s.aheadWait())
 		case <-s.wake:
 			s.serveUrgent()
 		case ch := <-s.flushReq:
