@@ -55,8 +55,9 @@ type fleetState struct {
 
 // recoveryGrace, in sync intervals, is how long a FailLocal rule stays
 // Recovering once every live instance has heartbeated since the store came
-// back: a cycle heartbeats first and pushes after, within about one
-// interval, and this instance's next cycle pulls what it pushed.
+// back: an instance back from an outage heartbeats only at the end of its
+// first cycle back, once it has pushed its outage counts (syncer.cycle), and
+// this instance's next cycle pulls what it pushed.
 const recoveryGrace = 2
 
 // tickEvery is the limiter's Tick period, which the grace is counted in.

@@ -13,7 +13,19 @@ func (s *Syncer) cycle() error {
 	start := time.Now()
 	s.stats.cycles.Add(1)
 	ctx := s.life
-	if err := s.heartbeat(ctx); err != nil {
+	// Back from an outage (or a store never reached), the instance
+	// heartbeats only once this cycle has pushed what it admitted
+	// meanwhile: an instance that sees the store again first stays on its
+	// share until every instance has heartbeated since, then two sync
+	// intervals more (the engine's recovery grace), and a heartbeat sent
+	// before the pushes would let it go on before they land, however long
+	// this cycle takes. Until then it only looks at the registry.
+	back := !s.healthy.Load()
+	reg := s.heartbeat
+	if back {
+		reg = s.look
+	}
+	if err := reg(ctx); err != nil {
 		s.setHealth(false, err)
 		s.failWaiters(ErrUnavailable)
 		return err
@@ -69,7 +81,7 @@ func (s *Syncer) cycle() error {
 			}
 			s.serveUrgent()
 			if beatDue {
-				if herr := s.heartbeat(ctx); herr != nil {
+				if herr := reg(ctx); herr != nil {
 					err = cmp.Or(err, herr)
 					s.setHealth(false, herr)
 					s.failWaiters(ErrUnavailable)
@@ -122,6 +134,13 @@ func (s *Syncer) cycle() error {
 	}
 	if lerr := landAll(); lerr != nil {
 		err = cmp.Or(err, lerr)
+	}
+	if back && s.healthy.Load() {
+		if herr := s.heartbeat(ctx); herr != nil {
+			err = cmp.Or(err, herr)
+			s.setHealth(false, herr)
+			s.failWaiters(ErrUnavailable)
+		}
 	}
 	s.serveUrgent()
 	s.stats.lastCycle.Store(int64(time.Since(start)))

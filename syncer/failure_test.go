@@ -1,9 +1,12 @@
 package syncer
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -292,4 +295,56 @@ func TestNoScriptLoadFails(t *testing.T) {
 	flush(t, s)
 	flush(t, s)
 	assert.Equal(t, int64(1), total(t, c, name), "only the fallback's count: the store never decided the reservation")
+}
+
+// settleSpy is a rule's keys that records, at each Settle (a push has been
+// answered), whether the instance is in the registry.
+type settleSpy struct {
+	*localcache.Table
+	c          redis.UniversalClient
+	id         string
+	armed      atomic.Bool
+	registered atomic.Int32 // Settles while registered, once armed
+	settles    atomic.Int32 // Settles once armed
+}
+
+func (k *settleSpy) Settle(h Handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) []window.Bucket {
+	if k.armed.Load() && len(acked) > 0 {
+		k.settles.Add(1)
+		if err := k.c.ZScore(context.Background(), "t:instances", k.id).Err(); err == nil {
+			k.registered.Add(1)
+		}
+	}
+	return k.Table.Settle(h, now, acked, first, totals, lease)
+}
+
+// TestBackRegistersAfterPush: back from an outage, the syncer heartbeats only
+// once its first cycle has pushed what was admitted meanwhile, so that an
+// instance that saw the store first, which waits for every instance's
+// heartbeat since, never goes on before those counts are in the store.
+func TestBackRegistersAfterPush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t) // a restart comes back empty: no registry entry
+	c := srv.Client(t)
+	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	spy := &settleSpy{Table: r.Table, c: c, id: "A"}
+	r.cfg.Keys = spy
+	s := startSyncer(t, testConfig(c, "A"), r)
+
+	srv.Kill()
+	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
+	require.False(t, s.Healthy())
+	r.Table.SetLimits(failOpen)
+	admit(t, s, r, "k", 4)
+	admit(t, s, r, "k2", 2)
+
+	srv.Restart()
+	r.Table.SetLimits(healthy)
+	spy.armed.Store(true)
+	flush(t, s)
+	assert.Equal(t, int32(2), spy.settles.Load(), "both keys pushed")
+	assert.Zero(t, spy.registered.Load(), "not registered while the outage counts were pushed")
+	assert.NoError(t, c.ZScore(ctxT(t, opTimeout), "t:instances", "A").Err(), "registered at the end of the cycle")
+	assert.Equal(t, int64(4), total(t, c, r.KeyName("k")))
+	assert.True(t, s.Healthy())
 }

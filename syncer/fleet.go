@@ -78,26 +78,35 @@ func (s *Syncer) setHealth(ok bool, err error) {
 
 // heartbeat refreshes the registry entry, N̂ and the clock offset.
 func (s *Syncer) heartbeat(ctx context.Context) error {
-	return s.registry(ctx, false)
+	return s.registry(ctx, regBeat)
+}
+
+// look refreshes N̂ and the clock offset as heartbeat does, without
+// heartbeating: the instance's registry entry is left as it is.
+func (s *Syncer) look(ctx context.Context) error {
+	return s.registry(ctx, regLook)
 }
 
 func (s *Syncer) deregister(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	defer cancel()
-	return s.registry(ctx, true)
+	return s.registry(ctx, regRemove)
 }
 
-func (s *Syncer) registry(ctx context.Context, remove bool) error {
+// What a registryScript call does with the instance's entry.
+const (
+	regBeat   = "0"
+	regRemove = "1"
+	regLook   = "2"
+)
+
+func (s *Syncer) registry(ctx context.Context, mode string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	defer cancel()
-	rm := "0"
-	if remove {
-		rm = "1"
-	}
 	sent := s.localNow()
 	s.stats.roundTrips.Add(1)
 	s.stats.commands.Add(1)
-	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), rm).Slice()
+	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), mode).Slice()
 	recv := s.localNow()
 	s.heard(err)
 	if err != nil {
@@ -114,7 +123,7 @@ func (s *Syncer) registry(ctx context.Context, remove bool) error {
 	if err1 != nil || err2 != nil || !ok {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
 	}
-	if remove {
+	if mode == regRemove {
 		return nil
 	}
 	store := sec*int64(time.Second) + usec*int64(time.Microsecond)

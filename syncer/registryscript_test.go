@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestRegistryScript heartbeats, expires and removes instances.
+// TestRegistryScript heartbeats, expires, looks at and removes instances.
 func TestRegistryScript(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -20,13 +20,9 @@ func TestRegistryScript(t *testing.T) {
 	const reg = "t:instances"
 	const ttl = 5000
 	var first int64 // the earliest expiry, from the last run
-	run := func(id string, remove bool) (nowMs, n int64) {
+	run := func(id string, mode string) (nowMs, n int64) {
 		t.Helper()
-		rm := "0"
-		if remove {
-			rm = "1"
-		}
-		v, err := registryScript.Run(ctx, c, []string{reg}, id, ttl, rm).Slice()
+		v, err := registryScript.Run(ctx, c, []string{reg}, id, ttl, mode).Slice()
 		require.NoError(t, err)
 		require.Len(t, v, 4)
 		first, err = strconv.ParseInt(v[3].(string), 10, 64)
@@ -42,7 +38,7 @@ func TestRegistryScript(t *testing.T) {
 	}
 
 	before := storeTimeUs(t, c) / 1000
-	nowMs, n := run("a", false)
+	nowMs, n := run("a", regBeat)
 	after := storeTimeUs(t, c) / 1000
 	assert.True(t, nowMs >= before && nowMs <= after, "TIME is the store's: %d not in [%d, %d]", nowMs, before, after)
 	assert.Equal(t, int64(1), n)
@@ -57,27 +53,27 @@ func TestRegistryScript(t *testing.T) {
 	assert.Equal(t, nowMs+ttl, first, "the only member's expiry")
 
 	time.Sleep(2 * time.Millisecond)
-	_, n = run("b", false)
+	_, n = run("b", regBeat)
 	assert.Equal(t, int64(2), n)
 	assert.Equal(t, nowMs+ttl, first, "the earliest expiry is a's, the oldest heartbeat")
 
 	// An expired member is dropped by the next heartbeat.
 	require.NoError(t, c.ZAdd(ctx, reg, redis.Z{Score: float64(nowMs - 1), Member: "dead"}).Err())
-	_, n = run("a", false)
+	_, n = run("a", regBeat)
 	assert.Equal(t, int64(2), n)
 	_, err = c.ZScore(ctx, reg, "dead").Result()
 	assert.ErrorIs(t, err, redis.Nil)
 
 	// A heartbeat moves the expiry forward.
 	time.Sleep(5 * time.Millisecond)
-	nowMs2, _ := run("a", false)
+	nowMs2, _ := run("a", regBeat)
 	score2, err := c.ZScore(ctx, reg, "a").Result()
 	require.NoError(t, err)
 	assert.Equal(t, float64(nowMs2+ttl), score2)
 	assert.Greater(t, score2, score)
 
 	// Remove deletes the member and still returns TIME and the count.
-	nowMs3, n := run("b", true)
+	nowMs3, n := run("b", regRemove)
 	assert.GreaterOrEqual(t, nowMs3, nowMs2)
 	assert.Equal(t, int64(1), n)
 	_, err = c.ZScore(ctx, reg, "b").Result()
@@ -85,4 +81,14 @@ func TestRegistryScript(t *testing.T) {
 	members, err := c.ZRange(ctx, reg, 0, -1).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a"}, members)
+
+	// Look returns the same, leaves the caller unregistered and the others
+	// as they were, and still drops expired members.
+	require.NoError(t, c.ZAdd(ctx, reg, redis.Z{Score: float64(nowMs - 1), Member: "dead"}).Err())
+	_, n = run("c", regLook)
+	assert.Equal(t, int64(1), n)
+	assert.Equal(t, int64(score2), first, "a's expiry, untouched")
+	members, err = c.ZRange(ctx, reg, 0, -1).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, members, "c is not registered, dead is dropped")
 }

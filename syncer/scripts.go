@@ -207,16 +207,18 @@ return out
 // registryScript heartbeats (or removes) an instance in the registry sorted
 // set, whose scores are expiry times in ms, drops expired members, and returns
 // the store's TIME, the number of live instances and the earliest expiry
-// among them (ms; the oldest heartbeat plus its TTL).
+// among them (ms; the oldest heartbeat plus its TTL). It can also only look:
+// the same reply without touching the instance's entry.
 //
-// KEYS[1] the registry; ARGV: instance id, ttl ms, "1" to remove.
+// KEYS[1] the registry; ARGV: instance id, ttl ms, "0" to heartbeat, "1" to
+// remove, "2" to look.
 var registryScript = redis.NewScript(`
 local t = redis.call('TIME')
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
-else
+elseif ARGV[3] == '0' then
   redis.call('ZADD', KEYS[1], string.format('%.0f', nowms + ttl), ARGV[1])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', nowms))
