@@ -38,7 +38,15 @@ func (s *Syncer) cycle() error {
 	}
 	s.pruneRecs()
 	beat := time.Now()
-	items := s.collect()
+	// Collecting a key flood's keys can itself outlast the registry entry
+	// (half a second for 230k keys under -race): it heartbeats on the way
+	// too. A failed heartbeat there is left to the first batch's, which
+	// handles it.
+	items := s.collect(func() {
+		if time.Since(beat) >= s.beatEvery() && reg(ctx) == nil {
+			beat = time.Now()
+		}
+	})
 	s.cycleKeys = len(items)
 	var err error
 	// On the bulk path the pipelines overlap: batches take turns on
@@ -169,6 +177,10 @@ func (s *Syncer) beatEvery() time.Duration {
 	return min(s.cfg.Interval, s.cfg.InstanceTTL/3)
 }
 
+// aliveEvery is how many keys collect handles between two looks at whether
+// a heartbeat is due.
+const aliveEvery = 4096
+
 // item is one key to sync, with the reservations waiting on it.
 type item struct {
 	id    keyID
@@ -184,8 +196,8 @@ type item struct {
 // outstanding and, for one more cycle, the keys pushed in the last one: that
 // follow-up pull brings back what the other instances pushed in the same
 // cycle, so after one sync without traffic every instance sees the same
-// totals.
-func (s *Syncer) collect() []item {
+// totals. It calls alive every aliveEvery keys, to heartbeat if due.
+func (s *Syncer) collect(alive func()) []item {
 	s.releaseOver(s.Now(), false) // their returns are corrections: collected below
 	s.takeRefunds()               // so are refunds
 	var items []item
@@ -204,7 +216,10 @@ func (s *Syncer) collect() []item {
 			// The keys earlier cycles left with their counts pending.
 			s.refs = r.keys.Unsynced(s.refs, now)
 		}
-		for _, ref := range s.refs {
+		for i, ref := range s.refs {
+			if i%aliveEvery == aliveEvery-1 {
+				alive()
+			}
 			id := keyID{rule: r, key: r.keys.Key(ref)}
 			if seen[id] {
 				continue
@@ -220,7 +235,10 @@ func (s *Syncer) collect() []item {
 		}
 	}
 	clear(s.refs)
-	for _, it := range s.prev {
+	for i, it := range s.prev {
+		if i%aliveEvery == aliveEvery-1 {
+			alive()
+		}
 		if seen[it.id] {
 			continue
 		}
