@@ -41,7 +41,8 @@ func (w *eventualWindow) Check(ctx context.Context, key string, n int64) (Result
 func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localcache.Verdict, reset time.Duration) (Result, error) {
 	switch v.Status {
 	case localcache.OverCap:
-		return w.urgent(ctx, key, n)
+		res, _, err := w.overCap(ctx, key, n)
+		return res, err
 	case localcache.Untracked:
 		return w.reserve(ctx, key, nil, n)
 	case localcache.StoreDown:

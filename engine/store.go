@@ -26,6 +26,23 @@ func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result,
 	return w.reserveAt(ctx, key, ref, n)
 }
 
+// overCap hands to the store a check of an Eventual key whose instance has
+// no local allowance left for it (the table said OverCap), after counting
+// why (syncer.Stats.Waits); it returns what urgentAt does.
+func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, Receipt, error) {
+	w.store.Waited(waitWhy[w.table.Why(key, w.now(), n)])
+	return w.urgentAt(ctx, key, n)
+}
+
+// waitWhy maps why a key had no local allowance left to the syncer's count.
+var waitWhy = [...]syncer.Why{
+	localcache.WhyNear:  syncer.WaitNear,
+	localcache.WhyNew:   syncer.WaitNew,
+	localcache.WhyStart: syncer.WaitStart,
+	localcache.WhyLease: syncer.WaitLease,
+	localcache.WhyCap:   syncer.WaitCap,
+}
+
 // reserve hands a check to the store: the key's pending counts, if it has a
 // local entry (ref), travel with it (an urgent sync), and the store decides
 // on the fleet's totals; a key the table does not track (nil ref) is decided

@@ -32,7 +32,7 @@ func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result,
 	v := w.table.AllowAt(key, now, n)
 	switch v.Status {
 	case localcache.OverCap:
-		return w.urgentAt(ctx, key, n)
+		return w.overCap(ctx, key, n)
 	case localcache.Untracked:
 		return w.reserveAt(ctx, key, nil, n)
 	case localcache.StoreDown:

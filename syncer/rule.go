@@ -227,6 +227,14 @@ func (r *Rule) Reserve(ctx context.Context, key string, h Handle, n int64) (Answ
 	return r.s.Reserve(ctx, r, key, h, n)
 }
 
+// Waited counts a check of the rule that had no local allowance left and is
+// handed to the store (Reserve), by why (Stats.Waits).
+func (r *Rule) Waited(why Why) {
+	if why < numWhy {
+		r.s.stats.waits[why].Add(1)
+	}
+}
+
 // KeyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>",
 // with the key percent-encoded (see EncodeKey). The braces make it a Redis
 // Cluster hash tag, so everything of one limiter key lives in one slot; the

@@ -23,10 +23,36 @@ type Stats struct {
 	Instances     int64         // N̂ at the last heartbeat
 	Offset        time.Duration // store clock minus local clock
 	Healthy       bool          // the last round trip to the store succeeded
+	Waits         Waits         // checks handed to the store for want of local allowance, by why (Rule.Waited)
 }
+
+// Waits counts the checks of Eventual keys that had no local allowance left
+// and waited for the store, by why, as the caller saw the key's state when
+// it handed the check over (Rule.Waited).
+type Waits struct {
+	Near  int64 // the window held 0.9·L or more with the check: no lease from the last tenth, the cap alone
+	New   int64 // a key never synced here: its first admissions used its cap before its first sync came back
+	Start int64 // a key whose lease was of an earlier bucket: the current one started on the cap alone
+	Lease int64 // a key whose lease of the current bucket and cap ran out before more came
+	Cap   int64 // a key without a lease whose cap ran out before a sync came back
+}
+
+// Why is why a check waited for the store, for Rule.Waited.
+type Why uint8
+
+// The reasons of Waits, in its order.
+const (
+	WaitNear Why = iota
+	WaitNew
+	WaitStart
+	WaitLease
+	WaitCap
+	numWhy
+)
 
 // counters are the Stats counters, updated as the syncer goes.
 type counters struct {
 	cycles, urgentCycles, earlySyncs, deferred, keySyncs, reservations, roundTrips, commands,
 	failures, corrections, retried, lastCycle, lastCycleKeys atomic.Int64
+	waits [numWhy]atomic.Int64
 }

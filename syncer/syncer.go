@@ -298,6 +298,13 @@ func (s *Syncer) Stats() Stats {
 		Instances:     s.instances.Load(),
 		Offset:        s.Offset(),
 		Healthy:       s.healthy.Load(),
+		Waits: Waits{
+			Near:  s.stats.waits[WaitNear].Load(),
+			New:   s.stats.waits[WaitNew].Load(),
+			Start: s.stats.waits[WaitStart].Load(),
+			Lease: s.stats.waits[WaitLease].Load(),
+			Cap:   s.stats.waits[WaitCap].Load(),
+		},
 	}
 }
 

@@ -1,0 +1,55 @@
+package localcache
+
+// Why says why a check of an Eventual key had no local allowance left
+// (Allow returned OverCap) and so waits for the store, from what this
+// instance sees of the key at that moment.
+type Why uint8
+
+const (
+	// WhyNear: the window as this instance sees it, the check included,
+	// holds 0.9·L or more: no lease is granted from the last tenth of the
+	// limit, so the divergence cap alone is left, by design.
+	WhyNear Why = iota
+	// WhyNew: the key has nothing in the window here but its own count of
+	// the current bucket, never synced: its first admissions used its cap
+	// before its first sync came back (a key hit hard at once).
+	WhyNew
+	// WhyStart: the key's lease was of an earlier bucket: the current one
+	// started on the cap alone, and the early sync of its first admissions
+	// had not come back.
+	WhyStart
+	// WhyLease: the key's lease of the current bucket and its cap were used
+	// up before the early sync asking for more came back (a burst faster
+	// than the round trip, or a lease sized on a slower bucket).
+	WhyLease
+	// WhyCap: the key holds no lease and has history: its cap ran out
+	// before a sync came back (a key not busy enough to ask early, or whose
+	// early sync was under way).
+	WhyCap
+)
+
+// Why returns why a check of cost n for key at now had no local allowance
+// left. A key without an entry is WhyNew.
+func (t *Table) Why(key string, now, n int64) Why {
+	e := t.m.Load(key)
+	if e == nil {
+		return WhyNew
+	}
+	k := t.geo.Index(now)
+	s := t.slotOf(k)
+	v := t.scan(e, k, s, t.geo.Phase(now))
+	cur := countAt(t.pend(e, s).Load(), k)
+	lw := t.leaseWord(e)
+	seen := v.others.Value()
+	switch {
+	case 10*(seen+float64(cur-covered(lw, k, cur)+n)) >= 9*float64(t.limit.Load()):
+		return WhyNear
+	case countAt(lw, k) > 0:
+		return WhyLease
+	case countOf(lw) > 0:
+		return WhyStart
+	case seen == 0:
+		return WhyNew
+	}
+	return WhyCap
+}

@@ -1,0 +1,80 @@
+package localcache
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/window"
+)
+
+// TestWhy: why a check whose key has no local allowance left waits for the
+// store, from the key's state: never synced, a lease of an earlier bucket,
+// a lease of this one used up, history without a lease, or a window at 0.9·L
+// or more (whatever its lease).
+func TestWhy(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 6)
+	const limit, capv = 100, 3
+	t0 := bucketStart(geo, 0)
+	t1 := bucketStart(geo, 1)
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, tb *Table, s *fakeStore) int64 // returns the time of the check
+		want  Why
+	}{
+		{"never synced: the cap used at once", func(t *testing.T, tb *Table, s *fakeStore) int64 {
+			admitUntil(t, tb, "k", t0, 100)
+			return t0
+		}, WhyNew},
+		{"history, no lease", func(t *testing.T, tb *Table, s *fakeStore) int64 {
+			admitUntil(t, tb, "k", t0, 100)
+			r, _ := tb.Ref("k")
+			syncRef(tb, geo, s, r, t0)
+			admitUntil(t, tb, "k", t0, 100)
+			return t0
+		}, WhyCap},
+		{"a lease of this bucket used up", func(t *testing.T, tb *Table, s *fakeStore) int64 {
+			admitUntil(t, tb, "k", t0, 100)
+			r, _ := tb.Ref("k")
+			grant(tb, geo, s, r, t0, 10)
+			admitUntil(t, tb, "k", t0, 100)
+			return t0
+		}, WhyLease},
+		{"a lease of the bucket before", func(t *testing.T, tb *Table, s *fakeStore) int64 {
+			admitUntil(t, tb, "k", t0, 100)
+			r, _ := tb.Ref("k")
+			grant(tb, geo, s, r, t0, 10)
+			tb.Tick(t1)
+			admitUntil(t, tb, "k", t1, 100)
+			return t1
+		}, WhyStart},
+		{"the window at 0.9·L, a lease of this bucket", func(t *testing.T, tb *Table, s *fakeStore) int64 {
+			admitUntil(t, tb, "k", t0, 100)
+			r, _ := tb.Ref("k")
+			s.add("k", geo.Index(t0), 80)
+			grant(tb, geo, s, r, t0, 5)
+			admitUntil(t, tb, "k", t0, 100)
+			return t0
+		}, WhyNear},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb := mkTable(t, geo, limit, true)
+			tb.SetLimits(Limits{Cap: capv, Share: limit, Mode: policy.FailLocal})
+			tb.Tick(t0)
+			now := tc.setup(t, tb, newFakeStore())
+			require.Equal(t, OverCap, tb.AllowAt("k", now, 1).Status, "harness: the key has no allowance left")
+			assert.Equal(t, tc.want, tb.Why("k", now, 1))
+		})
+	}
+	t.Run("a key without an entry", func(t *testing.T) {
+		t.Parallel()
+		tb := mkTable(t, geo, limit, true)
+		assert.Equal(t, WhyNew, tb.Why("none", t0, 1))
+	})
+}
