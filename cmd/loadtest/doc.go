@@ -82,12 +82,18 @@
 // from which the instance reads its checks by path at the end (sluice.checks:
 // local; urgent, a key at its divergence cap or untracked; strict; fallback,
 // Redis failed or was too slow), with the urgent round trips, reservations
-// and early syncs of Limiter.Stats. The oracle splits Allow's latency between
-// the checks made while their key was offered above L in a window holding the
-// check (where an instance may have used its share and must ask Redis) and
-// the others (where no check should wait), and each timed check records
-// whether its instance had a round trip to Redis for checks during the call:
-// a slow check without one waited for a CPU, not for Redis.
+// and early syncs of Limiter.Stats, and why each urgent check's key had no
+// local allowance left (Stats().Sync.Waits: near the limit, where no lease is
+// granted from the last tenth; never synced yet; a sub-window's start after
+// its lease ended; the sub-window's lease used up; no lease and the cap used
+// up). The oracle splits Allow's latency between the checks made while their
+// key was offered above L in a window holding the check (where an instance
+// may have used its share and must ask Redis) and the others (where no check
+// should wait), and of the others the slow ones made while their key was
+// offered above 0.9·L, with the p99.9 of those offered at most 0.9·L; each
+// timed check records whether its instance had a round trip to Redis for
+// checks during the call: a slow check without one waited for a CPU, not for
+// Redis.
 //
 // Beside sluice: after the steady and throughput scenarios the same workers,
 // on the same schedule and keys, check two bare local limiters for half a

@@ -321,7 +321,7 @@ func fillWaits(sc *report.Scenario, res *fleet.Result, a *oracle.Analysis) {
 	}
 	w.Read = p.Read
 	w.Checks, w.Local, w.Urgent, w.Untracked, w.Strict, w.Fallback = p.Checks(), p.Local, p.Urgent, p.Untracked, p.Strict, p.Fallback
-	w.UrgentCycles, w.Reservations, w.EarlySyncs = sync.UrgentCycles, sync.Reservations, sync.EarlySyncs
+	w.UrgentCycles, w.Reservations, w.EarlySyncs, w.Why = sync.UrgentCycles, sync.Reservations, sync.EarlySyncs, sync.Waits
 	w.Latency = a.Latency
 	w.Every = 1 // every check of a paced profile is timed; 1 in 64 flat out
 	if n := a.Latency.All.N; n > 0 && a.Latency.Checks > int64(n) {

@@ -32,23 +32,31 @@ type Counters struct {
 	Failures     int64 `json:"failures"`
 	Corrections  int64 `json:"corrections"`
 	Retried      int64 `json:"retried"`
+	// Waits: the checks that waited for want of local allowance, by why.
+	Waits syncer.Waits `json:"waits"`
 }
 
 func countersOf(s syncer.Stats) Counters {
-	return Counters{s.Cycles, s.UrgentCycles, s.EarlySyncs, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried}
+	return Counters{s.Cycles, s.UrgentCycles, s.EarlySyncs, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried, s.Waits}
 }
 
 func (c Counters) sub(o Counters) Counters {
 	return Counters{c.Cycles - o.Cycles, c.UrgentCycles - o.UrgentCycles, c.EarlySyncs - o.EarlySyncs, c.KeySyncs - o.KeySyncs,
 		c.Reservations - o.Reservations, c.RoundTrips - o.RoundTrips, c.Commands - o.Commands,
-		c.Failures - o.Failures, c.Corrections - o.Corrections, c.Retried - o.Retried}
+		c.Failures - o.Failures, c.Corrections - o.Corrections, c.Retried - o.Retried, addWaits(c.Waits, o.Waits, -1)}
+}
+
+// addWaits returns a + sign·b.
+func addWaits(a, b syncer.Waits, sign int64) syncer.Waits {
+	return syncer.Waits{Near: a.Near + sign*b.Near, New: a.New + sign*b.New, Start: a.Start + sign*b.Start,
+		Lease: a.Lease + sign*b.Lease, Cap: a.Cap + sign*b.Cap}
 }
 
 // Add returns c + o.
 func (c Counters) Add(o Counters) Counters {
 	return Counters{c.Cycles + o.Cycles, c.UrgentCycles + o.UrgentCycles, c.EarlySyncs + o.EarlySyncs, c.KeySyncs + o.KeySyncs,
 		c.Reservations + o.Reservations, c.RoundTrips + o.RoundTrips, c.Commands + o.Commands,
-		c.Failures + o.Failures, c.Corrections + o.Corrections, c.Retried + o.Retried}
+		c.Failures + o.Failures, c.Corrections + o.Corrections, c.Retried + o.Retried, addWaits(c.Waits, o.Waits, 1)}
 }
 
 // InstanceResult is what one instance reports.

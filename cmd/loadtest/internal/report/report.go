@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
+	"github.com/sluicehq/sluice/syncer"
 )
 
 // Settings are the knobs of one scenario.
@@ -159,6 +160,9 @@ type Waits struct {
 	UrgentCycles int64 `json:"urgent_cycles"`
 	Reservations int64 `json:"reservations"`
 	EarlySyncs   int64 `json:"early_syncs"`
+	// Why: the urgent checks of Eventual keys by why their instance had no
+	// local allowance left (Limiter.Stats().Sync.Waits).
+	Why syncer.Waits `json:"why"`
 	// Latency splits the timed checks by the key's load (oracle).
 	Latency oracle.Latency `json:"latency"`
 	// Every: 1 in Every checks was timed.

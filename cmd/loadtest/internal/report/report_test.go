@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
+	"github.com/sluicehq/sluice/syncer"
 )
 
 // scenario returns a scenario of profile name with plausible figures of a
@@ -271,6 +272,27 @@ func TestWhy(t *testing.T) {
 			assert.Equal(t, c.in <= LatencyTarget, met)
 		})
 	}
+}
+
+// TestWhyReasons: the urgent checks are split by why their key had no local
+// allowance left, leaving out reasons never counted; the near-limit count
+// of the slow checks within L is given with the p99.9 below 0.9·L.
+func TestWhyReasons(t *testing.T) {
+	t.Parallel()
+	s := scenario("bursty", "")
+	s.Waits = Waits{Read: true, Urgent: 9, UrgentCycles: 5, Every: 1,
+		Why: syncer.Waits{Near: 2, Start: 3, Cap: 4},
+		Latency: oracle.Latency{
+			All:      lat.Quantiles{N: 1000, P999: time.Millisecond, Slow: 20},
+			Within:   lat.Quantiles{N: 500, P999: time.Millisecond, Slow: 10},
+			Below:    lat.Quantiles{N: 400, P999: 20 * time.Microsecond, Slow: 1},
+			SlowNear: 9, SlowTripWithin: 10,
+		}}
+	why := Why(&s)
+	assert.Contains(t, why, "9 urgent: keys at their cap (2 near the limit (no lease from its last tenth); 3 a sub-window's start (the last one's lease ended); 4 no lease, the cap used up), in 5 round trips")
+	assert.NotContains(t, why, "never synced")
+	assert.Contains(t, why, "9 of the slow ones while their key was offered above 0.9·L")
+	assert.Contains(t, why, "p99.9 20µs over the checks of keys offered at most 0.9·L")
 }
 
 // TestPeersTable: sluice's row, then each peer's, for the scenarios that

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
+	"github.com/sluicehq/sluice/syncer"
 )
 
 // MinUtilization is the utilization promised to keys offered at least 2·L
@@ -155,11 +156,35 @@ func slowText(slow, trip, every int) string {
 	return fmt.Sprintf("%d slow (≥ %v)%s: %d during a round trip of their instance to Redis, %d with none (CPU)", slow, LatencyTarget, timed, trip, slow-trip)
 }
 
+// whyText says why urgent checks' keys had no local allowance left, or ""
+// if none was counted.
+func whyText(y syncer.Waits) string {
+	var parts []string
+	for _, p := range []struct {
+		n    int64
+		text string
+	}{
+		{y.Near, "near the limit (no lease from its last tenth)"},
+		{y.New, "never synced yet (hit at once)"},
+		{y.Start, "a sub-window's start (the last one's lease ended)"},
+		{y.Lease, "the sub-window's lease used up"},
+		{y.Cap, "no lease, the cap used up"},
+	} {
+		if p.n > 0 {
+			parts = append(parts, count(p.n)+" "+p.text)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
 // waitedText lists the checks Redis decided by reason.
 func waitedText(w *Waits) string {
 	var parts []string
 	if n := w.Urgent - w.Untracked; n > 0 {
-		parts = append(parts, fmt.Sprintf("%s urgent: keys at their cap, in %s round trips", count(n), count(w.UrgentCycles)))
+		parts = append(parts, fmt.Sprintf("%s urgent: keys at their cap%s, in %s round trips", count(n), whyText(w.Why), count(w.UrgentCycles)))
 	}
 	if w.Untracked > 0 {
 		parts = append(parts, count(w.Untracked)+" untracked keys")
