@@ -87,7 +87,7 @@ func (t *Table) ask(e *hdr, left int64) {
 // cap waits, and asks for a lease.
 func (t *Table) busy(e *hdr, left int64) bool {
 	k := t.geo.Index(t.now.Load())
-	if left <= 0 || countAt(t.tail(e).lease.Load(), k) > 0 || t.span < 2 {
+	if left <= 0 || t.leaseAt(e, k) > 0 || t.span < 2 {
 		return true // a fixed window has no bucket before in its ring to tell
 	}
 	return 2*t.part(e, k) >= float64(left)

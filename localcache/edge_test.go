@@ -100,17 +100,17 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 // TestEntrySize pins the documented entry layout: the key (24 or 64 bytes
 // for keys of at most 23 or 63 bytes, or 24 bytes holding a longer key's
 // copy), a 24-byte header, then pend, then in an Eventual entry glob and the
-// 24-byte tail (dirty link, lease, early link): 24 bytes plus 8 per slot for
-// a Local entry, 48 plus 16 per slot for an Eventual one, after the key (248
-// bytes at the default precision with a short key, in the 256-byte size
-// class), each in one allocation; keyOf reads back every key.
+// 32-byte tail (dirty link, two lease words, early link): 24 bytes plus 8
+// per slot for a Local entry, 56 plus 16 per slot for an Eventual one, after
+// the key (256 bytes at the default precision with a short key, the 256-byte
+// size class), each in one allocation; keyOf reads back every key.
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, uintptr(24), hdrSize)
 	require.Equal(t, uintptr(24), unsafe.Sizeof(farKey{}))
-	require.Equal(t, uintptr(24+48+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64, shortKey]{}))
-	require.Equal(t, uintptr(24+48+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64, farKey]{}))
-	require.Equal(t, uintptr(248), unsafe.Sizeof(entry[[11]atomic.Uint64, shortKey]{}), "in the 256-byte size class")
+	require.Equal(t, uintptr(24+56+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64, shortKey]{}))
+	require.Equal(t, uintptr(24+56+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64, farKey]{}))
+	require.Equal(t, uintptr(256), unsafe.Sizeof(entry[[11]atomic.Uint64, shortKey]{}), "the 256-byte size class")
 	var e entry[[11]atomic.Uint64, midKey]
 	require.Equal(t, uintptr(64), unsafe.Offsetof(e.hdr))
 	require.Equal(t, 64+hdrSize, unsafe.Offsetof(e.pend))

@@ -24,7 +24,7 @@ const (
 // words and the tail are reached by offset from it (keyOf, Table.pend,
 // Table.glob, Table.tail), so the hot path needs no knowledge of the ring size
 // and no generics. After its key (24 or 64 bytes; a longer key is copied
-// apart), an entry takes 24 bytes plus 8 per slot in a Local table, 48 bytes
+// apart), an entry takes 24 bytes plus 8 per slot in a Local table, 56 bytes
 // plus 16 per slot in an Eventual one: see entry in rings.go.
 type hdr struct {
 	state  atomic.Uint32
@@ -34,12 +34,14 @@ type hdr struct {
 }
 
 // tail is what only an Eventual table's entries carry, after their ring: the
-// dirty-list link, the lease and the early-list link, for the syncer.
+// dirty-list link, the leases and the early-list link, for the syncer.
 type tail struct {
 	next atomic.Pointer[hdr]
-	// lease is the store's grant (lease.go): tag the bucket it is for,
-	// count its units; 0 when the key holds none.
-	lease atomic.Uint64
+	// lease holds the store's grants (lease.go), one per bucket parity (a
+	// lease of bucket j is in lease[j&1]), so that the next bucket's lease
+	// can arrive while the current one is in use: tag the bucket it is
+	// for, count its units; 0 when the slot holds none.
+	lease [2]atomic.Uint64
 	// early is the early-list link (early.go): nil while the key has not
 	// asked for an early sync, earlyBusy once the syncer has taken it off
 	// the list, until its sync settles.

@@ -1,29 +1,33 @@
 package localcache
 
 // Leases. The store can grant an Eventual key a lease with a sync: units of
-// the window's room that it counted at once, as admitted, in the bucket of
-// the grant. Until that bucket ends this instance may admit
-// them on its own, on top of its divergence cap: the bucket's budget grows by
-// the lease. Admissions in the lease's bucket stay in pend like any other;
-// the first lease units of them are "covered" — the store has them already —
-// so Pending does not push them, the estimate does not count them twice, and
-// they do not count against the cap. Release ends the lease: the covered
-// units leave pend, and the units not used go back to the syncer, which
-// pushes them as a negative correction.
+// the window's room that it counted at once, as admitted, in the bucket the
+// lease is for — the bucket of the grant, or the next one when the syncer
+// asks ahead of a bucket's end (NextWant), so that a busy key starts each
+// bucket with a lease instead of its cap alone. While that bucket is current
+// this instance may admit them on its own, on top of its divergence cap: the
+// bucket's budget grows by the lease. A key holds at most one lease per
+// bucket parity, the current bucket's and the next one's. Admissions in a
+// lease's bucket stay in pend like any other; the first lease units of them
+// are "covered" — the store has them already — so Pending does not push
+// them, the estimate does not count them twice, and they do not count
+// against the cap. Release ends a lease: the covered units leave pend, and
+// the units not used go back to the syncer, which pushes them as a negative
+// correction.
 
-// leaseWord returns e's lease word: 0 for an entry that holds none, or
-// of a Local table.
-func (t *Table) leaseWord(e *hdr) uint64 {
+// leaseAt returns the units e holds on lease in bucket j: 0 for none, or in
+// a Local table.
+func (t *Table) leaseAt(e *hdr, j int64) int64 {
 	if !t.eventual {
 		return 0
 	}
-	return t.tail(e).lease.Load()
+	return countAt(t.tail(e).lease[j&1].Load(), j)
 }
 
-// covered returns how many of count p, e's pend in bucket j, the lease word
-// lw covers.
-func covered(lw uint64, j, p int64) int64 {
-	return min(p, countAt(lw, j))
+// covered returns how many of count p, e's pend in bucket j, its lease of
+// bucket j covers.
+func (t *Table) covered(e *hdr, j, p int64) int64 {
+	return min(p, t.leaseAt(e, j))
 }
 
 // Release ends r's lease of bucket j, if bucket j is over at now and at the
@@ -31,10 +35,11 @@ func covered(lw uint64, j, p int64) int64 {
 // on the bucket's budget, lease included), or with force: the units it
 // covered leave pend and the units not used are returned. done is false
 // while the bucket is not over (the lease stays: ask again later); true once
-// the lease is ended, or if r holds none. The budget is recomputed without
-// the lease before pend is read, so that a check racing with the release
-// counts as uncovered, and is pushed (with force, such a check may take
-// this instance past its cap by its cost: Flush and Close force).
+// the lease is ended, or if r holds none of bucket j. The budget is
+// recomputed without the lease before pend is read, so that a check racing
+// with the release counts as uncovered, and is pushed (with force, such a
+// check may take this instance past its cap by its cost: Flush and Close
+// force).
 func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done bool) {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -43,9 +48,12 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 	if !force && (j >= t.geo.Index(now) || j >= t.geo.Index(t.now.Load())) {
 		return 0, false
 	}
-	lw := t.tail(e).lease.Swap(0)
+	slot := &t.tail(e).lease[j&1]
+	lw := slot.Load()
 	units := countAt(lw, j)
-	if units == 0 {
+	if units == 0 || !slot.CompareAndSwap(lw, 0) {
+		// None of bucket j (the slot may hold another bucket's lease, which
+		// only the syncer's loop, the caller, changes).
 		return 0, true
 	}
 	t.plan(e, now, nil)
@@ -60,33 +68,61 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 }
 
 // Want returns the lease r should ask for at now: twice what it has admitted
-// in the current bucket (its lease so far and the pending count past it), at
-// least twice its divergence cap, and at least this instance's part of what
-// the fleet admitted in the bucket before (part). A key that keeps its rate
-// asks for about a bucket's worth at the bucket's first sync, instead of
-// doubling its lease sync after sync; one that keeps reaching its cap
-// doubles it until it covers the bucket. The units left unused, which count
-// in the window until the bucket ends, stay below what the key used, or
-// below what it used in the bucket before.
+// in the current bucket (used), at least twice its divergence cap, and at
+// least this instance's part of what the fleet admitted in the bucket before
+// (part). A key that keeps its rate asks for about a bucket's worth at the
+// bucket's first sync, instead of doubling its lease sync after sync; one
+// that keeps reaching half of its allowance doubles it until it covers the
+// bucket. The units left unused, which count in the window until the bucket
+// ends, stay below what the key used, or below what it used in the bucket
+// before.
 func (t *Table) Want(r Ref, now int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return 0
 	}
 	k := t.geo.Index(now)
-	lw := t.tail(e).lease.Load()
-	p := countAt(t.pend(e, t.slotOf(k)).Load(), k)
-	used := countAt(lw, k) + p - covered(lw, k, p)
-	return clampCount(max(2*max(used, t.capv.Load(), 1), int64(t.part(e, k))))
+	return clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
+}
+
+// NextWant returns the lease r should ask for, at now, for the bucket after
+// the current one, given peak, the most units of a lease it used in a bucket
+// of the window (the syncer's count, from its releases): what it has
+// admitted in the current bucket (used), scaled to the whole bucket by the
+// part of it that has passed (at least half), or peak, whichever is more.
+// So a key that keeps its rate asks for about a bucket's worth, and one hit
+// in bursts keeps a lease the size of a burst's bucket between bursts, for
+// as long as a burst is in the window. Both count admissions, never units
+// held: unused units do not renew themselves. It is 0 if that fits within
+// twice its divergence cap (the cap and the sync cycle serve it: a lease
+// would cost the store a call a bucket for nothing), and for an entry that
+// is gone (its key's checks no longer see it).
+func (t *Table) NextWant(r Ref, now, peak int64) int64 {
+	e := entryOf(r)
+	if e == nil || !t.eventual || e.state.Load() == stGone {
+		return 0
+	}
+	want := max(float64(t.used(e, t.geo.Index(now)))/max(t.geo.Phase(now), 0.5), float64(peak))
+	if want <= float64(2*t.capv.Load()) {
+		return 0
+	}
+	return clampCount(int64(want + 0.5))
+}
+
+// used returns what e has admitted in bucket k as far as its pend shows: the
+// units its lease covers (they stay in pend until the lease ends) and the
+// ones past them not acknowledged yet. Unused leased units are not in it.
+func (t *Table) used(e *hdr, k int64) int64 {
+	return countAt(t.pend(e, t.slotOf(k)).Load(), k)
 }
 
 // setLease records a grant of l.Count units in bucket l.Index: added to a
 // lease of the same bucket, or in place of none (the syncer releases a lease
-// of another bucket first).
+// of another bucket of the same parity first).
 func (t *Table) setLease(e *hdr, l Bucket) {
 	if l.Count <= 0 || !t.eventual {
 		return
 	}
-	lw := t.tail(e).lease.Load()
-	t.tail(e).lease.Store(pack(l.Index, countAt(lw, l.Index)+l.Count))
+	slot := &t.tail(e).lease[l.Index&1]
+	slot.Store(pack(l.Index, countAt(slot.Load(), l.Index)+l.Count))
 }

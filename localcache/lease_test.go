@@ -165,3 +165,42 @@ func TestWantFollowsTheRate(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseNext: a lease of the next bucket, granted while the current one
+// is in use, leaves the current bucket's budget alone; once its bucket
+// starts (before a sync has pulled that bucket's total) the key admits it on
+// top of its cap, counts it once in the estimate, and pushes only what is
+// past it; releasing the bucket before leaves it in place.
+func TestLeaseNext(t *testing.T) {
+	t.Parallel()
+	tb, geo, s, t0, r := leasedKey(t, 100, 2)
+	k0 := geo.Index(t0)
+	grant(tb, geo, s, r, t0, 5)
+	s.add("k", k0+1, 6)
+	tb.Settle(r, t0, nil, geo.Oldest(k0), s.push("k", nil, geo.Oldest(k0), geo.Span()), Bucket{Index: k0 + 1, Count: 6})
+	got, v := admitUntil(t, tb, "k", t0, 100)
+	assert.Equal(t, int64(5+2), got, "this bucket: its lease and the cap, not the next one's")
+	assert.Equal(t, OverCap, v.Status)
+	assert.Equal(t, int64(14), tb.NextWant(r, t0, 0), "7 admitted at the bucket's start: scaled from half a bucket")
+	assert.Equal(t, int64(20), tb.NextWant(r, t0, 20), "or the most used in a bucket of the window, if more")
+
+	t1 := bucketStart(geo, 1)
+	tb.Tick(t1)
+	unused, done := tb.Release(r, k0, t1, false)
+	require.True(t, done)
+	assert.Zero(t, unused)
+	est, own, _ := tb.Estimate("k", t1)
+	assert.InDelta(t, 1+5+2+6, est, 1e-9, "the next bucket's lease counted once, before any pull of it")
+	assert.Equal(t, int64(2), own, "the 2 past the old lease, not pushed yet")
+
+	got, v = admitUntil(t, tb, "k", t1, 100)
+	assert.Equal(t, int64(6), got, "the new lease; the cap is taken by the 2 unacknowledged")
+	assert.Equal(t, OverCap, v.Status)
+	syncRef(tb, geo, s, r, t1) // acknowledges the 2: the cap is whole again
+	got, _ = admitUntil(t, tb, "k", t1, 100)
+	assert.Equal(t, int64(2), got, "the cap")
+	assert.Equal(t, []Bucket{{Index: k0 + 1, Count: 2}}, tb.Pending(r, t1, nil), "only what is past the lease is pushed")
+	assert.Zero(t, tb.NextWant(r, t1+geo.Sub(), 0), "nothing admitted in the bucket after, nothing used before")
+	assert.Equal(t, int64(5), tb.NextWant(r, t1+geo.Sub(), 5), "the most used in a bucket of the window")
+	assert.Zero(t, tb.NextWant(r, t1+geo.Sub(), 4), "within twice the cap")
+}

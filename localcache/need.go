@@ -45,9 +45,8 @@ func (t *Table) unacked(e *hdr, now int64) (int64, float64) {
 	k := t.geo.Index(now)
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
-	lw := t.tail(e).lease.Load()
 	cur := countAt(t.pend(e, s).Load(), k)
-	own := cur - covered(lw, k, cur)
+	own := cur - t.covered(e, k, cur)
 	return v.div + own, v.others.Value() + float64(own)
 }
 

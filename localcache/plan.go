@@ -19,7 +19,6 @@ type view struct {
 // count an acknowledged count twice but never miss it.
 func (t *Table) scan(e *hdr, k int64, s int, phase float64) (v view) {
 	last := t.span - 1
-	lw := t.leaseWord(e)
 	for i := 0; i < t.span; i++ {
 		si := s - i
 		if si < 0 {
@@ -27,10 +26,14 @@ func (t *Table) scan(e *hdr, k int64, s int, phase float64) (v view) {
 		}
 		j := k - int64(i)
 		p := countAt(t.pend(e, si).Load(), j)
-		g := countAt(t.glob(e, si).Load(), j)
-		// What a lease covers is in g already (the store counted the
-		// grant): count it once, and not as unacknowledged.
-		u := p - covered(lw, j, p)
+		// The store counted a lease's units at its grant, so its total of
+		// the lease's bucket holds them all: at least the lease, even
+		// before a pull has brought that total (a lease granted ahead for
+		// this bucket, while the one before was current). What the lease
+		// covers is in g: count it once, and not as unacknowledged.
+		l := t.leaseAt(e, j)
+		g := max(countAt(t.glob(e, si).Load(), j), l)
+		u := p - min(p, l)
 		switch {
 		case i == 0:
 			v.others.Whole += g
@@ -109,7 +112,7 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 				p.budget = min(p.budget, t.capv.Load()-v.div)
 				// The lease's units are counted in the window already
 				// (in glob) and are this instance's to admit.
-				lease = countAt(t.leaseWord(e), p.k)
+				lease = t.leaseAt(e, p.k)
 			}
 		case failLocal:
 			p.fair = t.fairShare(v)

@@ -8,7 +8,7 @@ import (
 
 // entry is the memory layout of one key's state in an Eventual table, with a
 // ring of len(A) slots: the key (kb, K), a hdr, then pend[len(A)], then
-// glob[len(A)], then the tail (dirty-list and early-list links, lease). Only
+// glob[len(A)], then the tail (dirty-list and early-list links, leases). Only
 // allocation uses it (one type per ring size and key buffer, so an entry is
 // one allocation with its slots inline and the garbage collector knows where
 // its pointers are); everything else goes through the *hdr after the key:
@@ -17,8 +17,8 @@ import (
 // The key sits just before the hdr, so that the key map (keymap.go), which
 // stores only the *hdr, compares a looked-up key with bytes on the cache line
 // that the check reads next for the budget. At the default precision (11
-// slots) with a key of at most 23 bytes, an Eventual entry is 248 bytes, in
-// the 256-byte size class, whose objects start on a cache line: the key, the
+// slots) with a key of at most 23 bytes, an Eventual entry is 256 bytes, the
+// 256-byte size class, whose objects start on a cache line: the key, the
 // state, the budget and the room share the first one.
 type entry[A ring, K keyBuf] struct {
 	kb K

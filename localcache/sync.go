@@ -65,18 +65,18 @@ func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
 		return dst
 	}
 	k := t.geo.Index(now)
-	lw := t.leaseWord(e)
 	for i := 0; i < t.ring; i++ {
 		w := t.pend(e, i).Load()
 		c := countOf(w)
-		if lt := tagOf(lw); lt == tagOf(w) {
-			c -= min(c, countOf(lw)) // covered by the lease: the store has them
-		}
 		if c == 0 {
 			continue
 		}
 		if d := distance(tagOf(w), k); d < int64(t.span) {
-			dst = append(dst, Bucket{Index: k - d, Count: c})
+			j := k - d
+			c -= t.covered(e, j, c) // covered by a lease: the store has them
+			if c > 0 {
+				dst = append(dst, Bucket{Index: j, Count: c})
+			}
 		}
 	}
 	return dst

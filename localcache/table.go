@@ -190,7 +190,7 @@ func (t *Table) Room(key string, now int64) int64 {
 	v := t.scan(e, k, s, t.geo.Phase(now))
 	cur := countAt(t.pend(e, s).Load(), k)
 	// As plan: the lease's units are this instance's to admit, used or not.
-	return v.others.Room(t.limit.Load()) + countAt(t.leaseWord(e), k) - cur
+	return v.others.Room(t.limit.Load()) + t.leaseAt(e, k) - cur
 }
 
 // Estimate returns the windowed estimate for key at now, and this instance's
@@ -205,6 +205,6 @@ func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
 	cur := countAt(t.pend(e, s).Load(), k)
-	cur -= covered(t.leaseWord(e), k, cur) // in the view already
+	cur -= t.covered(e, k, cur) // in the view already
 	return v.others.Value() + float64(cur), v.div + cur, true
 }

@@ -39,14 +39,13 @@ func (t *Table) Why(key string, now, n int64) Why {
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
 	cur := countAt(t.pend(e, s).Load(), k)
-	lw := t.leaseWord(e)
 	seen := v.others.Value()
 	switch {
-	case 10*(seen+float64(cur-covered(lw, k, cur)+n)) >= 9*float64(t.limit.Load()):
+	case 10*(seen+float64(cur-t.covered(e, k, cur)+n)) >= 9*float64(t.limit.Load()):
 		return WhyNear
-	case countAt(lw, k) > 0:
+	case t.leaseAt(e, k) > 0:
 		return WhyLease
-	case countOf(lw) > 0:
+	case t.leaseAt(e, k-1) > 0:
 		return WhyStart
 	case seen == 0:
 		return WhyNew

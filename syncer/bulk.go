@@ -406,8 +406,9 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 
 // pulled reads the totals of the span buckets from oldest on from an
 // HGETALL reply (buckets it lacks are 0; fields that are not buckets, the
-// per-key path's bookkeeping, are skipped); ok is false if the reply failed
-// or a bucket does not hold an integer.
+// per-key path's bookkeeping, are skipped), the bucket after them (leases
+// granted ahead: see syncScript) counted in the last; ok is false if the
+// reply failed or a bucket does not hold an integer.
 func pulled(cmd *redis.MapStringStringCmd, oldest int64, span int, dst []int64) ([]int64, bool) {
 	h, err := cmd.Result()
 	if err != nil {
@@ -422,12 +423,14 @@ func pulled(cmd *redis.MapStringStringCmd, oldest int64, span int, dst []int64) 
 			continue // "i:…", "r…": bookkeeping
 		}
 		j, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || j < oldest || j >= oldest+int64(span) {
+		if err != nil || j < oldest || j > oldest+int64(span) {
 			continue // out of the window: the next push that starts a bucket cleans it
 		}
-		if dst[start+int(j-oldest)], err = strconv.ParseInt(v, 10, 64); err != nil {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
 			return dst[:start], false
 		}
+		dst[start+min(int(j-oldest), span-1)] += n
 	}
 	return dst, true
 }

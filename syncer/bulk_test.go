@@ -320,8 +320,10 @@ func TestBulkPathArgs(t *testing.T) {
 }
 
 // TestBulkPullReadsWindow pulls a key whose hash holds, besides the window's
-// buckets, a bucket that left the window and the per-key path's bookkeeping
-// of other instances: the view holds the window's buckets and nothing else.
+// buckets, a bucket that left the window, the per-key path's bookkeeping of
+// other instances and a lease granted ahead in the next bucket: the view
+// holds the window's buckets and the next one's grants (in the current
+// bucket's total, as a per-key pull returns them), and nothing else.
 func TestBulkPullReadsWindow(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -333,12 +335,13 @@ func TestBulkPullReadsWindow(t *testing.T) {
 	require.NoError(t, c.HSet(ctxT(t, opTimeout), r.KeyName("k"),
 		itoa(k), "5", itoa(k-1), "7", itoa(k-2), "11",
 		itoa(k-int64(r.span)-3), "1000", // out of the window
-		"i:B", seq, "r"+seq+":B", seq+":1:"+itoa(k)+":0",
+		itoa(k+1), "13", // granted ahead
+		"i:B", seq, "r"+seq+":B", seq+":1:"+itoa(k)+":0:"+itoa(k),
 	).Err())
 	admit(t, s, r, "k", 1)
 	flush(t, s)
 	est, own := estimate(t, r.Table, "k", s.Now())
-	assert.Equal(t, float64(5+7+11+1), est)
+	assert.Equal(t, float64(5+7+11+1+13), est)
 	assert.Zero(t, own)
 	assert.Equal(t, int64(6), buckets(t, c, r.KeyName("k"))[k])
 }

@@ -187,6 +187,10 @@ type item struct {
 	ref   Handle // nil: no local state to push or settle
 	ws    []*waiter
 	lease bool // ask the store for a lease (a key at its cap: rules with leases only)
+	// next asks for the lease in the bucket after the store's current one,
+	// want units of it (ahead.go); else Keys.Want sizes it at the call.
+	next bool
+	want int64
 	// early is an early sync (serveUrgent): it takes the per-key path, whose
 	// unanswered calls keep the key off the bulk path until answered.
 	early bool

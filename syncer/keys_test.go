@@ -137,6 +137,7 @@ func (noKeys) Settle(Handle, int64, []window.Bucket, int64, []int64, window.Buck
 }
 func (noKeys) Release(Handle, int64, int64, bool) (int64, bool) { return 0, true }
 func (noKeys) Want(Handle, int64) int64                         { return 0 }
+func (noKeys) NextWant(Handle, int64, int64) int64              { return 0 }
 func (noKeys) MarkDirty(Handle)                                 {}
 func (noKeys) Early(dst []Handle) []Handle                      { return dst }
 func (noKeys) OnEarly(func())                                   {}

@@ -48,6 +48,7 @@ func TestSyncScriptLease(t *testing.T) {
 			got := runSync(t, c, key, r, sbatch{seq: seq, deltas: tc.deltas, costs: tc.costs})
 			require.InDelta(t, 0.5, got.phase(sub, 2), 0.01, "harness: the call is mid-bucket")
 			assert.Equal(t, tc.grant, got.grant)
+			assert.Equal(t, int64(k), got.grantAt, "in the current bucket")
 			assert.Equal(t, tc.totals, got.totals, "the grant counts in the current bucket")
 			assert.Equal(t, tc.totals[0]+tc.totals[1], total(t, c, key), "and in the hash")
 
@@ -56,7 +57,7 @@ func TestSyncScriptLease(t *testing.T) {
 			assert.Equal(t, tc.totals, again.totals, "nor counts anything twice")
 			if tc.grant > 0 || len(tc.costs) > 0 {
 				require.Equal(t, []int64{1}, again.status)
-				assert.Regexp(t, `^[01]*:`+itoa(k)+`:`+itoa(tc.grant)+`$`, again.bits[0], "the recorded grant comes back")
+				assert.Regexp(t, `^[01]*:`+itoa(k)+`:`+itoa(tc.grant)+`:`+itoa(k)+`$`, again.bits[0], "the recorded grant comes back, with its bucket")
 			}
 		})
 	}
@@ -67,4 +68,61 @@ func TestSyncScriptLease(t *testing.T) {
 		assert.Zero(t, got.grant)
 		assert.Equal(t, []int64{0, 0}, got.totals)
 	})
+}
+
+// TestSyncScriptLeaseNext: a lease asked for the next bucket is counted there
+// at once, outside the totals of the current window, and every decision
+// counts it: a reservation in the current bucket, and a lease of it, see the
+// room the next bucket's grant leaves. A resend returns the recorded grant
+// with its bucket.
+func TestSyncScriptLeaseNext(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	nowUs := storeTimeUs(t, c)
+	const k = 1000
+	sub := midSubUs(nowUs, k)
+	r := scriptRule{sub: sub, span: 2, limit: 100, ttl: 60_000, inst: "a", exact: true, lease: 1, want: 1000, next: true}
+	seq := itoa(nowUs)
+	got := runSync(t, c, "next", r, sbatch{seq: seq, deltas: [][2]int64{{k, 10}}})
+	require.InDelta(t, 0.5, got.phase(sub, 2), 0.01, "harness: the call is mid-bucket")
+	assert.Equal(t, int64(40), got.grant, "floor((100 − 10 − 10) / 2)")
+	assert.Equal(t, int64(k+1), got.grantAt)
+	assert.Equal(t, []int64{0, 10 + 40}, got.totals, "the current bucket's total includes the next one's, for the other instances' views")
+	h := hash(t, c, "next")
+	assert.Equal(t, "40", h[itoa(k+1)], "counted in the next bucket")
+	assert.Equal(t, seq+"::"+itoa(k)+":40:"+itoa(k+1), h["r"+seq+":a"], "recorded with its bucket")
+
+	again := runSync(t, c, "next", r, sbatch{seq: seq})
+	assert.Zero(t, again.grant, "a resend grants nothing new")
+	assert.Equal(t, []string{":" + itoa(k) + ":40:" + itoa(k+1)}, again.bits, "the recorded grant comes back, with its bucket")
+
+	// Room left for the current bucket: 100 − 10 − 40 = 50.
+	b := runSync(t, c, "next", scriptRule{sub: sub, span: 2, limit: 100, ttl: 60_000, inst: "b", exact: true},
+		sbatch{seq: itoa(nowUs + 1), costs: []int64{51, 50, 1}})
+	assert.Equal(t, []string{"010"}, b.bits, "a reservation counts the next bucket's lease")
+	l := runSync(t, c, "next", scriptRule{sub: sub, span: 2, limit: 100, ttl: 60_000, inst: "c", exact: true, lease: 1, want: 1000},
+		sbatch{seq: itoa(nowUs + 2)})
+	assert.Zero(t, l.grant, "and so does a lease of the current bucket")
+	assert.Equal(t, int64(k), l.grantAt)
+}
+
+// TestSyncScriptLeaseNextReturned: the unused units of a lease of the next
+// bucket, given back before that bucket starts (Flush, Close, a grant the
+// instance could not hold), leave the next bucket; a negative delta for the
+// next bucket that holds less than it is counted in the current one, as is
+// any positive delta past the current bucket.
+func TestSyncScriptLeaseNextReturned(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	nowUs := storeTimeUs(t, c)
+	const k = 1000
+	sub := midSubUs(nowUs, k)
+	r := scriptRule{sub: sub, span: 2, limit: 100, ttl: 60_000, inst: "a", exact: true, lease: 1, want: 30, next: true}
+	got := runSync(t, c, "ret", r, sbatch{seq: itoa(nowUs), deltas: [][2]int64{{k, 10}}})
+	require.Equal(t, int64(30), got.grant)
+	r.lease = 0
+	runSync(t, c, "ret", r, sbatch{seq: itoa(nowUs + 1), deltas: [][2]int64{{k + 1, -25}}})
+	assert.Equal(t, map[int64]int64{k: 10, k + 1: 5}, buckets(t, c, "ret"), "25 units given back from the next bucket")
+	runSync(t, c, "ret", r, sbatch{seq: itoa(nowUs + 2), deltas: [][2]int64{{k + 1, -6}, {k + 1, 3}}})
+	assert.Equal(t, map[int64]int64{k: 10 - 6 + 3, k + 1: 5}, buckets(t, c, "ret"), "more than the next bucket holds, and a count past the current bucket: the current one")
 }

@@ -92,12 +92,17 @@ func (s *Syncer) build(it item, now int64) (c call, ok bool) {
 func (s *Syncer) args(c *call) []any {
 	r := c.it.id.rule
 	var lease, want int64 // N̂ and the units wanted: ask for a lease; 0: do not
+	next := "0"
 	if c.it.lease && c.it.ref != nil {
 		lease = max(s.instances.Load(), 1)
-		want = r.keys.Want(c.it.ref, s.Now())
+		if c.it.next {
+			want, next = c.it.want, "1"
+		} else {
+			want = r.keys.Want(c.it.ref, s.Now())
+		}
 	}
-	args := make([]any, 0, 9+len(c.batches)*8)
-	args = append(args, r.subUs, r.span, r.limit.Load(), r.ttlMs, s.cfg.InstanceID, len(c.batches), r.weigh, lease, want)
+	args := make([]any, 0, 10+len(c.batches)*8)
+	args = append(args, r.subUs, r.span, r.limit.Load(), r.ttlMs, s.cfg.InstanceID, len(c.batches), r.weigh, lease, want, next)
 	for _, b := range c.batches {
 		costs := b.costs
 		if b.sent > 0 {
@@ -212,10 +217,11 @@ func (s *Syncer) apply(c *call) error {
 	if err != nil {
 		return err
 	}
-	if len(v) != 3+r.span+2*len(c.batches) {
+	if len(v) != 4+r.span+2*len(c.batches) {
 		return fmt.Errorf("unexpected reply of %d values", len(v))
 	}
-	grant, _ := v[len(v)-1].(int64)
+	grant, _ := v[len(v)-2].(int64)
+	grantAt, _ := v[len(v)-1].(int64)
 	ints := make([]int64, 2+r.span)
 	for i := range ints {
 		n, ok := v[i].(int64)
@@ -226,7 +232,7 @@ func (s *Syncer) apply(c *call) error {
 	}
 	nowStore, oldest, totals := ints[0]*int64(time.Microsecond), ints[1], ints[2:]
 	s.pulledTotals(r, nowStore, oldest, totals)
-	lease := window.Bucket{Index: r.geo.Index(nowStore), Count: grant}
+	lease := window.Bucket{Index: grantAt, Count: grant}
 	res := Answer{At: nowStore, First: oldest, Totals: totals, Lease: grant}
 	type answer struct {
 		w   *waiter
@@ -247,15 +253,22 @@ func (s *Syncer) apply(c *call) error {
 			// Applied by an earlier send (a go-redis retry, or ours after
 			// a lost reply): the store returns the results it recorded,
 			// the bucket it counted the admissions in, and the lease it
-			// granted, which this instance never learned of: give it back.
-			var rest, kb, gb string
+			// granted and its bucket (that of the admissions in a record
+			// that names none), which this instance never learned of:
+			// give it back.
+			var rest, kb, gb, lbs string
 			bits, rest, _ = strings.Cut(bits, ":")
-			kb, gb, _ = strings.Cut(rest, ":")
+			kb, rest, _ = strings.Cut(rest, ":")
+			gb, lbs, _ = strings.Cut(rest, ":")
 			if kk, err := strconv.ParseInt(kb, 10, 64); err == nil {
 				k = kk
 			}
 			if g, err := strconv.ParseInt(gb, 10, 64); err == nil && g > 0 {
-				s.correct(c.it.id, c.it.ref, k, -g)
+				lb := k
+				if b, err := strconv.ParseInt(lbs, 10, 64); err == nil {
+					lb = b
+				}
+				s.correct(c.it.id, c.it.ref, lb, -g)
 			}
 		}
 		if len(b.costs) == 0 {
@@ -292,16 +305,12 @@ func (s *Syncer) apply(c *call) error {
 		}
 	}
 	if c.it.ref != nil {
-		if lease.Count > 0 {
-			if l, ok := s.leases[c.it.id]; ok && l.bucket != lease.Index && !s.release(c.it.id, l, false) {
-				// The checks may still admit on the lease of another
-				// bucket (their clock has not passed it): keep that one,
-				// and give this grant back.
-				s.correct(c.it.id, c.it.ref, lease.Index, -lease.Count)
-				lease.Count = 0
-			} else {
-				s.leases[c.it.id] = leased{ref: c.it.ref, bucket: lease.Index}
-			}
+		if lease.Count > 0 && !s.holdLease(c.it.id, c.it.ref, lease.Index, lease.Count) {
+			// The checks may still admit on a lease of another bucket of
+			// the same parity (their clock has not passed it): keep that
+			// one, and give this grant back.
+			s.correct(c.it.id, c.it.ref, lease.Index, -lease.Count)
+			lease.Count = 0
 		}
 		for _, o := range r.keys.Settle(c.it.ref, s.Now(), acked, oldest, totals, lease) {
 			s.correct(c.it.id, c.it.ref, o.Index, -o.Count) // refunded after the push

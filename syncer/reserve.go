@@ -144,38 +144,6 @@ func (s *Syncer) correct(id keyID, ref Handle, k, n int64) {
 	s.stats.corrections.Add(1)
 }
 
-// leased is a key holding a lease of the store, granted in bucket.
-type leased struct {
-	ref    Handle
-	bucket int64
-}
-
-// release ends id's lease l if its bucket is over (or with force), and
-// queues the units it did not use as a negative correction of its bucket; it
-// reports whether the lease is ended.
-func (s *Syncer) release(id keyID, l leased, force bool) bool {
-	u, done := id.rule.keys.Release(l.ref, l.bucket, s.Now(), force)
-	if !done {
-		return false
-	}
-	delete(s.leases, id)
-	if u > 0 {
-		s.correct(id, l.ref, l.bucket, -u)
-	}
-	return true
-}
-
-// releaseOver ends the leases whose bucket is over at now (every lease with
-// all: a Flush or Close), so that the units they did not use are pushed back
-// this cycle.
-func (s *Syncer) releaseOver(now int64, all bool) {
-	for id, l := range s.leases {
-		if all || l.bucket < id.rule.geo.Index(now) {
-			s.release(id, l, all)
-		}
-	}
-}
-
 // keyState is what the syncer remembers of a key between cycles: batches sent
 // without a reply, and corrections not yet pushed.
 type keyState struct {

@@ -44,6 +44,11 @@ type Keys interface {
 	// that unused units, which count in the window until they are given
 	// back, stay below what it used.
 	Want(h Handle, now int64) int64
+	// NextWant returns how many units h should ask the store to lease it
+	// at now in the bucket after the current one (ahead.go), given the
+	// most units of a lease it used in a bucket of the window: about what
+	// it admits in a bucket; 0 if a lease would not help it.
+	NextWant(h Handle, now, peak int64) int64
 	// MarkDirty queues h for the next Drain again.
 	MarkDirty(h Handle)
 	// Need reports whether h, drained by a cycle, needs a sync at now. A key
@@ -103,6 +108,9 @@ type Rule struct {
 	span   int
 	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
 	leases bool
+	// ahead is the last bucket whose keys were leased the next one
+	// (ahead.go); owned by the syncer's loop.
+	ahead int64
 }
 
 func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {

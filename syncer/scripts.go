@@ -21,37 +21,49 @@ import (
 // the results of the oldest must survive it.
 //
 // Leases. A caller that asks for one (N̂ > 0 below) is granted, after its
-// batches and reservations, a lease: units of the current bucket's room
-// counted at once, as if admitted, in that bucket — the units it wants, at
-// most floor((room − ⌊L/10⌋) / (N̂+1)): a share of what is left that leaves
-// the other instances theirs, and never the last tenth of the limit, so that
+// batches and reservations, a lease: units of the window's room counted at
+// once, as if admitted, in the bucket the lease is for — the current one, or
+// with "next" the one after it — the units it wants, at most
+// floor((room − ⌊L/10⌋) / (N̂+1)): a share of what is left that leaves the
+// other instances theirs, and never the last tenth of the limit, so that
 // units leased but not yet used or given back cannot make a key offered
-// below 0.9·L look full. The caller
-// may then admit them on its own, unsynced, in that bucket only, and
-// returns what it did not use with a negative correction once the bucket is
-// over. The grant goes with the call's newest batch, only if that batch is
-// applied now, and is kept in the batch's record like reservation results:
-// a resent call grants nothing new and returns the recorded grant, which
-// the caller, not having used it, gives back. A call without a batch asks
-// for no lease.
+// below 0.9·L look full. The caller may then admit them on its own,
+// unsynced, in that bucket only, and returns what it did not use with a
+// negative correction once the bucket is over. The grant goes with the
+// call's newest batch, only if that batch is applied now, and is kept in
+// the batch's record like reservation results: a resent call grants nothing
+// new and returns the recorded grant, which the caller, not having used it,
+// gives back. A call without a batch asks for no lease.
+//
+// A lease of the next bucket is counted there before that bucket starts, so
+// every decision counts the next bucket whole with the window's buckets (the
+// room it leaves is what the window will have then, at most: the buckets
+// that leave the window in between only add room), and so does every pull:
+// the current bucket's total returned includes the next one's, so that the
+// other instances' views, which admit on their caps, see those grants too.
+// No other count is ever in a bucket past the current one: a delta for a
+// later bucket (the caller's clock runs ahead) is counted in the current
+// one, except the return of unused units of a lease of the next bucket (a
+// negative delta that bucket holds), which leaves it.
 //
 // KEYS[1] the hash.
 // ARGV: sub-window µs, span (buckets in a window), limit, ttl ms, instance id,
 // batch count, "1" if the oldest bucket is weighted by its overlap with the
 // window (window.NewWeighted) or "0" if it counts whole, N̂ to ask for a
-// lease or 0, the units wanted, then per batch: seq, delta count,
-// reservation count, deltas as (bucket, count) pairs, reservation costs.
+// lease or 0, the units wanted, "1" to ask for the lease in the next bucket
+// or "0" in the current one, then per batch: seq, delta count, reservation
+// count, deltas as (bucket, count) pairs, reservation costs.
 //
-// Returns: now µs, oldest bucket, span totals from the oldest bucket on
-// (including the grant), then per batch: status (0 applied now, 1 applied
-// before with reservation results stored, 2 applied before without) and, for
-// status 0, the reservation results as a string of '0'/'1'; for status 1
-// "<bits>:<bucket>:<lease>"; then the lease granted now, in the current
-// bucket (0 if none).
+// Returns: now µs, oldest bucket, span totals from the oldest bucket to the
+// current one (the current one's with the next one's, grants included), then per batch: status (0 applied
+// now, 1 applied before with reservation results stored, 2 applied before
+// without) and, for status 0, the reservation results as a string of
+// '0'/'1'; for status 1 "<bits>:<bucket>:<lease>:<lease bucket>"; then the
+// lease granted now (0 if none) and the bucket it is counted in.
 //
 // Reservations are decided by the admit test of package window (LuaRoom,
 // generated from window.Estimate.Room), on the estimate in its two parts:
-// the buckets counted whole, and the weighted oldest one.
+// the buckets counted whole (and the next one), and the weighted oldest one.
 //
 // Numbers written to Redis are formatted with %.0f: Lua's default number
 // formatting (%.14g) would round bucket indices and sequence numbers.
@@ -67,6 +79,7 @@ local nb = tonumber(ARGV[6])
 local weigh_oldest = ARGV[7] == '1'
 local lease_n = tonumber(ARGV[8])
 local lease_want = tonumber(ARGV[9])
+local lease_next = ARGV[10] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local k = math.floor(now / sub)
@@ -112,11 +125,13 @@ local function estimate()
       whole = whole + c
     end
   end
-  return whole, weighted
+  return whole + (counts[k + 1] or 0), weighted
 end
 local status = {}
 local grant = 0
-local i = 10
+local lb = k
+if lease_next then lb = k + 1 end
+local i = 11
 for b = 1, nb do
   local seqs = ARGV[i]
   local seq = tonumber(seqs)
@@ -128,7 +143,10 @@ for b = 1, nb do
       local j = tonumber(ARGV[i])
       local d = tonumber(ARGV[i + 1])
       i = i + 2
-      if j > k then j = k end
+      -- A count past the current bucket (clock skew) is counted in the
+      -- current one, except a lease of the next bucket given back: it
+      -- leaves the bucket that holds it.
+      if j > k and not (j == k + 1 and d < 0 and (counts[j] or 0) >= -d) then j = k end
       if j >= oldest and d ~= 0 then
         counts[j] = (counts[j] or 0) + d
         redis.call('HINCRBY', key, string.format('%.0f', j), d)
@@ -159,13 +177,13 @@ for b = 1, nb do
       local whole, weighted = estimate()
       g = math.min(lease_want, math.floor(math.max(0, room(whole, weighted, limit) - math.floor(limit / 10)) / (lease_n + 1)))
       if g > 0 then
-        counts[k] = (counts[k] or 0) + g
-        redis.call('HINCRBY', key, string.format('%.0f', k), g)
+        counts[lb] = (counts[lb] or 0) + g
+        redis.call('HINCRBY', key, string.format('%.0f', lb), g)
         grant = g
       end
     end
     if nr > 0 or g > 0 then
-      local rec = bits .. ':' .. string.format('%.0f', k) .. ':' .. string.format('%.0f', g)
+      local rec = bits .. ':' .. string.format('%.0f', k) .. ':' .. string.format('%.0f', g) .. ':' .. string.format('%.0f', lb)
       local name = 'r' .. seqs .. ':' .. inst
       redis.call('HSET', key, name, seqs .. ':' .. rec)
       recs[seqs] = {name, rec}
@@ -185,7 +203,7 @@ for b = 1, nb do
   end
 end
 if nb > 0 then
-  local first = tonumber(ARGV[10])
+  local first = tonumber(ARGV[11])
   for s, rec in pairs(recs) do
     if tonumber(s) < first then
       redis.call('HDEL', key, rec[1])
@@ -197,10 +215,12 @@ local out = {now, oldest}
 for j = oldest, k do
   out[#out + 1] = counts[j] or 0
 end
+out[#out] = out[#out] + (counts[k + 1] or 0)
 for s = 1, #status do
   out[#out + 1] = status[s]
 end
 out[#out + 1] = grant
+out[#out + 1] = lb
 return out
 `)
 

@@ -9,7 +9,7 @@ import (
 type Stats struct {
 	Cycles        int64         // full sync cycles run
 	UrgentCycles  int64         // out-of-cycle syncs run for reservations (checks that waited)
-	EarlySyncs    int64         // keys synced early, in the background, before their checks ran out of local allowance
+	EarlySyncs    int64         // keys synced early, in the background, before their checks ran out of local allowance (leases asked ahead of a bucket included)
 	KeySyncs      int64         // keys pushed and pulled (per-key calls and bulk-path keys answered)
 	Deferred      int64         // dirty keys a cycle left for later: far from their limit and their cap (Keys.Need)
 	Reservations  int64         // reservations decided by the store

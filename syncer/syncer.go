@@ -171,6 +171,9 @@ type Syncer struct {
 	seq     int64
 	state   map[keyID]*keyState
 	leases  map[keyID]leased // keys holding a lease, by the syncer's loop only
+	// uses holds what the keys granted a lease used of their leases, for
+	// the leases ahead (ahead.go).
+	uses map[keyID]use
 	// recs holds the keys whose store hash keeps a reservation record of
 	// this instance that is no longer needed, with the local time it was
 	// made: the next bulk push of the key removes it, or the key's TTL
@@ -223,6 +226,7 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 		stopped:  make(chan struct{}),
 		state:    make(map[keyID]*keyState),
 		leases:   make(map[keyID]leased),
+		uses:     make(map[keyID]use),
 		recs:     make(map[keyID]int64),
 	}
 	s.base = time.Now()
@@ -375,12 +379,18 @@ func (s *Syncer) loop() {
 	defer close(s.stopped)
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
+	ahead := time.NewTimer(s.aheadWait())
+	defer ahead.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-t.C:
 			_ = s.observedCycle()
+			ahead.Reset(s.aheadWait()) // a rule may have been added
+		case <-ahead.C:
+			s.leaseAhead()
+			ahead.Reset(s.aheadWait())
 		case <-s.wake:
 			s.serveUrgent()
 		case ch := <-s.flushReq:

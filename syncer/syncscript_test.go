@@ -30,8 +30,10 @@ type scriptRule struct {
 	// exact makes the oldest bucket count whole (window.NewSliding); the
 	// zero value weighs it by its overlap (window.NewWeighted).
 	exact bool
-	// lease is N̂ to ask for a lease, 0 not to; want the units wanted.
+	// lease is N̂ to ask for a lease, 0 not to; want the units wanted;
+	// next asks for it in the next bucket.
 	lease, want int64
+	next        bool
 }
 
 // sreply is a parsed syncScript reply.
@@ -41,6 +43,7 @@ type sreply struct {
 	status      []int64
 	bits        []string
 	grant       int64 // the lease granted
+	grantAt     int64 // the bucket it is counted in
 }
 
 // runSync calls syncScript the way Syncer.args does.
@@ -50,7 +53,11 @@ func runSync(t *testing.T, c redis.Scripter, key string, r scriptRule, bs ...sba
 	if r.exact {
 		weigh = "0"
 	}
-	args := []any{r.sub, r.span, r.limit, r.ttl, r.inst, len(bs), weigh, r.lease, r.want}
+	next := "0"
+	if r.next {
+		next = "1"
+	}
+	args := []any{r.sub, r.span, r.limit, r.ttl, r.inst, len(bs), weigh, r.lease, r.want, next}
 	for _, b := range bs {
 		args = append(args, b.seq, len(b.deltas), len(b.costs))
 		for _, d := range b.deltas {
@@ -62,7 +69,7 @@ func runSync(t *testing.T, c redis.Scripter, key string, r scriptRule, bs ...sba
 	}
 	v, err := syncScript.Run(ctxT(t, opTimeout), c, []string{key}, args...).Slice()
 	require.NoError(t, err)
-	require.Len(t, v, 3+r.span+2*len(bs))
+	require.Len(t, v, 4+r.span+2*len(bs))
 	var out sreply
 	var ok bool
 	out.now, ok = v[0].(int64)
@@ -74,9 +81,11 @@ func runSync(t *testing.T, c redis.Scripter, key string, r scriptRule, bs ...sba
 		require.True(t, ok, "total %v", x)
 		out.totals = append(out.totals, n)
 	}
-	out.grant, ok = v[len(v)-1].(int64)
-	require.True(t, ok, "grant %v", v[len(v)-1])
-	for i := 2 + r.span; i < len(v)-1; i += 2 {
+	out.grant, ok = v[len(v)-2].(int64)
+	require.True(t, ok, "grant %v", v[len(v)-2])
+	out.grantAt, ok = v[len(v)-1].(int64)
+	require.True(t, ok, "grant bucket %v", v[len(v)-1])
+	for i := 2 + r.span; i < len(v)-2; i += 2 {
 		st, ok := v[i].(int64)
 		require.True(t, ok, "status %v", v[i])
 		bits, ok := v[i+1].(string)
@@ -130,14 +139,14 @@ func TestSyncScriptPushAndResend(t *testing.T) {
 		itoa(k - 1):      "2",
 		itoa(k):          "7",
 		"i:a":            seq,
-		"r" + seq + ":a": seq + ":101:" + itoa(k) + ":0", // results, the bucket they count in, no lease
+		"r" + seq + ":a": seq + ":101:" + itoa(k) + ":0:" + itoa(k), // results, the bucket they count in, no lease (its bucket)
 	}
 	assert.Equal(t, want, hash(t, c, "h"))
 
 	again := runSync(t, c, "h", r, b)
 	assert.Equal(t, first.totals, again.totals, "the resend counts nothing")
 	assert.Equal(t, []int64{1}, again.status, "applied before, results known")
-	assert.Equal(t, []string{"101:" + itoa(k) + ":0"}, again.bits, "the stored reservation results, bucket and lease")
+	assert.Equal(t, []string{"101:" + itoa(k) + ":0:" + itoa(k)}, again.bits, "the stored reservation results, bucket and lease")
 	assert.Equal(t, want, hash(t, c, "h"), "the resend writes nothing")
 
 	// The same batch with its reservations stripped (as the syncer resends
@@ -145,7 +154,7 @@ func TestSyncScriptPushAndResend(t *testing.T) {
 	b.costs = nil
 	stripped := runSync(t, c, "h", r, b)
 	assert.Equal(t, []int64{1}, stripped.status)
-	assert.Equal(t, []string{"101:" + itoa(k) + ":0"}, stripped.bits)
+	assert.Equal(t, []string{"101:" + itoa(k) + ":0:" + itoa(k)}, stripped.bits)
 	assert.Equal(t, first.totals, stripped.totals)
 }
 
@@ -173,13 +182,13 @@ func TestSyncScriptSequence(t *testing.T) {
 	assert.Equal(t, seq(10), hash(t, c, "h")["i:a"], "the last sequence number stays")
 
 	// Another instance has its own sequence.
-	got = runSync(t, c, "h", scriptRule{r.sub, r.span, r.limit, r.ttl, "b", r.exact, r.lease, r.want}, sbatch{seq: seq(5), deltas: [][2]int64{{k, 4}}})
+	got = runSync(t, c, "h", scriptRule{r.sub, r.span, r.limit, r.ttl, "b", r.exact, r.lease, r.want, r.next}, sbatch{seq: seq(5), deltas: [][2]int64{{k, 4}}})
 	assert.Equal(t, []int64{0}, got.status)
 	assert.Equal(t, []int64{0, 6}, got.totals)
 
 	// A resent batch followed by a new one: the first is recognised (its
 	// results are stored), the second applied.
-	kb := ":" + itoa(k) + ":0" // the bucket, and no lease
+	kb := ":" + itoa(k) + ":0:" + itoa(k) // the bucket, and no lease
 	got = runSync(t, c, "h", r,
 		sbatch{seq: seq(10), deltas: [][2]int64{{k, 1}}},
 		sbatch{seq: seq(20), deltas: [][2]int64{{k, 3}}, costs: []int64{2, 2000}})
@@ -325,7 +334,7 @@ func TestSyncScriptCleanup(t *testing.T) {
 	// A stale "i:" no longer protects: a batch at or below the stale
 	// sequence number is applied (the TTL outlives every bucket it could
 	// have counted in, so nothing in the window is counted twice).
-	got = runSync(t, c, "h", scriptRule{r.sub, r.span, r.limit, r.ttl, "old", r.exact, r.lease, r.want}, sbatch{seq: stale, deltas: [][2]int64{{k, 1}}})
+	got = runSync(t, c, "h", scriptRule{r.sub, r.span, r.limit, r.ttl, "old", r.exact, r.lease, r.want, r.next}, sbatch{seq: stale, deltas: [][2]int64{{k, 1}}})
 	assert.Equal(t, []int64{0}, got.status)
 	assert.Equal(t, []int64{1, 3}, got.totals)
 }
@@ -352,7 +361,7 @@ func TestSyncScriptExactNumbers(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		itoa(got.oldest):  "5",
 		"i:big":           s1,
-		"r" + s1 + ":big": s1 + ":1:" + itoa(got.oldest) + ":0",
+		"r" + s1 + ":big": s1 + ":1:" + itoa(got.oldest) + ":0:" + itoa(got.oldest),
 	}, hash(t, c, "h"), "every field name and value exact")
 
 	// The next sequence number, one above, is newer (not rounded to equal).
@@ -362,13 +371,13 @@ func TestSyncScriptExactNumbers(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		itoa(got2.oldest): "2",
 		"i:big":           s2,
-		"r" + s2 + ":big": s2 + ":1:" + itoa(got2.oldest) + ":0",
+		"r" + s2 + ":big": s2 + ":1:" + itoa(got2.oldest) + ":0:" + itoa(got2.oldest),
 	}, hash(t, c, "h"), "the old 1µs bucket left the window, the answered record went")
 
 	// And the one below is older.
 	got3 := runSync(t, c, "h", r, sbatch{seq: s1, deltas: [][2]int64{{future, 1}}}, sbatch{seq: s2, deltas: [][2]int64{{future, 1}}})
 	assert.Equal(t, []int64{2, 1}, got3.status)
-	assert.Equal(t, []string{"", "1:" + itoa(got2.oldest) + ":0"}, got3.bits)
+	assert.Equal(t, []string{"", "1:" + itoa(got2.oldest) + ":0:" + itoa(got2.oldest)}, got3.bits)
 	for f := range hash(t, c, "h") {
 		assert.NotContains(t, f, "e", "no exponent in field %q", f)
 		assert.NotContains(t, f, ".", "no fraction in field %q", f)

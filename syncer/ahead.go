@@ -1,0 +1,107 @@
+package syncer
+
+import "time"
+
+// Leases ahead. A lease lasts one bucket, so without more a busy key would
+// start every bucket on its divergence cap alone (2 units at the defaults)
+// until the early sync its first admissions ask for brings a lease: a key
+// hit harder than that within a round trip has a check wait for the store at
+// each bucket's start, and a key hit in bursts at each burst's start. So, an
+// eighth of a sub-window before each bucket of a rule with leases ends, the
+// syncer syncs every key of the rule that was granted a lease and still has
+// counts in the window, asking for a lease of the next bucket
+// (Keys.NextWant units: about the most it admitted in a bucket of the
+// window), which the store counts in the next bucket at once; the key's
+// checks use it from the moment that bucket starts. A key with nothing left
+// in the window leaves the pass.
+//
+// What it changes in the bound: nothing — a leased unit is counted in the
+// store before it is admitted, in the bucket it is admitted in, and the
+// store counts the next bucket in every decision (syncScript), so a grant
+// never leaves the window it will be in past L. What it costs: a key's next
+// lease counts against the window for an eighth of a sub-window before it
+// can be used, and, while the key is quiet between bursts, for every bucket
+// until it is given back (at most its busiest bucket's part; never from the
+// last tenth of the limit, as any grant); and one per-key call per leased
+// key and bucket.
+
+// aheadLead is how long before the end of a bucket of r its keys are leased
+// the next bucket.
+func aheadLead(r *Rule) int64 { return r.geo.Sub() / 8 }
+
+// aheadAt returns when (store time) the next lease-ahead pass of r is due
+// after bucket r.ahead: a lead before the end of the bucket of now, or of the
+// one after it if that bucket's pass has run.
+func aheadAt(r *Rule, now int64) int64 {
+	k := r.geo.Index(now)
+	if r.ahead >= k {
+		k++
+	}
+	return (k+1)*r.geo.Sub() - aheadLead(r)
+}
+
+// aheadWait returns how long the loop may wait before the next lease-ahead
+// pass is due, or a minute if no rule takes leases.
+func (s *Syncer) aheadWait() time.Duration {
+	now := s.Now()
+	wait := time.Minute
+	for _, r := range s.ruleList() {
+		if r.leases {
+			wait = min(wait, time.Duration(max(aheadAt(r, now)-now, 0)))
+		}
+	}
+	return wait
+}
+
+// leaseAhead runs the lease-ahead pass of every rule whose pass is due: it
+// syncs, with a request for a lease of the next bucket, each of the rule's
+// keys that used leased units in a bucket of the window and wants one
+// (Keys.NextWant), and forgets those that used none.
+func (s *Syncer) leaseAhead() {
+	now := s.Now()
+	due := make(map[*Rule]int64)
+	live := make(map[*Rule]bool)
+	for _, r := range s.ruleList() {
+		live[r] = true
+		if r.leases && now >= aheadAt(r, now) {
+			k := r.geo.Index(now)
+			r.ahead = k
+			due[r] = k
+		}
+	}
+	if len(due) == 0 || !s.healthy.Load() {
+		return // a store that is down grants nothing; try at the next bucket
+	}
+	var items []item
+	for id, u := range s.uses {
+		k, ok := due[id.rule]
+		if !ok {
+			if !live[id.rule] {
+				delete(s.uses, id) // a rule retired
+			}
+			continue
+		}
+		span := int64(id.rule.span)
+		if u.last <= k-span && !s.holds(id, k) {
+			delete(s.uses, id) // no leased unit used in the window
+			continue
+		}
+		if s.holds(id, k+1) {
+			continue // leased ahead already
+		}
+		peak := u.peak
+		if u.peakAt <= k-span {
+			peak = 0
+		}
+		if want := id.rule.keys.NextWant(u.ref, now, peak); want > 0 {
+			items = append(items, item{id: id, ref: u.ref, lease: true, next: true, want: want, early: true})
+		}
+	}
+	s.stats.earlySyncs.Add(int64(len(items)))
+	for i := 0; i < len(items); i += s.cfg.Batch {
+		end := min(i+s.cfg.Batch, len(items))
+		if err := s.syncKeys(s.life, items[i:end]); err != nil && !s.healthy.Load() {
+			return
+		}
+	}
+}

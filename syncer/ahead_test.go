@@ -1,0 +1,72 @@
+package syncer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/window"
+)
+
+// TestLeaseAhead: a key holding a lease of the current bucket that admits on
+// it is leased the next bucket before the current one ends, with no sync
+// cycle (the interval is an hour) and no check waiting: the store counts
+// the grant in the next bucket, and once that bucket starts the key admits
+// the grant on top of its cap. A key that holds no lease is not synced.
+func TestLeaseAhead(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	geo := window.NewSliding(8*time.Second, 4) // 2 s buckets: the pass runs 250 ms before each ends
+	r := newRule(t, "api", geo, 1000, 10)
+	r.cfg.Leases = true
+	s := startSyncer(t, testConfig(c, "A"), r)
+
+	// Start early in a bucket, so that the test runs within it and the next.
+	for geo.Phase(s.Now()) > 0.25 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	k := geo.Index(s.Now())
+	admit(t, s, r, "quiet", 1)
+	busy(t, s, r, "k")
+	admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
+	require.Eventually(t, func() bool { return s.Stats().EarlySyncs == 1 }, 5*time.Second, time.Millisecond)
+	ref, ok := r.Table.Ref("k")
+	require.True(t, ok)
+	require.Eventually(t, func() bool {
+		_, own := estimate(t, r.Table, "k", s.Now())
+		return own == 0 && r.Table.Room("k", s.Now()) > 900
+	}, 5*time.Second, time.Millisecond, "the sync settled, with a lease")
+	admit(t, s, r, "k", 20) // on the lease
+	want := r.Table.NextWant(ref, s.Now(), 0)
+	require.Positive(t, want)
+
+	name := r.KeyName("k")
+	var ahead int64
+	for geo.Index(s.Now()) == k && ahead == 0 {
+		ahead = buckets(t, c, name)[k+1]
+		time.Sleep(time.Millisecond)
+	}
+	require.Positive(t, ahead, "the next bucket's lease is in the store before the bucket starts")
+	assert.Equal(t, int64(2), s.Stats().EarlySyncs, "one early sync, one sync ahead")
+	assert.Zero(t, s.Stats().UrgentCycles, "no check waited")
+	_, ok = buckets(t, c, r.KeyName("quiet"))[k+1]
+	assert.False(t, ok, "a key without a lease is not leased ahead")
+
+	for geo.Index(s.Now()) == k {
+		time.Sleep(time.Millisecond)
+	}
+	now := s.Now()
+	r.Table.Tick(now)
+	n := int64(0)
+	for r.Table.AllowAt("k", now, 1).Status == localcache.Allowed && n < 5000 {
+		n++
+	}
+	assert.GreaterOrEqual(t, n, ahead+10, "the new bucket starts with the lease granted ahead, and the cap")
+	flush(t, s)
+	_, own := estimate(t, r.Table, "k", s.Now())
+	assert.Zero(t, own)
+}
