@@ -20,10 +20,15 @@ import (
 )
 
 const (
-	// retries and maxSleep are goleak's defaults: up to 20 more looks,
-	// backing off exponentially from 1µs to at most 100ms between two.
-	retries  = 20
+	// maxSleep is goleak's default: the looks back off exponentially from
+	// 1µs to at most 100ms between two.
 	maxSleep = 100 * time.Millisecond
+	// patience is how long goroutines on their way out are waited for.
+	// goleak's 20 looks make about half a second; go-redis's background
+	// dial retry, left running by a client whose server was killed, sleeps
+	// a second between dials and sees its pool closed only after that
+	// sleep, so the wait must outlast it (a CI run reported one).
+	patience = 2 * time.Second
 )
 
 // goroutine is one goroutine as runtime.Stack prints it.
@@ -67,8 +72,7 @@ func VerifyTestMain(m *testing.M) {
 // Find returns an error listing the stacks of the goroutines other than the
 // caller's that are not the testing package's or the runtime's own, or nil
 // if there are none. While there are any it looks again, with a short
-// backoff (about half a second in all), to let goroutines on their way out
-// finish.
+// backoff, for up to patience, to let goroutines on their way out finish.
 func Find() error {
 	leaked := find(current())
 	if len(leaked) == 0 {
@@ -83,10 +87,11 @@ func Find() error {
 	return errors.New(b.String())
 }
 
-// find returns the goroutines leaked, once none is left or after the last
-// retry. The goroutine self is not one.
+// find returns the goroutines leaked, once none is left or after patience.
+// The goroutine self is not one.
 func find(self int) []goroutine {
 	var leaked []goroutine
+	deadline := time.Now().Add(patience)
 	for i := 0; ; i++ {
 		leaked = leaked[:0]
 		for _, g := range parse(stacks(true)) {
@@ -94,10 +99,10 @@ func find(self int) []goroutine {
 				leaked = append(leaked, g)
 			}
 		}
-		if len(leaked) == 0 || i == retries {
+		if len(leaked) == 0 || time.Now().After(deadline) {
 			return leaked
 		}
-		time.Sleep(min(time.Microsecond<<i, maxSleep))
+		time.Sleep(min(time.Microsecond<<min(i, 30), maxSleep))
 	}
 }
 
