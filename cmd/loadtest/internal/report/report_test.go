@@ -292,7 +292,7 @@ func TestWhyReasons(t *testing.T) {
 	assert.Contains(t, why, "9 urgent: keys at their cap (2 near the limit (no lease from its last tenth); 3 a sub-window's start (the last one's lease ended); 4 no lease, the cap used up), in 5 round trips")
 	assert.NotContains(t, why, "never synced")
 	assert.Contains(t, why, "9 of the slow ones while their key was offered above 0.9·L")
-	assert.Contains(t, why, "p99.9 20µs over the checks of keys offered at most 0.9·L")
+	assert.Contains(t, why, "p99.9 20.0µs over the checks of keys offered at most 0.9·L")
 }
 
 // TestPeersTable: sluice's row, then each peer's, for the scenarios that

@@ -133,7 +133,7 @@ func Why(s *Scenario) string {
 	if l.Within.P999 > LatencyTarget {
 		near := ""
 		if l.SlowNear > 0 {
-			near = fmt.Sprintf("; %d of the slow ones while their key was offered above 0.9·L (no lease is granted from the last tenth of the limit), and p99.9 %v over the checks of keys offered at most 0.9·L", l.SlowNear, l.Below.P999)
+			near = fmt.Sprintf("; %d of the slow ones while their key was offered above 0.9·L (no lease is granted from the last tenth of the limit), and p99.9 %s over the checks of keys offered at most 0.9·L", l.SlowNear, dur(Dur(l.Below.P999)))
 		}
 		return "keys ≤ L: " + slowText(l.Within.Slow, l.SlowTripWithin, w.Every) + near + "; " + redis
 	}
