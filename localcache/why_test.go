@@ -21,6 +21,18 @@ func TestWhy(t *testing.T) {
 	const limit, capv = 100, 3
 	t0 := bucketStart(geo, 0)
 	t1 := bucketStart(geo, 1)
+	// leased uses key k's cap at t0, grants it a lease of units there
+	// (none for 0), and uses that up too.
+	leased := func(t *testing.T, tb *Table, s *fakeStore, units int64) {
+		admitUntil(t, tb, "k", t0, 100)
+		r, _ := tb.Ref("k")
+		if units > 0 {
+			grant(tb, geo, s, r, t0, units)
+		} else {
+			syncRef(tb, geo, s, r, t0)
+		}
+		admitUntil(t, tb, "k", t0, 100)
+	}
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, tb *Table, s *fakeStore) int64 // returns the time of the check
@@ -31,33 +43,22 @@ func TestWhy(t *testing.T) {
 			return t0
 		}, WhyNew},
 		{"history, no lease", func(t *testing.T, tb *Table, s *fakeStore) int64 {
-			admitUntil(t, tb, "k", t0, 100)
-			r, _ := tb.Ref("k")
-			syncRef(tb, geo, s, r, t0)
-			admitUntil(t, tb, "k", t0, 100)
+			leased(t, tb, s, 0)
 			return t0
 		}, WhyCap},
 		{"a lease of this bucket used up", func(t *testing.T, tb *Table, s *fakeStore) int64 {
-			admitUntil(t, tb, "k", t0, 100)
-			r, _ := tb.Ref("k")
-			grant(tb, geo, s, r, t0, 10)
-			admitUntil(t, tb, "k", t0, 100)
+			leased(t, tb, s, 10)
 			return t0
 		}, WhyLease},
 		{"a lease of the bucket before", func(t *testing.T, tb *Table, s *fakeStore) int64 {
-			admitUntil(t, tb, "k", t0, 100)
-			r, _ := tb.Ref("k")
-			grant(tb, geo, s, r, t0, 10)
+			leased(t, tb, s, 10)
 			tb.Tick(t1)
 			admitUntil(t, tb, "k", t1, 100)
 			return t1
 		}, WhyStart},
 		{"the window at 0.9·L, a lease of this bucket", func(t *testing.T, tb *Table, s *fakeStore) int64 {
-			admitUntil(t, tb, "k", t0, 100)
-			r, _ := tb.Ref("k")
 			s.add("k", geo.Index(t0), 80)
-			grant(tb, geo, s, r, t0, 5)
-			admitUntil(t, tb, "k", t0, 100)
+			leased(t, tb, s, 5)
 			return t0
 		}, WhyNear},
 	}

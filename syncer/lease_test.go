@@ -71,10 +71,10 @@ func TestSyncScriptLease(t *testing.T) {
 }
 
 // TestSyncScriptLeaseNext: a lease asked for the next bucket is counted there
-// at once, outside the totals of the current window, and every decision
-// counts it: a reservation in the current bucket, and a lease of it, see the
-// room the next bucket's grant leaves. A resend returns the recorded grant
-// with its bucket.
+// at once, returned inside the current bucket's total (for the other
+// instances' views), and every decision counts it: a reservation in the
+// current bucket, and a lease of it, see the room the next bucket's grant
+// leaves. A resend returns the recorded grant with its bucket.
 func TestSyncScriptLeaseNext(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
