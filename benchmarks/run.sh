@@ -127,7 +127,10 @@ if [ "$profile" = 1 ]; then
 fi
 
 log "benchstat"
-go tool benchstat "$results" >"$out/benchstat.txt" 2>&1 || true
+# Run from inside the output directory, so that benchstat's column header
+# is the file's name, not a path of this machine.
+benchstat="$(go tool -n benchstat)"
+(cd "$out" && "$benchstat" results.txt) >"$out/benchstat.txt" 2>&1 || true
 
 # Metadata for the report.
 commit="$(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo unknown)"
