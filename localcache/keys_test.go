@@ -2,6 +2,7 @@ package localcache
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -214,6 +215,11 @@ func TestKeyBoundConcurrent(t *testing.T) {
 					}
 					if !tracked(tb, key) {
 						untracked.Add(1)
+						if sweeping {
+							// The table is full: let the sweeper run, which a
+							// loaded machine (a CI run under -race) starved.
+							runtime.Gosched()
+						}
 					} else {
 						ontable.Add(1)
 					}
