@@ -249,6 +249,7 @@ func TestTelemetryStoreKilled(t *testing.T) {
 	// Several failed cycles. The first failure may be a timeout (a call in
 	// flight when the server died, or a loaded machine); the cycles after it
 	// are refused.
+	time.Sleep(100 * time.Millisecond)
 	var m map[string]metricdata.Metrics
 	var errs map[string]int64
 	require.Eventually(t, func() bool {
