@@ -3,27 +3,28 @@ package syncer
 import "time"
 
 // Leases ahead. A lease lasts one bucket, so without more a busy key would
-// start every bucket on its divergence cap alone (2 units at the defaults)
-// until the early sync its first admissions ask for brings a lease: a key
-// hit harder than that within a round trip has a check wait for the store at
-// each bucket's start, and a key hit in bursts at each burst's start. So, an
-// eighth of a sub-window before each bucket of a rule with leases ends, the
-// syncer syncs every key of the rule that was granted a lease and still has
-// counts in the window, asking for a lease of the next bucket
-// (Keys.NextWant units: about the most it admitted in a bucket of the
-// window), which the store counts in the next bucket at once; the key's
-// checks use it from the moment that bucket starts. A key with nothing left
-// in the window leaves the pass.
+// start every bucket on its divergence cap alone (2 units at four instances,
+// 1 at eight) until the early sync its first admissions ask for brings a
+// lease: a key hit harder than that within a round trip has a check wait for
+// the store at each bucket's start. So, an eighth of a sub-window before
+// each bucket of a rule with leases ends, the syncer syncs every key of the
+// rule that used leased units in a bucket of the window (s.uses, noted as its
+// leases end), asking for a lease of the next bucket of Keys.NextWant units:
+// what the key admitted in the current bucket scaled to a whole one, or the
+// most leased units it used in one bucket of the window, never units it only
+// held. The store counts the grant in the next bucket at once; the key's
+// checks use it from the moment that bucket starts. A key that used no leased
+// unit for a window leaves the pass.
 //
 // What it changes in the bound: nothing — a leased unit is counted in the
-// store before it is admitted, in the bucket it is admitted in, and the
-// store counts the next bucket in every decision (syncScript), so a grant
-// never leaves the window it will be in past L. What it costs: a key's next
-// lease counts against the window for an eighth of a sub-window before it
-// can be used, and, while the key is quiet between bursts, for every bucket
-// until it is given back (at most its busiest bucket's part; never from the
-// last tenth of the limit, as any grant); and one per-key call per leased
-// key and bucket.
+// store before it is admitted, in the bucket it is admitted in; the store
+// counts the next bucket in every decision and returns it inside the current
+// bucket's total with every pull (syncScript, pulled), so no grant made ahead
+// takes the window it will be in past L and every view sees it. What it
+// costs: a view counts the grants an eighth of a sub-window early (its own
+// twice until its next pull), unused units count until their bucket ends,
+// and one per-key call per such key and bucket (docs/design.md, "Leases
+// ahead").
 
 // aheadLead is how long before the end of a bucket of r its keys are leased
 // the next bucket.
