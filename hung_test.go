@@ -13,6 +13,24 @@ import (
 	"github.com/sluicehq/sluice/policy"
 )
 
+// hungLimiter starts a throwaway store and a limiter on it with opts, behind
+// a go-redis client at its defaults (the ones a user starts with), for rule
+// api: 100 a minute, whose default budget gives no unsynced unit (cap
+// ⌊0.01·100/2⌋ = 0): every check asks the store. The store is resumed before
+// the limiter closes (Close needs it), in case a test leaves it paused.
+func hungLimiter(t *testing.T, opts sluice.Options) (*redistest.Server, *sluice.Limiter) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	opts.Redis = rdb
+	l, err := sluice.New(opts, policy.Rule{Name: "api", Limit: 100, Window: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(srv.Resume) // runs first
+	return srv, l
+}
+
 // TestHungStoreDefaultClient: a store that hangs (SIGSTOP) behind a default
 // go-redis client, whose socket reads ignore context deadlines, is judged
 // down by sluice's own deadline (three checks in a row unanswered within
@@ -33,16 +51,7 @@ func TestHungStoreDefaultClient(t *testing.T) {
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			t.Parallel()
-			srv := redistest.Start(t)
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // the defaults a user starts with
-			t.Cleanup(func() { _ = rdb.Close() })
-			// The default budget gives this rule no unsynced unit (cap
-			// ⌊0.01·100/2⌋ = 0): every check asks the store.
-			l, err := sluice.New(sluice.Options{Redis: rdb, FailureMode: tc.mode},
-				policy.Rule{Name: "api", Limit: 100, Window: time.Minute})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = l.Close() })
-			t.Cleanup(srv.Resume) // runs first: Close needs the store
+			srv, l := hungLimiter(t, sluice.Options{FailureMode: tc.mode})
 			ctx := context.Background()
 			for range 10 {
 				d, err := l.Allow(ctx, "api", "k")
@@ -86,15 +95,7 @@ func TestHungStoreDefaultClient(t *testing.T) {
 // whether or not it admitted the reservation too when it woke up.
 func TestTimeoutWithinShare(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	// Cap ⌊0.01·100/2⌋ = 0: every check asks the store.
-	l, err := sluice.New(sluice.Options{Redis: rdb, FailureMode: sluice.FailLocal, Timeout: 200 * time.Millisecond},
-		policy.Rule{Name: "api", Limit: 100, Window: time.Minute})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	t.Cleanup(srv.Resume) // runs first: Close needs the store
+	srv, l := hungLimiter(t, sluice.Options{FailureMode: sluice.FailLocal, Timeout: 200 * time.Millisecond})
 	ctx := context.Background()
 	// 90 admitted: the room left (10) is the last tenth of the limit, which
 	// the store never leases, so the next check goes to the store.

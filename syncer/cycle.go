@@ -26,8 +26,7 @@ func (s *Syncer) cycle() error {
 		reg = s.look
 	}
 	if err := reg(ctx); err != nil {
-		s.setHealth(false, err)
-		s.failWaiters(ErrUnavailable)
+		s.down(err)
 		return err
 	}
 	s.setHealth(true, nil)
@@ -91,8 +90,7 @@ func (s *Syncer) cycle() error {
 			if beatDue {
 				if herr := reg(ctx); herr != nil {
 					err = cmp.Or(err, herr)
-					s.setHealth(false, herr)
-					s.failWaiters(ErrUnavailable)
+					s.down(herr)
 					s.requeue(items[i:])
 					break
 				}
@@ -146,8 +144,7 @@ func (s *Syncer) cycle() error {
 	if back && s.healthy.Load() {
 		if herr := s.heartbeat(ctx); herr != nil {
 			err = cmp.Or(err, herr)
-			s.setHealth(false, herr)
-			s.failWaiters(ErrUnavailable)
+			s.down(herr)
 		}
 	}
 	s.serveUrgent()
