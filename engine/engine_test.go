@@ -179,6 +179,43 @@ func TestStoreDownDecidesByMode(t *testing.T) {
 	require.Equal(t, 25, admitted, "the share L/N̂")
 }
 
+// TestRecoveryKeepsOutageShares: back from an outage, a FailLocal rule
+// waits with the shares of the fleet it had when the outage began, also when
+// the registry it finds was emptied meanwhile (an outage past InstanceTTL)
+// and said so while the store was still marked down.
+func TestRecoveryKeepsOutageShares(t *testing.T) {
+	t.Parallel()
+	rule := policy.Rule{Name: "r", Limit: 100, Window: time.Minute, Mode: policy.Eventual}
+	for _, tc := range []struct {
+		name  string
+		fleet [][2]int64 // SetFleet calls after the outage began: instances, down (1)
+	}{
+		{name: "registry emptied, seen back at once", fleet: [][2]int64{{1, 0}}},
+		{name: "registry emptied, seen while down", fleet: [][2]int64{{1, 1}, {1, 0}}},
+		{name: "relapse while recovering", fleet: [][2]int64{{1, 0}, {1, 1}, {1, 0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := &clock{t: 1_700_000_000_000_000_000}
+			e := newEngine(t, rule, c, policy.FailLocal)
+			e.SetFleet(4, false)
+			e.SetFleet(4, true)
+			for _, f := range tc.fleet {
+				e.SetFleet(f[0], f[1] == 1)
+			}
+			admitted := 0
+			for range 60 {
+				d, err := e.Check(context.Background(), "k", 1)
+				require.NoError(t, err)
+				if d.Allowed {
+					admitted++
+				}
+			}
+			assert.Equal(t, 25, admitted, "the share of 4 instances, L/4")
+		})
+	}
+}
+
 // TestStrictWithoutStore: a Strict rule whose store is down decides by the
 // failure mode, never locally by the cap.
 func TestStrictWithoutStore(t *testing.T) {

@@ -36,13 +36,14 @@ type windowRule struct {
 
 // fleetState is what SetFleet last applied, and the recovery grace: after an
 // outage under FailLocal the table stays Recovering until every live
-// instance has started a sync cycle since this one saw the store again (the
-// registry's oldest heartbeat is later than recovered) and the registry
-// holds the N̂ of the outage's start again (expect; or an InstanceTTL has
-// passed: a store that kept its data through a long outage comes back with
-// its registry entries expired), then for recoveryGrace sync intervals
-// more, counted in Ticks: time for those cycles to push the outage counts
-// and for this instance's next pull to bring them. Its table is Recovering
+// instance has heartbeated since this one saw the store again (the
+// registry's oldest heartbeat is later than recovered; an instance back
+// from an outage heartbeats only once its first cycle has pushed every
+// count it holds) and the registry holds the N̂ of the outage's start again
+// (expect; or an InstanceTTL has passed: a store that kept its data through
+// a long outage comes back with its registry entries expired), then for
+// recoveryGrace sync intervals more, counted in Ticks: time for this
+// instance's next pull to bring those counts. Its table is Recovering
 // throughout, with the shares of expect instances.
 type fleetState struct {
 	mu        sync.Mutex
@@ -203,11 +204,14 @@ func (w *windowRule) SetFleet(instances int64, down bool) {
 	switch {
 	case down:
 		if !f.down && f.grace.Load() == 0 {
-			f.expect = 0 // a new outage, not a relapse during a recovery
+			// A new outage, not a relapse during a recovery: N̂ as it
+			// began. What the registry says while the store is marked down
+			// (a look that found it emptied) must not lower it.
+			f.expect = f.instances
 		}
 		f.grace.Store(0)
 	case f.down && w.mode == policy.FailLocal && w.store != nil:
-		f.recovered, f.expect = w.now(), max(f.expect, f.instances)
+		f.recovered = w.now()
 		f.grace.Store(-1)
 	}
 	f.instances, f.down = max(instances, 1), down
