@@ -19,11 +19,20 @@ func (s *Syncer) cycle() error {
 	// share until every instance has heartbeated since, then two sync
 	// intervals more (the engine's recovery grace), and a heartbeat sent
 	// before the pushes would let it go on before they land, however long
-	// this cycle takes. Until then it only looks at the registry.
-	back := !s.healthy.Load()
+	// this cycle takes. Until then it only looks at the registry. The
+	// cycle back syncs every key with counts pending, as a flush does: a
+	// key far from its limit would otherwise stay parked (Keys.Need) with
+	// what it admitted in the outage.
+	if !s.healthy.Load() {
+		s.back = true
+	}
+	back := s.back
 	reg := s.heartbeat
 	if back {
 		reg = s.look
+		flushing := s.flushing
+		s.flushing = true
+		defer func() { s.flushing = flushing }()
 	}
 	if err := reg(ctx); err != nil {
 		s.down(err)
@@ -145,6 +154,8 @@ func (s *Syncer) cycle() error {
 		if herr := s.heartbeat(ctx); herr != nil {
 			err = cmp.Or(err, herr)
 			s.down(herr)
+		} else {
+			s.back = false
 		}
 	}
 	s.serveUrgent()

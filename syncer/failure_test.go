@@ -348,3 +348,45 @@ func TestBackRegistersAfterPush(t *testing.T) {
 	assert.Equal(t, int64(4), total(t, c, r.KeyName("k")))
 	assert.True(t, s.Healthy())
 }
+
+// TestBackPushesParkedKeys: the first cycle back from an outage pushes the
+// counts of keys far from their limit too, which a cycle otherwise leaves
+// parked (Keys.Need), both those admitted during the outage and those left
+// pending before it, and only then heartbeats: an instance that waits for
+// every heartbeat since it saw the store again must find them counted.
+func TestBackPushesParkedKeys(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.WithPersistence())
+	c := srv.Client(t)
+	r := newRule(t, "api", midGeometry(4), 1000, 4)
+	r.cfg.Leases = true
+	spy := &settleSpy{Table: r.Table, c: c, id: "A"}
+	r.cfg.Keys = spy
+	s := cyclingSyncer(t, c, r)
+	limits := localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal}
+	r.Table.SetLimits(limits)
+	admit(t, s, r, "before", 1)
+	admit(t, s, r, "during", 1)
+	require.NoError(t, s.cycle())
+	require.Zero(t, total(t, c, r.KeyName("before")), "parked before the outage")
+
+	srv.Kill()
+	require.Error(t, s.cycle())
+	require.False(t, s.Healthy())
+	down := limits
+	down.Down = true
+	r.Table.SetLimits(down)
+	admit(t, s, r, "during", 2)
+
+	srv.Restart()
+	require.NoError(t, c.Del(ctxT(t, opTimeout), "t:instances").Err(), "as after an outage past InstanceTTL")
+	r.Table.SetLimits(limits)
+	spy.armed.Store(true)
+	require.NoError(t, s.cycle())
+	assert.Equal(t, int64(1), total(t, c, r.KeyName("before")), "pending since before the outage")
+	assert.Equal(t, int64(3), total(t, c, r.KeyName("during")), "admitted in the outage")
+	assert.Equal(t, int32(2), spy.settles.Load(), "both keys pushed")
+	assert.Zero(t, spy.registered.Load(), "not registered while they were pushed")
+	assert.NoError(t, c.ZScore(ctxT(t, opTimeout), "t:instances", "A").Err(), "registered at the end of the cycle")
+	assert.True(t, s.Healthy())
+}

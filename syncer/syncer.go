@@ -183,8 +183,13 @@ type Syncer struct {
 	// flushing makes the cycle under way sync every key drained (Flush,
 	// Close), not only those that need it (Keys.Need).
 	flushing bool
-	refs     []Handle
-	buf      []window.Bucket
+	// back is set from the first cycle after an outage (or before the
+	// store was ever reached) until a cycle has pushed every pending count
+	// and heartbeated: one that ended early (a resend Redis answered with
+	// an error) leaves the next cycle back too.
+	back bool
+	refs []Handle
+	buf  []window.Bucket
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
 
