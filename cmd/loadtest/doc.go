@@ -5,13 +5,23 @@
 // leaving, and every worker checking flat out), records every decision, and
 // measures the fleet against exact references.
 //
-// With no flags it needs nothing else running: it starts an embedded
-// Redis-compatible server (miniredis, a stand-in: accuracy figures hold, Redis
-// latency and memory do not), runs every profile for 5 s on 4 in-process
-// instances (the last, throughput, for 2 s), and prints a report (about 50 s
-// in all):
+// With no flags it needs nothing else running: it starts a throwaway
+// redis-server on a free loopback port if one is in PATH (no persistence, in
+// a temporary directory, stopped at the end, and on Linux killed with the
+// load test), or else an embedded Redis-compatible server (miniredis, a
+// stand-in in the load test's own process: accuracy figures hold, Redis latency and
+// memory do not; -embedded asks for it), runs every profile for 5 s on 4
+// in-process instances (the last, throughput, for 2 s), and prints a report
+// (about 50 s in all):
 //
 //	go run ./cmd/loadtest
+//
+// The stand-in runs the sync script about fifty times slower than Redis and
+// shares the process's CPUs with the workers: a check that waits for it
+// waits milliseconds, and in the throughput profile, where every worker runs
+// flat out, tens of milliseconds, which caps the checks a second at tens or
+// hundreds of thousands where a real Redis on the same machine gives
+// millions.
 //
 // Against a real Redis or a Redis Cluster:
 //
@@ -47,8 +57,8 @@
 // local cache and syncer, each driven by -workers goroutines. With -procs each
 // instance runs in its own OS process: the binary re-executes itself with a
 // hidden flag, reads its configuration from stdin and streams its admission
-// records back over stdout, binary-encoded (package record); with the embedded
-// server the children connect to the parent's miniredis on loopback.
+// records back over stdout, binary-encoded (package record); without -redis
+// the children connect to the parent's redis-server or miniredis on loopback.
 //
 // # Measurements
 //

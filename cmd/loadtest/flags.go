@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"io"
 	"math"
 	"os"
@@ -66,8 +67,12 @@ type options struct {
 	MaxRecords   int64
 	Skew         time.Duration
 	Outage       time.Duration
-	Latency      time.Duration
-	Metrics      string
+	Embedded     bool // without -redis: the in-process stand-in even if a redis-server is installed
+	// local: the run starts a throwaway redis-server (no -redis, one in
+	// PATH, neither -embedded nor -outage nor -sim); set by fillDefaults.
+	local   bool
+	Latency time.Duration
+	Metrics string
 	// meter returns instance i's MeterProvider while -metrics serves.
 	meter func(i int) (metric.MeterProvider, *sdkmetric.ManualReader, error)
 	// Composed holds what the composition profiles (compose.go) measured.
@@ -229,7 +234,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	var profiles, sweepText string
 	var seed uint64
-	fs.StringVar(&o.Redis, "redis", "", "Redis `URL` (redis://host:port/db), host:port, a cluster URL (redis://h1:p1?addr=h2:p2), or a comma-separated list of cluster nodes; empty: start an embedded miniredis stand-in on loopback")
+	fs.StringVar(&o.Redis, "redis", "", "Redis `URL` (redis://host:port/db), host:port, a cluster URL (redis://h1:p1?addr=h2:p2), or a comma-separated list of cluster nodes; empty: start a throwaway redis-server on loopback if one is in PATH (stopped at the end), else the embedded miniredis stand-in")
+	fs.BoolVar(&o.Embedded, "embedded", false, "without -redis, run on the embedded miniredis stand-in (in process; accuracy figures hold, Redis latency does not) even if a redis-server is installed")
 	fs.IntVar(&o.Instances, "instances", 4, "number of `N` limiter instances in the fleet, each with its own cache, syncer and Redis connection pool")
 	fs.BoolVar(&o.Procs, "procs", false, "run each instance in its own OS process (this binary re-executed)")
 	fs.IntVar(&o.Workers, "workers", 16, "goroutines issuing checks per instance, each with its own schedule (a check waiting for Redis delays only its goroutine)")
@@ -239,7 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.Precision, "precision", policy.DefaultPrecision, "sub-windows per window of the sliding window (B)")
 	fs.StringVar(&o.Algorithm, "algorithm", "sliding", "counting algorithm: `sliding|weighted|fixed|tokenbucket|gcra|slidinglog`; the buckets are measured against one exact central bucket (Burst = Limit), the log against the exact log")
 	fs.StringVar(&o.ModeText, "mode", "", "where checks are decided: `eventual|strict` (default eventual; strict for slidinglog, which has no eventual mode): eventual decides locally under the error budget, strict decides every check in Redis")
-	fs.Var(durationFlag{&o.Timeout}, "timeout", fmt.Sprintf("the longest time `D` a check waits for Redis (sluice.Options.Timeout) (default %v on the embedded stand-in, which runs scripts slowly; %v, the library's, with -redis)", embeddedTimeout, sluice.DefaultTimeout))
+	fs.Var(durationFlag{&o.Timeout}, "timeout", fmt.Sprintf("the longest time `D` a check waits for Redis (sluice.Options.Timeout) (default %v on a real Redis, the library's; %v on the embedded stand-in, which runs scripts slowly)", sluice.DefaultTimeout, embeddedTimeout))
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
 	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's own: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
 	fs.Float64Var(&o.Zipf, "zipf", 1.0, "Zipf exponent of the key popularity (0 = uniform); boundary and churn use uniform keys")
@@ -305,9 +311,10 @@ func (o *options) fillDefaults() {
 	if !o.set["rate"] && !o.Sim {
 		o.Rate = defaultRate // -sim's depends on the rule: validate sets it
 	}
+	o.local = o.Redis == "" && !o.Sim && !o.Embedded && o.Outage == 0 && store.LocalAvailable()
 	if !o.set["timeout"] {
 		o.Timeout = sluice.DefaultTimeout
-		if o.Redis == "" {
+		if o.Redis == "" && !o.local {
 			// The embedded stand-in runs the sync script about fifty
 			// times slower than Redis; with the library's default,
 			// checks at their cap would time out on the stand-in's
@@ -401,6 +408,9 @@ func (o *options) validate(profiles, sweepText string) error {
 	if o.Sim && !o.set["rate"] {
 		o.Rate = 20 * float64(limit) / window.Seconds()
 	}
+	if o.Embedded && o.Redis != "" {
+		return errors.New("-embedded runs on the in-process stand-in: it cannot be combined with -redis")
+	}
 	if o.Outage != 0 {
 		if o.Redis != "" {
 			return errors.New("-outage stops the embedded store: it cannot be combined with -redis")
@@ -421,7 +431,7 @@ func (o *options) validate(profiles, sweepText string) error {
 		}
 	}
 	if o.Sim {
-		for _, f := range []string{"redis", "procs", "instances", "sync", "budget", "timeout", "min-instances", "skew", "outage", "latency", "workers", "metrics"} {
+		for _, f := range []string{"redis", "procs", "instances", "sync", "budget", "timeout", "min-instances", "skew", "outage", "latency", "workers", "metrics", "embedded"} {
 			if o.set[f] {
 				return fmt.Errorf("-%s has no meaning with -sim (the simulation models the algorithm, not the fleet)", f)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func TestUsageOneDefaultPerFlag(t *testing.T) {
 		{"duration", "(default 5s; 1h with -sim)"},
 		{"rule", "(default 1000/1s; 100/1m with -sim)"},
 		{"rate", "(default 8000; with -sim"},
-		{"timeout", "(default 250ms on the embedded stand-in"},
+		{"timeout", "(default 50ms on a real Redis, the library's; 250ms on the embedded stand-in"},
 		{"budget", "(default 1%)"},
 		{"profile", "(default all;"},
 		{"instances", "(default 4)"},
@@ -89,6 +90,9 @@ func TestUsageDefaultsAreTrue(t *testing.T) {
 		if m == nil {
 			continue
 		}
+		if f.name == "timeout" && !store.LocalAvailable() {
+			continue // the stand-in's default applies without a redis-server
+		}
 		o, err := parseFlags([]string{"-" + f.name, m[1]}, &bytes.Buffer{})
 		if !assert.NoError(t, err, "-%s %s", f.name, m[1]) {
 			continue
@@ -109,7 +113,18 @@ func TestDependentDefaults(t *testing.T) {
 		args  []string
 		check func(t *testing.T, o *options)
 	}{
-		{"embedded timeout", nil, func(t *testing.T, o *options) { assert.Equal(t, embeddedTimeout, o.Timeout) }},
+		{"embedded timeout", []string{"-embedded"}, func(t *testing.T, o *options) { assert.Equal(t, embeddedTimeout, o.Timeout) }},
+		{"outage timeout", []string{"-outage", "1s"}, func(t *testing.T, o *options) { assert.Equal(t, embeddedTimeout, o.Timeout); assert.False(t, o.local) }},
+		{"default store", nil, func(t *testing.T, o *options) {
+			// A throwaway redis-server if one is installed (CI has one),
+			// with the library's timeout; else the stand-in and its own.
+			assert.Equal(t, store.LocalAvailable(), o.local)
+			if o.local {
+				assert.Equal(t, sluice.DefaultTimeout, o.Timeout)
+			} else {
+				assert.Equal(t, embeddedTimeout, o.Timeout)
+			}
+		}},
 		{"redis timeout", []string{"-redis", "127.0.0.1:1"}, func(t *testing.T, o *options) { assert.Equal(t, sluice.DefaultTimeout, o.Timeout) }},
 		{"explicit timeout", []string{"-timeout", "70ms"}, func(t *testing.T, o *options) { assert.Equal(t, 70*time.Millisecond, o.Timeout) }},
 		{"fleet rate", nil, func(t *testing.T, o *options) { assert.InDelta(t, 8000, o.Rate, 0) }},

@@ -155,21 +155,35 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 	}
 	var target store.Target
 	var emb *store.Embedded
-	if o.Redis == "" {
+	switch {
+	case o.local:
+		loc, t, err := store.StartLocal(ctx)
+		if err != nil {
+			return fmt.Errorf("%w (-embedded runs on the in-process stand-in instead)", err)
+		}
+		defer loc.Close()
+		target = t
+		fmt.Fprintf(stderr, "loadtest: no -redis given: started a throwaway redis-server on %s (stopped at the end; -embedded runs on the in-process stand-in instead).\n", target.Addrs[0])
+		r.Notes = append(r.Notes, "store: a throwaway redis-server on loopback, started for this run (no -redis given)")
+	case o.Redis == "":
 		var err error
 		emb, target, err = store.StartEmbedded()
 		if err != nil {
 			return err
 		}
 		defer emb.Close()
-		fmt.Fprintf(stderr, "loadtest: no -redis given: started an embedded Redis stand-in (miniredis) on %s.\n"+
-			"          It is a stand-in, not a real Redis: accuracy figures hold, Redis latency and memory do not.\n", target.Addrs[0])
+		why := "no redis-server in PATH: install one, or pass -redis, to run against a real Redis"
+		if o.Embedded || o.Outage != 0 {
+			why = "-embedded or -outage"
+		}
+		fmt.Fprintf(stderr, "loadtest: no -redis given: started an embedded Redis stand-in (miniredis) on %s (%s).\n"+
+			"          It is a stand-in, not a real Redis: accuracy figures hold, Redis latency and memory do not.\n", target.Addrs[0], why)
 		r.Notes = append(r.Notes, "store: embedded miniredis, a stand-in for Redis (single-threaded Go, Lua via gopher-lua): accuracy figures are real, sync-cycle latency and Redis costs are not those of a real Redis; run with -redis for those")
 		if !o.set["timeout"] {
 			// parseFlags chose embeddedTimeout (see fillDefaults).
 			r.Notes = append(r.Notes, fmt.Sprintf("-timeout defaults to %v on the embedded stand-in (the library's default is %v: pass -timeout to use it)", embeddedTimeout, sluice.DefaultTimeout))
 		}
-	} else {
+	default:
 		var err error
 		if target, err = store.Parse(o.Redis); err != nil {
 			return err

@@ -132,6 +132,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-json", "-markdown"}, "exclude"},
 		{[]string{"-sim", "-redis", "127.0.0.1:1"}, "no meaning with -sim"},
 		{[]string{"-outage", "1s", "-redis", "127.0.0.1:1"}, "embedded"},
+		{[]string{"-embedded", "-redis", "127.0.0.1:1"}, "cannot be combined with -redis"},
+		{[]string{"-sim", "-embedded"}, "no meaning with -sim"},
 		{[]string{"-latency", "500us"}, "whole milliseconds"},
 		{[]string{"-latency", "2s"}, "whole milliseconds"},
 		{[]string{"-sim", "-latency", "1ms"}, "no meaning with -sim"},
@@ -212,7 +214,7 @@ const quickWindow = 500 * time.Millisecond
 // store, in one process, with plots.
 func TestRunEmbedded(t *testing.T) {
 	dir := t.TempDir()
-	r := runJSON(t, append(quick, "-profile", "steady,boundary", "-duration", "2s", "-rate", "2000", "-workers", "4", "-out", dir)...)
+	r := runJSON(t, append(quick, "-embedded", "-profile", "steady,boundary", "-duration", "2s", "-rate", "2000", "-workers", "4", "-out", dir)...)
 	if len(r.Scenarios) != 2 || !strings.Contains(r.Store, "miniredis") || r.LocalBytesPerKey <= 0 {
 		t.Fatalf("report: %+v", r)
 	}

@@ -1,7 +1,7 @@
 // Package store resolves the load test's -redis flag into Redis clients: one
 // real Redis, a Redis Cluster (a comma-separated list of nodes, a cluster URL
-// with addr= parameters, or one node of a cluster, detected), or the embedded
-// miniredis stand-in.
+// with addr= parameters, or one node of a cluster, detected), a throwaway
+// redis-server it starts, or the embedded miniredis stand-in.
 package store
 
 import (

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStartLocal: StartLocal starts a redis-server on loopback that answers,
+// and Close stops it and removes its directory.
+func TestStartLocal(t *testing.T) {
+	if !LocalAvailable() {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not found: CI requires real Redis")
+		}
+		t.Skip("needs a redis-server in PATH")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, target, err := StartLocal(ctx)
+	require.NoError(t, err)
+	t.Cleanup(l.Close)
+	require.Len(t, target.Addrs, 1)
+	assert.False(t, target.Embedded)
+	assert.Contains(t, target.Addrs[0], "127.0.0.1:")
+	c := target.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	assert.Equal(t, "v", c.Get(ctx, "k").Val())
+
+	l.Close()
+	_, err = os.Stat(l.dir)
+	assert.True(t, os.IsNotExist(err), "its directory is removed: %v", err)
+	select {
+	case <-l.done:
+	default:
+		t.Fatal("the server still runs after Close")
+	}
+	pctx, pcancel := context.WithTimeout(ctx, time.Second)
+	defer pcancel()
+	assert.Error(t, c.Ping(pctx).Err(), "nothing answers on its port")
+}
+
+// TestStartLocalWithoutServer: without a redis-server in PATH, StartLocal
+// says so with ErrNoServer and starts nothing.
+func TestStartLocalWithoutServer(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	assert.False(t, LocalAvailable())
+	_, _, err := StartLocal(context.Background())
+	assert.ErrorIs(t, err, ErrNoServer)
+}
+
+// TestLastLines: the tail of a log for an error message.
+func TestLastLines(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"one\n", "one"},
+		{"a\nb\nc\nd\n", "b\nc\nd"},
+		{"a\nb", "a\nb"},
+	} {
+		assert.Equal(t, c.want, lastLines([]byte(c.in), 3), "%q", c.in)
+	}
+}
