@@ -1,126 +1,47 @@
 package benchmarks
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/sluicehq/sluice/internal/redisproc"
 )
 
 // Redis is a throwaway redis-server on a free loopback port, without
-// persistence, in its own temporary directory. It never uses port 6379, so a
-// Redis the machine may run for other purposes is never touched.
+// persistence, in its own temporary directory (redisproc.Server). It never
+// uses port 6379, so a Redis the machine may run for other purposes is never
+// touched.
 type Redis struct {
-	Port int
-	Bin  string // the redis-server binary
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	*redisproc.Server
 }
 
 // ErrNoRedis means redis-server is not installed.
-var ErrNoRedis = errors.New("redis-server not found in PATH (apt-get install redis-server)")
+var ErrNoRedis = redisproc.ErrNotFound
 
 // StartRedis starts redis-server on a free 127.0.0.1 port and waits until it
 // answers PING. Stop kills it; the process also dies with its parent on Linux.
 func StartRedis() (*Redis, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, ErrNoRedis
-	}
-	var last error
-	for range 5 {
-		r, err := startOnce(bin)
-		if err == nil {
-			return r, nil
-		}
-		last = err
-	}
-	return nil, last
-}
-
-func freePort() (int, error) {
-	for range 10 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if p != 6379 {
-			return p, nil
-		}
-	}
-	return 0, errors.New("no free port")
-}
-
-func startOnce(bin string) (*Redis, error) {
-	port, err := freePort()
+	s, err := redisproc.Start(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "sluice-bench-redis-")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", "redis.log",
-	)
-	cmd.Dir = dir
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	r := &Redis{Port: port, Bin: bin, dir: dir, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(r.done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-r.done:
-			log, _ := os.ReadFile(dir + "/redis.log")
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("redis-server on port %d exited: %s", port, lastLine(string(log)))
-		default:
-		}
-		c, err := net.DialTimeout("tcp", r.Addr(), 200*time.Millisecond)
-		if err == nil {
-			_ = c.SetDeadline(time.Now().Add(time.Second))
-			_, _ = c.Write([]byte("PING\r\n"))
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			_ = c.Close()
-			if strings.HasPrefix(line, "+PONG") {
-				return r, nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.Stop()
-	return nil, fmt.Errorf("redis-server on port %d did not answer PING", port)
+	return &Redis{Server: s}, nil
 }
 
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
+// Stop kills the server and removes its directory; a nil Redis does nothing.
+func (r *Redis) Stop() {
+	if r != nil {
+		r.Server.Stop()
 	}
-	return s
 }
-
-// Addr is the server's address.
-func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.Port) }
 
 // Client returns a new client. poolSize 0 means go-redis's default.
 func (r *Redis) Client(poolSize int) *redis.Client {
@@ -134,21 +55,6 @@ func (r *Redis) Client(poolSize int) *redis.Client {
 		// noise against a local server.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
-}
-
-// Stop kills the server (its whole process group) and removes its directory.
-func (r *Redis) Stop() {
-	if r == nil || r.cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-	_ = r.cmd.Process.Kill()
-	select {
-	case <-r.done:
-	case <-time.After(10 * time.Second):
-	}
-	_ = os.RemoveAll(r.dir)
-	r.cmd = nil
 }
 
 // Version returns the server's version.

@@ -1,14 +1,14 @@
 //go:build windows
 
-package store
+package redisproc
 
 import (
 	"os"
 	"syscall"
 )
 
-// serverAttr: no process group on Windows.
-func serverAttr() *syscall.SysProcAttr { return nil }
+// sysProcAttr: no process groups here.
+func sysProcAttr() *syscall.SysProcAttr { return nil }
 
 // killGroup kills the server.
 func killGroup(p *os.Process) { _ = p.Kill() }
