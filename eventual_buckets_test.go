@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -22,12 +23,13 @@ import (
 type admissionLog struct {
 	mu      sync.Mutex
 	at      map[string][]time.Duration
+	calls   map[string][]time.Duration // when each check was made, admitted or not
 	longest time.Duration
 	denied  map[string]int
 }
 
 func newAdmissionLog() *admissionLog {
-	return &admissionLog{at: map[string][]time.Duration{}, denied: map[string]int{}}
+	return &admissionLog{at: map[string][]time.Duration{}, calls: map[string][]time.Duration{}, denied: map[string]int{}}
 }
 
 // check runs one check of cost 1 and records it against start.
@@ -41,6 +43,7 @@ func (a *admissionLog) check(t *testing.T, l *sluice.Limiter, rule, key string, 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.longest = max(a.longest, took)
+	a.calls[key] = append(a.calls[key], t0.Sub(start))
 	if d.Allowed {
 		a.at[key] = append(a.at[key], time.Since(start))
 	} else {
@@ -138,7 +141,13 @@ func TestEventualBucketFleetBound(t *testing.T) {
 // TestEventualBucketNoFalseDenials: a key whose offered load, merged over
 // a fleet of three, conforms to a bucket of 0.9 of the rate and 0.85 of
 // Burst (bursts of random sizes, spread over the instances at random) is
-// never denied.
+// never denied. A trial with denials is run again on a fresh key, up to
+// three times, only if the machine disturbed it: the checks were made
+// burstier than offered (a test goroutine that woke late bunches its
+// bursts), or one took longer than 45 ms, the time the full rate takes to
+// fill the premise's margin of 0.15·Burst (9 units): a check decided that
+// much later than it was made may fall outside it. A trial the machine did
+// not disturb must have none, and so must the last.
 func TestEventualBucketNoFalseDenials(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -147,6 +156,8 @@ func TestEventualBucketNoFalseDenials(t *testing.T) {
 	// The offered stream: a shaper bucket of 0.9 of the rate and 0.85 of
 	// Burst admits the arrivals of a random bursty source, ahead of time.
 	shaper := window.NewGCRA(rule.Window, rule.Limit*9/10, rule.Burst*85/100)
+	// The premise allows one unit of burst for the clock readings' jitter.
+	premise := window.NewGCRA(rule.Window, rule.Limit*9/10, rule.Burst*85/100+1)
 	rng := rand.New(rand.NewPCG(11, 12))
 	var offers []time.Duration
 	var tat int64
@@ -158,22 +169,48 @@ func TestEventualBucketNoFalseDenials(t *testing.T) {
 			}
 		}
 	}
-	log := newAdmissionLog()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for _, at := range offers {
-		time.Sleep(time.Until(start.Add(at)))
-		l := ls[rng.IntN(len(ls))]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			log.check(t, l, rule.Name, "k", start)
-		}()
+	const (
+		attempts       = 3
+		maxUndisturbed = 45 * time.Millisecond
+	)
+	for attempt := 1; ; attempt++ {
+		key := fmt.Sprintf("k%d", attempt)
+		log := newAdmissionLog()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, at := range offers {
+			time.Sleep(time.Until(start.Add(at)))
+			l := ls[rng.IntN(len(ls))]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				log.check(t, l, rule.Name, key, start)
+			}()
+		}
+		wg.Wait()
+		disturbed := !conforms(premise, log.calls[key]) || log.longest > maxUndisturbed
+		t.Logf("attempt %d: offered %d, admitted %d, longest check %v, disturbed %v", attempt, len(offers), len(log.at[key]), log.longest, disturbed)
+		if log.denied[key] == 0 || !disturbed || attempt == attempts {
+			require.Zero(t, log.denied[key], "a key offered within 0.9 of its rate and 0.85 of its Burst")
+			require.Len(t, log.at[key], len(offers))
+			return
+		}
 	}
-	wg.Wait()
-	t.Logf("offered %d, admitted %d, longest check %v", len(offers), len(log.at["k"]), log.longest)
-	require.Zero(t, log.denied["k"], "a key offered within 0.9 of its rate and 0.85 of its Burst")
-	require.Len(t, log.at["k"], len(offers))
+}
+
+// conforms reports whether a bucket g admits every arrival of calls.
+func conforms(g window.GCRA, calls []time.Duration) bool {
+	sorted := slices.Clone(calls)
+	slices.Sort(sorted)
+	var tat int64
+	for _, at := range sorted {
+		next, ok := g.Admit(tat, int64(at), 1)
+		if !ok {
+			return false
+		}
+		tat = next
+	}
+	return true
 }
 
 // TestEventualBucketStoreFails: the units an instance holds are admitted
