@@ -30,8 +30,12 @@ func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result,
 // no local allowance left for it (the table said OverCap), after counting
 // why (syncer.Stats.Waits); it returns what urgentAt does.
 func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	w.store.Waited(waitWhy[w.table.Why(key, w.now(), n)])
-	return w.urgentAt(ctx, key, n)
+	ref, ok := w.table.Ref(key)
+	if !ok {
+		ref = nil // gone since: untracked
+	}
+	w.store.Waited(waitWhy[w.table.Why(ref, w.now(), n)])
+	return w.reserveAt(ctx, key, ref, n)
 }
 
 // waitWhy maps why a key had no local allowance left to the syncer's count.

@@ -42,12 +42,19 @@ func (t *Table) Need(r Ref, now int64) bool {
 // its lease covers aside, and the window's estimate as this instance sees
 // it, its own counts included.
 func (t *Table) unacked(e *hdr, now int64) (int64, float64) {
+	v, own := t.seen(e, now)
+	return v.div + own, v.others.Value() + float64(own)
+}
+
+// seen returns the window as this instance sees e at now (scan) and its own
+// count of the current bucket, which the view does not hold: the pending
+// units past those its lease covers (the store has those).
+func (t *Table) seen(e *hdr, now int64) (view, int64) {
 	k := t.geo.Index(now)
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
 	cur := countAt(t.pend(e, s).Load(), k)
-	own := cur - t.covered(e, k, cur)
-	return v.div + own, v.others.Value() + float64(own)
+	return v, cur - t.covered(e, k, cur)
 }
 
 // Unsynced appends the keys with unacknowledged counts in the window at now,

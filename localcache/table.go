@@ -201,10 +201,6 @@ func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool
 	if e == nil {
 		return 0, 0, false
 	}
-	k := t.geo.Index(now)
-	s := t.slotOf(k)
-	v := t.scan(e, k, s, t.geo.Phase(now))
-	cur := countAt(t.pend(e, s).Load(), k)
-	cur -= t.covered(e, k, cur) // in the view already
-	return v.others.Value() + float64(cur), v.div + cur, true
+	div, est := t.unacked(e, now)
+	return est, div, true
 }

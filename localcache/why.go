@@ -28,20 +28,18 @@ const (
 	WhyCap
 )
 
-// Why returns why a check of cost n for key at now had no local allowance
-// left. A key without an entry is WhyNew.
-func (t *Table) Why(key string, now, n int64) Why {
-	e := t.m.Load(key)
+// Why returns why a check of cost n of r's key at now had no local allowance
+// left. A key without an entry (nil r) is WhyNew.
+func (t *Table) Why(r Ref, now, n int64) Why {
+	e := entryOf(r)
 	if e == nil {
 		return WhyNew
 	}
-	k := t.geo.Index(now)
-	s := t.slotOf(k)
-	v := t.scan(e, k, s, t.geo.Phase(now))
-	cur := countAt(t.pend(e, s).Load(), k)
+	v, own := t.seen(e, now)
 	seen := v.others.Value()
+	k := t.geo.Index(now)
 	switch {
-	case 10*(seen+float64(cur-t.covered(e, k, cur)+n)) >= 9*float64(t.limit.Load()):
+	case 10*(seen+float64(own+n)) >= 9*float64(t.limit.Load()):
 		return WhyNear
 	case t.leaseAt(e, k) > 0:
 		return WhyLease

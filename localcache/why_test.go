@@ -70,12 +70,14 @@ func TestWhy(t *testing.T) {
 			tb.Tick(t0)
 			now := tc.setup(t, tb, newFakeStore())
 			require.Equal(t, OverCap, tb.AllowAt("k", now, 1).Status, "harness: the key has no allowance left")
-			assert.Equal(t, tc.want, tb.Why("k", now, 1))
+			r, ok := tb.Ref("k")
+			require.True(t, ok)
+			assert.Equal(t, tc.want, tb.Why(r, now, 1))
 		})
 	}
-	t.Run("a key without an entry", func(t *testing.T) {
+	t.Run("a key without an entry (nil Ref)", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		assert.Equal(t, WhyNew, tb.Why("none", t0, 1))
+		assert.Equal(t, WhyNew, tb.Why(nil, t0, 1))
 	})
 }
