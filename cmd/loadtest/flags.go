@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"io"
 	"math"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
+	"github.com/sluicehq/sluice/internal/redisproc"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -311,7 +311,7 @@ func (o *options) fillDefaults() {
 	if !o.set["rate"] && !o.Sim {
 		o.Rate = defaultRate // -sim's depends on the rule: validate sets it
 	}
-	o.local = o.Redis == "" && !o.Sim && !o.Embedded && o.Outage == 0 && store.LocalAvailable()
+	o.local = o.Redis == "" && !o.Sim && !o.Embedded && o.Outage == 0 && redisproc.Available()
 	if !o.set["timeout"] {
 		o.Timeout = sluice.DefaultTimeout
 		if o.Redis == "" && !o.local {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redisproc"
 )
 
 // flagHelp is one flag's entry in the -h output: its name and its usage
@@ -90,7 +90,7 @@ func TestUsageDefaultsAreTrue(t *testing.T) {
 		if m == nil {
 			continue
 		}
-		if f.name == "timeout" && !store.LocalAvailable() {
+		if f.name == "timeout" && !redisproc.Available() {
 			continue // the stand-in's default applies without a redis-server
 		}
 		o, err := parseFlags([]string{"-" + f.name, m[1]}, &bytes.Buffer{})
@@ -118,7 +118,7 @@ func TestDependentDefaults(t *testing.T) {
 		{"default store", nil, func(t *testing.T, o *options) {
 			// A throwaway redis-server if one is installed (CI has one),
 			// with the library's timeout; else the stand-in and its own.
-			assert.Equal(t, store.LocalAvailable(), o.local)
+			assert.Equal(t, redisproc.Available(), o.local)
 			if o.local {
 				assert.Equal(t, sluice.DefaultTimeout, o.Timeout)
 			} else {

@@ -161,7 +161,7 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 		if err != nil {
 			return fmt.Errorf("%w (-embedded runs on the in-process stand-in instead)", err)
 		}
-		defer loc.Close()
+		defer loc.Stop()
 		target = t
 		fmt.Fprintf(stderr, "loadtest: no -redis given: started a throwaway redis-server on %s (stopped at the end; -embedded runs on the in-process stand-in instead).\n", target.Addrs[0])
 		r.Notes = append(r.Notes, "store: a throwaway redis-server on loopback, started for this run (no -redis given)")
