@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/fleet"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
+	"github.com/sluicehq/sluice/internal/redisproc"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -201,11 +202,13 @@ func sane(t *testing.T, s *report.Scenario) {
 	}
 }
 
-// quick are the settings of the short runs: a 10% budget and a generous
+// quick are the settings of the short runs: the embedded stand-in, whose
+// checks the tests' assertions were made on, a 10% budget and a generous
 // timeout keep the local path busy (cap 1) and make the checks' results
 // independent of how loaded the machine is (a check that times out is
 // decided by the failure mode, which may deny a key below its limit).
-var quick = []string{"-rule", "50/500ms", "-budget", "10%", "-timeout", "2s", "-keys", "10"}
+// TestRunLocalRedis runs the default store.
+var quick = []string{"-embedded", "-rule", "50/500ms", "-budget", "10%", "-timeout", "2s", "-keys", "10"}
 
 // quickWindow is the window of quick's rule.
 const quickWindow = 500 * time.Millisecond
@@ -214,7 +217,7 @@ const quickWindow = 500 * time.Millisecond
 // store, in one process, with plots.
 func TestRunEmbedded(t *testing.T) {
 	dir := t.TempDir()
-	r := runJSON(t, append(quick, "-embedded", "-profile", "steady,boundary", "-duration", "2s", "-rate", "2000", "-workers", "4", "-out", dir)...)
+	r := runJSON(t, append(quick, "-profile", "steady,boundary", "-duration", "2s", "-rate", "2000", "-workers", "4", "-out", dir)...)
 	if len(r.Scenarios) != 2 || !strings.Contains(r.Store, "miniredis") || r.LocalBytesPerKey <= 0 {
 		t.Fatalf("report: %+v", r)
 	}
@@ -240,6 +243,26 @@ func TestRunEmbedded(t *testing.T) {
 			t.Errorf("%s: no series", s.Name)
 		}
 	}
+}
+
+// TestRunLocalRedis: without -redis or -embedded, the run starts a
+// throwaway redis-server (one is in PATH in CI), says so, and its scenario
+// ran on it (redisproc's tests check that Stop ends it).
+func TestRunLocalRedis(t *testing.T) {
+	if !redisproc.Available() {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not found: CI requires real Redis")
+		}
+		t.Skip("needs a redis-server in PATH")
+	}
+	t.Parallel()
+	r := runJSON(t, "-rule", "50/500ms", "-budget", "10%", "-timeout", "2s", "-keys", "10", "-profile", "steady", "-duration", "1s", "-rate", "2000", "-workers", "2")
+	require.Len(t, r.Scenarios, 1)
+	assert.NotContains(t, r.Store, "miniredis")
+	assert.Contains(t, r.Store, "127.0.0.1:")
+	assert.Contains(t, strings.Join(r.Notes, "\n"), "throwaway redis-server")
+	assert.Positive(t, r.Scenarios[0].Accuracy.Checks)
+	assert.Positive(t, r.Scenarios[0].Cost.KeySyncsPerSec, "synced through the server")
 }
 
 // TestRunSlowStore runs a scenario through the -latency proxy (every reply
