@@ -55,11 +55,12 @@ import (
 // count, deltas as (bucket, count) pairs, reservation costs.
 //
 // Returns: now µs, oldest bucket, span totals from the oldest bucket to the
-// current one (the current one's with the next one's, grants included), then per batch: status (0 applied
-// now, 1 applied before with reservation results stored, 2 applied before
-// without) and, for status 0, the reservation results as a string of
-// '0'/'1'; for status 1 "<bits>:<bucket>:<lease>:<lease bucket>"; then the
-// lease granted now (0 if none) and the bucket it is counted in.
+// current one (the current one's with the next one's, grants included),
+// then per batch: status (0 applied now, 1 applied before with reservation
+// results stored, 2 applied before without) and, for status 0, the
+// reservation results as a string of '0'/'1'; for status 1
+// "<bits>:<bucket>:<lease>:<lease bucket>"; then the lease granted now (0 if
+// none) and the bucket it is counted in.
 //
 // Reservations are decided by the admit test of package window (LuaRoom,
 // generated from window.Estimate.Room), on the estimate in its two parts:
