@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +90,15 @@ func (s *Syncer) build(it item, now int64) (c call, ok bool) {
 	return c, len(c.batches) > 0 || it.ref != nil
 }
 
-func (s *Syncer) args(c *call) []any {
+// syncHash is syncScript's SHA1, boxed once.
+var syncHash any = syncScript.Hash()
+
+// args appends c's EVALSHA command to dst: built here rather than by
+// Script.EvalSha, which copies the arguments into an array of its own, so
+// that a pipeline's calls share one array (exec) and the rule's constant
+// arguments go in boxed once (Rule.head). Like bulkArgs, every argument is a
+// value, not a pointer.
+func (s *Syncer) args(dst []any, c *call) []any {
 	r := c.it.id.rule
 	var lease, want int64 // N̂ and the units wanted: ask for a lease; 0: do not
 	next := "0"
@@ -101,8 +110,8 @@ func (s *Syncer) args(c *call) []any {
 			want = r.keys.Want(c.it.ref, s.Now())
 		}
 	}
-	args := make([]any, 0, 10+len(c.batches)*8)
-	args = append(args, r.subUs, r.span, r.limit.Load(), r.ttlMs, s.cfg.InstanceID, len(c.batches), r.weigh, lease, want, next)
+	args := append(dst, "evalsha", syncHash, 1, r.KeyName(c.it.id.key),
+		r.head[0], r.head[1], r.limitValue(), r.head[2], r.head[3], len(c.batches), r.weigh, lease, want, next)
 	for _, b := range c.batches {
 		costs := b.costs
 		if b.sent > 0 {
@@ -128,7 +137,11 @@ func (s *Syncer) args(c *call) []any {
 // replies. It returns the first store error.
 func (s *Syncer) syncPerKey(ctx context.Context, items []item) error {
 	now := s.Now()
-	calls := make([]call, 0, len(items))
+	calls := s.calls[:0]
+	defer func() {
+		clear(calls) // no reply or batch kept past the pipeline
+		s.calls = calls[:0]
+	}()
 	for _, it := range items {
 		if c, ok := s.build(it, now); ok {
 			calls = append(calls, c)
@@ -172,9 +185,15 @@ func (s *Syncer) syncPerKey(ctx context.Context, items []item) error {
 func (s *Syncer) exec(ctx context.Context, calls []call) {
 	send := func(idx []int) {
 		pipe := s.cfg.Client.Pipeline()
+		// One array for every call's arguments: about 20 values a call.
+		all := make([]any, 0, 20*len(idx))
 		for _, i := range idx {
 			c := &calls[i]
-			c.cmd = syncScript.EvalSha(ctx, pipe, []string{c.it.id.rule.KeyName(c.it.id.key)}, s.args(c)...)
+			start := len(all)
+			all = s.args(all, c)
+			c.cmd = redis.NewCmd(ctx, all[start:len(all):len(all)]...)
+			c.cmd.SetFirstKeyPos(3) // the key's slot, on a cluster
+			_ = pipe.Process(ctx, c.cmd)
 		}
 		s.stats.roundTrips.Add(1)
 		s.stats.commands.Add(int64(len(idx)))
@@ -222,7 +241,15 @@ func (s *Syncer) apply(c *call) error {
 	}
 	grant, _ := v[len(v)-2].(int64)
 	grantAt, _ := v[len(v)-1].(int64)
-	ints := make([]int64, 2+r.span)
+	// The totals outlive the call only in its waiters' Answers: without
+	// waiters they go in the syncer's scratch array.
+	var ints []int64
+	if slices.ContainsFunc(c.batches, func(b *batch) bool { return len(b.ws) > 0 }) {
+		ints = make([]int64, 2+r.span)
+	} else {
+		s.totals = slices.Grow(s.totals[:0], 2+r.span)[:2+r.span]
+		ints = s.totals
+	}
 	for i := range ints {
 		n, ok := v[i].(int64)
 		if !ok {

@@ -107,7 +107,15 @@ type Rule struct {
 	subUs  int64
 	span   int
 	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
-	leases bool
+	// head is the start of every syncScript call's ARGV that never changes
+	// (sub-window µs, span, ttl ms, instance id), boxed once: boxing them
+	// at every call allocated for each (args).
+	head [4]any
+	// limitArg is the limit as last boxed for a call, with its value:
+	// boxed again only when SetLimit changed it. Owned by the syncer's loop.
+	limitArg   any
+	limitBoxed int64
+	leases     bool
 	// ahead is the last bucket whose keys were leased the next one
 	// (ahead.go); owned by the syncer's loop.
 	ahead int64
@@ -139,6 +147,7 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 	if rc.Geometry.Weighted() {
 		r.weigh = "1"
 	}
+	r.head = [4]any{r.subUs, r.span, r.ttlMs, s.cfg.InstanceID}
 	r.limit.Store(rc.Limit)
 	return r, nil
 }
@@ -180,6 +189,14 @@ func (r *Rule) Retire() {
 			return
 		}
 	}
+}
+
+// limitValue returns the limit for a script call, boxed.
+func (r *Rule) limitValue() any {
+	if l := r.limit.Load(); r.limitArg == nil || l != r.limitBoxed {
+		r.limitArg, r.limitBoxed = l, l
+	}
+	return r.limitArg
 }
 
 // SetLimit changes the limit the store decides r's reservations against.

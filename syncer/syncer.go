@@ -190,6 +190,10 @@ type Syncer struct {
 	back bool
 	refs []Handle
 	buf  []window.Bucket
+	// calls and totals are syncPerKey's scratch arrays: a pipeline's calls,
+	// and the totals of a reply nobody waits on.
+	calls  []call
+	totals []int64
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
 
