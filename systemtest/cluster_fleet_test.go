@@ -89,7 +89,9 @@ func TestClusterFleet(t *testing.T) {
 	t.Run("bound/fixed/burst-after-sync", func(t *testing.T) {
 		t.Parallel()
 		const prefix = "burst"
-		rule := policy.Rule{Name: "api", Limit: limit, Window: 2 * time.Second, Algorithm: policy.FixedWindow}
+		// 4 s: the traffic starts 300 ms into a window (waitWindowStart),
+		// and it and the flushes must end in it.
+		rule := policy.Rule{Name: "api", Limit: limit, Window: 4 * time.Second, Algorithm: policy.FixedWindow}
 		// A generous Timeout: this tests the bound, not the machine's latency.
 		ls := fleet(t, n, client, sluice.Options{Prefix: prefix, ErrorBudget: eps, Timeout: time.Second}, rule)
 		for _, l := range ls {

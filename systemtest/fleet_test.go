@@ -95,13 +95,23 @@ func TestFleetBound(t *testing.T) {
 	}
 }
 
-// waitWindowStart sleeps until 50ms into the next window of length w on the
+// waitWindowStart sleeps until 300ms into the next window of length w on the
 // store clock.
+//
+// Not less: a check reads the time a ticker publishes every millisecond,
+// and a loaded machine (-race, other tests) can hold that ticker back by
+// tens of milliseconds. The first checks of a key then count in the window
+// before, which has ended: at most a cap's worth per instance (the slow path
+// catches the time up at the cap), never pushed, as the store has dropped
+// that window (docs/design.md, "The published time"). Starting 50ms in, 5
+// of about 140 runs of TestFleetBound under -race beside two CPU burners
+// read Redis 2 or 6 below what was admitted: in the runs traced, the 2 units
+// of an instance's cap counted in the window before.
 func waitWindowStart(t *testing.T, l *sluice.Limiter, w time.Duration) {
 	t.Helper()
 	now := time.Now().Add(l.Stats().Sync.Offset).UnixNano()
 	next := (now/int64(w) + 1) * int64(w)
-	time.Sleep(time.Duration(next-now) + 50*time.Millisecond)
+	time.Sleep(time.Duration(next-now) + 300*time.Millisecond)
 }
 
 // staggered makes limiter i send a burst of size requests at offset
