@@ -119,7 +119,7 @@ func (s *Syncer) args(dst []any, c *call) []any {
 			s.stats.retried.Add(1)
 		}
 		b.sent++
-		args = append(args, strconv.FormatInt(b.seq, 10), len(b.deltas)+len(b.forced), len(costs))
+		args = append(args, b.seq, len(b.deltas)+len(b.forced), len(costs)) // go-redis writes it in decimal
 		for _, d := range b.deltas {
 			args = append(args, d.Index, d.Count)
 		}
@@ -266,7 +266,8 @@ func (s *Syncer) apply(c *call) error {
 		res Answer
 		k   int64 // bucket the store counted an admission in
 	}
-	var acked []window.Bucket
+	acked := s.acked[:0] // Settle reads it; nothing keeps it
+	defer func() { s.acked = acked[:0] }()
 	var answers []answer
 	for bi, b := range c.batches {
 		status, _ := v[2+r.span+2*bi].(int64)

@@ -190,10 +190,12 @@ type Syncer struct {
 	back bool
 	refs []Handle
 	buf  []window.Bucket
-	// calls and totals are syncPerKey's scratch arrays: a pipeline's calls,
-	// and the totals of a reply nobody waits on.
+	// calls, totals and acked are syncPerKey's scratch arrays: a
+	// pipeline's calls, and a reply's totals (when nobody waits on them)
+	// and acknowledged counts.
 	calls  []call
 	totals []int64
+	acked  []window.Bucket
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
 
