@@ -105,7 +105,7 @@ func TestFleetBound(t *testing.T) {
 // catches the time up at the cap), never pushed, as the store has dropped
 // that window (docs/design.md, "The published time"). Starting 50ms in, 5
 // of about 140 runs of TestFleetBound under -race beside two CPU burners
-// read Redis 2 or 6 below what was admitted: in the runs traced, the 2 units
+// read Redis 2 or 6 below what was admitted: in the run traced, the 2 units
 // of an instance's cap counted in the window before.
 func waitWindowStart(t *testing.T, l *sluice.Limiter, w time.Duration) {
 	t.Helper()
