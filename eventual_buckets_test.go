@@ -280,16 +280,27 @@ func TestEventualBucketAllowAll(t *testing.T) {
 	}
 	split := window.NewSharedBucket(100, 0.05)
 	admitted := int64(0)
-	for range 200 {
+	check := func() {
 		if d, err := l.Allow(ctx, "b", "k"); err == nil && d.Allowed {
 			admitted++
 		}
 	}
-	// A refund that finds the instance's lease full is dropped
+	for range 200 {
+		check()
+	}
+	// The bucket admits all it kept: its store's units but one, since a
+	// refund that finds the instance's lease full is dropped
 	// (LeaseTable.Refund): the first AllowAll's, whose check the store
-	// admitted with a whole lease, and, in about 1 run in 10 under -race, one
-	// or two more (95 and 96 seen, cause not found). A bucket drained by
+	// admitted with a whole lease. The last units may come a little late:
+	// a check that leaves the lease low asks for more in the background,
+	// and on a loaded machine (-race) that grant can land after the 200
+	// checks, which then read 95 or 96 (about 1 run in 5 beside two CPU
+	// burners), the rest held for the next checks. A bucket drained by
 	// AllowAll would admit none.
-	require.GreaterOrEqual(t, admitted, split.Store-split.Lease(1), "the bucket kept what AllowAll took back")
+	for deadline := time.Now().Add(5 * time.Second); admitted < split.Store-1 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		check()
+	}
+	require.GreaterOrEqual(t, admitted, split.Store-1, "the bucket kept what AllowAll took back")
 	require.LessOrEqual(t, admitted, split.Store+split.Pool)
 }
