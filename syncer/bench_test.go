@@ -46,8 +46,7 @@ func BenchmarkSyncPerKey(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
+			for b.Loop() {
 				now := s.Now()
 				for i := range items {
 					tab.AllowAt(items[i].id.key, now, 1)
