@@ -51,7 +51,7 @@ func (s *Syncer) build(it item, now int64) (c call, ok bool) {
 		s.buf = r.keys.Pending(it.ref, now, s.buf[:0])
 		pend = s.buf
 	}
-	nb := &batch{}
+	nb := s.newBatch()
 	for _, p := range pend {
 		count := p.Count
 		if ks != nil {
@@ -84,6 +84,8 @@ func (s *Syncer) build(it item, now int64) (c call, ok bool) {
 	if len(nb.deltas) > 0 || len(nb.forced) > 0 || len(nb.costs) > 0 || (it.lease && it.ref != nil) {
 		nb.seq = s.nextSeq(now)
 		c.batches = append(c.batches, nb)
+	} else {
+		s.freeBatch(nb)
 	}
 	c.it = it
 	// With nothing to push the call still pulls the key's totals.
@@ -355,8 +357,39 @@ func (s *Syncer) apply(c *call) error {
 			s.correct(c.it.id, c.it.ref, a.k, -a.w.n)
 		}
 	}
+	// Every batch of the call is applied: none is resent, so none is held.
+	for _, b := range c.batches {
+		s.freeBatch(b)
+	}
 	s.stats.keySyncs.Add(1)
 	return nil
+}
+
+// freeBatches bounds the batches kept for reuse: a pipeline's worth.
+const freeBatches = 256
+
+// newBatch returns an empty batch, a recycled one if there is one: a
+// per-key call allocated one for every key-sync.
+func (s *Syncer) newBatch() *batch {
+	if n := len(s.free); n > 0 {
+		b := s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+		return b
+	}
+	return &batch{}
+}
+
+// freeBatch recycles b, which no call and no key state holds any more (its
+// call was applied, or it was never sent), keeping its arrays of deltas and
+// costs. The corrections it carried are dropped with their array: they came
+// from a key's state and go back to none.
+func (s *Syncer) freeBatch(b *batch) {
+	if len(s.free) >= freeBatches {
+		return
+	}
+	*b = batch{deltas: b.deltas[:0], costs: b.costs[:0]}
+	s.free = append(s.free, b)
 }
 
 // fail handles a call without a usable reply. Its batches may or may not

@@ -196,6 +196,7 @@ type Syncer struct {
 	calls  []call
 	totals []int64
 	acked  []window.Bucket
+	free   []*batch // batches for reuse (newBatch)
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
 
