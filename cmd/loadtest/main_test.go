@@ -249,12 +249,7 @@ func TestRunEmbedded(t *testing.T) {
 // throwaway redis-server (one is in PATH in CI), says so, and its scenario
 // ran on it (redisproc's tests check that Stop ends it).
 func TestRunLocalRedis(t *testing.T) {
-	if !redisproc.Available() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server not found: CI requires real Redis")
-		}
-		t.Skip("needs a redis-server in PATH")
-	}
+	redisproc.NeedServer(t)
 	t.Parallel()
 	r := runJSON(t, "-rule", "50/500ms", "-budget", "10%", "-timeout", "2s", "-keys", "10", "-profile", "steady", "-duration", "1s", "-rate", "2000", "-workers", "2")
 	require.Len(t, r.Scenarios, 1)

@@ -10,22 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// needServer skips the test without a redis-server, unless in CI, which
-// must run it.
-func needServer(t *testing.T) {
-	t.Helper()
-	if !Available() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server not found: CI requires real Redis")
-		}
-		t.Skip("needs a redis-server in PATH")
-	}
-}
-
 // TestStartStop: Start gives a server on loopback, never 6379, that answers
 // PING; Stop kills it, removes its directory, and may be called again.
 func TestStartStop(t *testing.T) {
-	needServer(t)
+	NeedServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := Start(ctx)
@@ -58,7 +46,7 @@ func TestStartNotFound(t *testing.T) {
 
 // TestStartCanceled: a context already done starts nothing.
 func TestStartCanceled(t *testing.T) {
-	needServer(t)
+	NeedServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := Start(ctx)

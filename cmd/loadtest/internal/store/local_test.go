@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -15,12 +14,7 @@ import (
 // TestStartLocal: StartLocal gives a Target on loopback that a client
 // reaches, until the server is stopped.
 func TestStartLocal(t *testing.T) {
-	if !redisproc.Available() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server not found: CI requires real Redis")
-		}
-		t.Skip("needs a redis-server in PATH")
-	}
+	redisproc.NeedServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	l, target, err := StartLocal(ctx)
