@@ -7,8 +7,9 @@ import (
 	"syscall"
 )
 
-// killGroup kills p's process group (the server and anything it forked).
-func killGroup(p *os.Process) {
+// KillGroup SIGKILLs p's process group (the server and anything it forked;
+// a stopped process too), or p alone if the group cannot be signalled.
+func KillGroup(p *os.Process) {
 	if err := syscall.Kill(-p.Pid, syscall.SIGKILL); err != nil {
 		_ = p.Kill()
 	}

@@ -1,4 +1,4 @@
-// Package redisproc starts throwaway redis-server processes on free loopback ports, for the load test and the benchmarks.
+// Package redisproc starts throwaway redis-server processes on free loopback ports, for the load test and the benchmarks, and lends its port picking and process handling to the tests' launcher (redistest).
 package redisproc
 
 import (
@@ -74,30 +74,14 @@ func Start(ctx context.Context) (*Server, error) {
 	return nil, fmt.Errorf("starting a throwaway %s: %w", Binary, errors.Join(errs...))
 }
 
-// freePort returns a 127.0.0.1 port other than 6379 that was free a moment
-// ago.
-func freePort() (int, error) {
-	for range 10 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if p != 6379 {
-			return p, nil
-		}
-	}
-	return 0, errors.New("no free port")
-}
-
 // startOnce starts the server on one free port; on failure nothing is left
 // running and its directory is removed.
 func startOnce(ctx context.Context, bin string) (*Server, error) {
-	port, err := freePort()
+	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	dir, err := os.MkdirTemp("", "sluice-redis-")
 	if err != nil {
 		return nil, err
@@ -108,7 +92,7 @@ func startOnce(ctx context.Context, bin string) (*Server, error) {
 		"--dir", dir, "--logfile", "redis.log",
 	)
 	cmd.Dir = dir
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -173,7 +157,7 @@ func (s *Server) Stop() {
 	if s == nil || s.cmd == nil {
 		return
 	}
-	killGroup(s.cmd.Process)
+	KillGroup(s.cmd.Process)
 	select {
 	case <-s.done:
 	case <-time.After(exitTimeout):

@@ -4,8 +4,9 @@ package redisproc
 
 import "syscall"
 
-// sysProcAttr puts the server in its own process group (Stop kills it; a
-// parent that dies without stopping it leaves it running).
-func sysProcAttr() *syscall.SysProcAttr {
+// SysProcAttr puts a redis-server in its own process group, so that the
+// whole group can be signalled (KillGroup); a parent that dies without
+// stopping it leaves it running.
+func SysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -7,8 +7,8 @@ import (
 	"syscall"
 )
 
-// sysProcAttr: no process groups here.
-func sysProcAttr() *syscall.SysProcAttr { return nil }
+// SysProcAttr: no process groups here.
+func SysProcAttr() *syscall.SysProcAttr { return nil }
 
-// killGroup kills the server.
-func killGroup(p *os.Process) { _ = p.Kill() }
+// KillGroup kills the server.
+func KillGroup(p *os.Process) { _ = p.Kill() }

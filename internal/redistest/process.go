@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/redisproc"
 )
 
 const (
@@ -74,8 +75,8 @@ func (s *Server) launch() error {
 	}
 	cmd := exec.Command(s.binary, s.args()...)
 	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = out, out // *os.File: no copying goroutines
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stdout, cmd.Stderr = out, out         // *os.File: no copying goroutines
+	cmd.SysProcAttr = redisproc.SysProcAttr() // its own group, killed with the test binary on Linux
 	err = cmd.Start()
 	out.Close()
 	if err != nil {
@@ -161,9 +162,9 @@ func (p *process) kill() error {
 		return nil // exited and reaped already
 	default:
 	}
-	// Negative pid: the whole group (redis-server and any fork children).
-	// SIGKILL also ends a SIGSTOPped process.
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	// The whole group (redis-server and any fork children); SIGKILL also
+	// ends a SIGSTOPped process.
+	redisproc.KillGroup(p.cmd.Process)
 	select {
 	case <-p.done:
 		return nil

@@ -13,11 +13,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/sluicehq/sluice/internal/redisproc"
 )
 
 const (
 	// startAttempts is how many ports Start tries when the port it picked
-	// was taken between freePorts and bind.
+	// was taken between redisproc.FreePorts and bind.
 	startAttempts = 5
 	// clientTimeout is the dial, read and write timeout of the clients
 	// returned by Client.
@@ -91,7 +93,7 @@ func start(tb testing.TB, cfg config) *Server {
 		nports = 2
 	}
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(nports)
+		ports, err := redisproc.FreePorts(nports)
 		if err != nil {
 			tb.Fatalf("redistest: finding a free port: %v", err)
 		}

@@ -2,16 +2,7 @@
 
 package redistest
 
-import (
-	"syscall"
-	"time"
-)
-
-// sysProcAttr puts redis-server in its own process group so the whole group
-// can be signalled.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
-}
+import "time"
 
 // waitStopped gives SIGSTOP a moment to be delivered; there is no portable
 // way to observe the stopped state.
