@@ -19,10 +19,7 @@ func (w *windowRule) urgent(ctx context.Context, key string, n int64) (Result, e
 
 // urgentAt is urgent with the receipt of an admission (take.go).
 func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	ref, ok := w.table.Ref(key)
-	if !ok {
-		ref = nil // untracked: nothing local to sync, the store decides alone
-	}
+	ref, _ := w.table.Ref(key) // nil if untracked: nothing local to sync, the store decides alone
 	return w.reserveAt(ctx, key, ref, n)
 }
 
@@ -30,10 +27,7 @@ func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result,
 // no local allowance left for it (the table said OverCap), after counting
 // why (syncer.Stats.Waits); it returns what urgentAt does.
 func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	ref, ok := w.table.Ref(key)
-	if !ok {
-		ref = nil // gone since: untracked
-	}
+	ref, _ := w.table.Ref(key) // nil if gone since: untracked
 	w.store.Waited(waitWhy[w.table.Why(ref, w.now(), n)])
 	return w.reserveAt(ctx, key, ref, n)
 }

@@ -62,10 +62,7 @@ func (w *windowRule) Refund(key string, n int64, rc Receipt) {
 		}
 		n -= taken
 	}
-	ref, ok := w.table.Ref(key)
-	if !ok {
-		ref = nil
-	}
+	ref, _ := w.table.Ref(key) // nil without an entry
 	w.store.Refund(key, ref, rc.At, n)
 }
 
