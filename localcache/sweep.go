@@ -1,7 +1,14 @@
 package localcache
 
-// idle reports whether e holds nothing inside the window at bucket k.
+// idle reports whether e holds nothing inside the window at bucket k, and
+// no lease: the store counts leased units until the syncer ends the lease
+// and gives back the unused ones (Release), which needs the entry. (A fixed
+// window's key leased the next window ahead of its end holds no count of
+// that window until its first pull there.)
 func (t *Table) idle(e *hdr, k int64) bool {
+	if t.eventual && (t.tail(e).lease[0].Load() != 0 || t.tail(e).lease[1].Load() != 0) {
+		return false
+	}
 	span := int64(t.span)
 	for i := 0; i < t.ring; i++ {
 		if w := t.pend(e, i).Load(); countOf(w) != 0 && distance(tagOf(w), k) < span {

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -235,4 +237,44 @@ func TestSweepGoneEntry(t *testing.T) {
 	same := tb.m.Load("a")
 	require.Same(t, again, same)
 	require.Equal(t, int64(1), keys.Len())
+}
+
+// TestSweepKeepsLeasedKey: a key that holds a lease is not idle, whatever
+// its counts: the store counts the leased units until the syncer ends the
+// lease and gives back what was not used (Release), which it can do only
+// while the entry is there. The case: a fixed window's key leased the next
+// window ahead of its end, which holds no count of the new window until its
+// first pull there. It is swept once the syncer has ended the lease.
+func TestSweepKeepsLeasedKey(t *testing.T) {
+	t.Parallel()
+	geo := window.NewFixed(time.Second)
+	tb := mkTable(t, geo, 100, true)
+	tb.SetLimits(Limits{Cap: 2, Share: 100, Mode: policy.FailLocal})
+	s := newFakeStore()
+	t0 := bucketStart(geo, 0)
+	k0 := geo.Index(t0)
+	tb.Tick(t0)
+	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	r, ok := tb.Ref("k")
+	require.True(t, ok)
+	require.Len(t, tb.Drain(nil), 1)
+	// A sync that pushes the admission and is granted 6 units of the next
+	// window.
+	pend := tb.Pending(r, t0, nil)
+	s.add("k", k0+1, 6)
+	tb.Settle(r, t0, pend, k0, s.push("k", pend, k0, geo.Span()), Bucket{Index: k0 + 1, Count: 6})
+
+	t1 := bucketStart(geo, 1)
+	tb.Tick(t1)
+	for range 3 {
+		assert.Zero(t, tb.Sweep(t1), "a leased key stays")
+	}
+	unused, done := tb.Release(r, k0+1, t1, true)
+	require.True(t, done)
+	assert.Equal(t, int64(6), unused, "the lease is given back whole")
+	removed := 0
+	for range 3 {
+		removed += tb.Sweep(t1)
+	}
+	assert.Equal(t, 1, removed, "then the idle key goes")
 }
