@@ -339,8 +339,13 @@ func (l *Limiter) Peek(rule, key string) (Decision, error) {
 }
 
 // Flush pushes every pending count and pulls every touched key's totals now,
-// and waits for it (bounded by ctx; a nil ctx is context.Background). Without
-// a store it does nothing.
+// and waits for it (bounded by ctx; a nil ctx is context.Background). It ends
+// every lease the instance holds, giving back the units it did not use, so
+// that when it returns the store counts what this instance admitted. The
+// syncer goes on after it: a key busy in the window may be leased units
+// again (ahead of the next bucket, or by an early sync), which the store
+// counts at once; after Close nothing is leased again. Without a store it
+// does nothing.
 func (l *Limiter) Flush(ctx context.Context) error {
 	if l.closed.Load() {
 		return ErrClosed

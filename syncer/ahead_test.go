@@ -70,3 +70,47 @@ func TestLeaseAhead(t *testing.T) {
 	_, own := estimate(t, r.Table, "k", s.Now())
 	assert.Zero(t, own)
 }
+
+// TestCloseLeasesNothingAfterItsFlush: Close's flush gives back every lease
+// and the loop stops right after it. A lease-ahead pass that falls due while
+// the flush waits for the store (paused here across the pass's due time)
+// must not run once the flush is done: the units it would lease, counted in
+// the store at once, would never be given back (before the fix the loop ran
+// it in nearly every such close, leaving the store counting more than was
+// admitted). Three closes, each in its own bucket.
+func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	t.Cleanup(srv.Resume) // before the kill of the server's own cleanup
+	geo := window.NewSliding(4*time.Second, 4) // 1 s buckets: the pass runs 125 ms before each ends
+	for i := range 3 {
+		r := newRule(t, "api"+itoa(int64(i)), geo, 1000, 10)
+		r.cfg.Leases = true
+		s := startSyncer(t, testConfig(c, "A"+itoa(int64(i))), r)
+		for geo.Phase(s.Now()) > 0.25 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		k := geo.Index(s.Now())
+		busy(t, s, r, "k")
+		admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
+		require.Eventually(t, func() bool {
+			_, own := estimate(t, r.Table, "k", s.Now())
+			return s.Stats().EarlySyncs == 1 && own == 0 && r.Table.Room("k", s.Now()) > 900
+		}, 5*time.Second, time.Millisecond, "close %d: the early sync settled, with a lease", i)
+		// On the lease, more than twice the cap: the key is leased ahead at
+		// the pass (Keys.NextWant).
+		admit(t, s, r, "k", 40)
+
+		due := (k+1)*geo.Sub() - geo.Sub()/8
+		time.Sleep(time.Duration(due-s.Now()) - 30*time.Millisecond)
+		srv.Pause()
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close(ctxT(t, 10*time.Second)) }()
+		time.Sleep(time.Duration(due-s.Now()) + 30*time.Millisecond)
+		srv.Resume()
+		require.NoError(t, <-closed)
+		assert.Zero(t, buckets(t, c, r.KeyName("k"))[k+1], "close %d: nothing leased ahead after Close's flush", i)
+		assert.Equal(t, int64(45), total(t, c, r.KeyName("k")), "close %d: the store counts what was admitted", i)
+	}
+}

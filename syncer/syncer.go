@@ -148,7 +148,7 @@ type Syncer struct {
 	refunds []refund    // refunded store admissions, for the next cycle (refund.go)
 
 	wake     chan struct{}
-	flushReq chan chan error
+	flushReq chan flushRequest
 	done     chan struct{}
 	stopped  chan struct{}
 	start    sync.Once
@@ -233,7 +233,7 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 		changed:  make(chan struct{}, 1),
 		reg:      cfg.Prefix + ":instances",
 		wake:     make(chan struct{}, 1),
-		flushReq: make(chan chan error),
+		flushReq: make(chan flushRequest),
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		state:    make(map[keyID]*keyState),
@@ -332,7 +332,7 @@ func (s *Syncer) Flush(ctx context.Context) error {
 	}
 	ch := make(chan error, 1)
 	select {
-	case s.flushReq <- ch:
+	case s.flushReq <- flushRequest{err: ch}:
 	case <-s.stopped:
 		return ErrClosed
 	case <-ctx.Done():
@@ -363,7 +363,7 @@ func (s *Syncer) Close(ctx context.Context) error {
 	if s.running.Load() {
 		ch := make(chan error, 1)
 		select {
-		case s.flushReq <- ch:
+		case s.flushReq <- flushRequest{err: ch, last: true}:
 			select {
 			case err = <-ch:
 			case <-ctx.Done():
@@ -387,6 +387,15 @@ func (s *Syncer) Close(ctx context.Context) error {
 	return err
 }
 
+// flushRequest asks the loop for a flush (Flush, Close) and takes its
+// error. last is Close's: the loop stops right after it, before anything
+// else it has due (a lease-ahead pass, an early sync) can lease units that
+// no later flush would give back.
+type flushRequest struct {
+	err  chan error
+	last bool
+}
+
 func (s *Syncer) loop() {
 	defer close(s.stopped)
 	t := time.NewTicker(s.cfg.Interval)
@@ -405,11 +414,14 @@ func (s *Syncer) loop() {
 			ahead.Reset(s.aheadWait())
 		case <-s.wake:
 			s.serveUrgent()
-		case ch := <-s.flushReq:
+		case req := <-s.flushReq:
 			s.releaseOver(s.Now(), true) // a flush leaves the store counting what was admitted
 			s.flushing = true            // and syncs every key, needed or not
-			ch <- s.observedCycle()
+			req.err <- s.observedCycle()
 			s.flushing = false
+			if req.last {
+				return // nothing may be leased after Close's flush
+			}
 		}
 	}
 }
