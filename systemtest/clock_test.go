@@ -76,11 +76,11 @@ func TestSkewedClocksAgree(t *testing.T) {
 		admitted += n
 		assert.LessOrEqual(t, n, bound, "window %d", j)
 	}
-	flushAll(t, ls)
+	closeAll(t, ls)
 	// The current window's total in Redis matches what the test counted.
 	last := buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow())
 	for j, n := range last {
-		assert.Equal(t, perWindow[j], n, "window %d in Redis", j)
+		assert.Equal(t, perWindow[j], n, "window %d in Redis%s", j, syncCounts(ls))
 	}
 	t.Logf("admitted %d; per window %v", admitted, perWindow)
 }
@@ -91,8 +91,9 @@ func TestSkewedClocksAgree(t *testing.T) {
 // per-bucket totals during the run shows that they agree on the store
 // clock's buckets: every count lands in a bucket of the run's store-time
 // span (a local clock would put them twenty buckets away, where Redis drops
-// or clamps them), the buckets add up to exactly what was admitted, and every
-// ten consecutive buckets — the window as the estimate sees it at a bucket
+// or clamps them), the buckets add up to what was admitted (within what
+// need-driven sync lets a bucket leave the window with), and every ten
+// consecutive buckets — the window as the estimate sees it at a bucket
 // boundary — hold at most Limit·(1+ErrorBudget).
 func TestSkewedClocksSliding(t *testing.T) {
 	t.Parallel()
@@ -138,25 +139,58 @@ func TestSkewedClocksSliding(t *testing.T) {
 		return true
 	})
 	// Buckets stay in the hash for about a window after they end: polling
-	// every 20ms sees each one's final total.
-	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	// every 20ms sees each one's final total. The polling goes on until the
+	// limiters are closed (their final flushes push the last counts), which
+	// on a loaded machine can take longer than a window.
+	closed := make(chan []error)
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		close(stop)
+		wait()
+		errs := make([]error, len(ls))
+		for i, l := range ls {
+			errs[i] = l.Close()
+		}
+		closed <- errs
+	}()
+	var errs []error
+	for errs == nil {
 		watch()
+		select {
+		case errs = <-closed:
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	close(stop)
-	wait()
-	flushAll(t, ls)
-	flushAll(t, ls)
+	for i, err := range errs {
+		require.NoError(t, err, "Close of instance %d", i)
+	}
 	watch()
 	last := storeBucket()
 
 	var total int64
 	for j, n := range seen {
 		total += n
-		assert.True(t, j >= first && j <= last, "bucket %d outside the run's store-time buckets [%d, %d]", j, first, last)
+		// An instance's store time trails the store's by up to its offset's
+		// error and the published tick's age: a count admitted right after
+		// the run's first bucket started can land in the one before.
+		assert.True(t, j >= first-1 && j <= last, "bucket %d outside the run's store-time buckets [%d, %d]", j, first-1, last)
 	}
-	assert.Equal(t, admitted.Load(), total, "Redis's buckets hold exactly what was admitted")
+	// Redis's buckets hold what was admitted, up to what need-driven sync
+	// lets a bucket leave the window with (docs/design.md, "Need-driven
+	// sync"): the pending counts of a key far from its limit and its cap
+	// (fewer than the cap per instance), and the unused units of a lease
+	// whose return waited for a sync of the key, which the store counted
+	// until the bucket left. The test allows the larger of N·(cap−1) and
+	// ε·L a window; six runs on a loaded machine (four CPU burners on two
+	// cores, -race) read 0, 0, 0, 0, 3 and 11 units more than admitted
+	// over three windows. A clock the fleet does not align on would lose
+	// hundreds: counts twenty buckets off are dropped or clamped.
 	bound := int64(float64(rule.Limit) * (1 + eps))
 	b := int64(rule.Buckets())
+	windows := (last - first + b) / b
+	capv := int64(eps * float64(rule.Limit) / float64(len(ls)+1))
+	assert.InDelta(t, admitted.Load(), total, float64(windows*max(int64(len(ls))*(capv-1), int64(eps*float64(rule.Limit)))),
+		"Redis's buckets hold what was admitted (%d windows)%s", windows, syncCounts(ls))
 	for j := first; j+b-1 <= last; j++ {
 		var w int64
 		for i := range b {

@@ -118,8 +118,7 @@ func TestClusterFleet(t *testing.T) {
 		close(all)
 		time.AfterFunc(1500*time.Millisecond, func() { close(stop) })
 		wg.Wait()
-		flushAll(t, ls)
-		flushAll(t, ls)
+		closeAll(t, ls)
 		bound := int64(float64(limit) * (1 + eps))
 		for i, k := range keys {
 			b := buckets(t, cc, prefix, rule.Name, k, rule.SubWindow())
@@ -149,8 +148,7 @@ func TestClusterFleet(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		flushAll(t, ls)
-		flushAll(t, ls)
+		closeAll(t, ls)
 		bound := int64(float64(limit) * (1 + eps))
 		for i, k := range keys {
 			assert.Equal(t, admitted[i], sum(buckets(t, cc, prefix, rule.Name, k, rule.SubWindow())), "%s: Redis counts exactly what was admitted", k)
