@@ -82,7 +82,7 @@ func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	t.Cleanup(srv.Resume) // before the kill of the server's own cleanup
+	t.Cleanup(srv.Resume)                      // before the kill of the server's own cleanup
 	geo := window.NewSliding(4*time.Second, 4) // 1 s buckets: the pass runs 125 ms before each ends
 	for i := range 3 {
 		r := newRule(t, "api"+itoa(int64(i)), geo, 1000, 10)
