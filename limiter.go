@@ -339,7 +339,8 @@ func (l *Limiter) Peek(rule, key string) (Decision, error) {
 }
 
 // Flush pushes every pending count and pulls every touched key's totals now,
-// and waits for it (bounded by ctx; a nil ctx is context.Background). It ends
+// and waits for it (bounded by ctx; a nil ctx is context.Background): it
+// syncs until nothing is left for the store, at most three cycles. It ends
 // every lease the instance holds, giving back the units it did not use, so
 // that when it returns the store counts what this instance admitted. The
 // syncer goes on after it: a key busy in the window may be leased units

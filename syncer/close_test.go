@@ -2,6 +2,8 @@ package syncer
 
 import (
 	"context"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,4 +51,63 @@ func TestCloseBoundedOnHungStore(t *testing.T) {
 	// can interrupt, or the context's second; generous slack.
 	assert.Less(t, took, 8*time.Second, "Close waited for more than the read in flight")
 	t.Logf("Close took %v: %v", took.Round(time.Millisecond), err)
+}
+
+// refundHook runs a function once, before the first pipeline that names a
+// given Redis key is sent.
+type refundHook struct {
+	key  string
+	once atomic.Pointer[func()]
+}
+
+func (h *refundHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *refundHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *refundHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if f := h.once.Load(); f != nil && slices.ContainsFunc(cmds, func(c redis.Cmder) bool {
+			return slices.Contains(c.Args(), any(h.key))
+		}) && h.once.CompareAndSwap(f, nil) {
+			(*f)()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestFlushPushesWhatItsCycleQueued: a flush syncs until nothing is left for
+// the store. A check refunded while its count is on its way to the store
+// (here: after the flush built its push, before the store ran it) leaves the
+// push's acknowledgement larger than what is pending: Settle turns the
+// difference into a correction, queued during the flush's cycle, which only
+// a second cycle pushes. Flush and Close run it: the store then counts what
+// was admitted and not refunded (it counted the refunded unit before).
+func TestFlushPushesWhatItsCycleQueued(t *testing.T) {
+	t.Parallel()
+	for _, closing := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Flush", true: "Close"}[closing], func(t *testing.T) {
+			t.Parallel()
+			c := redistest.Start(t).Client(t)
+			r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+			s, err := newSyncer(testConfig(c, "A"), r)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close(ctxT(t, 20*time.Second)) })
+			hook := &refundHook{key: r.KeyName("k")}
+			c.AddHook(hook)
+			require.NoError(t, s.Start(ctxT(t, opTimeout)))
+			admit(t, s, r, "k", 3)
+			refund := func() {
+				n, ok := r.Table.Refund("k", s.Now(), 1)
+				assert.True(t, ok)
+				assert.Equal(t, int64(1), n)
+			}
+			hook.once.Store(&refund)
+			if closing {
+				require.NoError(t, s.Close(ctxT(t, 30*time.Second)))
+			} else {
+				flush(t, s)
+			}
+			require.Nil(t, hook.once.Load(), "the refund ran during the push")
+			assert.Equal(t, int64(2), total(t, c, r.KeyName("k")))
+		})
+	}
 }

@@ -387,6 +387,42 @@ func (s *Syncer) Close(ctx context.Context) error {
 	return err
 }
 
+// flushCycles bounds the cycles of a flush.
+const flushCycles = 3
+
+// flush ends every lease, so that the store counts what was admitted, and
+// syncs every key, needed or not, until nothing is outstanding: a cycle can
+// leave work that only a next one sends, the corrections it queued itself
+// (the unused units of the leases it ended, refunds after a push) and a
+// bulk call whose reply it could not read. At most flushCycles cycles; the
+// first error ends it.
+func (s *Syncer) flush() error {
+	s.releaseOver(s.Now(), true)
+	s.flushing = true
+	defer func() { s.flushing = false }()
+	for range flushCycles {
+		if err := s.observedCycle(); err != nil {
+			return err
+		}
+		if !s.outstanding() {
+			break
+		}
+	}
+	return nil
+}
+
+// outstanding reports whether the syncer holds anything for the store: a
+// bulk call to resend, a key with an unanswered call or a correction, or a
+// refund.
+func (s *Syncer) outstanding() bool {
+	if len(s.unacked) > 0 || len(s.state) > 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.refunds) > 0
+}
+
 // flushRequest asks the loop for a flush (Flush, Close) and takes its
 // error. last is Close's: the loop stops right after it, before anything
 // else it has due (a lease-ahead pass, an early sync) can lease units that
@@ -415,10 +451,7 @@ func (s *Syncer) loop() {
 		case <-s.wake:
 			s.serveUrgent()
 		case req := <-s.flushReq:
-			s.releaseOver(s.Now(), true) // a flush leaves the store counting what was admitted
-			s.flushing = true            // and syncs every key, needed or not
-			req.err <- s.observedCycle()
-			s.flushing = false
+			req.err <- s.flush()
 			if req.last {
 				return // nothing may be leased after Close's flush
 			}
