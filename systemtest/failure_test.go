@@ -133,7 +133,7 @@ func TestOutageFailLocal(t *testing.T) {
 	closeAll(t, ls)
 	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow()))
 	assert.Equal(t, during.Load()+total(perInstance), got,
-		"the counts made during the outage arrive exactly once (the ones pushed before were lost with the store)")
+		"the counts made during the outage arrive exactly once (the ones pushed before were lost with the store)%s", syncCounts(ls))
 	t.Logf("before %d, during-detection %d, per instance %v, slowest check %v", before, during.Load(), perInstance, time.Duration(slow.ns.Load()))
 }
 
@@ -168,7 +168,7 @@ func TestOutagePersistentStore(t *testing.T) {
 	waitFor(t, 10*time.Second, "recovery", degraded(ls, false))
 	closeAll(t, ls)
 	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow()))
-	assert.Equal(t, admitted.Load(), got, "Redis counts every admission exactly once")
+	assert.Equal(t, admitted.Load(), got, "Redis counts every admission exactly once%s", syncCounts(ls))
 	assert.Less(t, admitted.Load(), rule.Limit, "the test stayed under the limit")
 }
 
@@ -316,6 +316,6 @@ func outageRecovery(t *testing.T, long bool) {
 	flushAll(t, ls)
 	got := keyTotal(t, srv.Client(t), "sluice", rule, "k")
 	t.Logf("admitted %d (%d by the end of the outage, %d by the first back, then %v), Redis holds %d", admitted.Load(), outage, first, last, got)
-	assert.Equal(t, admitted.Load(), got, "Redis counts every admission exactly once")
+	assert.Equal(t, admitted.Load(), got, "Redis counts every admission exactly once%s", syncCounts(ls))
 	assert.LessOrEqual(t, admitted.Load(), rule.Limit+int64(opts.ErrorBudget*float64(rule.Limit)), "the window around the outage")
 }
