@@ -75,9 +75,8 @@ func TestLeaseAhead(t *testing.T) {
 // and the loop stops right after it. A lease-ahead pass that falls due while
 // the flush waits for the store (paused here across the pass's due time)
 // must not run once the flush is done: the units it would lease, counted in
-// the store at once, would never be given back (before the fix the loop ran
-// it in nearly every such close, leaving the store counting more than was
-// admitted). Three closes, each in its own bucket.
+// the store at once, would never be given back, and the store would count
+// more than was admitted. Three closes, each in its own bucket.
 func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)

@@ -392,8 +392,9 @@ const flushCycles = 3
 
 // flush ends every lease, so that the store counts what was admitted, and
 // syncs every key, needed or not, until nothing is outstanding: a cycle can
-// leave work that only a next one sends, the corrections it queued itself
-// (the unused units of the leases it ended, refunds after a push) and a
+// leave work that only a next one sends, the corrections it queued while
+// settling replies (a check refunded while its count was on its way, a
+// reservation the store admitted for a caller that had given up) and a
 // bulk call whose reply it could not read. At most flushCycles cycles; the
 // first error ends it.
 func (s *Syncer) flush() error {
