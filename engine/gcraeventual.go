@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/syncer"
@@ -42,10 +41,6 @@ type gcraEventual struct {
 	table    *localcache.LeaseTable
 	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table)
 	store    *syncer.GCRARule
-	// seen is the latest store time an answer carried: the store's clock
-	// reads at least that now, whatever the local estimate of it says (it
-	// is off by up to half a heartbeat's round trip).
-	seen atomic.Int64
 }
 
 func newGCRAEventual(cfg Config) (Engine, error) {
@@ -113,7 +108,7 @@ func (g *gcraEventual) refill(key string) {
 			g.table.Settle(tk, localcache.NoAnswer, 0)
 			return
 		}
-		g.saw(a.At)
+		g.table.Saw(a.At)
 		g.table.Settle(tk, a.TAT, a.Leased)
 	}()
 }
@@ -123,12 +118,7 @@ func (g *gcraEventual) refill(key string) {
 // other check of the key is asking; stored reports that the store or that
 // TAT decided it (not the failure mode).
 func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, stored bool, _ error) {
-	// Denied for sure on the store's clock: at least the latest time an
-	// answer carried. (On the local estimate alone, a check right after
-	// the one that took the bucket's next-to-last unit was denied "for
-	// sure" when the estimate trailed the store's clock, with a RetryAfter
-	// of that lag, while the store admits it.)
-	if o, ok := g.table.Denied(key, max(g.now(), g.seen.Load()), n); ok {
+	if o, ok := g.table.Denied(key, g.now(), n); ok {
 		return result(o), true, nil
 	}
 	tk := g.table.Ask(key)
@@ -138,7 +128,7 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 		r, err := g.failed(key, n, err)
 		return r, false, err
 	}
-	g.saw(a.At)
+	g.table.Saw(a.At)
 	held := g.table.Settle(tk, a.TAT, a.Leased)
 	res := Result{Allowed: a.Admitted, Remaining: held + g.g.Remaining(a.TAT, a.At), ResetAfter: g.g.ResetAfter(a.TAT, a.At)}
 	if !a.Admitted {
@@ -146,16 +136,6 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 	}
 	g.counts.Add(PathUrgent, OutcomeOf(res.Allowed, nil))
 	return res, true, nil
-}
-
-// saw notes at, the store time of an answer, as the latest one seen.
-func (g *gcraEventual) saw(at int64) {
-	for {
-		old := g.seen.Load()
-		if at <= old || g.seen.CompareAndSwap(old, at) {
-			return
-		}
-	}
 }
 
 // Peek returns what a check of one unit would see, as this instance sees it.

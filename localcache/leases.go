@@ -28,6 +28,9 @@ type LeaseTable struct {
 	g    window.GCRA // the store's bucket: capacity SharedBucket.Store
 	keys keyed[leaseEntry]
 	most atomic.Int64 // the most units an entry may hold
+	// seen is the latest store time an answer carried (Saw): the store's
+	// clock reads at least that now, whatever the caller's estimate of it.
+	seen atomic.Int64
 }
 
 type leaseEntry struct {
@@ -111,12 +114,17 @@ func (t *LeaseTable) Allow(key string, now, n int64) (Outcome, Step) {
 // and the denial: the store's TAT is at least the last one it told this
 // instance, so a cost that TAT denies is denied until its RetryAfter,
 // exactly, without a round trip (a flood of denied checks stays local).
-// now must be the clock's: the decision depends on it.
+// now must be the clock's: the decision depends on it. It is taken as at
+// least the latest answer's time (Saw): the estimate of the store's clock
+// trails it by up to half a round trip, and on it alone the check right
+// after the one that took the next-to-last unit was denied, with a
+// RetryAfter of that lag, where the store admits it.
 func (t *LeaseTable) Denied(key string, now, n int64) (Outcome, bool) {
 	e, ok := t.keys.m.Load(key)
 	if !ok {
 		return Outcome{}, false
 	}
+	now = max(now, t.seen.Load())
 	tat := e.tat.Load()
 	if _, ok := t.g.Admit(tat, now, n); ok || tat == tatFresh {
 		return Outcome{}, false
@@ -152,6 +160,9 @@ func (t *LeaseTable) Ask(key string) Ticket {
 	}
 	return Ticket{e: e, Want: want}
 }
+
+// Saw records at, the store time an answer carried, for Denied.
+func (t *LeaseTable) Saw(at int64) { raise(&t.seen, at) }
 
 // NoAnswer is the TAT to Settle a ticket with when the store did not
 // answer: it tells the entry nothing.
