@@ -14,9 +14,12 @@ import "time"
 // goes to the store at the cap, or is denied and computes its retry time),
 // reads the clock (Config.Now: about 26 ns here, so about 2 ns an admission)
 // and, if the published time is more than staleAfter behind it, publishes it.
-// A key admits at most catchUpEvery units on a stale bucket, or, past its
-// cap, one cap's worth, before its table's time is fresh again, however long
-// the ticker is held back.
+// And a store's answer from a later bucket than the published time publishes
+// its own (publish): the answer refreshes the key's cap, which would
+// otherwise be spent again on the stale bucket, one cap per round trip. A
+// key admits at most catchUpEvery units on a stale bucket, or, past its cap,
+// one cap's worth, before its table's time is fresh again, however long the
+// ticker is held back.
 //
 // Cached denials are read against the published time too, and a starved
 // ticker would hold them past their retry time: it denies, never admits,
@@ -51,4 +54,17 @@ func (t *Table) deniedUntil(rw uint64) time.Duration {
 		t.catchUp()
 	}
 	return cachedDenial(rw, t.nowUs.Load())
+}
+
+// publish publishes now, the time of a store's answer (Settle), if the
+// published time is in an earlier bucket. An answer refreshes the key's cap:
+// on a published time held back by less than staleAfter (a starved ticker),
+// each answer would let the key admit one more cap's worth in a bucket the
+// store has left, while the store decides the next bucket without them; the
+// first answer after the store's bucket changed now dates the checks that
+// follow in the new bucket. Tick keeps the later of the two times.
+func (t *Table) publish(now int64) {
+	if t.geo.Index(now) > t.geo.Index(t.now.Load()) {
+		t.Tick(now)
+	}
 }

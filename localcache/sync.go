@@ -85,11 +85,14 @@ func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
 // Settle records a sync of r: the totals of buckets first, first+1, … as the
 // store returned them, the counts it acknowledged (they leave pend) and the
 // lease it granted (lease.go: lease.Count units in bucket lease.Index, 0 for
-// none); then refreshes r's budget at now. It returns the units the store
+// none); then refreshes r's budget at now. An answer dates the checks that
+// follow: if the published time is in an earlier bucket than now, it
+// publishes now first (publish). It returns the units the store
 // counted that are no longer pending: taken back by a Refund (refund.go)
 // after the syncer read them, for the syncer to push back as a negative
 // correction (nil almost always).
 func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64, lease Bucket) (over []Bucket) {
+	t.publish(now)
 	e := entryOf(r)
 	if e == nil {
 		return nil
