@@ -18,19 +18,17 @@ func (t *Table) Allow(key string, n int64) Verdict {
 	p := t.pos.Load()
 	if e := t.m.Load(key); e != nil {
 		tag := int64(p>>24) & tagMask
-		if bw := e.budget.Load(); tagOf(bw) == tag {
-			// A budget tagged for this bucket is only stored after the
-			// bucket's pend word holds it, so the addition lands there.
-			if c, added := t.add(e, uintptr(p>>48), countOf(bw), n); added {
-				rm := roomOf(e.room.Load())
-				t.afterAdmit(e, c, countOf(bw), rm, n)
-				return Verdict{Status: Allowed, Remaining: max0(rm - c)}
-			}
-			if n == 1 {
-				if rw := e.room.Load(); tagOf(rw) == tag {
-					if ra := t.deniedUntil(rw); ra > 0 {
-						return Verdict{Status: OverLimit, RetryAfter: ra}
-					}
+		// A budget tagged for this bucket is only stored after the
+		// bucket's pend word holds it, so the addition lands there.
+		if c, b, added := t.add(e, uintptr(p>>48), tag, n); added {
+			rm := roomOf(e.room.Load())
+			t.afterAdmit(e, c, b, rm, n)
+			return Verdict{Status: Allowed, Remaining: max0(rm - c)}
+		}
+		if n == 1 {
+			if rw := e.room.Load(); tagOf(rw) == tag {
+				if ra := t.deniedUntil(rw); ra > 0 {
+					return Verdict{Status: OverLimit, RetryAfter: ra}
 				}
 			}
 		}
@@ -79,12 +77,10 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 		if e == nil {
 			return t.untracked(key, now, n, health(t.health.Load()))
 		}
-		if bw := e.budget.Load(); tagOf(bw) == tag {
-			if c, ok := t.add(e, off, countOf(bw), n); ok {
-				rm := roomOf(e.room.Load())
-				t.afterAdmit(e, c, countOf(bw), rm, n)
-				return Verdict{Status: Allowed, Remaining: max0(rm - c)}
-			}
+		if c, b, ok := t.add(e, off, tag, n); ok {
+			rm := roomOf(e.room.Load())
+			t.afterAdmit(e, c, b, rm, n)
+			return Verdict{Status: Allowed, Remaining: max0(rm - c)}
 		}
 		if v, ok := t.slow(e, now, n, nil); ok {
 			return v
@@ -93,24 +89,30 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 	}
 }
 
-// add adds n to the pend word at offset off of e if the result stays within
-// max, and brings e into its live state; it returns the new count. A
-// compare-and-swap, not an add and an undo: the syncer may read pend at any
+// add adds n to the pend word at offset off of e if e's budget is tagged
+// tag and the result stays within it, and brings e into its live state; it
+// returns the new count and the budget. It reads the pend word first and the
+// budget after it, both again after a failed compare-and-swap: the syncer
+// stores a new budget before it lowers a pend word (Settle acknowledging
+// counts, Release ending a lease), so a count read after a lowering is held
+// to a budget stored for it, never to one that still holds an ended lease.
+// A compare-and-swap, not an add and an undo: the syncer may read pend at any
 // moment, and must never push a count that is then taken back.
-func (t *Table) add(e *hdr, off uintptr, max, n int64) (int64, bool) {
+func (t *Table) add(e *hdr, off uintptr, tag, n int64) (c, budget int64, ok bool) {
 	pw := (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), off))
 	for {
 		w := pw.Load()
-		c := countOf(w) + n
-		if c > max {
-			return 0, false
+		bw := e.budget.Load()
+		c, budget = countOf(w)+n, countOf(bw)
+		if tagOf(bw) != tag || c > budget {
+			return 0, 0, false
 		}
 		if pw.CompareAndSwap(w, w+uint64(n)) {
 			if st := e.state.Load(); st != t.ok && !t.settleState(e, st) {
 				pw.Add(-uint64(n)) // a gone entry: nobody syncs it any more
-				return 0, false
+				return 0, 0, false
 			}
-			return c, true
+			return c, budget, true
 		}
 	}
 }

@@ -28,7 +28,7 @@ const (
 // plus 16 per slot in an Eventual one: see entry in rings.go.
 type hdr struct {
 	state  atomic.Uint32
-	synced atomic.Uint32 // bumped by Settle once it has stored totals
+	synced atomic.Uint32 // bumped by Settle once it has stored totals, and by Release
 	budget atomic.Uint64 // tag: bucket+generation; count: most the current pend may reach
 	room   atomic.Uint64 // same tag; count: Limit minus the estimate without the current pend
 }

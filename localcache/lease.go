@@ -36,10 +36,11 @@ func (t *Table) covered(e *hdr, j, p int64) int64 {
 // covered leave pend and the units not used are returned. done is false
 // while the bucket is not over (the lease stays: ask again later); true once
 // the lease is ended, or if r holds none of bucket j. The budget is
-// recomputed without the lease before pend is read, so that a check racing
-// with the release counts as uncovered, and is pushed (with force, such a
-// check may take this instance past its cap by its cost: Flush and Close
-// force).
+// recomputed without the lease before pend is read and lowered, so that a
+// check racing with the release is either counted in pend before it (and
+// covered) or held to the new budget: a fast-path check reads the budget
+// after the pend word it adds to (add), and a slow-path one plans again once
+// Release has bumped the entry's synced count.
 func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done bool) {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -56,6 +57,7 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 		// only the syncer's loop, the caller, changes).
 		return 0, true
 	}
+	e.synced.Add(1) // a slow-path check planned with the lease plans again
 	t.plan(e, now, nil)
 	si := t.slotOf(j)
 	for {

@@ -127,6 +127,62 @@ func TestLeaseForcedRelease(t *testing.T) {
 	assert.Equal(t, OverCap, v.Status)
 }
 
+// TestReleaseRacingCheck: a fast-path check that read its bucket's position
+// before Release ended the bucket's lease, and adds to the pend word after
+// it, is held to the budget Release stored, not to the one that still held
+// the lease: Release lowered pend by the covered units and gave the unused
+// ones back, and on the old budget the check would take the key's uncovered
+// count past its cap, beyond what the store counts. With nothing in between
+// the check is admitted.
+func TestReleaseRacingCheck(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		admit    int // before the racing check: 5 on the lease, then the cap's
+		release  bool
+		force    bool
+		admitted bool
+	}{
+		{"no release in between", 6, false, false, true},
+		{"release once the bucket is over", 7, true, false, false},
+		{"forced release in the bucket (Flush, Close)", 7, true, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb, geo, s, t0, r := leasedKey(t, 100, 2)
+			grant(tb, geo, s, r, t0, 5)
+			for range tc.admit {
+				require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+			}
+			// The racing check: its position and the budget it would have
+			// held to, read before the release.
+			e, k := entryOf(r), geo.Index(t0)
+			p := tb.pos.Load()
+			tag, off := int64(p>>24)&tagMask, uintptr(p>>48)
+			before := countOf(e.budget.Load())
+			if tc.release {
+				now := t0
+				if !tc.force {
+					now = t0 + geo.Sub()
+					tb.Tick(now)
+				}
+				unused, done := tb.Release(r, k, now, tc.force)
+				require.True(t, done)
+				require.Equal(t, int64(0), unused, "the lease was used up")
+				left := countAt(tb.pend(e, tb.slotOf(k)).Load(), k)
+				require.Equal(t, int64(2), left, "the cap's units, uncovered")
+				require.LessOrEqual(t, left+1, before, "the old budget would admit one more")
+			}
+			_, _, ok := tb.add(e, off, tag, 1)
+			assert.Equal(t, tc.admitted, ok)
+			if tc.release {
+				assert.Equal(t, int64(2), countAt(tb.pend(e, tb.slotOf(k)).Load(), k), "uncovered: at most the cap")
+			}
+		})
+	}
+}
+
 // TestWant: a key asks for twice what it admitted in the bucket, its lease
 // included, and at least twice its cap.
 func TestWant(t *testing.T) {

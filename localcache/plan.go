@@ -79,6 +79,7 @@ type plan struct {
 	fair           int64 // failLocal only: this instance's part of the room (fairShare)
 	health         health
 	local, rotated bool
+	sq             uint32 // the entry's synced count the budget was computed at
 }
 
 // plan rotates e to the bucket of now, computes its budget and, unless the
@@ -101,7 +102,7 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 		return p
 	}
 	for {
-		sq := e.synced.Load() // before the scan
+		p.sq = e.synced.Load() // before the scan
 		v := t.scan(e, p.k, p.s, t.geo.Phase(now))
 		p.room = clampCount(v.others.Room(t.limit.Load()))
 		p.budget = p.room
@@ -136,7 +137,7 @@ func (t *Table) plan(e *hdr, now int64, force *health) plan {
 		// A Settle that stored new totals after our scan may have stored
 		// its budget before ours: ours, from the superseded totals, must not
 		// outlive it, so compute again.
-		if e.synced.Load() == sq {
+		if e.synced.Load() == p.sq {
 			return p
 		}
 	}
@@ -187,6 +188,12 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 	}
 	for {
 		w := t.pend(e, p.s).Load()
+		if e.synced.Load() != p.sq {
+			// The syncer may have lowered pend since the budget was
+			// computed (Settle, Release): it holds for the counts it was
+			// computed with, not for what a lowering freed.
+			return t.slow(e, now, n, force)
+		}
 		if tagOf(w) != p.k&tagMask {
 			if !t.rotate(e, p.k, p.s) {
 				v.Status = OverLimit
