@@ -98,18 +98,17 @@ func (g *gcraEventual) held(key string, n int64) (_ Result, ok bool) {
 func (g *gcraEventual) refill(key string) {
 	tk := g.table.Ask(key)
 	if tk.Want == 0 {
-		g.table.Settle(tk, localcache.NoAnswer, 0)
+		g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
 		return
 	}
 	key = strings.Clone(key) // the caller's string may live in a reused buffer
 	go func() {
 		a, err := g.store.Lease(context.Background(), key, 0, tk.Want)
 		if err != nil {
-			g.table.Settle(tk, localcache.NoAnswer, 0)
+			g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
 			return
 		}
-		g.table.Saw(a.At)
-		g.table.Settle(tk, a.TAT, a.Leased)
+		g.table.Settle(tk, a.At, a.TAT, a.Leased)
 	}()
 }
 
@@ -124,12 +123,11 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 	tk := g.table.Ask(key)
 	a, err := g.store.Lease(ctx, key, n, tk.Want)
 	if err != nil {
-		g.table.Settle(tk, localcache.NoAnswer, 0)
+		g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
 		r, err := g.failed(key, n, err)
 		return r, false, err
 	}
-	g.table.Saw(a.At)
-	held := g.table.Settle(tk, a.TAT, a.Leased)
+	held := g.table.Settle(tk, a.At, a.TAT, a.Leased)
 	res := Result{Allowed: a.Admitted, Remaining: held + g.g.Remaining(a.TAT, a.At), ResetAfter: g.g.ResetAfter(a.TAT, a.At)}
 	if !a.Admitted {
 		res.RetryAfter = retry(g.g.RetryAfter(a.TAT, a.At, n), res.ResetAfter)

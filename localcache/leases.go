@@ -28,7 +28,7 @@ type LeaseTable struct {
 	g    window.GCRA // the store's bucket: capacity SharedBucket.Store
 	keys keyed[leaseEntry]
 	most atomic.Int64 // the most units an entry may hold
-	// seen is the latest store time an answer carried (Saw): the store's
+	// seen is the latest store time an answer carried (Settle): the store's
 	// clock reads at least that now, whatever the caller's estimate of it.
 	seen atomic.Int64
 }
@@ -115,7 +115,7 @@ func (t *LeaseTable) Allow(key string, now, n int64) (Outcome, Step) {
 // instance, so a cost that TAT denies is denied until its RetryAfter,
 // exactly, without a round trip (a flood of denied checks stays local).
 // now must be the clock's: the decision depends on it. It is taken as at
-// least the latest answer's time (Saw): the estimate of the store's clock
+// least the latest answer's time (Settle): the estimate of the store's clock
 // trails it by up to half a round trip, and on it alone the check right
 // after the one that took the next-to-last unit was denied, with a
 // RetryAfter of that lag, where the store admits it.
@@ -161,24 +161,23 @@ func (t *LeaseTable) Ask(key string) Ticket {
 	return Ticket{e: e, Want: want}
 }
 
-// Saw records at, the store time an answer carried, for Denied.
-func (t *LeaseTable) Saw(at int64) { raise(&t.seen, at) }
-
-// NoAnswer is the TAT to Settle a ticket with when the store did not
-// answer: it tells the entry nothing.
+// NoAnswer is the time and the TAT to Settle a ticket with when the store
+// did not answer: they tell the table nothing.
 const NoAnswer = math.MinInt64
 
-// Settle records the store's answer to a ticket's check: the key's TAT in the
-// store after it (tat; NoAnswer if the store did not answer) and the units it leased, which the entry then holds
-// (up to the most set by SetLease: any more are dropped, spent by nobody).
-// It returns the units the entry holds.
-func (t *LeaseTable) Settle(tk Ticket, tat, leased int64) (held int64) {
+// Settle records the store's answer to a ticket's check: the store time it
+// carried (at), which Denied reads the store's clock as at least; the key's
+// TAT in the store after it (tat); and the units it leased, which the entry
+// then holds (up to the most set by SetLease: any more are dropped, spent by
+// nobody). at and tat are NoAnswer if the store did not answer. It returns
+// the units the entry holds.
+func (t *LeaseTable) Settle(tk Ticket, at, tat, leased int64) (held int64) {
+	raise(&t.seen, at)
 	e := tk.e
 	if e == nil {
 		return 0
 	}
-	for old := e.tat.Load(); tat > old && !e.tat.CompareAndSwap(old, tat); old = e.tat.Load() {
-	}
+	raise(&e.tat, tat)
 	held = e.held.Load()
 	for leased > 0 && held != heldGone {
 		n := max(min(held+leased, t.most.Load()), held)
@@ -198,7 +197,7 @@ func (t *LeaseTable) Settle(tk Ticket, tat, leased int64) (held int64) {
 // the caller did not use: the entry holds them again (up to the most set by
 // SetLease; any more are dropped).
 func (t *LeaseTable) Refund(key string, n int64) {
-	t.Settle(Ticket{e: t.entry(key)}, NoAnswer, n)
+	t.Settle(Ticket{e: t.entry(key)}, NoAnswer, NoAnswer, n)
 }
 
 // entry returns key's entry, nil if it has none.

@@ -69,7 +69,7 @@ func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 	} else {
 		f.denied++
 	}
-	tb.Settle(tk, max(f.store[key], now), leased)
+	tb.Settle(tk, now, max(f.store[key], now), leased)
 	return ok
 }
 
@@ -81,7 +81,7 @@ func (f *leaseFleet) refill(tb *LeaseTable, key string, now int64) {
 	leased := min(tk.Want, f.g.Remaining(next, now))
 	f.store[key] = next + leased*f.g.Interval()
 	f.refills++
-	tb.Settle(tk, max(f.store[key], now), leased)
+	tb.Settle(tk, now, max(f.store[key], now), leased)
 }
 
 // held returns what the fleet holds for key.
@@ -200,7 +200,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	tk := tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want)
 	require.Zero(t, tb.Ask("k").Want, "one check asks for a lease at a time")
-	require.Equal(t, int64(100), tb.Settle(tk, base+101*g.Interval(), 100))
+	require.Equal(t, int64(100), tb.Settle(tk, base, base+101*g.Interval(), 100))
 	require.Zero(t, tb.Ask("k").Want, "the whole lease is held")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -223,7 +223,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	require.Zero(t, tb.Held("k"))
 	tk = tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want, "the next check asks again")
-	tb.Settle(tk, NoAnswer, 0)
+	tb.Settle(tk, NoAnswer, NoAnswer, 0)
 	tk = tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want, "a failed ask gives its claim up")
 	tb.Refund("k", 3)
@@ -231,7 +231,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	tb.Refund("k", 1000)
 	require.Equal(t, int64(100), tb.Held("k"), "never more than the lease")
 	require.Zero(t, tb.Sweep(base+200*g.Interval()), "a key being asked about stays")
-	tb.Settle(tk, NoAnswer, 0)
+	tb.Settle(tk, NoAnswer, NoAnswer, 0)
 	require.Equal(t, 1, tb.Sweep(base+200*g.Interval()), "the store's bucket is full again")
 	require.Zero(t, tb.Held("k"))
 }
