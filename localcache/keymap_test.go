@@ -139,6 +139,51 @@ func TestKeyMapGrowAndShrink(t *testing.T) {
 	}
 }
 
+// TestKeyMapBuildsOutsideTheLock: LoadOrInsert and Replace build the new
+// entry before they take the map's lock, so that an allocation (and the
+// garbage collector's work charged to it) does not hold up other
+// insertions; and goroutines racing to insert one key all get the one entry
+// inserted, whoever built the others.
+func TestKeyMapBuildsOutsideTheLock(t *testing.T) {
+	t.Parallel()
+	_, alloc := entryAllocator(2, true)
+	m := newKeyMap()
+	unlocked := func(key string) func() *hdr {
+		return func() *hdr {
+			if assert.True(t, m.mu.TryLock(), "the map's lock is held while the entry of %q is built", key) {
+				m.mu.Unlock()
+			}
+			return alloc(key)
+		}
+	}
+	e, inserted := m.LoadOrInsert("a", unlocked("a"))
+	require.True(t, inserted)
+	assert.True(t, m.Replace("a", e, unlocked("a")))
+	assert.True(t, m.Replace("b", nil, unlocked("b")), "a key without an entry gets one")
+
+	const racers = 8
+	got := make([]*hdr, racers)
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, inserted := m.LoadOrInsert("race", func() *hdr { return alloc("race") })
+			got[i] = e
+			if inserted {
+				wins.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(1), wins.Load(), "one insertion")
+	for i := range got {
+		assert.Same(t, m.Load("race"), got[i], "racer %d", i)
+	}
+	assert.Equal(t, 3, m.Len())
+}
+
 // TestKeyMapConcurrent: loads that race with insertions, deletions,
 // replacements and rebuilds always find the keys that stay, and never return
 // another key's entry (run it with -race).
