@@ -97,7 +97,7 @@ func newWindow(cfg Config) (Engine, error) {
 		w.geo = window.NewSliding(r.Window, r.Buckets())
 	}
 	shared := r.Mode != policy.Local
-	lc := localcache.Config{Geometry: w.geo, Limit: r.Limit, Eventual: shared, Keys: cfg.Keys}
+	lc := localcache.Config{Geometry: w.geo, Limit: r.Limit, Eventual: shared, ByNeed: r.Mode == policy.Eventual, Keys: cfg.Keys}
 	if w.ticked {
 		lc.Now = w.now // checks on the published time catch up with a late ticker
 	}

@@ -15,7 +15,7 @@ var benchGeo = window.NewSliding(time.Minute, 10)
 
 // benchTable returns a ticked table with a limit no benchmark exhausts.
 func benchTable(tb testing.TB, eventual bool, limit int64) *Table {
-	t, err := New(Config{Geometry: benchGeo, Limit: limit, Eventual: eventual, Keys: NewKeys(1 << 20)})
+	t, err := New(Config{Geometry: benchGeo, Limit: limit, Eventual: eventual, ByNeed: eventual, Keys: NewKeys(1 << 20)})
 	require.NoError(tb, err)
 	t.Tick(base)
 	return t

@@ -24,7 +24,7 @@ func bucketStart(geo window.Sliding, off int64) int64 {
 // mkTable returns a table for geo and limit with its own key bound.
 func mkTable(t testing.TB, geo window.Sliding, limit int64, eventual bool) *Table {
 	t.Helper()
-	tb, err := New(Config{Geometry: geo, Limit: limit, Eventual: eventual, Keys: NewKeys(1 << 20)})
+	tb, err := New(Config{Geometry: geo, Limit: limit, Eventual: eventual, ByNeed: eventual, Keys: NewKeys(1 << 20)})
 	require.NoError(t, err)
 	return tb
 }
@@ -112,11 +112,17 @@ func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int6
 	return acked
 }
 
-// syncAll drains tb and syncs every drained key; it returns the units acked.
+// syncAll does what a Flush does: it drains tb and syncs every drained key
+// and every parked key with unacknowledged counts (a new key is born
+// parked); it returns the units acked.
 func syncAll(tb *Table, geo window.Sliding, s *fakeStore, now int64) int64 {
 	var acked int64
-	for _, r := range tb.Drain(nil) {
-		acked += syncRef(tb, geo, s, r, now)
+	seen := map[Ref]bool{}
+	for _, r := range tb.Unsynced(tb.Drain(nil), now) {
+		if !seen[r] {
+			seen[r] = true
+			acked += syncRef(tb, geo, s, r, now)
+		}
 	}
 	return acked
 }

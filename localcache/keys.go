@@ -48,9 +48,10 @@ func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 	}
 	// The entry holds its own copy of key (the caller's string may live in
 	// a reused buffer).
-	e, inserted := t.m.LoadOrInsert(key, func() *hdr { return t.fresh(t.newEntry(key), key, now) })
+	e, inserted := t.m.LoadOrInsert(key, func() *hdr { return t.born(t.fresh(t.newEntry(key), key, now)) })
 	if inserted {
 		t.keys.n.Add(1)
+		t.adopted(e)
 	}
 	return e
 }
@@ -58,8 +59,10 @@ func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 // replace installs a fresh entry for key, whose entry e is gone, unless
 // another check already did.
 func (t *Table) replace(e *hdr, key string) {
-	if t.m.Replace(key, e, func() *hdr { return t.newEntry(key) }) {
+	ne := t.born(t.newEntry(key))
+	if t.m.Replace(key, e, func() *hdr { return ne }) {
 		t.keys.n.Add(1)
+		t.adopted(ne)
 	}
 }
 

@@ -233,6 +233,12 @@ type Config struct {
 	// Eventual makes the table track dirty keys for the syncer and enforce the
 	// divergence cap; otherwise it is Local: nothing leaves this process.
 	Eventual bool
+	// ByNeed (Eventual tables) says that the syncer syncs the table's keys
+	// by need (Need, Park): a new key then starts parked, and its first
+	// admissions do not queue it (born, need.go). A table whose syncer
+	// takes every key it drains (a Strict rule's) leaves it false, so that
+	// a new key's counts are queued for the next cycle.
+	ByNeed bool
 	// Keys is the key bound shared with other tables; required.
 	Keys *Keys
 	// Now, if not nil, reads the clock the table's times are on (the store

@@ -6,14 +6,15 @@ package localcache
 // give its instance its cap back (acknowledged counts no longer count
 // against it) and show the others its counts, which matters only near the
 // limit. So the syncer's cycle asks Need of each key it drained, and syncs
-// only the keys that need it. The others it parks (Park): they leave the
-// dirty list with their counts pending, and their admissions no longer queue
-// them, until one takes the key to half of its local allowance (after), the
+// only the keys that need it. The others it parks (Park), and a new key of
+// a table synced by need starts parked (born): a parked key is off the
+// dirty list with its counts pending, and its admissions no longer queue
+// it, until one takes the key to half of its local allowance (after), the
 // table leaves its healthy state, a sweep finds the key idle or the syncer
-// queues it (MarkDirty); a Flush finds them all (Unsynced). A quiet key thus costs the syncer one look per park, not one
-// per cycle in which it is admitted to: at a million keys, most of them
-// quiet, that look (a cache miss or two per key) was most of the syncer's
-// CPU.
+// queues it (MarkDirty); a Flush finds them all (Unsynced). A quiet key
+// thus costs the syncer at most one look per park, not one per cycle in
+// which it is admitted to: at a million keys, most of them quiet, that look
+// (a cache miss or two per key) was most of the syncer's CPU.
 
 // Need reports whether r needs a sync at now. A key needs one when:
 //
@@ -88,6 +89,32 @@ func (t *Table) Park(r Ref) {
 	t.tail(e).next.Store(parkedLink)
 	if health(t.health.Load()) != healthy {
 		t.unpark(e) // SetLimits may have unparked every key before the store above
+	}
+}
+
+// born parks a new entry of a healthy table synced by need (Config.ByNeed)
+// before it is inserted: a new key is quiet until its admissions show
+// otherwise, so its
+// first admission does not queue it for a cycle that would only park it (at
+// a million keys with churn, that look at every new key was most of the
+// syncer's CPU and slowed the checks beside it). The rules that unpark a
+// parked key apply from its first admission. The entry may be dropped
+// unused (another check inserted key first): nothing but the entry is
+// touched.
+func (t *Table) born(e *hdr) *hdr {
+	if t.byNeed && health(t.health.Load()) == healthy {
+		e.state.Store(stDirty)
+		t.tail(e).next.Store(parkedLink)
+	}
+	return e
+}
+
+// adopted unparks e, just inserted, if the table has left its healthy state
+// since born parked it: unparkAll may have walked the map before e was in
+// it.
+func (t *Table) adopted(e *hdr) {
+	if t.byNeed && health(t.health.Load()) != healthy {
+		t.unpark(e)
 	}
 }
 

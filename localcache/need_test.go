@@ -131,9 +131,49 @@ func parkedKey(t *testing.T) (*Table, Ref, int64) {
 	t0 := bucketStart(geo, 0)
 	tb.Tick(t0)
 	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	r, _ := tb.Ref("k")
+	tb.MarkDirty(r) // a new key is born parked (TestBornParked): queue it
 	refs := tb.Drain(nil)
 	require.Len(t, refs, 1)
 	require.False(t, tb.Need(refs[0], t0))
 	tb.Park(refs[0])
 	return tb, refs[0], t0
+}
+
+// TestBornParked: a new key of a healthy Eventual table starts parked, so
+// that its first admission does not queue it; the rules that unpark a
+// parked key apply from its first admission (half of its allowance here),
+// and a flush finds its counts. A key created while the store is down is
+// not parked: every key is then queued.
+func TestBornParked(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 6)
+	t0 := bucketStart(geo, 0)
+	tb := mkTable(t, geo, 100, true)
+	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	assert.Empty(t, tb.Drain(nil), "its first admission does not queue it")
+	assert.Len(t, tb.Unsynced(nil, t0), 1, "a flush finds it")
+	for range 4 {
+		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	}
+	assert.Len(t, tb.Drain(nil), 1, "half of its allowance queues it")
+
+	// The race that adopted closes: an entry born parked while the table
+	// was healthy, inserted after unparkAll walked the map.
+	late := tb.born(tb.newEntry("late"))
+	require.Same(t, parkedLink, tb.tail(late).next.Load(), "born on a healthy table: parked")
+	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
+	tb.adopted(late)
+	assert.Equal(t, []string{"late"}, drainKeys(tb), "adopted by a table that left its healthy state: queued")
+
+	require.Equal(t, Allowed, tb.AllowAt("down", t0, 1).Status)
+	assert.Equal(t, []string{"down"}, drainKeys(tb), "the store down: a new key is queued")
+
+	// A table whose syncer takes every key it drains (a Strict rule's)
+	// queues a new key on its first admission.
+	strict := mustTable(t, Config{Geometry: geo, Limit: 100, Eventual: true, Keys: NewKeys(100)})
+	strict.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	require.Equal(t, Allowed, strict.AllowAt("k", t0, 1).Status)
+	assert.Equal(t, []string{"k"}, drainKeys(strict), "not synced by need: queued")
 }

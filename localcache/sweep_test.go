@@ -84,6 +84,8 @@ func TestSweepEventual(t *testing.T) {
 	tb := mkTable(t, geo, 100, true)
 
 	require.Equal(t, Allowed, tb.AllowAt("dirty", t0, 1).Status)
+	queued, _ := tb.Ref("dirty") // born parked: queue it, as an admission near its cap would
+	tb.MarkDirty(queued)
 	for i := 0; i < 3; i++ {
 		require.Zero(t, tb.Sweep(gone), "a dirty key waits for the syncer")
 	}

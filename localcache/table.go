@@ -31,6 +31,7 @@ type Table struct {
 	tailOff   uintptr      // offset of the tail (Eventual)
 	span      int          // buckets in a window: B+1, or 1 for a fixed window
 	eventual  bool
+	byNeed    bool   // Config.ByNeed: new keys start parked
 	ok        uint32 // state of an entry that needs nothing after an admission
 	keys      *Keys
 	clock     func() int64              // Config.Now: catches up a stale published time
@@ -67,6 +68,7 @@ func newTable(cfg Config, slots int) (*Table, error) {
 		tailOff:  hdrSize + uintptr(ring)*16,
 		span:     cfg.Geometry.Span(),
 		eventual: cfg.Eventual,
+		byNeed:   cfg.Eventual && cfg.ByNeed,
 		ok:       stClean,
 		keys:     cfg.Keys,
 		clock:    cfg.Now,

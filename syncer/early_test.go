@@ -141,6 +141,45 @@ func TestNeedDrivenCycle(t *testing.T) {
 	assert.Zero(t, own)
 }
 
+// TestBornParkedKeys: on a table synced by need (an Eventual rule's), a new
+// key starts parked: the cycle neither pushes nor looks at its first
+// admissions (nothing is deferred: it is on no list); the admission that
+// takes it to half of its cap queues it, for a cycle that parks it again
+// (Need: not at its cap yet) or, at its cap, syncs it; a flush finds a
+// quiet one.
+func TestBornParkedKeys(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	geo := midGeometry(4)
+	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, ByNeed: true, Keys: localcache.NewKeys(1000)})
+	require.NoError(t, err)
+	tab.SetLimits(localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal})
+	r := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab, Leases: true}}
+	s := cyclingSyncer(t, c, r)
+	r.Table.Tick(s.Now())
+
+	admit(t, s, r, "quiet", 1)
+	admit(t, s, r, "busy", 1)
+	require.NoError(t, s.cycle())
+	assert.Zero(t, total(t, c, r.KeyName("quiet")))
+	assert.Zero(t, total(t, c, r.KeyName("busy")))
+	assert.Zero(t, s.Stats().Deferred, "born parked: not even looked at")
+
+	admit(t, s, r, "busy", 1) // 2 of a cap of 4: half of its allowance
+	require.NoError(t, s.cycle())
+	assert.Zero(t, total(t, c, r.KeyName("busy")))
+	assert.Equal(t, int64(1), s.Stats().Deferred, "queued at half of its cap, parked again")
+	admit(t, s, r, "busy", 2)
+	require.NoError(t, s.cycle())
+	assert.GreaterOrEqual(t, total(t, c, r.KeyName("busy")), int64(4), "at its cap: synced (with a lease, counted too)")
+	_, own := estimate(t, r.Table, "busy", s.Now())
+	assert.Zero(t, own, "acknowledged")
+	assert.Zero(t, total(t, c, r.KeyName("quiet")))
+
+	flushCycle(t, s)
+	assert.Equal(t, int64(1), total(t, c, r.KeyName("quiet")), "a flush finds and syncs every pending key")
+}
+
 // TestDeferredCorrections: a correction of a key that needs no sync (the
 // unused units of an ended lease) waits for a cycle that syncs the key, or
 // a flush; one whose bucket has left the window is dropped, as the store
