@@ -94,13 +94,12 @@ func (t *Table) Park(r Ref) {
 
 // born parks a new entry of a healthy table synced by need (Config.ByNeed)
 // before it is inserted: a new key is quiet until its admissions show
-// otherwise, so its
-// first admission does not queue it for a cycle that would only park it (at
-// a million keys with churn, that look at every new key was most of the
-// syncer's CPU and slowed the checks beside it). The rules that unpark a
-// parked key apply from its first admission. The entry may be dropped
-// unused (another check inserted key first): nothing but the entry is
-// touched.
+// otherwise, so its first admission does not queue it for a cycle that
+// would only park it (with keys that keep coming, that look at every new
+// key was most of the syncer's CPU and slowed the checks beside it). The
+// rules that unpark a parked key apply from its first admission. The entry
+// may be dropped unused (another check inserted key first): nothing but the
+// entry is touched.
 func (t *Table) born(e *hdr) *hdr {
 	if t.byNeed && health(t.health.Load()) == healthy {
 		e.state.Store(stDirty)
