@@ -91,29 +91,71 @@ local last = 0
 local recs = {}
 local counts = {}
 local all = redis.call('HGETALL', key)
+-- Only this instance's bookkeeping is read on every call; the rest (other
+-- instances' fields, buckets out of the window) is removed by clean, when
+-- this call starts a bucket (below).
+local mine = ':' .. inst
 for f = 1, #all, 2 do
   local name = all[f]
   local c1 = string.byte(name, 1)
-  if c1 == 105 or c1 == 114 then
-    local v = all[f + 1]
-    local ts = tonumber(string.match(v, '^%d+'))
-    if ts == nil or ts < expire_before then
-      redis.call('HDEL', key, name)
-    elseif name == ifield then
-      last = ts
-    else
-      local s, id = string.match(name, '^r(%d+):(.*)$')
-      if id == inst then
-        recs[s] = {name, string.sub(v, #s + 2)}
+  if c1 == 105 then
+    if name == ifield then
+      local ts = tonumber(all[f + 1])
+      if ts == nil or ts < expire_before then
+        redis.call('HDEL', key, name)
+      else
+        last = ts
+      end
+    end
+  elseif c1 == 114 then
+    if string.sub(name, -#mine) == mine then
+      local s = string.match(name, '^r(%d+):')
+      if s and #name == 1 + #s + #mine then
+        local v = all[f + 1]
+        local ts = tonumber(string.match(v, '^%d+'))
+        if ts == nil or ts < expire_before then
+          redis.call('HDEL', key, name)
+        else
+          recs[s] = {name, string.sub(v, #s + 2)}
+        end
       end
     end
   else
     local j = tonumber(name)
-    if j == nil or j < oldest then
-      redis.call('HDEL', key, name)
-    else
+    if j ~= nil and j >= oldest then
       counts[j] = tonumber(all[f + 1])
     end
+  end
+end
+-- clean removes the buckets before the window and the bookkeeping of other
+-- instances past its TTL (or unreadable).
+local function clean()
+  local drop = {}
+  for f = 1, #all, 2 do
+    local name = all[f]
+    local c1 = string.byte(name, 1)
+    if c1 == 105 or c1 == 114 then
+      local ts = tonumber(string.match(all[f + 1], '^%d+'))
+      if ts == nil or ts < expire_before then
+        drop[#drop + 1] = name
+      end
+    else
+      local j = tonumber(name)
+      if j == nil or j < oldest then
+        drop[#drop + 1] = name
+      end
+    end
+  end
+  if #drop > 0 then
+    redis.call('HDEL', key, unpack(drop))
+  end
+end
+-- grew: a write of this call started a field of a bucket (HINCRBY returned
+-- the count it added), or the hash is new.
+local grew = #all == 0
+local function incr(j, d)
+  if redis.call('HINCRBY', key, string.format('%.0f', j), d) == d then
+    grew = true
   end
 end
 local function estimate()
@@ -129,6 +171,8 @@ local function estimate()
   return whole + (counts[k + 1] or 0), weighted
 end
 local status = {}
+local sets = {}
+local lasts
 local grant = 0
 local lb = k
 if lease_next then lb = k + 1 end
@@ -150,7 +194,7 @@ for b = 1, nb do
       if j > k and not (j == k + 1 and d < 0 and (counts[j] or 0) >= -d) then j = k end
       if j >= oldest and d ~= 0 then
         counts[j] = (counts[j] or 0) + d
-        redis.call('HINCRBY', key, string.format('%.0f', j), d)
+        incr(j, d)
       end
     end
     local bits = ''
@@ -162,7 +206,7 @@ for b = 1, nb do
         if c <= room(whole, weighted, limit) then
           whole = whole + c
           counts[k] = (counts[k] or 0) + c
-          redis.call('HINCRBY', key, string.format('%.0f', k), c)
+          incr(k, c)
           bits = bits .. '1'
         else
           bits = bits .. '0'
@@ -170,7 +214,7 @@ for b = 1, nb do
       end
     end
     last = seq
-    redis.call('HSET', key, ifield, seqs)
+    lasts = seqs
     local g = 0
     if b == nb and lease_n > 0 then
       -- The lease goes with the call's newest batch, applied now: a
@@ -179,14 +223,15 @@ for b = 1, nb do
       g = math.min(lease_want, math.floor(math.max(0, room(whole, weighted, limit) - math.floor(limit / 10)) / (lease_n + 1)))
       if g > 0 then
         counts[lb] = (counts[lb] or 0) + g
-        redis.call('HINCRBY', key, string.format('%.0f', lb), g)
+        incr(lb, g)
         grant = g
       end
     end
     if nr > 0 or g > 0 then
       local rec = bits .. ':' .. string.format('%.0f', k) .. ':' .. string.format('%.0f', g) .. ':' .. string.format('%.0f', lb)
       local name = 'r' .. seqs .. ':' .. inst
-      redis.call('HSET', key, name, seqs .. ':' .. rec)
+      sets[#sets + 1] = name
+      sets[#sets + 1] = seqs .. ':' .. rec
       recs[seqs] = {name, rec}
     end
     status[#status + 1] = 0
@@ -203,15 +248,27 @@ for b = 1, nb do
     end
   end
 end
+if lasts then
+  sets[#sets + 1] = ifield
+  sets[#sets + 1] = lasts
+  redis.call('HSET', key, unpack(sets))
+end
 if nb > 0 then
   local first = tonumber(ARGV[11])
+  local old = {}
   for s, rec in pairs(recs) do
     if tonumber(s) < first then
-      redis.call('HDEL', key, rec[1])
+      old[#old + 1] = rec[1]
     end
   end
+  if #old > 0 then
+    redis.call('HDEL', key, unpack(old))
+  end
 end
-redis.call('PEXPIRE', key, ttl)
+if grew then
+  clean()
+  redis.call('PEXPIRE', key, ttl)
+end
 local out = {now, oldest}
 for j = oldest, k do
   out[#out + 1] = counts[j] or 0

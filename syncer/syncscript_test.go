@@ -294,8 +294,9 @@ func TestSyncScriptReservations(t *testing.T) {
 	}
 }
 
-// TestSyncScriptCleanup checks that a call deletes buckets older than the
-// window, "i:"/"r:" fields older than the TTL and junk, and sets the TTL.
+// TestSyncScriptCleanup checks that a pull writes nothing, and that a call
+// that starts a bucket deletes buckets older than the window, "i:"/"r:"
+// fields older than the TTL and junk, and sets the TTL.
 func TestSyncScriptCleanup(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -305,26 +306,36 @@ func TestSyncScriptCleanup(t *testing.T) {
 	stale := itoa(nowUs - r.ttl*1000 - int64(time.Second/time.Microsecond))
 	fresh := itoa(nowUs)
 	ctx := ctxT(t, opTimeout)
-	require.NoError(t, c.HSet(ctx, "h",
-		itoa(k-2), "5", // older than the window
-		itoa(k-1), "1",
-		itoa(k), "2",
-		"junk", "1",
-		"i:old", stale,
-		"r:old", stale+":1",
-		"i:fresh", fresh,
-		"r:fresh", fresh+":0",
-		"i:bad", "x",
-	).Err())
+	before := map[string]string{
+		itoa(k - 2): "5", // older than the window
+		itoa(k - 1): "1",
+		"junk":      "1",
+		"i:old":     stale,
+		"r:old":     stale + ":1",
+		"i:fresh":   fresh,
+		"r:fresh":   fresh + ":0",
+		"i:bad":     "x",
+	}
+	require.NoError(t, c.HSet(ctx, "h", before).Err())
 
-	got := runSync(t, c, "h", r) // a pull: no batches
-	assert.Equal(t, []int64{1, 2}, got.totals)
+	// A pull writes nothing and cleans nothing: it starts no bucket.
+	got := runSync(t, c, "h", r)
+	assert.Equal(t, []int64{1, 0}, got.totals)
 	assert.Empty(t, got.status)
+	assert.Equal(t, before, hash(t, c, "h"))
+
+	// A push that starts the current bucket cleans the hash and refreshes
+	// its TTL.
+	seq := itoa(nowUs + 1)
+	got = runSync(t, c, "h", r, sbatch{seq: seq, deltas: [][2]int64{{k, 2}}})
+	assert.Equal(t, []int64{0}, got.status)
+	assert.Equal(t, []int64{1, 2}, got.totals)
 	assert.Equal(t, map[string]string{
 		itoa(k - 1): "1",
 		itoa(k):     "2",
 		"i:fresh":   fresh,
 		"r:fresh":   fresh + ":0",
+		"i:a":       seq,
 	}, hash(t, c, "h"))
 	ttl, err := c.PTTL(ctx, "h").Result()
 	require.NoError(t, err)
