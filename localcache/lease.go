@@ -77,7 +77,8 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 // that keeps reaching half of its allowance doubles it until it covers the
 // bucket. The units left unused, which count in the window until the bucket
 // ends, stay below what the key used, or below what it used in the bucket
-// before.
+// before. The syncer asks for at least the key's peak too: the most leased
+// units it used in one bucket of the window.
 func (t *Table) Want(r Ref, now int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual {

@@ -90,11 +90,7 @@ func (s *Syncer) leaseAhead() {
 		if s.holds(id, k+1) {
 			continue // leased ahead already
 		}
-		peak := u.peak
-		if u.peakAt <= k-span {
-			peak = 0
-		}
-		if want := id.rule.keys.NextWant(u.ref, now, peak); want > 0 {
+		if want := id.rule.keys.NextWant(u.ref, now, s.peak(id, k)); want > 0 {
 			items = append(items, item{id: id, ref: u.ref, lease: true, next: true, want: want, early: true})
 		}
 	}

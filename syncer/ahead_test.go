@@ -113,3 +113,47 @@ func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
 		assert.Equal(t, int64(45), total(t, c, r.KeyName("k")), "close %d: the store counts what was admitted", i)
 	}
 }
+
+// TestLeaseWantsItsPeak: a sync that asks for a lease of the current bucket
+// (an early sync, a check at the cap) asks for at least the most leased
+// units the key used in one bucket of the window, so that a key hit in
+// bursts gets a burst's worth at once instead of a doubling series of round
+// trips; a peak that has left the window no longer counts.
+func TestLeaseWantsItsPeak(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	geo := window.NewSliding(8*time.Second, 4)
+	r := newRule(t, "api", geo, 1000, 2)
+	r.cfg.Leases = true
+	s, err := newSyncer(testConfig(c, "A"), r)
+	require.NoError(t, err)
+	now := s.Now()
+	k, span := geo.Index(now), int64(geo.Span())
+	require.Equal(t, localcache.Allowed, r.Table.AllowAt("k", now, 1).Status)
+	ref, ok := r.Table.Ref("k")
+	require.True(t, ok)
+	id := keyID{rule: r.Rule, key: "k"}
+	base := r.Table.Want(ref, now)
+	require.Less(t, base, int64(40))
+
+	wantArg := func() any {
+		cl := call{it: item{id: id, ref: ref, lease: true}, batches: []*batch{{seq: 1}}}
+		return s.args(nil, &cl)[12]
+	}
+	tests := []struct {
+		name   string
+		peakAt int64
+		want   int64
+	}{
+		{"no peak", 0, base},
+		{"a peak in the window", k - span + 1, 40},
+		{"a peak out of the window", k - span, base},
+	}
+	for _, tt := range tests {
+		delete(s.uses, id)
+		if tt.peakAt != 0 {
+			s.uses[id] = use{ref: ref, peak: 40, peakAt: tt.peakAt, last: tt.peakAt}
+		}
+		assert.Equal(t, tt.want, wantArg(), tt.name)
+	}
+}

@@ -102,3 +102,13 @@ func (s *Syncer) used(id keyID, ref Handle, j, n int64) {
 	}
 	s.uses[id] = u
 }
+
+// peak returns the most units of a lease id used in one bucket of the
+// window that ends with bucket k, or 0.
+func (s *Syncer) peak(id keyID, k int64) int64 {
+	u, ok := s.uses[id]
+	if !ok || u.peakAt <= k-int64(id.rule.span) {
+		return 0
+	}
+	return u.peak
+}

@@ -109,7 +109,8 @@ func (s *Syncer) args(dst []any, c *call) []any {
 		if c.it.next {
 			want, next = c.it.want, "1"
 		} else {
-			want = r.keys.Want(c.it.ref, s.Now())
+			now := s.Now()
+			want = max(r.keys.Want(c.it.ref, now), s.peak(c.it.id, r.geo.Index(now)))
 		}
 	}
 	args := append(dst, "evalsha", syncHash, 1, r.KeyName(c.it.id.key),
