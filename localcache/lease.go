@@ -97,19 +97,31 @@ func (t *Table) Want(r Ref, now int64) int64 {
 // in bursts keeps a lease the size of a burst's bucket between bursts, for
 // as long as a burst is in the window. Both count admissions, never units
 // held: unused units do not renew themselves. It is 0 if that fits within
-// twice its divergence cap (the cap and the sync cycle serve it: a lease
-// would cost the store a call a bucket for nothing), and for an entry that
-// is gone (its key's checks no longer see it).
+// what the cap serves (aheadFit), and for an entry that is gone (its key's
+// checks no longer see it).
 func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual || e.state.Load() == stGone {
 		return 0
 	}
 	want := max(float64(t.used(e, t.geo.Index(now)))/max(t.geo.Phase(now), 0.5), float64(peak))
-	if want <= float64(2*t.capv.Load()) {
+	if want <= float64(aheadFit(t.capv.Load())) {
 		return 0
 	}
 	return clampCount(int64(want + 0.5))
+}
+
+// aheadFit is the most a bucket's need may be for the cap and the sync
+// cycle to serve it without a lease ahead (which would cost the store a call
+// a bucket for nothing): twice the cap. A cap of one unit (eight instances or
+// more at the default error budget) serves one check only: the check that
+// takes it asks for the early sync, and the next one waits for that round
+// trip; such a key is leased ahead as soon as its need passes the cap.
+func aheadFit(capv int64) int64 {
+	if capv <= 1 {
+		return capv
+	}
+	return 2 * capv
 }
 
 // used returns what e has admitted in bucket k as far as its pend shows: the

@@ -260,3 +260,14 @@ func TestLeaseNext(t *testing.T) {
 	assert.Equal(t, int64(5), tb.NextWant(r, t1+geo.Sub(), 5), "the most used in a bucket of the window")
 	assert.Zero(t, tb.NextWant(r, t1+geo.Sub(), 4), "within twice the cap")
 }
+
+// TestAheadFit: a bucket's need the cap serves without a lease ahead is
+// twice the cap, and the cap alone when it is one unit (it serves one check).
+func TestAheadFit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ capv, fit int64 }{{0, 0}, {1, 1}, {2, 4}, {5, 10}} {
+		assert.Equal(t, tc.fit, aheadFit(tc.capv), "cap %d", tc.capv)
+	}
+	tb, geo, _, t0, r := leasedKey(t, 100, 1) // one unit admitted
+	assert.Equal(t, int64(2), tb.NextWant(r, t0+geo.Sub()/2, 2), "a cap of 1: leased ahead for a need of 2")
+}
