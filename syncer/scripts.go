@@ -20,6 +20,14 @@ import (
 // are lost several times in a row: each resend carries a newer batch too, and
 // the results of the oldest must survive it.
 //
+// Cleanup. A call reads only its own instance's bookkeeping (its "i:" field
+// and its records). When one of its writes starts a bucket (HINCRBY returns
+// the count it added) or the hash is new, it also removes the buckets that
+// left the window and the other instances' bookkeeping past its TTL, and
+// refreshes the key's TTL, as bulkScript does: the TTL counts from the
+// newest bucket's start, so the hash outlives every bucket and sequence
+// number it holds. A pull writes nothing.
+//
 // Leases. A caller that asks for one (N̂ > 0 below) is granted, after its
 // batches and reservations, a lease: units of the window's room counted at
 // once, as if admitted, in the bucket the lease is for — the current one, or
