@@ -149,7 +149,18 @@ func TestKeyedFlood(t *testing.T) {
 				if rule.WarmUp == 0 {
 					assert.Equal(t, int(min(burst, limit)), got, "stranger-%d: its own capacity", k)
 				}
-				if first >= 0 {
+				switch {
+				case first < 0:
+				case rule.WarmUp > 0:
+					// A warm-up key decided on the sketch runs at its cold
+					// cost, then its entry starts fully cold with the
+					// sketch's debt (keyuntracked.go): where it moves from
+					// one to the other, which the admission rule's hashes
+					// decide, can be worth a unit (3 or 4 here, 1 run in
+					// about 60). A shared capacity would leave the next
+					// stranger nothing.
+					assert.InDelta(t, first, got, 1, "stranger-%d: its own capacity, not a shared one", k)
+				default:
 					assert.Equal(t, first, got, "stranger-%d: its own capacity, not a shared one", k)
 				}
 				first = got
