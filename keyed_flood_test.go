@@ -155,10 +155,11 @@ func TestKeyedFlood(t *testing.T) {
 					// A warm-up key decided on the sketch runs at its cold
 					// cost, then its entry starts fully cold with the
 					// sketch's debt (keyuntracked.go): where it moves from
-					// one to the other, which the admission rule's hashes
-					// decide, can be worth a unit (3 or 4 here, 1 run in
-					// about 60). A shared capacity would leave the next
-					// stranger nothing.
+					// one to the other (the admission rule's hash seeds and
+					// the background sweep's timing vary it from run to
+					// run) can be worth a unit, likely why a stranger reads
+					// 4 instead of 3 in about 1 run in 60. A shared capacity
+					// would leave the next stranger nothing.
 					assert.InDelta(t, first, got, 1, "stranger-%d: its own capacity, not a shared one", k)
 				default:
 					assert.Equal(t, first, got, "stranger-%d: its own capacity, not a shared one", k)
