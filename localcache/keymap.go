@@ -147,12 +147,11 @@ func (m *keyMap) LoadOrInsert(key string, mk func() *hdr) (e *hdr, inserted bool
 	return e, true
 }
 
-// Replace makes the entry mk returns key's entry, if key's entry is old or
-// key has none; it reports whether it did. mk runs before the lock is
-// taken, as in LoadOrInsert.
-func (m *keyMap) Replace(key string, old *hdr, mk func() *hdr) bool {
+// Replace makes e (whose key must be key) key's entry, if key's entry is old
+// or key has none; it reports whether it did. The caller builds e before
+// the lock is taken, as LoadOrInsert's mk runs.
+func (m *keyMap) Replace(key string, old, e *hdr) bool {
 	h, tag := m.hash(key)
-	e := mk()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, j, cur := m.t.Load().lookup(h, tag, key)

@@ -45,11 +45,11 @@ func kmOps(t *testing.T, keys []string, ops []kmOp) {
 			}
 		case 2:
 			fresh := alloc(key)
-			require.True(t, m.Replace(key, cur, func() *hdr { return fresh }))
+			require.True(t, m.Replace(key, cur, fresh))
 			ref[key] = fresh
 		case 3:
 			stale := alloc(key)
-			done := m.Replace(key, stale, func() *hdr { return alloc(key) })
+			done := m.Replace(key, stale, alloc(key))
 			require.Equal(t, cur == nil, done, "replace of an entry that is not key's")
 			if done {
 				ref[key] = m.Load(key)
@@ -139,8 +139,8 @@ func TestKeyMapGrowAndShrink(t *testing.T) {
 	}
 }
 
-// TestKeyMapBuildsOutsideTheLock: LoadOrInsert and Replace build the new
-// entry before they take the map's lock, so that an allocation (and the
+// TestKeyMapBuildsOutsideTheLock: LoadOrInsert builds the new entry before
+// it takes the map's lock (Replace takes one built by its caller), so that an allocation (and the
 // garbage collector's work charged to it) does not hold up other
 // insertions; and goroutines racing to insert one key all get the one entry
 // inserted, whoever built the others.
@@ -158,23 +158,21 @@ func TestKeyMapBuildsOutsideTheLock(t *testing.T) {
 	}
 	e, inserted := m.LoadOrInsert("a", unlocked("a"))
 	require.True(t, inserted)
-	assert.True(t, m.Replace("a", e, unlocked("a")))
-	assert.True(t, m.Replace("b", nil, unlocked("b")), "a key without an entry gets one")
+	assert.True(t, m.Replace("a", e, unlocked("a")()))
+	assert.True(t, m.Replace("b", nil, unlocked("b")()), "a key without an entry gets one")
 
 	const racers = 8
 	got := make([]*hdr, racers)
 	var wins atomic.Int64
 	var wg sync.WaitGroup
 	for i := range racers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			e, inserted := m.LoadOrInsert("race", func() *hdr { return alloc("race") })
 			got[i] = e
 			if inserted {
 				wins.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	assert.Equal(t, int64(1), wins.Load(), "one insertion")
@@ -221,7 +219,7 @@ func TestKeyMapConcurrent(t *testing.T) {
 		}
 		for i, k := range churn {
 			if i%2 == round%2 {
-				m.Replace(k, m.Load(k), func() *hdr { return alloc(k) })
+				m.Replace(k, m.Load(k), alloc(k))
 			}
 			m.Delete(k, m.Load(k))
 		}

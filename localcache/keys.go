@@ -48,10 +48,9 @@ func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 	}
 	// The entry holds its own copy of key (the caller's string may live in
 	// a reused buffer).
-	e, inserted := t.m.LoadOrInsert(key, func() *hdr { return t.born(t.fresh(t.newEntry(key), key, now)) })
+	e, inserted := t.m.LoadOrInsert(key, func() *hdr { return t.fresh(t.newEntry(key), key, now) })
 	if inserted {
-		t.keys.n.Add(1)
-		t.adopted(e)
+		t.added(e)
 	}
 	return e
 }
@@ -59,10 +58,9 @@ func (t *Table) lookup(key string, now int64, sight bool) *hdr {
 // replace installs a fresh entry for key, whose entry e is gone, unless
 // another check already did.
 func (t *Table) replace(e *hdr, key string) {
-	ne := t.born(t.newEntry(key))
-	if t.m.Replace(key, e, func() *hdr { return ne }) {
-		t.keys.n.Add(1)
-		t.adopted(ne)
+	ne := t.newEntry(key)
+	if t.m.Replace(key, e, ne) {
+		t.added(ne)
 	}
 }
 

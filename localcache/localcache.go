@@ -235,7 +235,7 @@ type Config struct {
 	Eventual bool
 	// ByNeed (Eventual tables) says that the syncer syncs the table's keys
 	// by need (Need, Park): a new key then starts parked, and its first
-	// admissions do not queue it (born, need.go). A table whose syncer
+	// admissions do not queue it (added, need.go). A table whose syncer
 	// takes every key it drains (a Strict rule's) leaves it false, so that
 	// a new key's counts are queued for the next cycle.
 	ByNeed bool

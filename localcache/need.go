@@ -7,7 +7,7 @@ package localcache
 // against it) and show the others its counts, which matters only near the
 // limit. So the syncer's cycle asks Need of each key it drained, and syncs
 // only the keys that need it. The others it parks (Park), and a new key of
-// a table synced by need starts parked (born): a parked key is off the
+// a table synced by need starts parked (added): a parked key is off the
 // dirty list with its counts pending, and its admissions no longer queue
 // it, until one takes the key to half of its local allowance (after), the
 // table leaves its healthy state, a sweep finds the key idle or the syncer
@@ -92,28 +92,20 @@ func (t *Table) Park(r Ref) {
 	}
 }
 
-// born parks a new entry of a healthy table synced by need (Config.ByNeed)
-// before it is inserted: a new key is quiet until its admissions show
+// added counts e, just inserted, and in a healthy table synced by need
+// (Config.ByNeed) parks it: a new key is quiet until its admissions show
 // otherwise, so its first admission does not queue it for a cycle that
 // would only park it (with keys that keep coming, that look at every new
 // key was most of the syncer's CPU and slowed the checks beside it). The
-// rules that unpark a parked key apply from its first admission. The entry
-// may be dropped unused (another check inserted key first): nothing but the
-// entry is touched.
-func (t *Table) born(e *hdr) *hdr {
+// rules that unpark a parked key apply from its first admission. Off its
+// healthy state a table queues every key it admits to, so a new key is left
+// clean (one its checks only deny is not queued); Park queues it at once if
+// the table leaves that state meanwhile, and a check that admits on it
+// before Park queues it, as for any clean key.
+func (t *Table) added(e *hdr) {
+	t.keys.n.Add(1)
 	if t.byNeed && health(t.health.Load()) == healthy {
-		e.state.Store(stDirty)
-		t.tail(e).next.Store(parkedLink)
-	}
-	return e
-}
-
-// adopted unparks e, just inserted, if the table has left its healthy state
-// since born parked it: unparkAll may have walked the map before e was in
-// it.
-func (t *Table) adopted(e *hdr) {
-	if t.byNeed && health(t.health.Load()) != healthy {
-		t.unpark(e)
+		t.Park(e)
 	}
 }
 

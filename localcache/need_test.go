@@ -159,13 +159,14 @@ func TestBornParked(t *testing.T) {
 	}
 	assert.Len(t, tb.Drain(nil), 1, "half of its allowance queues it")
 
-	// The race that adopted closes: an entry born parked while the table
-	// was healthy, inserted after unparkAll walked the map.
-	late := tb.born(tb.newEntry("late"))
-	require.Same(t, parkedLink, tb.tail(late).next.Load(), "born on a healthy table: parked")
+	// The race Park closes: an entry inserted while the table was healthy
+	// (added saw it so), parked after unparkAll walked the map.
+	late := tb.newEntry("late")
+	_, inserted := tb.m.LoadOrInsert("late", func() *hdr { return late })
+	require.True(t, inserted)
 	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
-	tb.adopted(late)
-	assert.Equal(t, []string{"late"}, drainKeys(tb), "adopted by a table that left its healthy state: queued")
+	tb.Park(late)
+	assert.Equal(t, []string{"late"}, drainKeys(tb), "parked by a table that left its healthy state: queued")
 
 	require.Equal(t, Allowed, tb.AllowAt("down", t0, 1).Status)
 	assert.Equal(t, []string{"down"}, drainKeys(tb), "the store down: a new key is queued")
