@@ -95,8 +95,12 @@ func (s *Syncer) leaseAhead() {
 		}
 	}
 	s.stats.earlySyncs.Add(int64(len(items)))
-	for i := 0; i < len(items); i += s.cfg.Batch {
-		end := min(i+s.cfg.Batch, len(items))
+	step := s.step()
+	for i := 0; i < len(items); i += step {
+		if i > 0 && s.hasUrgent() {
+			s.serveUrgent()
+		}
+		end := min(i+step, len(items))
 		if err := s.syncKeys(s.life, items[i:end]); err != nil && !s.healthy.Load() {
 			return
 		}

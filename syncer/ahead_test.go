@@ -1,8 +1,15 @@
 package syncer
 
 import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +19,21 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
+// leasing starts a syncer on c for a rule with leases on 2 s buckets (a
+// lease-ahead pass runs 250 ms before each ends) and returns early in a
+// bucket, k, so that a test runs within it and the next.
+func leasing(t *testing.T, c redis.UniversalClient) (window.Sliding, *testRule, *Syncer, int64) {
+	t.Helper()
+	geo := window.NewSliding(8*time.Second, 4)
+	r := newRule(t, "api", geo, 1000, 10)
+	r.cfg.Leases = true
+	s := startSyncer(t, testConfig(c, "A"), r)
+	for geo.Phase(s.Now()) > 0.25 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return geo, r, s, geo.Index(s.Now())
+}
+
 // TestLeaseAhead: a key holding a lease of the current bucket that admits on
 // it is leased the next bucket before the current one ends, with no sync
 // cycle (the interval is an hour) and no check waiting: the store counts
@@ -20,16 +42,7 @@ import (
 func TestLeaseAhead(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
-	geo := window.NewSliding(8*time.Second, 4) // 2 s buckets: the pass runs 250 ms before each ends
-	r := newRule(t, "api", geo, 1000, 10)
-	r.cfg.Leases = true
-	s := startSyncer(t, testConfig(c, "A"), r)
-
-	// Start early in a bucket, so that the test runs within it and the next.
-	for geo.Phase(s.Now()) > 0.25 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	k := geo.Index(s.Now())
+	geo, r, s, k := leasing(t, c)
 	admit(t, s, r, "quiet", 1)
 	busy(t, s, r, "k")
 	admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
@@ -155,5 +168,228 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 			s.uses[id] = use{ref: ref, peak: 40, peakAt: tt.peakAt, last: tt.peakAt}
 		}
 		assert.Equal(t, tt.want, wantArg(), tt.name)
+	}
+}
+
+// orderHook records the limiter keys of the per-key script calls of each
+// pipeline, in the order the pipelines are sent, once on is set; before the
+// first pipeline that holds one of the keys of first, it calls before once.
+type orderHook struct {
+	on     atomic.Bool
+	first  map[string]bool
+	before func()
+	mu     sync.Mutex
+	sent   [][]string
+}
+
+func (h *orderHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *orderHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *orderHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() {
+			var keys []string
+			for _, c := range cmds {
+				if a := c.Args(); len(a) > 3 && strings.HasPrefix(strings.ToLower(c.Name()), "eval") {
+					keys = append(keys, fmt.Sprint(a[3]))
+				}
+			}
+			h.mu.Lock()
+			f := h.before
+			start := len(keys) > 0 && h.first[keys[0]] && f != nil
+			if start {
+				h.before = nil
+			}
+			h.mu.Unlock()
+			if start {
+				f()
+			}
+			h.mu.Lock()
+			h.sent = append(h.sent, keys)
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// hooked returns a client of a fresh server, with an orderHook.
+func hooked(t *testing.T) (*redis.Client, *orderHook) {
+	t.Helper()
+	c := redistest.Start(t).Client(t)
+	h := &orderHook{first: map[string]bool{}}
+	c.AddHook(h)
+	return c, h
+}
+
+// around counts the keys of first sent before the call of key mark and
+// after it, and reports whether mark's was sent.
+func (h *orderHook) around(mark string) (before, after int, seen bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.sent {
+		for _, key := range p {
+			switch {
+			case key == mark:
+				seen = true
+			case !h.first[key]:
+			case seen:
+				after++
+			default:
+				before++
+			}
+		}
+	}
+	return before, after, seen
+}
+
+// reserveBefore makes h queue a reservation of key u of r, before the first
+// pipeline of a key of h.first, and wait until s has it; the reservation's
+// error goes to the channel returned.
+func reserveBefore(t *testing.T, h *orderHook, s *Syncer, r *testRule) <-chan error {
+	reserved := make(chan error, 1)
+	h.mu.Lock()
+	h.before = func() {
+		go func() {
+			_, err := r.Reserve(ctxT(t, opTimeout), "u", nil, 1)
+			reserved <- err
+		}()
+		for !s.hasUrgent() {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	h.mu.Unlock()
+	h.on.Store(true)
+	return reserved
+}
+
+// warmUp has s serve a reservation of key w of r, so that its background
+// work keeps to pipelines of urgentEvery keys (step) for urgentRecent. With
+// loop, s's loop serves it; else it is served here.
+func warmUp(t *testing.T, s *Syncer, r *testRule, loop bool) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Reserve(ctxT(t, opTimeout), "w", nil, 1)
+		done <- err
+	}()
+	if !loop {
+		require.Eventually(t, s.hasUrgent, 5*time.Second, 100*time.Microsecond)
+		s.serveUrgent()
+	}
+	require.NoError(t, <-done)
+}
+
+// servedAmid requires that the reservation of key u (reserveBefore) was
+// answered and that the n keys of h.first were each sent once: if amid,
+// at most urgentEvery of them before the reservation; else all of them
+// before it, in one pipeline.
+func servedAmid(t *testing.T, h *orderHook, r *testRule, reserved <-chan error, n int, amid bool) {
+	t.Helper()
+	select {
+	case err := <-reserved:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reservation was not answered")
+	}
+	require.Eventually(t, func() bool {
+		before, after, _ := h.around(r.KeyName("u"))
+		return before+after >= n
+	}, 5*time.Second, time.Millisecond, "every key was sent")
+	before, after, seen := h.around(r.KeyName("u"))
+	require.True(t, seen, "the reservation's call was sent")
+	assert.Equal(t, n, before+after, "every key was sent once")
+	if amid {
+		assert.LessOrEqual(t, before, urgentEvery, "keys sent before the reservation")
+		return
+	}
+	assert.Equal(t, n, before, "keys sent before the reservation")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pipelines := 0
+	for _, p := range h.sent {
+		if len(p) > 0 && h.first[p[0]] {
+			pipelines++
+		}
+	}
+	assert.Equal(t, 1, pipelines, "pipelines of the keys")
+}
+
+// waited are the cases of TestPassServesReservations and
+// TestCycleServesReservations: whether a check waited for the store just
+// before (the syncer then sends its background work in pipelines of
+// urgentEvery keys, serving reservations between them) or not for a while
+// (one pipeline of Config.Batch keys: no round trip more).
+var waited = []struct {
+	name string
+	warm bool
+	amid bool
+}{
+	{"a check waited just before", true, true},
+	{"no check waited", false, false},
+}
+
+// TestPassServesReservations: a reservation queued while a lease-ahead pass
+// runs, soon after another, is sent after at most urgentEvery keys of the
+// pass, not behind the whole pass (at a minute-long rule, a pass over a
+// thousand keys held the checks that waited for the store for 20-50 ms).
+func TestPassServesReservations(t *testing.T) {
+	t.Parallel()
+	for _, tt := range waited {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, h := hooked(t)
+			geo, r, s, k := leasing(t, c)
+			const keys = 5 * urgentEvery
+			for i := range keys {
+				key := "p" + itoa(int64(i))
+				h.first[r.KeyName(key)] = true
+				busy(t, s, r, key)
+				admit(t, s, r, key, 5) // the fifth asks for an early sync, which brings a lease
+				require.Eventually(t, func() bool {
+					_, own := estimate(t, r.Table, key, s.Now())
+					return s.Stats().EarlySyncs == int64(i+1) && own == 0 && r.Table.Room(key, s.Now()) > 900
+				}, 5*time.Second, time.Millisecond, "%s: the early sync settled, with a lease", key)
+				admit(t, s, r, key, 20) // on the lease: the pass leases it the next bucket
+			}
+			due := (k+1)*geo.Sub() - aheadLead(r.Rule)
+			require.Less(t, s.Now(), due-int64(200*time.Millisecond), "the keys took their leases well before the pass")
+			if tt.warm {
+				time.Sleep(time.Duration(due-s.Now()) - 100*time.Millisecond)
+				warmUp(t, s, r, true)
+			}
+			servedAmid(t, h, r, reserveBefore(t, h, s, r), keys, tt.amid)
+		})
+	}
+}
+
+// TestCycleServesReservations: as TestPassServesReservations, for a sync
+// cycle's per-key calls.
+func TestCycleServesReservations(t *testing.T) {
+	t.Parallel()
+	for _, tt := range waited {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, h := hooked(t)
+			loadScript(t, c) // no call sent twice for a NOSCRIPT
+			r := newRule(t, "api", window.NewSliding(time.Minute, 6), 1000, 10)
+			cfg := testConfig(c, "A")
+			cfg.perKey = true // every key on the per-key path
+			s, err := newSyncer(cfg, r)
+			require.NoError(t, err)
+			require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+			s.setHealth(true, nil)
+			const keys = 5 * urgentEvery
+			for i := range keys {
+				key := "p" + itoa(int64(i))
+				h.first[r.KeyName(key)] = true
+				admit(t, s, r, key, 1) // dirty: in the cycle
+			}
+			if tt.warm {
+				warmUp(t, s, r, false)
+			}
+			reserved := reserveBefore(t, h, s, r)
+			require.NoError(t, s.cycle()) // on this goroutine: no loop serves the reservation but the cycle
+			servedAmid(t, h, r, reserved, keys, tt.amid)
+		})
 	}
 }

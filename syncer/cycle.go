@@ -134,17 +134,11 @@ func (s *Syncer) cycle() error {
 			// which the store recognises as run; the cycle goes on.
 			_ = s.settleBulk(landed)
 		}
-		if len(rest) > 0 {
-			if perr := s.syncPerKey(ctx, rest); perr != nil {
-				err = cmp.Or(err, perr)
-				// Redis answered with an error for some keys (their
-				// batches are kept): go on with the others. A store
-				// that failed leaves the rest queued.
-				if !s.healthy.Load() {
-					s.requeue(items[end:])
-					break
-				}
-			}
+		done, perr := s.perKeyAmid(ctx, rest, landAll)
+		err = cmp.Or(err, perr)
+		if !done {
+			s.requeue(items[end:])
+			break
 		}
 	}
 	if lerr := landAll(); lerr != nil {
@@ -332,6 +326,34 @@ func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
 		return err
 	}
 	return s.syncPerKey(ctx, rest)
+}
+
+// perKeyAmid syncs a cycle's items of the per-key path, step keys to a
+// pipeline, and between two pipelines serves the reservations and early
+// syncs queued meanwhile, once land has landed the bulk calls in flight
+// (they may hold the same keys). It returns the first error, and done false
+// if the cycle must stop: the store failed, and the items not sent are
+// queued again. An error Redis answered for some keys (their batches are
+// kept) does not stop it.
+func (s *Syncer) perKeyAmid(ctx context.Context, items []item, land func() error) (done bool, err error) {
+	for len(items) > 0 {
+		n := min(len(items), s.step())
+		perr := s.syncPerKey(ctx, items[:n])
+		items = items[n:]
+		err = cmp.Or(err, perr)
+		if perr != nil && !s.healthy.Load() {
+			s.requeue(items)
+			return false, err
+		}
+		if len(items) > 0 && s.hasUrgent() {
+			if lerr := land(); lerr != nil {
+				s.requeue(items)
+				return false, cmp.Or(err, lerr)
+			}
+			s.serveUrgent()
+		}
+	}
+	return true, err
 }
 
 // split separates the items that take the bulk path from the others.

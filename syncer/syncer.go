@@ -197,6 +197,8 @@ type Syncer struct {
 	totals []int64
 	acked  []window.Bucket
 	free   []*batch // batches for reuse (newBatch)
+	// urgentAt is when the loop last served a reservation (step).
+	urgentAt time.Time
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
 
