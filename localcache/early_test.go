@@ -176,6 +176,41 @@ func TestEarlyBusy(t *testing.T) {
 	}
 }
 
+// TestEarlyNewKeys: a key never synced asks for an early sync at the
+// admission that leaves it half of its cap, newAsks such keys a sub-window
+// per table; past them, a new key asks only once it has used its cap, as a
+// key with no history did before; the next sub-window brings newAsks more.
+func TestEarlyNewKeys(t *testing.T) {
+	t.Parallel()
+	geo := window.NewSliding(time.Minute, 6)
+	tb := mkTable(t, geo, 100, true)
+	tb.SetLimits(Limits{Cap: 2, Share: 25, Mode: policy.FailLocal})
+	var woken atomic.Int64
+	tb.OnEarly(func() { woken.Add(1) })
+	t0 := bucketStart(geo, 0)
+	tb.Tick(t0)
+	asked := func(key string, now int64) bool {
+		before := woken.Load()
+		require.Equal(t, Allowed, tb.AllowAt(key, now, 1).Status, key)
+		return woken.Load() > before
+	}
+	for i := range newAsks {
+		assert.True(t, asked(fmt.Sprintf("new%d", i), t0), "new key %d asks at its first unit", i)
+	}
+	assert.False(t, asked("late", t0), "past the budget: no ask at the first unit")
+	assert.True(t, asked("late", t0), "its cap used up: asks")
+
+	// A key synced since, with no history, does not ask at its first unit.
+	r, ok := tb.Ref("old")
+	require.True(t, ok)
+	tb.Settle(r, t0, nil, geo.Index(t0)-1, []int64{0, 0}, Bucket{})
+	t1 := t0 + geo.Sub()
+	tb.Tick(t1)
+	assert.False(t, asked("old", t1), "a key synced, with no history: no ask at its first unit")
+	assert.True(t, asked("next", t1), "a sub-window later, a new key asks again")
+	require.Len(t, tb.Early(nil), newAsks+2, "the asks, each key once")
+}
+
 // TestEarlyConcurrent: keys asked for by many goroutines at once are each on
 // the list once, and the list holds them all.
 func TestEarlyConcurrent(t *testing.T) {

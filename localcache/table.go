@@ -47,11 +47,12 @@ type Table struct {
 	// The dirty and early list heads are written by checks that dirty a
 	// clean key or ask for an early sync; keep them off the cache line every
 	// check reads (pos, now, nowUs, reset).
-	_     [64]byte
-	dirty atomic.Pointer[hdr]
-	early atomic.Pointer[hdr]    // keys asking for an early sync (early.go)
-	wake  atomic.Pointer[func()] // OnEarly
-	_     [40]byte
+	_      [64]byte
+	dirty  atomic.Pointer[hdr]
+	early  atomic.Pointer[hdr]    // keys asking for an early sync (early.go)
+	wake   atomic.Pointer[func()] // OnEarly
+	newDue atomic.Int64           // the theoretical time of the next early ask of a new key (newAsk)
+	_      [32]byte
 }
 
 func newTable(cfg Config, slots int) (*Table, error) {
