@@ -193,6 +193,9 @@ func TestVerdictText(t *testing.T) {
 	idle := held
 	idle.Name, idle.Settings.Profile = "churn", "churn"
 	idle.Accuracy = oracle.Summary{QuietKeys: 59}
+	low := held
+	low.Name, low.Settings.Profile = "boundary", "boundary"
+	low.Accuracy.UtilizationMin, low.Accuracy.AlgoUtilizationMin = 0.766, 0.761
 	for _, c := range []struct {
 		name string
 		ss   []Scenario
@@ -202,6 +205,7 @@ func TestVerdictText(t *testing.T) {
 		{"held, one idle", []Scenario{held, idle}, "Verdict: all promises held (4 judged over 2 profiles; 2 had nothing to judge, marked –); Allow p99.9"},
 		{"one broken", []Scenario{held, denied}, "Verdict: 1 promise broken: join-leave: no false denials (2 of 18 denied); Allow p99.9"},
 		{"two broken", []Scenario{over, denied}, "Verdict: 2 promises broken: sync-burst: fleet's over-admission ≤ ε (+1.08% (algorithm's own"},
+		{"utilization, with the algorithm's own", []Scenario{low}, "Verdict: 1 promise broken: boundary: utilization ≥ 90 % (lowest 76.6%; the algorithm alone, run centrally: 76.1%); Allow p99.9"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

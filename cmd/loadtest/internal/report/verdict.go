@@ -37,6 +37,11 @@ type Check struct {
 	Held bool
 	// Figure is the measured value, as the verdict shows it.
 	Figure string
+	// Alone is, for a broken utilization promise, the lowest utilization
+	// of the rule's algorithm run centrally on the same checks: the part
+	// of the loss that is the algorithm's own, which the summary line
+	// gives beside the figure.
+	Alone string
 }
 
 // Mark is the check's sign: ✓ held, ✗ broken, – not exercised.
@@ -87,6 +92,9 @@ func Verdict(s *Scenario) []Check {
 	use := Check{Promise: PromiseUtilization, Exercised: a.HotKeys > 0, Held: a.UtilizationMin >= MinUtilization}
 	if use.Exercised {
 		use.Figure = "lowest " + pct1(a.UtilizationMin)
+		if !use.Held {
+			use.Alone = pct1(a.AlgoUtilizationMin)
+		}
 	} else {
 		use.Figure = "no key offered ≥ 2·L"
 	}
@@ -229,7 +237,11 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 			}
 			judged++
 			if !c.Held {
-				broken = append(broken, fmt.Sprintf("%s: %s (%s)", label(s), c.Promise, c.Figure))
+				figure := c.Figure
+				if c.Alone != "" {
+					figure += "; the algorithm alone, run centrally: " + c.Alone
+				}
+				broken = append(broken, fmt.Sprintf("%s: %s (%s)", label(s), c.Promise, figure))
 			}
 		}
 		l := &s.Waits.Latency
