@@ -57,7 +57,8 @@ func (s *Syncer) aheadWait() time.Duration {
 // leaseAhead runs the lease-ahead pass of every rule whose pass is due: it
 // syncs, with a request for a lease of the next bucket, each of the rule's
 // keys that used leased units in a bucket of the window and wants one
-// (Keys.NextWant), and forgets those that used none.
+// (Keys.NextWant), and forgets those that used none. The keys go out step
+// to a pipeline, the reservations queued meanwhile served between two.
 func (s *Syncer) leaseAhead() {
 	now := s.Now()
 	due := make(map[*Rule]int64)
@@ -98,7 +99,9 @@ func (s *Syncer) leaseAhead() {
 	step := s.step()
 	for i := 0; i < len(items); i += step {
 		if i > 0 && s.hasUrgent() {
-			s.serveUrgent()
+			if s.serveUrgent(); !s.healthy.Load() {
+				return // the store failed them: the rest would fail too
+			}
 		}
 		end := min(i+step, len(items))
 		if err := s.syncKeys(s.life, items[i:end]); err != nil && !s.healthy.Load() {
