@@ -103,27 +103,24 @@ func (t *Table) busy(e *hdr, left int64) bool {
 // its second admission, and its third, arriving before that sync came back
 // (3 % of the new keys of the load test's churn profile, checked 100 times
 // a second per instance), waited for the store: the most of the slow checks
-// of keys within their limit there (42 of a run's 40,000 at the median,
-// against 5 with the ask at the first admission). Four a sub-window serve a
-// churn of up to about 40 new keys a second per instance at a 1 s window,
-// and cost the store at most as many per-key calls a second where most new
-// keys are checked once (a million-key long tail).
+// of keys within their limit there (44 of a run's 40,000 at the median,
+// against 8 with this budget, five alternating runs). Four a sub-window
+// serve a churn of up to about 40 new keys a second per instance at a 1 s
+// window, and cost the store at most as many per-key calls a second where
+// most new keys are checked once (a million-key long tail).
 const newAsks = 4
 
-// newAsk takes one of the table's early asks of new keys, newAsks a
-// sub-window at most: a GCRA on the published time, t.newDue the
-// theoretical time of the next ask, a burst of newAsks allowed. It
-// reports false if none is left.
+// newAsk takes one of the table's early asks of new keys (t.newRate on the
+// published time, its TAT t.newDue); false if none is left.
 func (t *Table) newAsk() bool {
-	now, sub := t.now.Load(), t.geo.Sub()
-	step := max(sub/newAsks, 1)
+	now := t.now.Load()
 	for {
-		due := t.newDue.Load()
-		tat := max(due, now)
-		if tat-now > sub-step {
+		tat := t.newDue.Load()
+		next, ok := t.newRate.Admit(tat, now, 1)
+		if !ok {
 			return false
 		}
-		if t.newDue.CompareAndSwap(due, tat+step) {
+		if t.newDue.CompareAndSwap(tat, next) {
 			return true
 		}
 	}

@@ -37,6 +37,7 @@ type Table struct {
 	clock     func() int64              // Config.Now: catches up a stale published time
 	seed      maphash.Seed              // hashes keys for the admission rule
 	strangers atomic.Pointer[winSketch] // untracked keys' counts, allocated on first use
+	newRate   window.GCRA               // the early asks of new keys: newAsks a sub-window (newAsk)
 
 	gen    atomic.Uint32
 	capv   atomic.Int64
@@ -51,7 +52,7 @@ type Table struct {
 	dirty  atomic.Pointer[hdr]
 	early  atomic.Pointer[hdr]    // keys asking for an early sync (early.go)
 	wake   atomic.Pointer[func()] // OnEarly
-	newDue atomic.Int64           // the theoretical time of the next early ask of a new key (newAsk)
+	newDue atomic.Int64           // newRate's TAT (newAsk)
 	_      [32]byte
 }
 
@@ -77,6 +78,9 @@ func newTable(cfg Config, slots int) (*Table, error) {
 	}
 	if t.eventual {
 		t.ok = stDirty
+		if t.span >= 2 { // a fixed window never asks (busy)
+			t.newRate = window.NewGCRA(time.Duration(cfg.Geometry.Sub()), newAsks, newAsks)
+		}
 	}
 	t.limit.Store(cfg.Limit)
 	t.capv.Store(NoCap)
