@@ -57,8 +57,9 @@ func (s *Syncer) aheadWait() time.Duration {
 // leaseAhead runs the lease-ahead pass of every rule whose pass is due: it
 // syncs, with a request for a lease of the next bucket, each of the rule's
 // keys that used leased units in a bucket of the window and wants one
-// (Keys.NextWant), and forgets those that used none. The keys go out step
-// to a pipeline, the reservations queued meanwhile served between two.
+// (Keys.NextWant), and forgets those that used none. The keys go out as a
+// cycle's per-key calls do (perKeyAmid), serving the reservations queued
+// meanwhile.
 func (s *Syncer) leaseAhead() {
 	now := s.Now()
 	due := make(map[*Rule]int64)
@@ -96,16 +97,12 @@ func (s *Syncer) leaseAhead() {
 		}
 	}
 	s.stats.earlySyncs.Add(int64(len(items)))
-	step := s.step()
-	for i := 0; i < len(items); i += step {
-		if i > 0 && s.hasUrgent() {
-			if s.serveUrgent(); !s.healthy.Load() {
-				return // the store failed them: the rest would fail too
-			}
-		}
-		end := min(i+step, len(items))
-		if err := s.syncKeys(s.life, items[i:end]); err != nil && !s.healthy.Load() {
-			return
-		}
+	// Its items take the per-key path (they ask for leases): as syncKeys,
+	// an unanswered bulk call goes first. Nothing of the pass is in
+	// flight between its pipelines.
+	if err := s.resendBulk(s.life); err != nil {
+		s.requeue(items)
+		return
 	}
+	_, _ = s.perKeyAmid(s.life, items, nil)
 }

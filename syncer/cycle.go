@@ -328,13 +328,14 @@ func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
 	return s.syncPerKey(ctx, rest)
 }
 
-// perKeyAmid syncs a cycle's items of the per-key path, step keys to a
-// pipeline, and between two pipelines serves the reservations and early
-// syncs queued meanwhile, once land has landed the bulk calls in flight
-// (they may hold the same keys). It returns the first error, and done false
-// if the cycle must stop: the store failed, and the items not sent are
-// queued again. An error Redis answered for some keys (their batches are
-// kept) does not stop it.
+// perKeyAmid syncs items of the per-key path (a cycle's, a lease-ahead
+// pass's), step keys to a pipeline, and between two pipelines serves the
+// reservations and early syncs queued meanwhile, once land (nil: nothing
+// in flight) has landed the bulk calls in flight (they may hold the same
+// keys). It returns the first error, and done false if the caller must
+// stop: the store failed, and the items not sent are queued again. An
+// error Redis answered for some keys (their batches are kept) does not
+// stop it.
 func (s *Syncer) perKeyAmid(ctx context.Context, items []item, land func() error) (done bool, err error) {
 	for len(items) > 0 {
 		n := min(len(items), s.step())
@@ -345,12 +346,18 @@ func (s *Syncer) perKeyAmid(ctx context.Context, items []item, land func() error
 			s.requeue(items)
 			return false, err
 		}
-		if len(items) > 0 && s.hasUrgent() {
+		if len(items) == 0 || !s.hasUrgent() {
+			continue
+		}
+		if land != nil {
 			if lerr := land(); lerr != nil {
 				s.requeue(items)
 				return false, cmp.Or(err, lerr)
 			}
-			s.serveUrgent()
+		}
+		if s.serveUrgent(); !s.healthy.Load() {
+			s.requeue(items) // the store failed them: the rest would fail too
+			return false, err
 		}
 	}
 	return true, err

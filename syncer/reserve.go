@@ -223,7 +223,7 @@ const urgentRecent = time.Second
 // their limits, or a cluster, where every key takes the per-key path) pays
 // no round trip more for its cycles. Loop only.
 func (s *Syncer) step() int {
-	if !s.urgentAt.IsZero() && time.Since(s.urgentAt) < urgentRecent {
+	if time.Since(s.urgentAt) < urgentRecent { // never: the zero time, long ago
 		return min(s.cfg.Batch, urgentEvery)
 	}
 	return s.cfg.Batch
