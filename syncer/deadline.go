@@ -16,7 +16,7 @@ import (
 // mode. A loaded store, or a process starved of CPU, answers late; it must
 // not be judged down, since an instance that alone decides by its failure
 // mode admits its part of the limit outside the fleet's count. So the
-// store is judged down only when all three hold:
+// store is judged down only when all of these hold:
 //
 //   - timeoutsDown checks in a row that needed the store got no answer
 //     within Timeout;
@@ -28,7 +28,13 @@ import (
 //     the replies may wait unread. The limiter's ticker calls Pulse every
 //     millisecond; a gap of starveGap or more between two pulses makes the
 //     next silentDown of silence count for nothing;
-//   - a probe (PING) sent then gets no answer within probeWait.
+//   - a probe (PING) sent then gets no answer within probeWait, while no
+//     goroutine waited starveGap or more for a CPU (the runtime's
+//     scheduling latencies, longWaits): the ticker's goroutine, woken by
+//     a timer, runs next on its P, but one woken by a network reply
+//     joins the back of a run queue, behind every busy goroutine, so
+//     replies can wait unread while the pulses keep time. If one did, the probe proves
+//     nothing, and silence counts for nothing as after a late Pulse.
 
 // starveGap is the longest gap between two Pulses that still shows a
 // process able to run its goroutines on time.
@@ -104,6 +110,7 @@ func (s *Syncer) timedOut() {
 // client gives up).
 func (s *Syncer) probe(n int64, silent time.Duration) {
 	defer s.probing.Store(false)
+	waits := s.longWaits()
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(s.life, s.cfg.OpTimeout)
@@ -121,6 +128,20 @@ func (s *Syncer) probe(n int64, silent time.Duration) {
 		}
 		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, and a probe failed: %w", ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), err))
 	case <-timer.C:
+		select {
+		case err := <-done: // both were ready: the reply came in time
+			if replied(err) {
+				return
+			}
+		default:
+		}
+		if s.longWaits() > waits {
+			// Goroutines waited starveGap or more for a CPU meanwhile: the
+			// reply may be waiting unread. Inconclusive, as after a late
+			// Pulse.
+			s.starved.Store(s.localNow() + int64(s.silentDown()))
+			return
+		}
 		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, nor a probe for %v", ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), s.probeWait()))
 	case <-s.done:
 	}

@@ -1,6 +1,10 @@
 package syncer
 
 import (
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,4 +46,58 @@ func TestStarvedSilenceIsNoHang(t *testing.T) {
 	s.timedOut()
 	require.True(t, s.probing.Load(), "a probe is out")
 	require.Eventually(t, func() bool { return !s.Healthy() }, 5*time.Second, time.Millisecond, "a hung store is judged down")
+}
+
+// TestStarvedProbeIsNoHang: the probe that would judge a silent store down
+// is inconclusive if goroutines waited starveGap or more for a CPU while it
+// waited (the runtime's scheduling latencies): its reply may be waiting
+// unread behind them. The store stays up, and silence counts for nothing
+// for a while, as after a late Pulse. Without such waits, a hung store is
+// judged down.
+func TestStarvedProbeIsNoHang(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		waits     func() func() uint64
+		wantUp    bool
+		wantStarv bool
+	}{
+		{"goroutines waited for a CPU during the probe", func() func() uint64 {
+			var n atomic.Uint64
+			return func() uint64 { return n.Add(1) }
+		}, true, true},
+		{"none did", func() func() uint64 {
+			return func() uint64 { return 7 }
+		}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			s := startSyncer(t, testConfig(srv.Client(t), "p"))
+			s.longWaits = tc.waits()
+			srv.Pause()
+			t.Cleanup(srv.Resume)
+			s.lastAnswer.Store(s.localNow() - 2*int64(s.silentDown()))
+			s.timeouts.Store(timeoutsDown)
+			s.timedOut()
+			require.True(t, s.probing.Load(), "a probe is out")
+			require.Eventually(t, func() bool { return !s.probing.Load() }, 5*time.Second, time.Millisecond)
+			require.Equal(t, tc.wantUp, s.Healthy())
+			require.Equal(t, tc.wantStarv, s.starved.Load() > s.localNow(), "silence counts for nothing for a while")
+		})
+	}
+}
+
+// TestLongWaits: the runtime this builds with has the scheduling-latency
+// histogram longWaits reads (else the probe would fall back on silence
+// alone), and its count never goes back.
+func TestLongWaits(t *testing.T) {
+	t.Parallel()
+	i := slices.IndexFunc(metrics.All(), func(d metrics.Description) bool { return d.Name == schedLatencies })
+	require.GreaterOrEqual(t, i, 0, "the runtime has %s", schedLatencies)
+	require.Equal(t, metrics.KindFloat64Histogram, metrics.All()[i].Kind)
+	a := longWaits()
+	runtime.Gosched()
+	require.GreaterOrEqual(t, longWaits(), a)
 }

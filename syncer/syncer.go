@@ -138,6 +138,10 @@ type Syncer struct {
 	closed     atomic.Bool
 	running    atomic.Bool
 
+	// longWaits counts the goroutine waits for a CPU of starveGap or more
+	// so far (schedwait.go; tests replace it).
+	longWaits func() uint64
+
 	fleetMu sync.Mutex
 	fleet   Fleet
 	changed chan struct{}
@@ -243,6 +247,7 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 		uses:     make(map[keyID]use),
 		recs:     make(map[keyID]int64),
 	}
+	s.longWaits = longWaits
 	s.base = time.Now()
 	s.baseN = s.base.UnixNano()
 	s.life, s.kill = context.WithCancel(context.Background())
