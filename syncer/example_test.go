@@ -1,7 +1,6 @@
 package syncer_test
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -24,7 +23,10 @@ func ExampleEncodeKey() {
 
 // Each rule's keys live under the prefix, in a Redis Cluster hash tag of the
 // rule and the key, with the sub-window length in microseconds last. New
-// does not reach the store: Start does.
+// does not reach the store: Start registers the instance and starts the
+// background loop, Flush pushes every pending count at once, and Close
+// flushes and leaves the registry (the limiter of package sluice drives all
+// three).
 func ExampleRule_KeyName() {
 	geo := window.NewWeighted(time.Second, 10)
 	tb, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, ByNeed: true, Keys: localcache.NewKeys(1000)})
@@ -48,45 +50,4 @@ func ExampleRule_KeyName() {
 	fmt.Println(s.Rule("api").KeyName("user:42"))
 	// Output:
 	// sluice:{api:user%3A42}:100000
-}
-
-// A syncer's life, as the limiter of package sluice drives it: Start
-// registers the instance and starts the background loop, Flush pushes every
-// pending count now, Close flushes and leaves the registry. Checks go to the
-// rule's table (Allow); a check the table answers OverCap goes to Reserve,
-// which the store decides.
-func ExampleSyncer_Start() {
-	geo := window.NewWeighted(time.Second, 10)
-	tb, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, ByNeed: true, Keys: localcache.NewKeys(100_000)})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer c.Close()
-	s, err := syncer.New(syncer.Config{
-		Client:     c,
-		Prefix:     "sluice",
-		InstanceID: "web-1",
-		Interval:   100 * time.Millisecond,
-		Timeout:    50 * time.Millisecond,
-	}, syncer.RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tb, Leases: true})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ctx := context.Background()
-	if err := s.Start(ctx); err != nil {
-		fmt.Println("store unreachable, syncing on:", err)
-	}
-	defer s.Close(ctx)
-
-	if v := tb.Allow("user:42", 1); v.Status == localcache.OverCap {
-		r, _ := tb.Ref("user:42")
-		a, err := s.Reserve(ctx, s.Rule("api"), "user:42", r, 1)
-		fmt.Println(a, err)
-	}
-	if err := s.Flush(ctx); err != nil {
-		fmt.Println(err)
-	}
 }
