@@ -30,10 +30,10 @@ import (
 //     next silentDown of silence count for nothing;
 //   - a probe (PING) sent then gets no answer within probeWait, while no
 //     goroutine waited starveGap or more for a CPU (the runtime's
-//     scheduling latencies, longWaits): the ticker's goroutine, woken by
-//     a timer, runs next on its P, but one woken by a network reply
-//     joins the back of a run queue, behind every busy goroutine, so
-//     replies can wait unread while the pulses keep time. If one did, the probe proves
+//     scheduling latencies, longWaits): the ticker's goroutine, woken by a
+//     timer, runs next on its P, but one woken by a network reply joins
+//     the back of a run queue, behind every busy goroutine, so replies can
+//     wait unread while the pulses keep time. If one did, the probe proves
 //     nothing, and silence counts for nothing as after a late Pulse.
 
 // starveGap is the longest gap between two Pulses that still shows a
