@@ -314,18 +314,25 @@ func servedAmid(t *testing.T, h *orderHook, r *testRule, reserved <-chan error, 
 	assert.Equal(t, 1, pipelines, "pipelines of the keys")
 }
 
-// waited are the cases of TestPassServesReservations and
-// TestCycleServesReservations: whether a check waited for the store just
-// before (the syncer then sends its background work in pipelines of
-// urgentEvery keys, serving reservations between them) or not for a while
-// (one pipeline of Config.Batch keys: no round trip more).
-var waited = []struct {
-	name string
-	warm bool
-	amid bool
-}{
-	{"a check waited just before", true, true},
-	{"no check waited", false, false},
+// eachWaited runs test in a parallel subtest for each case of
+// TestPassServesReservations and TestCycleServesReservations: a check
+// waited for the store just before (warm: the syncer then sends its
+// background work in pipelines of urgentEvery keys, serving reservations
+// between them) or none did for a while (one pipeline of Config.Batch
+// keys: no round trip more).
+func eachWaited(t *testing.T, test func(t *testing.T, warm bool)) {
+	for _, tt := range []struct {
+		name string
+		warm bool
+	}{
+		{"a check waited just before", true},
+		{"no check waited", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, tt.warm)
+		})
+	}
 }
 
 // TestPassServesReservations: a reservation queued while a lease-ahead pass
@@ -334,62 +341,56 @@ var waited = []struct {
 // thousand keys held the checks that waited for the store for 20-50 ms).
 func TestPassServesReservations(t *testing.T) {
 	t.Parallel()
-	for _, tt := range waited {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, h := hooked(t)
-			geo, r, s, k := leasing(t, c)
-			const keys = 5 * urgentEvery
-			for i := range keys {
-				key := "p" + itoa(int64(i))
-				h.first[r.KeyName(key)] = true
-				busy(t, s, r, key)
-				admit(t, s, r, key, 5) // the fifth asks for an early sync, which brings a lease
-				require.Eventually(t, func() bool {
-					_, own := estimate(t, r.Table, key, s.Now())
-					return s.Stats().EarlySyncs == int64(i+1) && own == 0 && r.Table.Room(key, s.Now()) > 900
-				}, 5*time.Second, time.Millisecond, "%s: the early sync settled, with a lease", key)
-				admit(t, s, r, key, 20) // on the lease: the pass leases it the next bucket
-			}
-			due := (k+1)*geo.Sub() - aheadLead(r.Rule)
-			require.Less(t, s.Now(), due-int64(200*time.Millisecond), "the keys took their leases well before the pass")
-			if tt.warm {
-				time.Sleep(time.Duration(due-s.Now()) - 100*time.Millisecond)
-				warmUp(t, s, r, true)
-			}
-			servedAmid(t, h, r, reserveBefore(t, h, s, r), keys, tt.amid)
-		})
-	}
+	eachWaited(t, func(t *testing.T, warm bool) {
+		c, h := hooked(t)
+		geo, r, s, k := leasing(t, c)
+		const keys = 5 * urgentEvery
+		for i := range keys {
+			key := "p" + itoa(int64(i))
+			h.first[r.KeyName(key)] = true
+			busy(t, s, r, key)
+			admit(t, s, r, key, 5) // the fifth asks for an early sync, which brings a lease
+			require.Eventually(t, func() bool {
+				_, own := estimate(t, r.Table, key, s.Now())
+				return s.Stats().EarlySyncs == int64(i+1) && own == 0 && r.Table.Room(key, s.Now()) > 900
+			}, 5*time.Second, time.Millisecond, "%s: the early sync settled, with a lease", key)
+			admit(t, s, r, key, 20) // on the lease: the pass leases it the next bucket
+		}
+		due := (k+1)*geo.Sub() - aheadLead(r.Rule)
+		require.Less(t, s.Now(), due-int64(200*time.Millisecond), "the keys took their leases well before the pass")
+		if warm {
+			time.Sleep(time.Duration(due-s.Now()) - 100*time.Millisecond)
+			warmUp(t, s, r, true)
+		}
+		servedAmid(t, h, r, reserveBefore(t, h, s, r), keys, warm)
+	})
 }
 
 // TestCycleServesReservations: as TestPassServesReservations, for a sync
 // cycle's per-key calls.
 func TestCycleServesReservations(t *testing.T) {
 	t.Parallel()
-	for _, tt := range waited {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, h := hooked(t)
-			loadScript(t, c) // no call sent twice for a NOSCRIPT
-			r := newRule(t, "api", window.NewSliding(time.Minute, 6), 1000, 10)
-			cfg := testConfig(c, "A")
-			cfg.perKey = true // every key on the per-key path
-			s, err := newSyncer(cfg, r)
-			require.NoError(t, err)
-			require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
-			s.setHealth(true, nil)
-			const keys = 5 * urgentEvery
-			for i := range keys {
-				key := "p" + itoa(int64(i))
-				h.first[r.KeyName(key)] = true
-				admit(t, s, r, key, 1) // dirty: in the cycle
-			}
-			if tt.warm {
-				warmUp(t, s, r, false)
-			}
-			reserved := reserveBefore(t, h, s, r)
-			require.NoError(t, s.cycle()) // on this goroutine: no loop serves the reservation but the cycle
-			servedAmid(t, h, r, reserved, keys, tt.amid)
-		})
-	}
+	eachWaited(t, func(t *testing.T, warm bool) {
+		c, h := hooked(t)
+		loadScript(t, c) // no call sent twice for a NOSCRIPT
+		r := newRule(t, "api", window.NewSliding(time.Minute, 6), 1000, 10)
+		cfg := testConfig(c, "A")
+		cfg.perKey = true // every key on the per-key path
+		s, err := newSyncer(cfg, r)
+		require.NoError(t, err)
+		require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+		s.setHealth(true, nil)
+		const keys = 5 * urgentEvery
+		for i := range keys {
+			key := "p" + itoa(int64(i))
+			h.first[r.KeyName(key)] = true
+			admit(t, s, r, key, 1) // dirty: in the cycle
+		}
+		if warm {
+			warmUp(t, s, r, false)
+		}
+		reserved := reserveBefore(t, h, s, r)
+		require.NoError(t, s.cycle()) // on this goroutine: no loop serves the reservation but the cycle
+		servedAmid(t, h, r, reserved, keys, warm)
+	})
 }
