@@ -56,7 +56,8 @@ func (l *Limiter) applyFleet() {
 }
 
 // background publishes the time every tickEvery, applies the fleet view
-// when the syncer reports a change, and sweeps idle keys.
+// when the syncer reports a change, sweeps idle keys, and starts counting
+// checks once the application sets the global MeterProvider.
 func (l *Limiter) background() {
 	defer l.wg.Done()
 	t := time.NewTicker(tickEvery)
@@ -85,6 +86,7 @@ func (l *Limiter) background() {
 		// clock themselves (a custom Clock, short sub-windows): the syncer
 		// ends a lease only once the published time has left its bucket.
 		l.tick()
+		l.tel.watchGlobal()
 		if l.sync != nil {
 			l.sync.Pulse() // a late tick: a starved process, not a silent store
 		}

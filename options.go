@@ -120,7 +120,8 @@ type Options struct {
 	// application sets one. Checks are counted on per-rule counters that
 	// the metrics read when collected: a check never calls the provider.
 	// With the no-op provider (go.opentelemetry.io/otel/metric/noop) they
-	// are not counted at all.
+	// are not counted at all; with the global one, not until the
+	// application sets it (otel.SetMeterProvider, before or after New).
 	MeterProvider metric.MeterProvider
 	// TracerProvider receives a span per sync cycle and per round trip of
 	// checks handed to the store (never one per check). Default: the global

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,12 @@ type telemetry struct {
 	meter  metric.Meter
 	count  bool // the MeterProvider is not the no-op one: count checks
 	reg    metric.Registration
+	// unset is the global MeterProvider's stand-in, which the limiter got
+	// because no application had set one when it was built; waiting is true
+	// until the application sets one (watchGlobal). Meanwhile the rules'
+	// counts are paused: nothing could read them.
+	unset   metric.MeterProvider
+	waiting atomic.Bool
 
 	// Synchronous instruments, recorded by the syncer's loop.
 	cycleTime  metric.Float64Histogram
@@ -84,6 +91,10 @@ func newTelemetry(opts *Options) *telemetry {
 	}
 	_, off := mp.(metricnoop.MeterProvider)
 	t.count = !off
+	if opts.MeterProvider == nil && unsetGlobal(mp) {
+		t.unset = mp
+		t.waiting.Store(true)
+	}
 	t.meter = mp.Meter(instrumentationName)
 	t.tracer = tp.Tracer(instrumentationName)
 	var errs []error
@@ -134,6 +145,9 @@ func (t *telemetry) addRule(name string) *engine.Counts {
 		}
 	}
 	rt := &ruleTelemetry{name: name, counts: new(engine.Counts)}
+	if t.waiting.Load() {
+		rt.counts.Pause()
+	}
 	for p := range engine.NumPaths {
 		for o := range engine.NumOutcomes {
 			rt.attrs[p][o] = metric.WithAttributeSet(attribute.NewSet(
@@ -146,6 +160,41 @@ func (t *telemetry) addRule(name string) *engine.Counts {
 	t.excessAttr.Store(name, metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name))))
 	t.rules = append(t.rules, rt)
 	return rt.counts
+}
+
+// globalPkg is the package of the stand-in that otel.GetMeterProvider
+// returns until an application sets a provider (otel.SetMeterProvider): it
+// forwards to the one set then.
+const globalPkg = "go.opentelemetry.io/otel/internal/global"
+
+// unsetGlobal reports whether mp is that stand-in.
+func unsetGlobal(mp metric.MeterProvider) bool {
+	rt := reflect.TypeOf(mp)
+	return rt != nil && rt.Kind() == reflect.Pointer && rt.Elem().PkgPath() == globalPkg
+}
+
+// watchGlobal starts counting checks once the application has set the
+// global MeterProvider that the limiter's instruments forward to, unless it
+// set the no-op one. The background loop calls it every tick: the checks of
+// the millisecond before are not counted, nor those before it was set, when
+// no provider could collect them.
+func (t *telemetry) watchGlobal() {
+	if !t.waiting.Load() {
+		return
+	}
+	mp := otel.GetMeterProvider()
+	if mp == t.unset { // a set provider has another type: no panic on comparing
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.waiting.Store(false)
+	if _, off := mp.(metricnoop.MeterProvider); off {
+		return
+	}
+	for _, rt := range t.rules {
+		rt.counts.Resume()
+	}
 }
 
 // start registers the observable instruments, which read l when the

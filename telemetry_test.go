@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -36,6 +39,26 @@ func TestErrKind(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			assert.Equal(t, c.want, errKindNames[errKind(c.err)])
+		})
+	}
+}
+
+// TestUnsetGlobal: the global MeterProvider's stand-in (no test of this
+// package sets a global provider) is told from a provider set explicitly.
+func TestUnsetGlobal(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		mp   metric.MeterProvider
+		want bool
+	}{
+		{"global stand-in", otel.GetMeterProvider(), true},
+		{"no-op", metricnoop.NewMeterProvider(), false},
+		{"none", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, c.want, unsetGlobal(c.mp))
 		})
 	}
 }

@@ -21,7 +21,7 @@ var telemetrySettings = []string{"off", "global", "sdk"}
 // BenchmarkTelemetry measures Allow (sluice eventual, idle syncer, allow
 // path) with telemetry off (the no-op MeterProvider: checks are not
 // counted), with the default (the global provider, which no application has
-// set here: checks are counted, nobody reads them) and with the real SDK (a
+// set here: checks are not counted until one is) and with the real SDK (a
 // ManualReader; collected after the timed loop, which checks the count).
 // The three run side by side in one process. Names:
 // set=<hot|10k>/tel=<off|global|sdk>/mode=<serial|parallel>.

@@ -104,7 +104,7 @@ type stripe struct {
 // atomic add on a line that goroutine mostly has to itself); the store and
 // failure-mode paths, which are slow anyway, also count themselves by path
 // (Add). The local path is what is left: Snapshot derives it. A nil *Counts
-// counts nothing.
+// counts nothing, nor does a paused one (Pause).
 type Counts struct {
 	all   [countStripes]stripe
 	paths [NumPaths][NumOutcomes]atomic.Uint64 // PathLocal unused
@@ -112,12 +112,16 @@ type Counts struct {
 	// local is the last local count Snapshot returned: it never goes back
 	// (see Snapshot).
 	local [NumOutcomes]atomic.Uint64
+	// paused is read by every check: on a line of its own, off local,
+	// which every Snapshot writes.
+	_      [64]byte
+	paused atomic.Bool
 }
 
 // Check counts one check of the outcome; every check is counted here once,
 // whatever its path.
 func (c *Counts) Check(o Outcome) {
-	if c == nil {
+	if c == nil || c.paused.Load() {
 		return
 	}
 	c.all[stripeIndex()].n[o].Add(1)
@@ -126,11 +130,21 @@ func (c *Counts) Check(o Outcome) {
 // Add counts a check of outcome o on path p (p is not PathLocal); the check
 // is also counted by Check.
 func (c *Counts) Add(p Path, o Outcome) {
-	if c == nil || p == PathLocal || p >= NumPaths || o >= NumOutcomes {
+	if c == nil || p == PathLocal || p >= NumPaths || o >= NumOutcomes || c.paused.Load() {
 		return
 	}
 	c.paths[p][o].Add(1)
 }
+
+// Pause stops counting until Resume: a paused Counts costs a check one load
+// of a word nothing writes, where counting costs an atomic add. Snapshot
+// returns the checks counted while not paused. A check on a store path in
+// flight across Resume may be counted in the total but not on its path: the
+// local count then holds it.
+func (c *Counts) Pause() { c.paused.Store(true) }
+
+// Resume starts counting again after Pause.
+func (c *Counts) Resume() { c.paused.Store(false) }
 
 // stripeIndex picks a stripe from the address of the calling goroutine's
 // stack: goroutines have stacks of their own, so concurrent checks rarely

@@ -109,6 +109,29 @@ func TestCountsNil(t *testing.T) {
 	assert.Equal(t, [NumPaths][NumOutcomes]uint64{}, cs.Snapshot())
 }
 
+// TestCountsPaused: a paused Counts counts nothing, on no path; once
+// resumed it counts again from where it stood.
+func TestCountsPaused(t *testing.T) {
+	t.Parallel()
+	var cs Counts
+	cs.Check(OutcomeAllowed)
+	cs.Pause()
+	cs.Check(OutcomeAllowed)
+	cs.Add(PathUrgent, OutcomeDenied)
+	cs.Check(OutcomeDenied)
+	s := cs.Snapshot()
+	assert.Equal(t, uint64(1), s[PathLocal][OutcomeAllowed])
+	assert.Zero(t, s[PathUrgent][OutcomeDenied])
+	assert.Zero(t, s[PathLocal][OutcomeDenied])
+	cs.Resume()
+	cs.Add(PathUrgent, OutcomeDenied)
+	cs.Check(OutcomeDenied)
+	s = cs.Snapshot()
+	assert.Equal(t, uint64(1), s[PathLocal][OutcomeAllowed])
+	assert.Equal(t, uint64(1), s[PathUrgent][OutcomeDenied])
+	assert.Zero(t, s[PathLocal][OutcomeDenied])
+}
+
 // TestNames: the paths and outcomes are named as the metrics' attributes.
 func TestNames(t *testing.T) {
 	t.Parallel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -373,6 +374,55 @@ func TestTelemetryAllowDoesNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(10000, func() { _, _ = l.Allow(ctx, "api", "k") })
 	assert.Zero(t, allocs)
 	assert.Equal(t, int64(100+10001), sumOf(t, sdk.collect(t)["sluice.checks"]))
+}
+
+// TestTelemetryGlobalProvider: a limiter built before the application sets
+// the global MeterProvider (no Options.MeterProvider) counts no check until
+// then, and counts every check once the provider is set, through the
+// instruments it registered at New. It is the only test of this package
+// that sets the global provider, which can be set only once for good; the
+// limiters of the other tests that are built after it count into it, under
+// their own rule names.
+func TestTelemetryGlobalProvider(t *testing.T) {
+	t.Parallel()
+	l, err := sluice.New(sluice.Options{},
+		policy.Rule{Name: "global-api", Limit: 100, Window: time.Hour},
+		policy.Rule{Name: "global-probe", Limit: policy.MaxLimit, Window: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	for range 3 {
+		_, err := l.Allow(ctx, "global-api", "k")
+		require.NoError(t, err)
+	}
+
+	sdk := newOtelSDK(t)
+	otel.SetMeterProvider(sdk.mp)
+	checks := func(rule string) int64 {
+		m, ok := sdk.collect(t)["sluice.checks"]
+		if !ok {
+			return 0 // no check counted yet
+		}
+		var n int64
+		for a, v := range sumInt(t, m) {
+			if strings.Contains(a, "rule="+rule+",") || strings.HasSuffix(a, "rule="+rule) {
+				n += v
+			}
+		}
+		return n
+	}
+	// The limiter's background loop sees the provider within a tick: probe
+	// until a check is counted (every rule resumes at once).
+	require.Eventually(t, func() bool {
+		_, err := l.Allow(ctx, "global-probe", "k")
+		return err == nil && checks("global-probe") > 0
+	}, 10*time.Second, time.Millisecond)
+
+	for range 2 {
+		_, err := l.Allow(ctx, "global-api", "k")
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(2), checks("global-api"), "the three checks before the provider was set are not counted")
 }
 
 // syncBuffer is a strings.Builder safe for the logger's and the test's

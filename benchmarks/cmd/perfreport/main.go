@@ -967,7 +967,7 @@ func (r *Report) writeTelemetry(p printer) {
 		return
 	}
 	p("## Telemetry cost\n\n")
-	p("Allow on the allow path (sluice eventual, idle syncer), with telemetry *off* (`Options.MeterProvider` is the no-op provider: checks are not counted), with the *global* provider that no application set (the default: checks are counted on per-rule striped counters that nobody reads), and with the *OTel SDK* (a `ManualReader`, collected after the timed loop). The three run side by side in the same process. ns per check; lower is better.\n\n")
+	p("Allow on the allow path (sluice eventual, idle syncer), with telemetry *off* (`Options.MeterProvider` is the no-op provider: checks are not counted), with the *global* provider that no application set (the default: checks are not counted until an application sets it), and with the *OTel SDK* (a `ManualReader`, collected after the timed loop). The three run side by side in the same process. ns per check; lower is better.\n\n")
 	p("| key set | mode | off | global (default) | OTel SDK | SDK ÷ off | allocs/op (off, global, SDK) |\n|---|---|--:|--:|--:|--:|--:|\n")
 	for _, set := range telemetrySets {
 		for _, mode := range modes {
