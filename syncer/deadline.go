@@ -34,7 +34,15 @@ import (
 //     timer, runs next on its P, but one woken by a network reply joins
 //     the back of a run queue, behind every busy goroutine, so replies can
 //     wait unread while the pulses keep time. If one did, the probe proves
-//     nothing, and silence counts for nothing as after a late Pulse.
+//     nothing, and silence counts for nothing as after a late Pulse — for
+//     doubtsDown probes in a row at most: a reply waits unread behind busy
+//     goroutines for tens of milliseconds, not through probe after probe
+//     seconds apart, and a process starved for good must still see a hung
+//     store judged down.
+
+// doubtsDown is how many probes in a row the scheduling latencies may leave
+// inconclusive; the next one that gets no answer judges the store down.
+const doubtsDown = 2
 
 // starveGap is the longest gap between two Pulses that still shows a
 // process able to run its goroutines on time.
@@ -69,6 +77,9 @@ func (s *Syncer) probeWait() time.Duration {
 func (s *Syncer) answered() {
 	s.timeouts.Store(0)
 	s.lastAnswer.Store(s.localNow())
+	if s.doubts.Load() != 0 {
+		s.doubts.Store(0)
+	}
 }
 
 // heard records the store's answer to a round trip whose result is err, if
@@ -135,10 +146,10 @@ func (s *Syncer) probe(n int64, silent time.Duration) {
 			}
 		default:
 		}
-		if s.longWaits() > waits {
+		if s.longWaits() > waits && s.doubts.Add(1) <= doubtsDown {
 			// Goroutines waited starveGap or more for a CPU meanwhile: the
 			// reply may be waiting unread. Inconclusive, as after a late
-			// Pulse.
+			// Pulse, unless the probes before were too.
 			s.starved.Store(s.localNow() + int64(s.silentDown()))
 			return
 		}

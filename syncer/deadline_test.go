@@ -21,6 +21,9 @@ func TestStarvedSilenceIsNoHang(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	s := startSyncer(t, testConfig(srv.Client(t), "d"))
+	// This test is about the pulses; the probe's own gate, the waits for a
+	// CPU that a busy test run has plenty of, is TestStarvedProbeIsNoHang's.
+	s.longWaits = func() uint64 { return 0 }
 	quiet := func() {
 		// Nothing answered for twice the deadline, and timeouts in a row.
 		s.lastAnswer.Store(s.localNow() - 2*int64(s.silentDown()))
@@ -86,6 +89,29 @@ func TestStarvedProbeIsNoHang(t *testing.T) {
 			require.Equal(t, tc.wantUp, s.Healthy())
 			require.Equal(t, tc.wantStarv, s.starved.Load() > s.localNow(), "silence counts for nothing for a while")
 		})
+	}
+}
+
+// TestProbeDoubtsEnd: waits for a CPU during every probe leave doubtsDown
+// probes in a row inconclusive, not more: the next one that gets no answer
+// judges a hung store down, however starved the process.
+func TestProbeDoubtsEnd(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cfg := testConfig(srv.Client(t), "b")
+	cfg.Timeout = 50 * time.Millisecond // probes of 250 ms, all within the client's 3 s read timeout
+	s := startSyncer(t, cfg)
+	var n atomic.Uint64
+	s.longWaits = func() uint64 { return n.Add(1) } // a wait in every probe
+	// The test runs the probes itself, one after the other: the syncer's
+	// own timeouts against the paused store start none meanwhile.
+	s.starved.Store(s.localNow() + int64(time.Hour))
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	for i := range doubtsDown + 1 {
+		require.True(t, s.probing.CompareAndSwap(false, true))
+		s.probe(timeoutsDown, s.silentDown())
+		require.Equal(t, i < doubtsDown, s.Healthy(), "after probe %d: %v", i+1, s.Fleet().Err)
 	}
 }
 

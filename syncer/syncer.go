@@ -135,6 +135,7 @@ type Syncer struct {
 	probing    atomic.Bool  // a probe confirms a suspected hang (deadline.go)
 	lastPulse  atomic.Int64 // local ns of the last Pulse
 	starved    atomic.Int64 // local ns until which silence proves nothing (deadline.go)
+	doubts     atomic.Int64 // probes in a row that waits for a CPU left inconclusive (deadline.go)
 	closed     atomic.Bool
 	running    atomic.Bool
 
