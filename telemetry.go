@@ -47,7 +47,7 @@ type telemetry struct {
 	count  bool // the MeterProvider is not the no-op one: count checks
 	reg    metric.Registration
 	// unset is the global MeterProvider's stand-in, which the limiter got
-	// because no application had set one when it was built; waiting is true
+	// when no application had set one before it was built; waiting is true
 	// until the application sets one (watchGlobal). Meanwhile the rules'
 	// counts are paused: nothing could read them.
 	unset   metric.MeterProvider
@@ -91,7 +91,7 @@ func newTelemetry(opts *Options) *telemetry {
 	}
 	_, off := mp.(metricnoop.MeterProvider)
 	t.count = !off
-	if opts.MeterProvider == nil && unsetGlobal(mp) {
+	if unsetGlobal(mp) { // the default, or the same stand-in passed in opts
 		t.unset = mp
 		t.waiting.Store(true)
 	}
