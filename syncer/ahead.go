@@ -1,7 +1,5 @@
 package syncer
 
-import "time"
-
 // Leases ahead. A lease lasts one bucket, so without more a busy key would
 // start every bucket on its divergence cap alone (2 units at four instances,
 // 1 at eight) until the early sync its first admissions ask for brings a
@@ -39,19 +37,6 @@ func aheadAt(r *Rule, now int64) int64 {
 		k++
 	}
 	return (k+1)*r.geo.Sub() - aheadLead(r)
-}
-
-// aheadWait returns how long the loop may wait before the next lease-ahead
-// pass is due, or a minute if no rule takes leases.
-func (s *Syncer) aheadWait() time.Duration {
-	now := s.Now()
-	wait := time.Minute
-	for _, r := range s.ruleList() {
-		if r.leases {
-			wait = min(wait, time.Duration(max(aheadAt(r, now)-now, 0)))
-		}
-	}
-	return wait
 }
 
 // leaseAhead runs the lease-ahead pass of every rule whose pass is due: it

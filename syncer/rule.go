@@ -119,6 +119,9 @@ type Rule struct {
 	// ahead is the last bucket whose keys were leased the next one
 	// (ahead.go); owned by the syncer's loop.
 	ahead int64
+	// returned is the last bucket whose start ended the leases of the
+	// bucket before (returns.go); owned by the syncer's loop.
+	returned int64
 }
 
 func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {

@@ -445,18 +445,19 @@ func (s *Syncer) loop() {
 	defer close(s.stopped)
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
-	ahead := time.NewTimer(s.aheadWait())
-	defer ahead.Stop()
+	pass := time.NewTimer(s.passWait())
+	defer pass.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-t.C:
 			_ = s.observedCycle()
-			ahead.Reset(s.aheadWait()) // a rule may have been added
-		case <-ahead.C:
+			pass.Reset(s.passWait()) // a rule may have been added
+		case <-pass.C:
+			s.returnPass()
 			s.leaseAhead()
-			ahead.Reset(s.aheadWait())
+			pass.Reset(s.passWait())
 		case <-s.wake:
 			s.serveUrgent()
 		case req := <-s.flushReq:
