@@ -82,12 +82,5 @@ func (s *Syncer) leaseAhead() {
 		}
 	}
 	s.stats.earlySyncs.Add(int64(len(items)))
-	// Its items take the per-key path (they ask for leases): as syncKeys,
-	// an unanswered bulk call goes first. Nothing of the pass is in
-	// flight between its pipelines.
-	if err := s.resendBulk(s.life); err != nil {
-		s.requeue(items)
-		return
-	}
-	_, _ = s.perKeyAmid(s.life, items, nil)
+	s.sendPass(items) // they ask for leases: the per-key path
 }

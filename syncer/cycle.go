@@ -328,6 +328,18 @@ func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
 	return s.syncPerKey(ctx, rest)
 }
 
+// sendPass sends the keys of a background pass (leases ahead, returns) on
+// the per-key path, serving the reservations queued meanwhile (perKeyAmid);
+// as in syncKeys, an unanswered bulk call goes first. Nothing of the pass is
+// in flight between its pipelines.
+func (s *Syncer) sendPass(items []item) {
+	if err := s.resendBulk(s.life); err != nil {
+		s.requeue(items)
+		return
+	}
+	_, _ = s.perKeyAmid(s.life, items, nil)
+}
+
 // perKeyAmid syncs items of the per-key path (a cycle's, a lease-ahead
 // pass's), step keys to a pipeline, and between two pipelines serves the
 // reservations and early syncs queued meanwhile, once land (nil: nothing

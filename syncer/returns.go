@@ -82,13 +82,7 @@ func (s *Syncer) returnPass() {
 			items = append(items, item{id: id, ref: ks.ref})
 		}
 	}
-	if len(items) == 0 {
-		return
+	if len(items) > 0 {
+		s.sendPass(items)
 	}
-	// As a lease-ahead pass: an unanswered bulk call goes first.
-	if err := s.resendBulk(s.life); err != nil {
-		s.requeue(items)
-		return
-	}
-	_, _ = s.perKeyAmid(s.life, items, nil)
 }
