@@ -32,11 +32,17 @@ func aheadLead(r *Rule) int64 { return r.geo.Sub() / 8 }
 // after bucket r.ahead: a lead before the end of the bucket of now, or of the
 // one after it if that bucket's pass has run.
 func aheadAt(r *Rule, now int64) int64 {
+	return (passBucket(r, r.ahead, now)+1)*r.geo.Sub() - aheadLead(r)
+}
+
+// passBucket returns the bucket a pass of r is next due in, given done, the
+// last bucket it ran in: the bucket of now, or the one after it.
+func passBucket(r *Rule, done, now int64) int64 {
 	k := r.geo.Index(now)
-	if r.ahead >= k {
+	if done >= k {
 		k++
 	}
-	return (k+1)*r.geo.Sub() - aheadLead(r)
+	return k
 }
 
 // leaseAhead runs the lease-ahead pass of every rule whose pass is due: it

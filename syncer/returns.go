@@ -36,11 +36,7 @@ func (s *Syncer) returns(r *Rule) bool {
 // after bucket r.returned: a lag after the start of the bucket of now, or of
 // the one after it if that bucket's pass has run.
 func returnAt(r *Rule, now int64) int64 {
-	k := r.geo.Index(now)
-	if r.returned >= k {
-		k++
-	}
-	return k*r.geo.Sub() + returnLag(r)
+	return passBucket(r, r.returned, now)*r.geo.Sub() + returnLag(r)
 }
 
 // passWait returns how long the loop may wait before the next lease-ahead
