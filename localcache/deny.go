@@ -3,11 +3,11 @@ package localcache
 import "time"
 
 // A denial of cost 1 is cached in the room word: the denyFlag bit and the
-// retry time in µs, modulo 2^39. Until then every cost is denied (nothing can
-// be admitted to the key in its bucket, and only a Settle or SetLimits, which
-// store a new room word or bump the tag, change that), so Allow's fast path
-// can deny without the slow path, against the time Tick publishes in µs (no
-// division per check). A deny path no slower than the allow path keeps a
+// retry time in µs, modulo 2^39, fill the word's whole field (word.go).
+// Until then every cost is denied (nothing can be admitted to the key in its
+// bucket, and only a Settle or SetLimits, which store a new room word or bump
+// the tag, change that), so Allow's fast path can deny without the slow
+// path, against the time Tick publishes in µs (no division per check). A deny path no slower than the allow path keeps a
 // flood of denied requests cheap.
 const (
 	denyFlag  = 1 << 39
@@ -20,13 +20,13 @@ func (t *Table) cacheDenial(e *hdr, tag, now int64, retryAfter time.Duration) {
 	if retryAfter <= 0 || us >= denyLimit {
 		return
 	}
-	e.room.Store(pack(tag, denyFlag|((now/1000+us)&denyMask)))
+	e.room.Store(uint64(tag&tagMask)<<countBits | denyFlag | uint64(now/1000+us)&denyMask)
 }
 
 // roomOf returns the room in room word rw (0 while it caches a denial).
 func roomOf(rw uint64) int64 {
-	if c := countOf(rw); c&denyFlag == 0 {
-		return c
+	if rw&denyFlag == 0 {
+		return countOf(rw)
 	}
 	return 0
 }
@@ -34,7 +34,7 @@ func roomOf(rw uint64) int64 {
 // cachedDenial returns how long a cached denial in room word rw still holds
 // at nowUs (the time in µs, as cacheDenial divides it), or 0.
 func cachedDenial(rw uint64, nowUs int64) time.Duration {
-	c := countOf(rw)
+	c := int64(rw & fieldMask)
 	if c&denyFlag == 0 {
 		return 0
 	}

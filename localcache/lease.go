@@ -36,11 +36,14 @@ func (t *Table) covered(e *hdr, j, p int64) int64 {
 // covered leave pend and the units not used are returned. done is false
 // while the bucket is not over (the lease stays: ask again later); true once
 // the lease is ended, or if r holds none of bucket j. The budget is
-// recomputed without the lease before pend is read and lowered, so that a
-// check racing with the release is either counted in pend before it (and
-// covered) or held to the new budget: a fast-path check reads the budget
-// after the pend word it adds to (add), and a slow-path one plans again once
-// Release has bumped the entry's synced count.
+// recomputed without the lease before the pend word is lowered and its
+// version bumped (word.go), so that a check racing with the release is
+// either counted in pend before it (and covered) or held to the new budget:
+// a fast-path check reads the budget after the pend word it adds to (add),
+// and fails its compare-and-swap if the word changed since, even when the
+// lease covered nothing; a slow-path one plans again once Release has
+// bumped the entry's synced count. So a lease may end at any time, used or
+// not.
 func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done bool) {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -62,8 +65,12 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 	si := t.slotOf(j)
 	for {
 		w := t.pend(e, si).Load()
-		c := min(countAt(w, j), units)
-		if c == 0 || t.pend(e, si).CompareAndSwap(w, w-uint64(c)) {
+		if tagOf(w) != j&tagMask {
+			// No budget of bucket j is live: none can be admitted on.
+			return units, true
+		}
+		c := min(countOf(w), units)
+		if t.pend(e, si).CompareAndSwap(w, bumped(w)-uint64(c)) {
 			return units - c, true
 		}
 	}

@@ -183,6 +183,38 @@ func TestReleaseRacingCheck(t *testing.T) {
 	}
 }
 
+// TestReleaseUnusedRacingCheck: a lease none of which is used can end while
+// its bucket is current (a lease given back early, Flush) without a check
+// that read the pend word and the budget before the release admitting on
+// the units given back: the release bumps the word's version, so the
+// check's compare-and-swap fails and, trying again, it is held to the cap.
+// Lowering the word by the units the lease covered, none, would leave it
+// as the check read it.
+func TestReleaseUnusedRacingCheck(t *testing.T) {
+	t.Parallel()
+	tb, geo, s, t0, r := leasedKey(t, 100, 2)
+	t1 := t0 + geo.Sub()
+	tb.Tick(t1)
+	grant(tb, geo, s, r, t1, 5)
+	e, k := entryOf(r), geo.Index(t1)
+	p := tb.pos.Load()
+	tag, off := int64(p>>24)&tagMask, uintptr(p>>48)
+	pw := tb.pend(e, tb.slotOf(k))
+	w, bw := pw.Load(), e.budget.Load()
+	require.Equal(t, int64(0), countAt(w, k), "nothing used in the lease's bucket")
+	require.Equal(t, tag, tagOf(bw))
+	require.GreaterOrEqual(t, countOf(bw), int64(5), "the budget the check read admits 5: the lease")
+	unused, done := tb.Release(r, k, t1, true)
+	require.True(t, done)
+	require.Equal(t, int64(5), unused)
+	assert.False(t, pw.CompareAndSwap(w, w+5), "the word the check read has changed")
+	_, _, ok := tb.add(e, off, tag, 5)
+	assert.False(t, ok, "tried again, the check is held to the cap")
+	assert.Equal(t, int64(0), countAt(pw.Load(), k))
+	_, _, ok = tb.add(e, off, tag, 2)
+	assert.True(t, ok, "the cap's units")
+}
+
 // TestWant: a key asks for twice what it admitted in the bucket, its lease
 // included, and at least twice its cap.
 func TestWant(t *testing.T) {

@@ -228,7 +228,8 @@ func healthOfLimits(l Limits) health {
 type Config struct {
 	// Geometry is the rule's window geometry.
 	Geometry window.Sliding
-	// Limit is the rule's limit per window.
+	// Limit is the rule's limit per window: 1 to 2^34 (policy.MaxLimit is
+	// below).
 	Limit int64
 	// Eventual makes the table track dirty keys for the syncer and enforce the
 	// divergence cap; otherwise it is Local: nothing leaves this process.

@@ -127,7 +127,7 @@ func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []i
 			// A refund (refund.go) may have lowered pend below what was
 			// pushed: the store counted the difference, which goes back.
 			c := countOf(w) - b.Count
-			if t.pend(e, si).CompareAndSwap(w, pack(b.Index, max(c, 0))) {
+			if t.pend(e, si).CompareAndSwap(w, withCount(w, max(c, 0))) {
 				if c < 0 {
 					over = append(over, Bucket{Index: b.Index, Count: -c})
 				}
