@@ -12,7 +12,7 @@
 // stand-in in the load test's own process: accuracy figures hold, Redis latency and
 // memory do not; -embedded asks for it), runs every profile for 5 s on 4
 // in-process instances (the last, throughput, for 2 s), and prints a report
-// (about 50 s in all):
+// (about a minute in all):
 //
 //	go run ./cmd/loadtest
 //
@@ -106,11 +106,14 @@
 // Redis.
 //
 // Beside sluice: after the steady and throughput scenarios the same workers,
-// on the same schedule and keys, check two bare local limiters for half a
-// second each: golang.org/x/time/rate (a token bucket per key in an
-// xsync.MapOf: the usual Go limiter, with nothing to keep in step) and sluice
-// with the rule in Mode Local (sluice without the store), and the report
-// prints their checks/s and Allow p50, p99, p99.9 next to sluice's (not for a
+// on the same schedule and keys, check two bare local limiters, each as long
+// as steady (as many timed checks: its p99.9 is the machine's own tail with
+// no store) and for the first half second of throughput:
+// golang.org/x/time/rate (a token bucket per key in an xsync.MapOf: the usual
+// Go limiter, with nothing to keep in step) and sluice with the rule in Mode
+// Local (sluice without the store), and the report prints their checks/s and
+// Allow p50, p99, p99.9 next to sluice's, and their p99.9 beside a slow
+// p99.9 of steady's keys within their limit in the verdict (not for a
 // sweep's points, nor with -procs).
 //
 // # Output

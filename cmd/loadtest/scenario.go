@@ -185,10 +185,19 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 // local limiters (fleet.Peers): a paced one and the flat-out one.
 var peerProfiles = []string{traffic.Steady, traffic.Throughput}
 
-// peerDuration is how long each peer is checked: the scenario's first half
-// second (thousands of timed checks paced, tens of thousands flat out), or
-// all of it if shorter.
+// peerDuration is how long each peer is checked flat out: the scenario's
+// first half second (tens of thousands of timed checks), or all of it if
+// shorter. Paced, a peer runs the whole scenario (peerFor), so that its
+// p99.9 rests on as many timed checks as sluice's.
 const peerDuration = time.Second / 2
+
+// peerFor returns how long each peer is checked after scenario sc.
+func peerFor(sc *report.Scenario) time.Duration {
+	if sc.Settings.Paced {
+		return sc.Settings.Duration
+	}
+	return peerDuration
+}
 
 // runPeers checks the bare local limiters with the scenario's workers,
 // schedule and keys, one after the other, and adds their figures to sc.
@@ -201,7 +210,7 @@ func runPeers(ctx context.Context, o *options, sc *report.Scenario) error {
 	cfg := fleetConfig(o, sc.Settings.Profile, store.Target{}, "", "")
 	for _, peer := range fleet.Peers {
 		runtime.GC() // the scenario's records are garbage now: not during the peer
-		pr, err := fleet.RunPeer(ctx, cfg, peer, peerDuration)
+		pr, err := fleet.RunPeer(ctx, cfg, peer, peerFor(sc))
 		if err != nil {
 			return fmt.Errorf("peer %s: %w", peer, err)
 		}

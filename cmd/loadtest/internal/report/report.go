@@ -620,7 +620,8 @@ var (
 		"x/time/rate: golang.org/x/time/rate, a token bucket per key (limit per window, burst the limit, behind a mutex) " +
 			"in an xsync.MapOf: the usual Go limiter, the cost of a local check with nothing to keep in step.",
 		"sluice Local: the same rule in Mode Local, metrics on: sluice without the store, so the difference to the fleet " +
-			"row is what the fleet's bookkeeping costs a check. Each peer runs the scenario's first half second.",
+			"row is what the fleet's bookkeeping costs a check. Each peer runs as long as a paced scenario (as many timed checks), " +
+			"the first half second of a flat-out one.",
 	}
 	costWideLegend = []string{
 		"clock spread: how far apart the instances' views of the store clock were (one shared wall clock: measurement error).",

@@ -280,7 +280,8 @@ func TestWhy(t *testing.T) {
 
 // TestWhyReasons: the urgent checks are split by why their key had no local
 // allowance left, leaving out reasons never counted; the near-limit count
-// of the slow checks within L is given with the p99.9 below 0.9·L.
+// of the slow checks within L is given with the p99.9 below 0.9·L, and the
+// bare local limiters' p99.9 where they ran.
 func TestWhyReasons(t *testing.T) {
 	t.Parallel()
 	s := scenario("bursty", "")
@@ -297,6 +298,9 @@ func TestWhyReasons(t *testing.T) {
 	assert.NotContains(t, why, "never synced")
 	assert.Contains(t, why, "9 of the slow ones while their key was offered above 0.9·L")
 	assert.Contains(t, why, "p99.9 20.0µs over the checks of keys offered at most 0.9·L")
+	assert.Contains(t, why, "; p99.9 of bare local limiters on the same schedule: x/time/rate 999.0ms")
+	s.Peers = nil
+	assert.NotContains(t, Why(&s), "bare local limiters", "no peers ran")
 }
 
 // TestPeersTable: sluice's row, then each peer's, for the scenarios that

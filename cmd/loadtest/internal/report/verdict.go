@@ -127,7 +127,9 @@ func LatencyMet(s *Scenario) (met, any bool) {
 // within their limit) is above LatencyTarget: how many of the slow timed
 // checks ran while their instance had a round trip to Redis for checks
 // (they may have waited for it) and how many with none (they waited for a
-// CPU), and what Redis decided; "" if neither p99.9 is above the target.
+// CPU), and what Redis decided, and for keys within their limit the bare
+// local limiters' p99.9 if they ran; "" if neither p99.9 is above the
+// target.
 func Why(s *Scenario) string {
 	w := &s.Waits
 	l := &w.Latency
@@ -143,9 +145,23 @@ func Why(s *Scenario) string {
 		if l.SlowNear > 0 {
 			near = fmt.Sprintf("; %d of the slow ones while their key was offered above 0.9·L (no lease is granted from the last tenth of the limit), and p99.9 %s over the checks of keys offered at most 0.9·L", l.SlowNear, dur(Dur(l.Below.P999)))
 		}
-		return "keys ≤ L: " + slowText(l.Within.Slow, l.SlowTripWithin, w.Every) + near + "; " + redis
+		return "keys ≤ L: " + slowText(l.Within.Slow, l.SlowTripWithin, w.Every) + near + "; " + redis + peersText(s)
 	}
 	return "keys > L: " + slowText(l.Over.Slow, l.SlowTripOver, w.Every) + "; " + redis
+}
+
+// peersText gives the bare local limiters' p99.9 on the same workers,
+// schedule and keys (the machine's own tail, with no store), or "" if the
+// scenario has none.
+func peersText(s *Scenario) string {
+	if len(s.Peers) == 0 {
+		return ""
+	}
+	parts := make([]string, len(s.Peers))
+	for i, p := range s.Peers {
+		parts[i] = fmt.Sprintf("%s %s", p.Name, dur(Dur(p.Latency.P999)))
+	}
+	return "; p99.9 of bare local limiters on the same schedule: " + strings.Join(parts, ", ")
 }
 
 // slowText says how many slow checks there were, and how many of them ran
