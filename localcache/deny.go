@@ -7,8 +7,9 @@ import "time"
 // Until then every cost is denied (nothing can be admitted to the key in its
 // bucket, and only a Settle or SetLimits, which store a new room word or bump
 // the tag, change that), so Allow's fast path can deny without the slow
-// path, against the time Tick publishes in µs (no division per check). A deny path no slower than the allow path keeps a
-// flood of denied requests cheap.
+// path, against the time Tick publishes in µs (no division per check). A
+// deny path no slower than the allow path keeps a flood of denied requests
+// cheap.
 const (
 	denyFlag  = 1 << 39
 	denyMask  = denyFlag - 1
