@@ -35,7 +35,7 @@ func TestWordVersion(t *testing.T) {
 			assert.Equal(t, tc.count/2, countOf(c))
 			assert.Equal(t, b&verMask, c&verMask, "withCount keeps the version")
 			assert.Equal(t, tc.tag, tagOf(c))
-			assert.Equal(t, countAt(b, tc.tag), tc.count)
+			assert.Equal(t, tc.count, countAt(b, tc.tag))
 		})
 	}
 }

@@ -403,10 +403,12 @@ func TestTelemetryGlobalProvider(t *testing.T) {
 		if !ok {
 			return 0 // no check counted yet
 		}
+		d, ok := m.Data.(metricdata.Sum[int64])
+		require.True(t, ok, "%s is a %T", m.Name, m.Data)
 		var n int64
-		for a, v := range sumInt(t, m) {
-			if strings.Contains(a, "rule="+rule+",") || strings.HasSuffix(a, "rule="+rule) {
-				n += v
+		for _, p := range d.DataPoints {
+			if v, ok := p.Attributes.Value("rule"); ok && v.AsString() == rule {
+				n += p.Value
 			}
 		}
 		return n
