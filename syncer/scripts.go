@@ -43,12 +43,18 @@ import (
 // new and returns the recorded grant, which the caller, not having used it,
 // gives back. A call without a batch asks for no lease.
 //
-// A lease of the next bucket is counted there before that bucket starts, so
-// every decision counts the next bucket whole with the window's buckets (the
-// room it leaves is what the window will have then, at most: the buckets
-// that leave the window in between only add room), and so does every pull:
-// the current bucket's total returned includes the next one's, so that the
-// other instances' views, which admit on their caps, see those grants too.
+// A lease of the next bucket is counted there before that bucket starts. A
+// count in the current bucket k is in the windows that end in k and in k+1:
+// the first holds the oldest bucket, which leaves the window as k+1 starts,
+// the second the next bucket's grants instead (and no later window holds
+// more: no bucket past the next one holds a count). So every decision counts
+// the window's buckets with the next bucket's grants in place of the oldest
+// bucket's part where they are more: the larger of the two windows'
+// estimates. Every pull returns the grants whole inside the current
+// bucket's total, so that the other instances' views, which admit on their
+// caps, count them too: a view cannot tell them from the current bucket's
+// count, and must still count them once the next bucket has started and
+// the oldest bucket has left.
 // No other count is ever in a bucket past the current one: a delta for a
 // later bucket (the caller's clock runs ahead) is counted in the current
 // one, except the return of unused units of a lease of the next bucket (a
@@ -166,17 +172,19 @@ local function incr(j, d)
     grew = true
   end
 end
+-- estimate returns the window's estimate in its two parts, with the next
+-- bucket's grants in place of the oldest bucket's part where they are more
+-- (see "Leases ahead" above).
 local function estimate()
-  local whole, weighted = 0, 0
-  for j = oldest, k do
-    local c = counts[j] or 0
-    if j == oldest and span > 1 and weigh_oldest then
-      weighted = c * (1 - phase)
-    else
-      whole = whole + c
-    end
+  local whole = 0
+  for j = oldest + 1, k do
+    whole = whole + (counts[j] or 0)
   end
-  return whole + (counts[k + 1] or 0), weighted
+  local old, ahead = counts[oldest] or 0, counts[k + 1] or 0
+  if span > 1 and weigh_oldest then
+    return whole, math.max(old * (1 - phase), ahead)
+  end
+  return whole + math.max(old, ahead), 0
 end
 local status = {}
 local sets = {}
