@@ -16,10 +16,11 @@ package syncer
 //
 // What it changes in the bound: nothing — a leased unit is counted in the
 // store before it is admitted, in the bucket it is admitted in; the store
-// counts the next bucket's grants in every decision, in place of the oldest
-// bucket's part where they are more, and returns them inside the current
-// bucket's total with every pull (syncScript, pulled), so no grant made
-// ahead takes the window it will be in past L and every view sees it. What it costs: a view counts the grants an eighth of a
+// counts the next bucket's grants in every decision (a reservation's in
+// place of the oldest bucket's part where they are more) and returns them
+// inside the current bucket's total with every pull (syncScript, pulled),
+// so no grant made ahead takes the window it will be in past L and every
+// view sees it. What it costs: a view counts the grants an eighth of a
 // sub-window early (its own up to twice until its next pull), unused units count until their bucket ends, and one
 // per-key call per such key and bucket (docs/design.md, "Leases ahead").
 

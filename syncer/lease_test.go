@@ -106,15 +106,16 @@ func TestSyncScriptLeaseNext(t *testing.T) {
 	assert.Equal(t, int64(k), l.grantAt)
 }
 
-// TestSyncScriptLeaseNextOldest: the next bucket's grants take the oldest
-// bucket's place in every decision where they are more, not its place and
-// theirs: a count in the current bucket is in the window that ends in it
-// (the oldest bucket, not the grants) and in the one after (the grants, not
-// the oldest bucket), never in one that holds both. The pull still returns
-// the grants whole in the current bucket's total. Each case holds old
-// units in the oldest bucket, pushes 10 in the current one and asks for a
-// lease of the next; another instance then asks for two reservations in the
-// current bucket, the room and one unit more.
+// TestSyncScriptLeaseNextOldest: a reservation in the current bucket counts
+// the next bucket's grants in place of the oldest bucket's part where they
+// are more, not its place and theirs: it is in the window that ends in the
+// current bucket (the oldest bucket, not the grants) and in the one after
+// (the grants, not the oldest bucket), never in one that holds both. A
+// lease counts the grants on top of the window, as the pulls return them to
+// the views. Each case holds old units in the oldest bucket; instance a
+// pushes 10 in the current bucket and asks for a lease of the next, then
+// instance c asks for one too; instance b then asks for two reservations in
+// the current bucket, the room and one unit more.
 func TestSyncScriptLeaseNextOldest(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -126,19 +127,23 @@ func TestSyncScriptLeaseNextOldest(t *testing.T) {
 		span   int
 		exact  bool
 		old    int64   // units in the oldest bucket (span 1: none besides the push)
-		grant  int64   // the lease of the next bucket
-		totals []int64 // what the pull returns
+		grant  int64   // a's lease of the next bucket
+		totals []int64 // what a's pull returns
+		second int64   // c's lease of the next bucket
 		room   int64   // what a reservation in the current bucket may take then
 	}{
-		// Estimate before the grant 10 + max(30, 0): floor((100 − 40 − 10) / 2).
-		{"whole, grants below the oldest bucket", 2, true, 30, 25, []int64{30, 10 + 25}, 100 - 10 - 30},
-		// 10 + max(5, 0) = 15: floor((100 − 15 − 10) / 2).
-		{"whole, grants above the oldest bucket", 2, true, 5, 37, []int64{5, 10 + 37}, 100 - 10 - 37},
-		// 10 + max(30·0.5, 0) = 25: floor((100 − 25 − 10) / 2).
-		{"weighted, half way through the bucket", 2, false, 30, 32, []int64{30, 10 + 32}, 100 - 10 - 32},
-		// One bucket, its own oldest: max(10, 0): floor((100 − 10 − 10) / 2);
-		// then max(10, 40).
-		{"fixed window", 1, true, 0, 40, []int64{10 + 40}, 100 - 40},
+		// a: window 10 + 30, floor((100 − 40 − 10) / 2); c: floor((100 − 40
+		// − 25 − 10) / 2); b: 10 + max(30, 25 + 12).
+		{"whole, grants below the oldest bucket", 2, true, 30, 25, []int64{30, 10 + 25}, 12, 100 - 10 - 37},
+		// a: floor((100 − 15 − 10) / 2); c: floor((100 − 15 − 37 − 10) / 2);
+		// b: 10 + max(5, 37 + 19).
+		{"whole, grants above the oldest bucket", 2, true, 5, 37, []int64{5, 10 + 37}, 19, 100 - 10 - 56},
+		// a: 10 + 30·0.5 = 25: floor((100 − 25 − 10) / 2); c: floor((100 −
+		// 25 − 32 − 10) / 2); b: 10 + max(30·0.5, 32 + 16).
+		{"weighted, half way through the bucket", 2, false, 30, 32, []int64{30, 10 + 32}, 16, 100 - 10 - 48},
+		// One bucket, its own oldest. a: floor((100 − 10 − 10) / 2); c:
+		// floor((100 − 10 − 40 − 10) / 2); b: max(10, 40 + 20).
+		{"fixed window", 1, true, 0, 40, []int64{10 + 40}, 20, 100 - 60},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,9 +157,12 @@ func TestSyncScriptLeaseNextOldest(t *testing.T) {
 			require.InDelta(t, 0.5, got.phase(sub, tc.span), 0.01, "harness: the call is mid-bucket")
 			assert.Equal(t, tc.grant, got.grant)
 			assert.Equal(t, int64(k+1), got.grantAt)
-			assert.Equal(t, tc.totals, got.totals)
+			assert.Equal(t, tc.totals, got.totals, "the grants whole in the current bucket's total")
+			r.inst = "c"
+			second := runSync(t, c, key, r, sbatch{seq: itoa(nowUs + 1)})
+			assert.Equal(t, tc.second, second.grant, "a lease counts the grants on top of the window")
 			b := runSync(t, c, key, scriptRule{sub: sub, span: tc.span, limit: 100, ttl: 60_000, inst: "b", exact: tc.exact},
-				sbatch{seq: itoa(nowUs + 1), costs: []int64{tc.room + 1, tc.room}})
+				sbatch{seq: itoa(nowUs + 2), costs: []int64{tc.room + 1, tc.room}})
 			assert.Equal(t, []string{"01"}, b.bits, "room %d in the current bucket", tc.room)
 		})
 	}

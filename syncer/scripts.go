@@ -43,18 +43,20 @@ import (
 // new and returns the recorded grant, which the caller, not having used it,
 // gives back. A call without a batch asks for no lease.
 //
-// A lease of the next bucket is counted there before that bucket starts. A
-// count in the current bucket k is in the windows that end in k and in k+1:
-// the first holds the oldest bucket, which leaves the window as k+1 starts,
-// the second the next bucket's grants instead (and no later window holds
-// more: no bucket past the next one holds a count). So every decision counts
-// the window's buckets with the next bucket's grants in place of the oldest
-// bucket's part where they are more: the larger of the two windows'
-// estimates. Every pull returns the grants whole inside the current
-// bucket's total, so that the other instances' views, which admit on their
-// caps, count them too: a view cannot tell them from the current bucket's
-// count, and must still count them once the next bucket has started and
-// the oldest bucket has left.
+// A lease of the next bucket is counted there before that bucket starts.
+// Every pull returns the grants whole inside the current bucket's total, so
+// that the other instances' views, which admit on their caps, count them
+// too: a view cannot tell them from the current bucket's count, and must
+// still count them once the next bucket has started and the oldest bucket
+// has left. A lease is granted on the same count, the window's buckets and
+// the next one's, so that no grant makes a view count more than the limit.
+// A reservation, a count in the current bucket k, is in the windows that
+// end in k and in k+1: the first holds the oldest bucket, which leaves the
+// window as k+1 starts, the second the next bucket's grants instead (and no
+// later window holds more: no bucket past the next one holds a count). So a
+// reservation counts the window's buckets with the next bucket's grants in
+// place of the oldest bucket's part where they are more: the larger of the
+// two windows' estimates.
 // No other count is ever in a bucket past the current one: a delta for a
 // later bucket (the caller's clock runs ahead) is counted in the current
 // one, except the return of unused units of a lease of the next bucket (a
@@ -173,18 +175,26 @@ local function incr(j, d)
   end
 end
 -- estimate returns the window's estimate in its two parts, with the next
--- bucket's grants in place of the oldest bucket's part where they are more
--- (see "Leases ahead" above).
-local function estimate()
+-- bucket's grants on top (for a lease), or in place of the oldest bucket's
+-- part where they are more (for a reservation, placed) (see "Leases ahead"
+-- above).
+local function estimate(placed)
   local whole = 0
   for j = oldest + 1, k do
     whole = whole + (counts[j] or 0)
   end
   local old, ahead = counts[oldest] or 0, counts[k + 1] or 0
   if span > 1 and weigh_oldest then
-    return whole, math.max(old * (1 - phase), ahead)
+    old = old * (1 - phase)
+    if placed then
+      return whole, math.max(old, ahead)
+    end
+    return whole + ahead, old
   end
-  return whole + math.max(old, ahead), 0
+  if placed then
+    return whole + math.max(old, ahead), 0
+  end
+  return whole + old + ahead, 0
 end
 local status = {}
 local sets = {}
@@ -215,7 +225,7 @@ for b = 1, nb do
     end
     local bits = ''
     if nr > 0 then
-      local whole, weighted = estimate()
+      local whole, weighted = estimate(true)
       for r = 1, nr do
         local c = tonumber(ARGV[i])
         i = i + 1
@@ -235,7 +245,7 @@ for b = 1, nb do
     if b == nb and lease_n > 0 then
       -- The lease goes with the call's newest batch, applied now: a
       -- resend of the call finds it in the batch's record below.
-      local whole, weighted = estimate()
+      local whole, weighted = estimate(false)
       g = math.min(lease_want, math.floor(math.max(0, room(whole, weighted, limit) - math.floor(limit / 10)) / (lease_n + 1)))
       if g > 0 then
         counts[lb] = (counts[lb] or 0) + g
