@@ -21,7 +21,7 @@ func (t *Table) cacheDenial(e *hdr, tag, now int64, retryAfter time.Duration) {
 	if retryAfter <= 0 || us >= denyLimit {
 		return
 	}
-	e.room.Store(uint64(tag&tagMask)<<countBits | denyFlag | uint64(now/1000+us)&denyMask)
+	e.room.Store(pack(tag, 0) | denyFlag | uint64(now/1000+us)&denyMask)
 }
 
 // roomOf returns the room in room word rw (0 while it caches a denial).

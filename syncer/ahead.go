@@ -21,8 +21,9 @@ package syncer
 // inside the current bucket's total with every pull (syncScript, pulled),
 // so no grant made ahead takes the window it will be in past L and every
 // view sees it. What it costs: a view counts the grants an eighth of a
-// sub-window early (its own up to twice until its next pull), unused units count until their bucket ends, and one
-// per-key call per such key and bucket (docs/design.md, "Leases ahead").
+// sub-window early (its own up to twice until its next pull), unused units
+// count until their bucket ends, and one per-key call per such key and
+// bucket (docs/design.md, "Leases ahead").
 
 // aheadLead is how long before the end of a bucket of r its keys are leased
 // the next bucket.

@@ -184,15 +184,15 @@ local function estimate(placed)
     whole = whole + (counts[j] or 0)
   end
   local old, ahead = counts[oldest] or 0, counts[k + 1] or 0
-  if span > 1 and weigh_oldest then
+  local weighted = span > 1 and weigh_oldest
+  if weighted then
     old = old * (1 - phase)
-    if placed then
-      return whole, math.max(old, ahead)
-    end
-    return whole + ahead, old
   end
   if placed then
-    return whole + math.max(old, ahead), 0
+    old, ahead = math.max(old, ahead), 0
+  end
+  if weighted then
+    return whole + ahead, old
   end
   return whole + old + ahead, 0
 end
