@@ -371,3 +371,102 @@ func TestWindowAlgorithmsAreShared(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightedWindowIsWeighted: a WeightedWindow rule built by New counts
+// the previous bucket by its overlap with the window, a SlidingWindow rule
+// counts it whole. With Precision 1 (one bucket of the window's length) and
+// the previous bucket full, the sliding window admits nothing until it ends;
+// the weighted one admits again once part of it has slid out: at phase φ of
+// the current bucket, ⌊φ·L⌋ units (a fraction more as φ grows).
+func TestWeightedWindowIsWeighted(t *testing.T) {
+	t.Parallel()
+	const limit = 10
+	for _, tc := range []struct {
+		algo policy.Algorithm
+		at   float64 // phase of the next bucket at which the check is made
+		want int     // admitted there (after the previous bucket was filled)
+	}{
+		{policy.SlidingWindow, 0.3, 0},
+		{policy.SlidingWindow, 0.75, 0},
+		{policy.WeightedWindow, 0.3, 3},  // 10 − ⌈0.7·10⌉ = 3
+		{policy.WeightedWindow, 0.75, 7}, // 10 − ⌈0.25·10⌉ = 7
+		{policy.FixedWindow, 0.3, limit},
+	} {
+		t.Run(fmt.Sprintf("%v/%v", tc.algo, tc.at), func(t *testing.T) {
+			t.Parallel()
+			start := int64(1_800_000_000 * time.Second)
+			c := newFakeClock(start)
+			rule := policy.Rule{Name: "r", Limit: limit, Window: time.Second, Algorithm: tc.algo}
+			if tc.algo != policy.FixedWindow {
+				rule.Precision = 1
+			}
+			l := newAlgoLimiter(t, c, rule)
+			ctx := context.Background()
+			d, err := l.AllowN(ctx, "r", "k", limit)
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "an empty window admits its limit")
+			c.set(start + int64(time.Second) + int64(tc.at*float64(time.Second)))
+			admitted := 0
+			for range 2 * limit {
+				d, err := l.Allow(ctx, "r", "k")
+				require.NoError(t, err)
+				if d.Allowed {
+					admitted++
+				}
+			}
+			require.Equal(t, tc.want, admitted)
+		})
+	}
+}
+
+// TestWeightedWindowSharedIsWeighted: the same through a store, in the
+// Eventual and Strict modes, on the real clock: with the previous bucket
+// full, a sliding window admits nothing in the next one and a weighted
+// window admits again. A trial whose checks did not all fall in the next
+// bucket's second half (a descheduled test) is run again on a fresh key.
+func TestWeightedWindowSharedIsWeighted(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	const limit, win = 100, 2 * time.Second
+	for _, algo := range []policy.Algorithm{policy.SlidingWindow, policy.WeightedWindow} {
+		for _, mode := range []policy.Mode{policy.Eventual, policy.Strict} {
+			t.Run(fmt.Sprintf("%v/%v", algo, mode), func(t *testing.T) {
+				t.Parallel()
+				rule := policy.Rule{Name: "r", Limit: limit, Window: win, Algorithm: algo, Mode: mode, Precision: 1}
+				l, err := sluice.New(sluice.Options{Redis: client, Prefix: fmt.Sprintf("weighted-%d-%d", algo, mode)}, rule)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = l.Close() })
+				ctx := context.Background()
+				for trial := 0; ; trial++ {
+					key := fmt.Sprint("k", trial)
+					// Fill a bucket early in it, check in the next one's second half.
+					bucket := time.Now().Truncate(win).Add(win)
+					time.Sleep(time.Until(bucket.Add(win / 20)))
+					d, err := l.AllowN(ctx, "r", key, limit)
+					require.NoError(t, err)
+					filled := d.Allowed && time.Now().Before(bucket.Add(win/2))
+					time.Sleep(time.Until(bucket.Add(win + win/2)))
+					admitted := 0
+					for range 2 * limit {
+						d, err := l.Allow(ctx, "r", key)
+						require.NoError(t, err)
+						if d.Allowed {
+							admitted++
+						}
+					}
+					if !filled || time.Now().After(bucket.Add(2*win-win/20)) {
+						require.Less(t, trial, 2, "three trials disturbed")
+						continue
+					}
+					if algo == policy.SlidingWindow {
+						require.Zero(t, admitted, "the previous bucket counts whole")
+					} else {
+						require.Positive(t, admitted, "the previous bucket counts by its overlap")
+						require.Less(t, admitted, limit)
+					}
+					return
+				}
+			})
+		}
+	}
+}

@@ -91,11 +91,7 @@ func newWindow(cfg Config) (Engine, error) {
 	}
 	w.now, w.ticked = cfg.Now, cfg.Ticked
 	w.budget, w.mode, w.interval = cfg.ErrorBudget, cfg.FailureMode, cfg.SyncInterval
-	if r.Algorithm == policy.FixedWindow {
-		w.geo = window.NewFixed(r.Window)
-	} else {
-		w.geo = window.NewSliding(r.Window, r.Buckets())
-	}
+	w.geo = WindowGeometry(r)
 	shared := r.Mode != policy.Local
 	lc := localcache.Config{Geometry: w.geo, Limit: r.Limit, Eventual: shared, ByNeed: r.Mode == policy.Eventual, Keys: cfg.Keys}
 	if w.ticked {
