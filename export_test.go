@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"os"
 	"time"
 )
 
@@ -25,4 +26,13 @@ func NewFileWatcher(l *Limiter, path string, o WatchOptions) FileWatcher {
 func (f FileWatcher) Step(now time.Time) (tried bool, err error) {
 	r := f.w.step(context.Background(), now)
 	return r.tried, r.err
+}
+
+// WatchFileStat is WatchFile with stat in place of os.Stat for the polls
+// (a file system that hangs), and stall in place of the time the first
+// load waits for a poll and the watching waits before it warns.
+func (l *Limiter) WatchFileStat(ctx context.Context, path string, o WatchOptions, stat func(string) (os.FileInfo, error), stall time.Duration) error {
+	w := newWatcher(l, path, o)
+	w.stat, w.stall = stat, stall
+	return l.watchFile(ctx, w)
 }

@@ -67,7 +67,10 @@ type WatchOptions struct {
 // Polling needs no file-system notifications, so it also follows a file
 // replaced by a rename (as editors and Kubernetes ConfigMaps do).
 func (l *Limiter) WatchFile(ctx context.Context, path string, o WatchOptions) error {
-	w := newWatcher(l, path, o)
+	return l.watchFile(ctx, newWatcher(l, path, o))
+}
+
+func (l *Limiter) watchFile(ctx context.Context, w *watcher) error {
 	if err := w.first(ctx); err != nil {
 		return err
 	}
@@ -84,6 +87,7 @@ type watcher struct {
 	path  string
 	o     WatchOptions
 	stall time.Duration
+	stat  func(string) (os.FileInfo, error) // os.Stat; tests make it hang
 
 	// The step's state: only the running step touches it.
 	done    os.FileInfo // the file last read once settled (applied or not); nil before
@@ -110,7 +114,7 @@ func newWatcher(l *Limiter, path string, o WatchOptions) *watcher {
 	if o.Settle <= 0 {
 		o.Settle = o.Interval
 	}
-	return &watcher{l: l, path: path, o: o, stall: max(watchStall, 3*o.Interval, 3*o.Settle)}
+	return &watcher{l: l, path: path, o: o, stall: max(watchStall, 3*o.Interval, 3*o.Settle), stat: os.Stat}
 }
 
 // start runs a step at now in its own goroutine and returns the channel
@@ -205,7 +209,7 @@ var errMoved = errors.New("the file changed while it was read")
 // step polls the file once, at now: it stats it, and reads and applies it
 // if it has settled. It never blocks on open.
 func (w *watcher) step(ctx context.Context, now time.Time) stepResult {
-	fi, err := os.Stat(w.path)
+	fi, err := w.stat(w.path)
 	if err != nil {
 		w.seen = nil
 		return stepResult{err: fmt.Errorf("sluice: watch: %w", err), unreadable: true}

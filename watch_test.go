@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -406,5 +407,47 @@ func TestWatchFileDropsRoutedRule(t *testing.T) {
 	assert.Equal(t, http.StatusOK, status(), "b's new limit, its counts kept")
 	assert.Equal(t, http.StatusTooManyRequests, status())
 	runtime.KeepAlive(mw)
+	require.NoError(t, bounded(t, l.Close))
+}
+
+// TestWatchFileHung: a file system that stops answering (a stat that
+// never returns, as on a hung network mount) fails the first load after
+// the stall bound, and while watching is reported at Warn and stalls
+// neither the limiter nor Close.
+func TestWatchFileHung(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(rulesFile(5)), 0o600))
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(path, old, old))
+	unblock := make(chan struct{})
+	t.Cleanup(func() { close(unblock) })
+	var hang atomic.Bool
+	stat := func(p string) (os.FileInfo, error) {
+		if hang.Load() {
+			<-unblock
+		}
+		return os.Stat(p)
+	}
+	var logs syncBuffer
+	l, err := sluice.New(sluice.Options{Logger: newTextLogger(&logs)}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	o := sluice.WatchOptions{Interval: 5 * time.Millisecond}
+
+	hang.Store(true)
+	err = bounded(t, func() error { return l.WatchFileStat(context.Background(), path, o, stat, 50*time.Millisecond) })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no answer from the file system")
+	_, ok := l.Rule("a")
+	assert.False(t, ok, "the abandoned first load applies nothing")
+
+	hang.Store(false)
+	require.NoError(t, bounded(t, func() error { return l.WatchFileStat(context.Background(), path, o, stat, 50*time.Millisecond) }))
+	_, ok = l.Rule("a")
+	require.True(t, ok)
+	hang.Store(true)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "configuration file does not answer") }, 10*time.Second, 5*time.Millisecond)
+	use(t, l, "a", "k", 1) // checks go on
 	require.NoError(t, bounded(t, l.Close))
 }
