@@ -166,6 +166,7 @@ func (w *watcher) first(ctx context.Context) error {
 // closes, one step at a time, and logs what the steps find.
 func (w *watcher) watch(ctx context.Context) {
 	defer w.gone.Store(true)
+	start := time.Now()
 	t := time.NewTicker(w.o.Interval)
 	defer t.Stop()
 	var running <-chan stepResult // nil while no step runs
@@ -178,7 +179,13 @@ func (w *watcher) watch(ctx context.Context) {
 			return
 		case <-w.l.stop:
 			return
-		case now := <-t.C: // the tick's time: polls Interval apart
+		case tick := <-t.C:
+			// The tick on the Interval's grid: a late tick and an
+			// early one are still an Interval apart, so that a file
+			// unchanged over two polls has been so for a whole
+			// Interval (a Settle of one).
+			k := (tick.Sub(start) + w.o.Interval/2) / w.o.Interval
+			now := start.Add(k * w.o.Interval)
 			if running == nil {
 				running, started, stalled = w.start(ctx, now), time.Now(), false
 			} else if !stalled && time.Since(started) >= w.stall {
