@@ -451,3 +451,35 @@ func TestWatchFileHung(t *testing.T) {
 	use(t, l, "a", "k", 1) // checks go on
 	require.NoError(t, bounded(t, l.Close))
 }
+
+// TestWatchSettledPrefixKeepsCounts: an in-place writer that stalls past
+// Settle has its prefix applied (the documented risk of writing in
+// place); the rule the prefix left out comes back with its counts, so an
+// exhausted key stays denied: no second limit in one window.
+func TestWatchSettledPrefixKeepsCounts(t *testing.T) {
+	t.Parallel()
+	e := newWatchEnv(t)
+	use(t, e.l, "b", "k", 5)
+	next := rulesFile(5)
+	cut := strings.Index(next, "  - {name: b")
+	f := e.inPlace()
+	e.write(f, next[:cut])
+	stepAt := func(d time.Duration) bool {
+		e.now = e.now.Add(d)
+		tried, err := e.fw.Step(e.now)
+		require.NoError(t, err)
+		return tried
+	}
+	require.False(t, stepAt(time.Second))
+	require.True(t, stepAt(testSettle), "the stalled prefix has settled")
+	_, err := e.l.Allow(context.Background(), "b", "k")
+	require.ErrorIs(t, err, sluice.ErrUnknownRule, "the prefix is in force")
+	e.write(f, next[cut:])
+	require.NoError(t, f.Close())
+	require.False(t, stepAt(time.Second))
+	require.True(t, stepAt(testSettle))
+	e.requireLimit(5)
+	d, err := e.l.Allow(context.Background(), "b", "k")
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "b came back with its counts")
+}
