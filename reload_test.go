@@ -41,7 +41,7 @@ func TestRequire(t *testing.T) {
 
 	err = l.SetRules(b)
 	require.ErrorIs(t, err, sluice.ErrRuleInUse)
-	assert.Contains(t, err.Error(), `"a" is checked by route "/x", route "/y"`)
+	assert.Contains(t, err.Error(), `"a" (checked by route "/x", route "/y")`)
 	assert.Equal(t, int64(2), remaining(t, l, "a", "k"), "the refused set changed nothing")
 
 	bigger := with(a, func(r *policy.Rule) { r.Limit = 10 })
@@ -55,7 +55,7 @@ func TestRequire(t *testing.T) {
 	assert.NotContains(t, err.Error(), `"/x"`)
 	err = l.SetRules(bigger)
 	require.ErrorIs(t, err, sluice.ErrRuleInUse)
-	assert.Contains(t, err.Error(), `"b" is checked by route "/y"`)
+	assert.Contains(t, err.Error(), `"b" (checked by route "/y")`)
 
 	release2()
 	require.NoError(t, l.SetRules(b))

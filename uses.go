@@ -79,7 +79,7 @@ func (l *Limiter) checkUses(next *ruleSet) error {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%q is checked by %s", name, strings.Join(slices.Sorted(maps.Keys(l.uses[name])), ", "))
+		fmt.Fprintf(&b, "%q (checked by %s)", name, strings.Join(slices.Sorted(maps.Keys(l.uses[name])), ", "))
 	}
-	return fmt.Errorf("%w: the new rules leave out %s: keep the rule (change its limit if needed), or rebuild what checks it without it first", ErrRuleInUse, b.String())
+	return fmt.Errorf("%w: the new rules leave out %s: keep it in the set (change its limit if needed), or rebuild what checks it without it first", ErrRuleInUse, b.String())
 }

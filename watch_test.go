@@ -393,7 +393,7 @@ func TestWatchFileDropsRoutedRule(t *testing.T) {
 		return false
 	}, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, "ERROR", refused["level"])
-	assert.Contains(t, refused["err"], `"b" is checked by httplimit route "/b/"`)
+	assert.Contains(t, refused["err"], `"b" (checked by httplimit route "/b/")`)
 	assert.Equal(t, path, refused["file"])
 	r, _ := l.Rule("a")
 	assert.Equal(t, int64(5), r.Limit, "nothing of the refused file applies")

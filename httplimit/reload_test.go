@@ -43,7 +43,7 @@ func TestReloadKeepsRoutedRules(t *testing.T) {
 
 	err = lim.SetRules(admin, other)
 	require.ErrorIs(t, err, sluice.ErrRuleInUse)
-	assert.Contains(t, err.Error(), `"api" is checked by httplimit route "/admin/", httplimit route "/api/"`)
+	assert.Contains(t, err.Error(), `"api" (checked by httplimit route "/admin/", httplimit route "/api/")`)
 	resp, _ = get(t, c, url+"/api/", nil)
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the route still limits, on its counts")
 	require.NoError(t, lim.SetRules(api, admin), `"other" is free: its route was never built`)
