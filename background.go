@@ -26,7 +26,11 @@ func (l *Limiter) now() int64 {
 // tick publishes the time to every engine.
 func (l *Limiter) tick() {
 	now := l.now()
-	for _, r := range l.set.Load().all {
+	s := l.set.Load()
+	for _, r := range s.all {
+		r.eng.Tick(now)
+	}
+	for _, r := range s.retired {
 		r.eng.Tick(now)
 	}
 }
@@ -100,6 +104,9 @@ func (l *Limiter) background() {
 			lastSweep = time.Now()
 			now := l.now()
 			for _, r := range set.all {
+				l.tel.evicted.Add(int64(r.eng.Sweep(now)))
+			}
+			for _, r := range set.retired {
 				l.tel.evicted.Add(int64(r.eng.Sweep(now)))
 			}
 		}

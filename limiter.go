@@ -49,6 +49,8 @@ type Limiter struct {
 	waitMu  sync.Mutex             // guards queues (wait.go)
 	queues  map[waitKey]*waitQueue // Wait's queues, by rule and key
 	waiters atomic.Int64           // callers queued in Wait, across keys
+
+	uses map[string]map[string]int // rule name → user → holds (Require); under setMu
 }
 
 // rule is one rule of the limiter: its name, limit and engine, and the

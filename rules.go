@@ -2,6 +2,8 @@ package sluice
 
 import (
 	"fmt"
+	"maps"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/policy"
@@ -14,6 +16,77 @@ type ruleSet struct {
 	fast   []*rule          // the first maxFastRules rules, scanned before the map
 	byName map[string]*rule // every rule by the name checks use
 	all    map[string]*rule // every engine's rule: the rules and their tiers, by engine name
+	// retired are the Local engines of rules (and tiers) that a SetRules
+	// left out, by engine name, kept until their counts lapse: a rule that
+	// comes back with the same geometry takes its engine back. Never in
+	// all; ticked and swept by the background.
+	retired map[string]*retiredRule
+}
+
+// retiredRule is a left-out rule and when its counts have lapsed (store
+// time, ns).
+type retiredRule struct {
+	*rule
+	until int64
+}
+
+// lookup returns the rules a new set may take engines from, by engine
+// name: the set's own and its retired ones whose counts have not lapsed
+// at now.
+func (s *ruleSet) lookup(now int64) map[string]*rule {
+	if len(s.retired) == 0 {
+		return s.all
+	}
+	m := maps.Clone(s.all)
+	for name, rr := range s.retired {
+		if rr.until > now && m[name] == nil {
+			m[name] = rr.rule
+		}
+	}
+	return m
+}
+
+// retain fills s.retired from old, the set s replaces, and returns the
+// engines to retire: old's engines that s does not use, except the Local
+// ones whose name s leaves free, which s keeps retired until their counts
+// lapse (those old had retired stay until their own time).
+func (s *ruleSet) retain(old *ruleSet, b *build, now int64) (gone []engine.Engine) {
+	keep := func(name string, rr *retiredRule) {
+		if s.retired == nil {
+			s.retired = map[string]*retiredRule{}
+		}
+		s.retired[name] = rr
+	}
+	for name, r := range old.all {
+		switch {
+		case b.kept[r.eng]:
+		case s.all[name] == nil && r.pr.Mode == policy.Local && r.pr.Limit != 0 && !r.pr.Deny:
+			keep(name, &retiredRule{r, now + int64(lapse(r.pr))})
+		default:
+			gone = append(gone, r.eng)
+		}
+	}
+	for name, rr := range old.retired {
+		switch {
+		case b.kept[rr.eng]: // back in s
+		case rr.until > now && s.all[name] == nil:
+			keep(name, rr)
+		default:
+			gone = append(gone, rr.eng)
+		}
+	}
+	return gone
+}
+
+// lapse is how long a rule's counts take to lapse once it takes no more
+// checks: its Window, or for a bucket whose Burst is above its Limit the
+// time to refill the Burst.
+func lapse(pr policy.Rule) time.Duration {
+	d := pr.Window
+	if mc := pr.MaxCost(); mc > pr.Limit && pr.Limit > 0 {
+		d = time.Duration(float64(d) * float64(mc) / float64(pr.Limit))
+	}
+	return d
 }
 
 func newRuleSet(n int) *ruleSet {

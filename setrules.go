@@ -24,8 +24,18 @@ import (
 //
 // The rules are validated first, as by New; if any is invalid, or a
 // shared rule would need a store this limiter has no syncer for, SetRules
-// returns the error and changes nothing. The changes are logged to
-// Options.Logger.
+// returns the error and changes nothing. So does a set that leaves out a
+// rule that something still checks (an httplimit route, a grpclimit
+// method: see Require): the error wraps ErrRuleInUse.
+//
+// A Local rule that is left out keeps its engine, unused, for a window
+// (the time its counts take to lapse: its Window, or for a bucket the
+// time to refill its Burst): if a rule of that name with the same counting
+// geometry comes back within it, it takes the engine back with every
+// count, as if it had never left. A shared rule that comes back finds its
+// counts in the store (they were pushed when it left).
+//
+// The changes are logged to Options.Logger.
 func (l *Limiter) SetRules(rules ...policy.Rule) error {
 	l.setMu.Lock()
 	defer l.setMu.Unlock()
@@ -47,24 +57,30 @@ func (l *Limiter) SetRules(rules ...policy.Rule) error {
 		}
 	}
 	old := l.set.Load()
+	now := l.now()
 	b := &build{kept: map[engine.Engine]bool{}}
+	prev := old.lookup(now)
 	next := newRuleSet(len(resolved))
 	for _, pr := range resolved {
-		r, err := l.buildRule(pr, old.all, b)
+		r, err := l.buildRule(pr, prev, b)
 		if err != nil {
 			retire(b.fresh)
 			return err
 		}
 		next.add(r)
 	}
-	if err := l.linkCapacity(next, resolved, old.all, b); err != nil {
+	if err := l.linkCapacity(next, resolved, prev, b); err != nil {
 		retire(b.fresh)
 		return err
 	}
+	if err := l.checkUses(next); err != nil {
+		retire(b.fresh)
+		return err
+	}
+	gone := next.retain(old, b, now)
 	for _, rt := range b.retune {
 		rt.eng.SetLimit(rt.limit)
 	}
-	now := l.now()
 	for _, e := range b.fresh {
 		e.Tick(now)
 	}
@@ -72,12 +88,6 @@ func (l *Limiter) SetRules(rules ...policy.Rule) error {
 	l.setFleet(next, l.nhat.Load(), l.degraded.Load())
 	l.set.Store(next)
 	l.fleetMu.Unlock()
-	var gone []engine.Engine
-	for _, r := range old.all {
-		if !b.kept[r.eng] {
-			gone = append(gone, r.eng)
-		}
-	}
 	retire(gone)
 	l.logChanges(old, next)
 	return nil
@@ -99,6 +109,8 @@ func (l *Limiter) logChanges(old, next *ruleSet) {
 	for name, r := range next.all {
 		o, ok := old.all[name]
 		switch {
+		case !ok && old.retired[name] != nil && old.retired[name].eng == r.eng:
+			added = append(added, name+" (counts kept)")
 		case !ok:
 			added = append(added, name)
 		case o.eng != r.eng:

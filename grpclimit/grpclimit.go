@@ -14,9 +14,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
+	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -160,10 +163,19 @@ func newLimiter(cfg Config) (*limiter, error) {
 	if len(l.policy) == 0 {
 		return nil, errors.New("grpclimit: no rule: set Config.Rule or Config.Methods")
 	}
+	// While the interceptor lives, a reload cannot leave out a rule it
+	// checks (sluice.Limiter.Require).
+	release, err := cfg.Limiter.Require("grpclimit interceptor", slices.Sorted(maps.Keys(l.policy))...)
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
+	}
+	runtime.AddCleanup(l, func(release func()) { release() }, release)
 	return l, nil
 }
 
 // UnaryServerInterceptor checks cfg and returns the unary interceptor.
+// While it is reachable, the limiter refuses a SetRules (or a WatchFile
+// reload) that leaves out a rule it checks (sluice.Limiter.Require).
 func UnaryServerInterceptor(cfg Config) (grpc.UnaryServerInterceptor, error) {
 	l, err := newLimiter(cfg)
 	if err != nil {
@@ -182,7 +194,9 @@ func UnaryServerInterceptor(cfg Config) (grpc.UnaryServerInterceptor, error) {
 }
 
 // StreamServerInterceptor checks cfg and returns the stream interceptor: a
-// stream is checked once, when it opens.
+// stream is checked once, when it opens. While it is reachable, the
+// limiter refuses a reload that leaves out a rule it checks, as
+// UnaryServerInterceptor's does.
 func StreamServerInterceptor(cfg Config) (grpc.StreamServerInterceptor, error) {
 	l, err := newLimiter(cfg)
 	if err != nil {

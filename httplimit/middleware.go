@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -141,6 +142,11 @@ func (routeHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
 // route is checked against the route's rules, under its client's key, and
 // served if admitted, with the rate-limit headers; else answered as
 // cfg.Deny says. The error says what is wrong with cfg and how to fix it.
+//
+// While the middleware is reachable, the limiter refuses a SetRules (or a
+// WatchFile reload) that leaves out a rule a route checks: see
+// sluice.Limiter.Require. Once the middleware is garbage, the hold is
+// released at a later garbage collection.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	m, err := newMiddleware(cfg)
 	if err != nil {
@@ -194,6 +200,14 @@ func newMiddleware(cfg Config) (m *middleware, err error) {
 	if key == nil {
 		key = PeerIP()
 	}
+	var releases []func()
+	defer func() {
+		if err != nil {
+			for _, release := range releases {
+				release()
+			}
+		}
+	}()
 	for i, cr := range cfg.Routes {
 		rt, err := m.route(cr, key)
 		if err != nil {
@@ -203,7 +217,19 @@ func newMiddleware(cfg Config) (m *middleware, err error) {
 			return nil, fmt.Errorf("httplimit: Config.Routes[%d]: %w", i, err)
 		}
 		m.byPattern[cr.Pattern] = rt
+		// While the middleware lives, a reload cannot leave out a rule
+		// its routes check (sluice.Limiter.Require).
+		release, err := cfg.Limiter.Require(fmt.Sprintf("httplimit route %q", cr.Pattern), rt.names...)
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: Config.Routes[%d] (%q): %w", i, cr.Pattern, err)
+		}
+		releases = append(releases, release)
 	}
+	runtime.AddCleanup(m, func(releases []func()) {
+		for _, release := range releases {
+			release()
+		}
+	}, releases)
 	if len(cfg.Routes) == 1 && cfg.Routes[0].Pattern == "/" {
 		m.all = m.byPattern["/"]
 	}

@@ -1,0 +1,85 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ErrRuleInUse is wrapped by the error of a SetRules call that leaves out
+// a rule that something still checks (see Limiter.Require). Nothing
+// changes.
+var ErrRuleInUse = errors.New("sluice: rule in use")
+
+// Require records that user (a description for error messages, such as
+// `httplimit route "GET /api/"`) checks the rules named names. Until
+// release is called, SetRules refuses, with an error wrapping
+// ErrRuleInUse, a set that leaves one of them out, and WatchFile keeps the
+// rules in force and logs the refusal at Error: a reload cannot silently
+// turn a route's checks into ErrUnknownRule. A rule that is only changed
+// (its limit, its window) is not left out.
+//
+// A name that is not a rule of the limiter now is an error wrapping
+// ErrUnknownRule, and then nothing is recorded. release is idempotent.
+// httplimit and grpclimit call Require when they are built, for every rule
+// they name, and release once the middleware is garbage.
+func (l *Limiter) Require(user string, names ...string) (release func(), err error) {
+	l.setMu.Lock()
+	defer l.setMu.Unlock()
+	set := l.set.Load()
+	for _, name := range names {
+		if set.byName[name] == nil {
+			return nil, fmt.Errorf("%w %q (needed by %s)", ErrUnknownRule, name, user)
+		}
+	}
+	if l.uses == nil {
+		l.uses = map[string]map[string]int{}
+	}
+	for _, name := range names {
+		if l.uses[name] == nil {
+			l.uses[name] = map[string]int{}
+		}
+		l.uses[name][user]++
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.setMu.Lock()
+			defer l.setMu.Unlock()
+			for _, name := range names {
+				if l.uses[name][user]--; l.uses[name][user] <= 0 {
+					delete(l.uses[name], user)
+				}
+				if len(l.uses[name]) == 0 {
+					delete(l.uses, name)
+				}
+			}
+		})
+	}, nil
+}
+
+// checkUses returns an error wrapping ErrRuleInUse if next lacks a rule
+// that something requires. The caller holds setMu.
+func (l *Limiter) checkUses(next *ruleSet) error {
+	var missing []string
+	for name := range l.uses {
+		if next.byName[name] == nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	var b strings.Builder
+	for i, name := range missing {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%q (checked by %s)", name, strings.Join(slices.Sorted(maps.Keys(l.uses[name])), ", "))
+	}
+	return fmt.Errorf("%w: the new rules leave out %s: keep it in the set (change its limit if needed), or rebuild what checks it without it first", ErrRuleInUse, b.String())
+}
