@@ -14,8 +14,8 @@ type Fleet struct {
 	// Instances is N̂, the live instances at the last heartbeat (at least 1).
 	Instances int
 	// Joining reports that some live instance may not count this one in its
-	// N̂ yet: it has not registered, or not every instance the registry
-	// holds has heartbeated since it did (see Syncer.Joining).
+	// N̂ yet: not every instance the registry holds has heartbeated since
+	// this one (re)registered (see Syncer.Joining).
 	Joining bool
 	// Healthy reports whether the last round trip to the store succeeded.
 	Healthy bool
@@ -45,16 +45,20 @@ func (s *Syncer) Instances() int { return int(s.instances.Load()) }
 func (s *Syncer) Healthy() bool { return s.healthy.Load() }
 
 // Joining reports that the fleet may not count this instance yet: a
-// heartbeat (re)registered it and some instance the registry holds has not
-// heartbeated since, so that instance's N̂, and the divergence cap sized on
-// it, may leave this one out; or, back from an outage, a look found no
-// entry of it (expired, or lost with the store's data). It ends at the first heartbeat that finds every live
-// instance's latest heartbeat later than this one's registration: at the
-// next cycle when the others are on time, within an InstanceTTL if one of
-// them died without deregistering. Meanwhile checks should take no local
-// allowance the store has not counted (a divergence cap of 0: see "Joining
-// the fleet" in docs/design.md). A syncer that never reached the store is
-// not joining: its rules are on their failure mode.
+// heartbeat (re)registered it and some other instance the registry holds
+// has not heartbeated since, so that instance's N̂, and the divergence cap
+// sized on it, may leave this one out (an instance alone in the registry is
+// not joining: those that register later count it); or, back from an outage, a look found no
+// entry of it (expired, or lost with the store's data). It ends at the first
+// heartbeat that finds every live instance's latest heartbeat later than
+// this one's registration: at the next cycle when the others are on time,
+// within an InstanceTTL if one of them died without deregistering.
+// Meanwhile checks should take no local allowance the store has not counted
+// (a divergence cap of 0: see "Joining the fleet" in docs/design.md). A
+// syncer that never reached the store is not joining: its rules are on
+// their failure mode. An instance that registers under the id of one still
+// in the registry (a process restarted under the same InstanceID) is
+// already counted, and is not joining either.
 func (s *Syncer) Joining() bool { return s.joining.Load() }
 
 // OldestHeartbeat returns the store time (ns) of the oldest heartbeat among
@@ -164,7 +168,11 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		if absent == 1 {
 			s.joinedAt.Store(at)
 		}
-		joining = s.oldestBeat.Load() <= s.joinedAt.Load()
+		// Alone in the registry, the instance is counted by every one
+		// that registers after it. Otherwise the oldest heartbeat is
+		// another's (this one's entry was just refreshed) and must be
+		// later than the registration.
+		joining = n > 1 && s.oldestBeat.Load() <= s.joinedAt.Load()
 	case regLook:
 		// Back from an outage the instance only looks: if its entry is
 		// gone (expired, lost with the store's data, or never made), the

@@ -12,8 +12,9 @@ import (
 )
 
 // TestJoining: an instance is joining from its registration until a
-// heartbeat finds that every live instance has heartbeated since (so that
-// every N̂ counts it), however many instances registered after it; an entry
+// heartbeat finds that every other live instance has heartbeated since (so
+// that every N̂ counts it), however many instances registered after it, and
+// not at all if it registers alone; an entry
 // that stays silent (an instance that died without deregistering) holds it
 // joining until the entry leaves the registry; a look that finds the
 // instance's entry gone makes it joining again.
@@ -26,21 +27,26 @@ func TestJoining(t *testing.T) {
 	nextMs := func() { time.Sleep(2 * time.Millisecond) }
 
 	a := startSyncer(t, testConfig(c, "A"))
-	assert.True(t, a.Joining(), "A registered: nobody has heartbeated since")
-	assert.True(t, a.Fleet().Joining)
+	assert.False(t, a.Joining(), "A is alone: whoever registers later counts it")
+	assert.False(t, a.Fleet().Joining)
 	nextMs()
 	b := startSyncer(t, testConfig(c, "B"))
-	assert.True(t, b.Joining())
+	assert.True(t, b.Joining(), "A has not heartbeated since B registered")
+	assert.True(t, b.Fleet().Joining)
 	assert.Equal(t, 2, b.Fleet().Instances)
 	nextMs()
-	flush(t, a)
-	assert.False(t, a.Joining(), "B registered after A: its heartbeat counted A")
-	assert.False(t, a.Fleet().Joining)
-	assert.Equal(t, 2, a.Fleet().Instances)
-	assert.True(t, b.Joining(), "B has not heartbeated since")
+	e := startSyncer(t, testConfig(c, "E"))
+	assert.True(t, e.Joining())
 	nextMs()
+	flush(t, a)
+	assert.False(t, a.Joining())
+	assert.Equal(t, 3, a.Fleet().Instances)
+	assert.True(t, b.Joining(), "B has not heartbeated since: it cannot know")
 	flush(t, b)
-	assert.False(t, b.Joining(), "A heartbeated after B registered")
+	assert.False(t, b.Joining(), "A heartbeated after B registered, and E registered after it")
+	assert.False(t, b.Fleet().Joining)
+	flush(t, e)
+	assert.False(t, e.Joining(), "A and B heartbeated after E registered")
 
 	// A silent entry whose last heartbeat is older than D's registration: D
 	// stays joining while it lasts.
@@ -51,10 +57,11 @@ func TestJoining(t *testing.T) {
 	nextMs()
 	flush(t, a)
 	flush(t, b)
+	flush(t, e)
 	nextMs()
 	flush(t, d)
 	assert.True(t, d.Joining(), "the silent entry may not count D")
-	assert.Equal(t, 4, d.Fleet().Instances)
+	assert.Equal(t, 5, d.Fleet().Instances)
 	require.NoError(t, c.ZRem(ctx, "t:instances", "dead").Err()) // as if it expired
 	nextMs()
 	flush(t, d)
@@ -72,6 +79,8 @@ func TestJoining(t *testing.T) {
 	nextMs()
 	flush(t, b)
 	flush(t, d)
+	assert.True(t, a.Joining(), "E has not heartbeated since")
+	flush(t, e)
 	nextMs()
 	flush(t, a)
 	assert.False(t, a.Joining())

@@ -316,21 +316,29 @@ return out
 // its entry expired or the registry was lost), else 0. It can also only
 // look: the same reply without touching the instance's entry.
 //
+// The heartbeat's ZADD stays the script's first write: at maxmemory
+// (noeviction) the store refuses it, and so the heartbeat, only while the
+// script has written nothing.
+//
 // KEYS[1] the registry; ARGV: instance id, ttl ms, "0" to heartbeat, "1" to
 // remove, "2" to look.
 var registryScript = redis.NewScript(`
 local t = redis.call('TIME')
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', nowms))
 local absent = 0
+if ARGV[3] ~= '1' then
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if not score or tonumber(score) <= nowms then
+    absent = 1
+  end
+end
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
 elseif ARGV[3] == '0' then
-  absent = redis.call('ZADD', KEYS[1], string.format('%.0f', nowms + ttl), ARGV[1])
-elseif not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  absent = 1
+  redis.call('ZADD', KEYS[1], string.format('%.0f', nowms + ttl), ARGV[1])
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', nowms))
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0', absent}
