@@ -19,15 +19,15 @@ import (
 
 // call is one admitted check: when its Allow call started and ended, in ns
 // on the test's monotonic clock.
-type call struct{ start, end int64 }
+type timedCall struct{ start, end int64 }
 
 // maxInRealWindow returns the most admissions whose whole call lies inside
 // one real interval of length w, and where that interval starts. An
 // interval holding the most can always be slid right until it starts at
 // some admission's start, so only those are tried.
-func maxInRealWindow(calls []call, w int64) (most int, at int64) {
+func maxInRealWindow(calls []timedCall, w int64) (most int, at int64) {
 	calls = slices.Clone(calls)
-	slices.SortFunc(calls, func(a, b call) int { return int(a.start - b.start) })
+	slices.SortFunc(calls, func(a, b timedCall) int { return int(a.start - b.start) })
 	for i, c := range calls {
 		n := 0
 		for _, d := range calls[i:] {
@@ -49,14 +49,14 @@ func TestMaxInRealWindow(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name  string
-		calls []call
+		calls []timedCall
 		w     int64
 		want  int
 	}{
 		{"empty", nil, 10, 0},
-		{"all inside", []call{{0, 1}, {2, 3}, {9, 10}}, 10, 3},
-		{"a call ending past the window is not counted", []call{{0, 1}, {5, 11}, {10, 10}}, 10, 2},
-		{"the best window starts later", []call{{0, 1}, {8, 9}, {12, 13}, {15, 17}}, 10, 3},
+		{"all inside", []timedCall{{0, 1}, {2, 3}, {9, 10}}, 10, 3},
+		{"a call ending past the window is not counted", []timedCall{{0, 1}, {5, 11}, {10, 10}}, 10, 2},
+		{"the best window starts later", []timedCall{{0, 1}, {8, 9}, {12, 13}, {15, 17}}, 10, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestMaxInRealWindow(t *testing.T) {
 // coldRun is what coldFleet saw: every admitted call, and what the fleet's
 // first checks cost.
 type coldRun struct {
-	calls []call
+	calls []timedCall
 	// early and late count the checks started in the first 200 ms and
 	// after; slowEarly and slowLate those of them that took 1 ms or more;
 	// maxEarly and maxLate the longest.
@@ -125,7 +125,7 @@ func coldFleet(t *testing.T, srv *redistest.Server, n, g int, opts sluice.Option
 							return
 						}
 						if dec.Allowed {
-							mine.calls = append(mine.calls, call{int64(s), int64(e)})
+							mine.calls = append(mine.calls, timedCall{int64(s), int64(e)})
 						}
 						took := e - s
 						if s < earlyEnd {
