@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 )
 
-// call is one admitted check: when its Allow call started and ended, in ns
+// timedCall is one admitted check: when its Allow call started and ended, in ns
 // on the test's monotonic clock.
 type timedCall struct{ start, end int64 }
 
