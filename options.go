@@ -101,8 +101,11 @@ type Options struct {
 	// MaxKeyLength bounds a key's length in bytes; default
 	// DefaultMaxKeyLength. Longer keys are rejected with ErrKeyTooLong.
 	MaxKeyLength int
-	// MinInstances is a floor on N̂, the live-instance count; default 1. Set
-	// it to the fleet size to keep the bound while instances are starting.
+	// MinInstances is a floor on N̂, the live-instance count; default 1.
+	// Instances that start keep the bound without it (each admits nothing
+	// the store has not counted until the others count it); set it to the
+	// fleet size to keep the bound while an instance cut off from the store
+	// longer than its registry entry lives still admits on FailLocal.
 	MinInstances int
 	// BatchSize is the number of keys per Redis pipeline; default 256.
 	BatchSize int

@@ -187,7 +187,11 @@ func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
 
 // SetFleet splits the error budget among instances+1 (the divergence cap
 // ⌊ε·L/(N̂+1)⌋ per instance) and sets each instance's share L/N̂ for the
-// failure mode. A Local rule's table ignores them.
+// failure mode. A Local rule's table ignores them. While the store says the
+// instance is joining (syncer.Rule.Joining: some instance may not count it
+// in its N̂ yet), the cap is 0: every admission is counted in the store
+// before it is made (a reservation or a lease), so the others' caps, sized
+// on a fleet without this instance, keep the bound.
 //
 // Back from an outage under FailLocal, an Eventual table is Recovering
 // (localcache.Limits.Recovering) until the fleet has pushed its outage
@@ -227,8 +231,12 @@ func (w *windowRule) applyFleet() {
 		n = max(n, f.expect)
 	}
 	limit := w.limit.Load()
+	capv := int64(math.Floor(w.budget * float64(limit) / float64(n+1)))
+	if w.store != nil && w.store.Joining() {
+		capv = 0
+	}
 	lim := localcache.Limits{
-		Cap:        int64(math.Floor(w.budget * float64(limit) / float64(n+1))),
+		Cap:        capv,
 		Share:      limit / n,
 		Down:       f.down,
 		Mode:       w.mode,

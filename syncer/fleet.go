@@ -8,15 +8,20 @@ import (
 )
 
 // Fleet is what the syncer knows of the fleet and the store: the number of
-// live instances and the store's health, with a count of their changes.
+// live instances, whether the others all count this one, and the store's
+// health, with a count of their changes.
 type Fleet struct {
 	// Instances is N̂, the live instances at the last heartbeat (at least 1).
 	Instances int
+	// Joining reports that some live instance may not count this one in its
+	// N̂ yet: not every instance the registry holds has heartbeated since
+	// this one (re)registered (see Syncer.Joining).
+	Joining bool
 	// Healthy reports whether the last round trip to the store succeeded.
 	Healthy bool
 	// Err is why the store was judged unhealthy (nil while it is healthy).
 	Err error
-	// Changes counts the changes of Instances and Healthy since New.
+	// Changes counts the changes of Instances, Joining and Healthy since New.
 	Changes int64
 }
 
@@ -38,6 +43,23 @@ func (s *Syncer) Instances() int { return int(s.instances.Load()) }
 
 // Healthy reports whether the last round trip to the store succeeded.
 func (s *Syncer) Healthy() bool { return s.healthy.Load() }
+
+// Joining reports that the fleet may not count this instance yet: a
+// heartbeat (re)registered it and some other instance the registry holds
+// has not heartbeated since, so that instance's N̂, and the divergence cap
+// sized on it, may leave this one out (an instance alone in the registry is
+// not joining: those that register later count it); or, back from an outage, a look found no
+// entry of it (expired, or lost with the store's data). It ends at the first
+// heartbeat that finds every live instance's latest heartbeat later than
+// this one's registration: at the next cycle when the others are on time,
+// within an InstanceTTL if one of them died without deregistering.
+// Meanwhile checks should take no local allowance the store has not counted
+// (a divergence cap of 0: see "Joining the fleet" in docs/design.md). A
+// syncer that never reached the store is not joining: its rules are on
+// their failure mode. An instance that registers under the id of one still
+// in the registry (a process restarted under the same InstanceID) is
+// already counted, and is not joining either.
+func (s *Syncer) Joining() bool { return s.joining.Load() }
 
 // OldestHeartbeat returns the store time (ns) of the oldest heartbeat among
 // the live instances, as the last heartbeat of this one read the registry:
@@ -114,13 +136,14 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		s.failed(err)
 		return err
 	}
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
 	}
 	sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
 	usec, err2 := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
 	n, ok := v[2].(int64)
-	if err1 != nil || err2 != nil || !ok {
+	absent, ok2 := v[4].(int64)
+	if err1 != nil || err2 != nil || !ok || !ok2 {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
 	}
 	if mode == regRemove {
@@ -135,11 +158,34 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	}
 	n = max(n, 1)
 	s.instances.Store(n)
+	// The script's now in whole ms, as the registry's scores hold it:
+	// heartbeats are compared at that resolution, and one of the same ms
+	// may have run before this one, so only a later one counts.
+	at := (sec*1000 + usec/1000) * int64(time.Millisecond)
+	joining := s.joining.Load()
+	switch mode {
+	case regBeat:
+		if absent == 1 {
+			s.joinedAt.Store(at)
+		}
+		// Alone in the registry, the instance is counted by every one
+		// that registers after it. Otherwise the oldest heartbeat is
+		// another's (this one's entry was just refreshed) and must be
+		// later than the registration.
+		joining = n > 1 && s.oldestBeat.Load() <= s.joinedAt.Load()
+	case regLook:
+		// Back from an outage the instance only looks: if its entry is
+		// gone (expired, lost with the store's data, or never made), the
+		// others' N̂ may no longer count it, until it registers again and
+		// they heartbeat since.
+		joining = joining || absent == 1
+	}
+	s.joining.Store(joining)
 	s.publish(func(f *Fleet) bool {
-		if f.Instances == int(n) {
+		if f.Instances == int(n) && f.Joining == joining {
 			return false
 		}
-		f.Instances = int(n)
+		f.Instances, f.Joining = int(n), joining
 		return true
 	})
 	return nil

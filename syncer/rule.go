@@ -245,6 +245,9 @@ func (r *Rule) Healthy() bool { return r.s.Healthy() }
 // OldestHeartbeat is the rule's Syncer's OldestHeartbeat.
 func (r *Rule) OldestHeartbeat() int64 { return r.s.OldestHeartbeat() }
 
+// Joining is the rule's Syncer's Joining.
+func (r *Rule) Joining() bool { return r.s.Joining() }
+
 // InstanceTTL is how long a silent instance stays in the rule's Syncer's
 // registry (Config.InstanceTTL).
 func (r *Rule) InstanceTTL() time.Duration { return r.s.cfg.InstanceTTL }

@@ -310,9 +310,15 @@ return out
 
 // registryScript heartbeats (or removes) an instance in the registry sorted
 // set, whose scores are expiry times in ms, drops expired members, and returns
-// the store's TIME, the number of live instances and the earliest expiry
-// among them (ms; the oldest heartbeat plus its TTL). It can also only look:
-// the same reply without touching the instance's entry.
+// the store's TIME, the number of live instances, the earliest expiry
+// among them (ms; the oldest heartbeat plus its TTL) and 1 if the instance
+// had no live entry (a heartbeat then registers it: its first, or one after
+// its entry expired or the registry was lost), else 0. It can also only
+// look: the same reply without touching the instance's entry.
+//
+// The heartbeat's ZADD stays the script's first write: at maxmemory
+// (noeviction) the store refuses it, and so the heartbeat, only while the
+// script has written nothing.
 //
 // KEYS[1] the registry; ARGV: instance id, ttl ms, "0" to heartbeat, "1" to
 // remove, "2" to look.
@@ -320,6 +326,13 @@ var registryScript = redis.NewScript(`
 local t = redis.call('TIME')
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
+local absent = 0
+if ARGV[3] ~= '1' then
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if not score or tonumber(score) <= nowms then
+    absent = 1
+  end
+end
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
 elseif ARGV[3] == '0' then
@@ -328,7 +341,7 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', nowms))
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0'}
+return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0', absent}
 `)
 
 // bulkScript pushes one instance's counts for many keys, of any rules, in

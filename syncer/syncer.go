@@ -129,6 +129,10 @@ type Syncer struct {
 	instances atomic.Int64
 	// oldestBeat is OldestHeartbeat.
 	oldestBeat atomic.Int64
+	// joinedAt is the store time (ns, whole ms) of the heartbeat that last
+	// registered the instance (0: none yet); joining is Joining.
+	joinedAt   atomic.Int64
+	joining    atomic.Bool
 	healthy    atomic.Bool
 	timeouts   atomic.Int64 // checks in a row not answered within Timeout
 	lastAnswer atomic.Int64 // local ns of the store's last answer to any round trip

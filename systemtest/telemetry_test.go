@@ -321,6 +321,11 @@ func TestTelemetryAccuracyExcess(t *testing.T) {
 	_, err = b.Allow(ctx, "api", "k") // B tracks the key, its view: 1
 	require.NoError(t, err)
 	require.NoError(t, b.Flush(ctx))
+	// B admits on a cap only once A has heartbeated since B registered
+	// (until then A's N̂ may leave B out: docs/design.md, "Joining the
+	// fleet"), which B learns at its own next heartbeat.
+	require.NoError(t, a.Flush(ctx))
+	require.NoError(t, b.Flush(ctx))
 	var admitted int64
 	for range 2 * limit {
 		d, err := a.Allow(ctx, "api", "k")

@@ -1,0 +1,87 @@
+package syncer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestJoining: an instance is joining from its registration until a
+// heartbeat finds that every other live instance has heartbeated since (so
+// that every N̂ counts it), however many instances registered after it, and
+// not at all if it registers alone; an entry
+// that stays silent (an instance that died without deregistering) holds it
+// joining until the entry leaves the registry; a look that finds the
+// instance's entry gone makes it joining again.
+func TestJoining(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := ctxT(t, opTimeout)
+	// Heartbeats are compared in whole ms: each step waits for the next.
+	nextMs := func() { time.Sleep(2 * time.Millisecond) }
+
+	a := startSyncer(t, testConfig(c, "A"))
+	assert.False(t, a.Joining(), "A is alone: whoever registers later counts it")
+	assert.False(t, a.Fleet().Joining)
+	nextMs()
+	b := startSyncer(t, testConfig(c, "B"))
+	assert.True(t, b.Joining(), "A has not heartbeated since B registered")
+	assert.True(t, b.Fleet().Joining)
+	assert.Equal(t, 2, b.Fleet().Instances)
+	nextMs()
+	e := startSyncer(t, testConfig(c, "E"))
+	assert.True(t, e.Joining())
+	nextMs()
+	flush(t, a)
+	assert.False(t, a.Joining())
+	assert.Equal(t, 3, a.Fleet().Instances)
+	assert.True(t, b.Joining(), "B has not heartbeated since: it cannot know")
+	flush(t, b)
+	assert.False(t, b.Joining(), "A heartbeated after B registered, and E registered after it")
+	assert.False(t, b.Fleet().Joining)
+	flush(t, e)
+	assert.False(t, e.Joining(), "A and B heartbeated after E registered")
+
+	// A silent entry whose last heartbeat is older than D's registration: D
+	// stays joining while it lasts.
+	now := storeTimeUs(t, c) / 1000
+	require.NoError(t, c.ZAdd(ctx, "t:instances", redis.Z{Score: float64(now + a.cfg.InstanceTTL.Milliseconds()), Member: "dead"}).Err())
+	nextMs()
+	d := startSyncer(t, testConfig(c, "D"))
+	nextMs()
+	flush(t, a)
+	flush(t, b)
+	flush(t, e)
+	nextMs()
+	flush(t, d)
+	assert.True(t, d.Joining(), "the silent entry may not count D")
+	assert.Equal(t, 5, d.Fleet().Instances)
+	require.NoError(t, c.ZRem(ctx, "t:instances", "dead").Err()) // as if it expired
+	nextMs()
+	flush(t, d)
+	assert.False(t, d.Joining(), "every live instance heartbeated since D registered")
+
+	// The registry lost A's entry: A's look (a cycle back from an outage
+	// looks; called here between two of the loop's cycles) sees it, its
+	// next heartbeat registers it again, and the others' next heartbeats
+	// count it.
+	require.NoError(t, c.ZRem(ctx, "t:instances", "A").Err())
+	require.NoError(t, a.look(ctx))
+	assert.True(t, a.Joining(), "A's entry is gone")
+	require.NoError(t, a.heartbeat(ctx))
+	assert.True(t, a.Joining(), "registered again: nobody has heartbeated since")
+	nextMs()
+	flush(t, b)
+	flush(t, d)
+	assert.True(t, a.Joining(), "E has not heartbeated since")
+	flush(t, e)
+	nextMs()
+	flush(t, a)
+	assert.False(t, a.Joining())
+}
