@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -114,20 +115,26 @@ func opsSetup(cfg *fleet.Config, target store.Target) (hooks []fleet.Hooks, done
 		// One chain of rewrites, in order: the middle one changes the
 		// aux rule's limit, and the later ones keep it.
 		var chain sync.Mutex
+		rng := rand.New(rand.NewPCG(tp.Seed, 0x7e10ad))
 		for i, at := range ts {
 			data, k := same, n
 			if i >= len(ts)/2 {
 				data, k = changed, m
 			}
+			// Hooks run on a 100 ms tick, as the watchers poll: a
+			// seeded delay within a poll varies the phase of each
+			// rewrite against the polls.
+			delay := time.Duration(rng.Int64N(int64(fleet.WatchInterval)))
 			hooks = append(hooks, fleet.Hooks{At: time.Duration(at), Do: func() {
 				chain.Lock()
 				defer chain.Unlock()
+				time.Sleep(delay)
 				if err := rewriteInPlace(path, data, k, rewritePause); err != nil {
 					note("reload: rewriting the rules file: " + err.Error())
 				}
 			}})
 		}
-		note(fmt.Sprintf("reload: every instance watches a rules file (polled every %v) holding an aux rule and this one; it was rewritten in place %d times (truncated, %v later its first part up to this rule, %v later the rest), from the %s one with the aux rule's limit changed",
+		note(fmt.Sprintf("reload: every instance watches a rules file (polled every %v) holding an aux rule and this one; it was rewritten in place %d times, each at a random phase of a poll (truncated, %v later its first part up to this rule, %v later the rest), from the %s one with the aux rule's limit changed",
 			fleet.WatchInterval, len(ts), rewritePause, rewritePause, ordinal(len(ts)/2+1)))
 		return hooks, func() []string {
 			chain.Lock() // a late rewrite has finished

@@ -30,7 +30,7 @@ const (
 	// and spread (round robin over the instances up).
 	Deploy = "deploy"
 	// Reload: every instance watches one rules file (sluice's WatchFile),
-	// which is rewritten in place mid-run, every half second from a fifth
+	// which is rewritten in place mid-run, every quarter second from a fifth
 	// to four fifths of the run, the way a shell's > does: truncated, then
 	// written in two parts, the first ending before the load test's rule.
 	// The rules stay the same, but the middle rewrite changes another
@@ -227,14 +227,14 @@ func (p *Params) isDown(i int, t int64) bool {
 }
 
 // ReloadTimes returns the offsets at which the reload profile rewrites the
-// rules file: every half second (at most a tenth of the run apart, for
+// rules file: every quarter second (at most a tenth of the run apart, for
 // short runs) from a fifth to four fifths of the run.
 func (p *Params) ReloadTimes() []int64 {
 	if p.Profile != Reload {
 		return nil
 	}
 	d := int64(p.Duration)
-	step := min(int64(500*time.Millisecond), d/10)
+	step := min(int64(250*time.Millisecond), d/10)
 	var ts []int64
 	for t := d / 5; t < d*4/5; t += step {
 		ts = append(ts, t)

@@ -68,7 +68,7 @@ func Describe(p string) string {
 	case Deploy:
 		return "instances replaced one by one: each closed in turn and a new one (new InstanceID) started in its place; keys sticky to an instance (on the next while it is down) or spread over those up; needs 2 instances"
 	case Reload:
-		return "every instance watches one rules file, rewritten in place (truncated, then written in two parts) every 0.5s from 1/5 to 4/5 of the run, once with another rule's limit changed; also judged: no check errors"
+		return "every instance watches one rules file, rewritten in place (truncated, then written in two parts) every 0.25s from 1/5 to 4/5 of the run, from the middle one on with another rule's limit changed; also judged: no check errors"
 	case StoreLoss:
 		return "FLUSHALL on the store at 40% of the run (the store's counts lost); on -redis, only a Redis holding nothing but the load test's keys"
 	case Startup:
