@@ -132,6 +132,13 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 	if traffic.IsOperation(profile) {
 		sc.Notes = append(sc.Notes, opsKeysNote(&cfg.Traffic, res.Records))
 	}
+	if profile == traffic.Deploy {
+		n := 0
+		for _, in := range res.Instances {
+			n += in.Replaced
+		}
+		sc.Notes = append(sc.Notes, fmt.Sprintf("deploy: %d of %d instances replaced while running (each closed, and a new limiter with a new InstanceID started in its place after a pause; its traffic went to the others meanwhile)", n, cfg.Traffic.Instances))
+	}
 	a := oracle.Analyze(res.Records, op)
 	fillWaits(sc, res, a)
 	switch cfg.Rule.Algorithm {

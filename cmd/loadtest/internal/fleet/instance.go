@@ -105,6 +105,9 @@ type InstanceResult struct {
 	FlushMax time.Duration `json:"flush_max,omitempty"`
 	// Keys is the number of keys tracked locally at the end.
 	Keys int64 `json:"keys"`
+	// Replaced counts the times the instance's limiter was closed and a
+	// new one, with a new InstanceID, opened in its place (a deploy).
+	Replaced int `json:"replaced,omitempty"`
 	// Err is set if the instance could not run.
 	Err string `json:"err,omitempty"`
 }
@@ -304,6 +307,7 @@ func (in *instance) run(stop <-chan struct{}, budget *record.Budget, newBuf func
 		}
 		if si < len(spans)-1 {
 			in.close() // replaced: Close pushes the last counts
+			in.res.Replaced++
 		}
 	}
 	for i := range states {
