@@ -23,11 +23,12 @@ const (
 	// not the moves').
 	Shift = "shift"
 	// Deploy: instances are replaced one by one while the fleet runs:
-	// instance i is closed (Close pushes its last counts), and after a
-	// pause a new limiter with a new InstanceID starts in its place. Keys
-	// take one of two patterns in turn: sticky (to a home instance; while
-	// it is down, to the next one, and back to the new one once started)
-	// and spread (round robin over the instances up).
+	// instance i is drained (its traffic goes to the others), closed a
+	// moment later (Close pushes its last counts), and after a pause a new
+	// limiter with a new InstanceID starts in its place and gets traffic.
+	// Keys take one of two patterns in turn: sticky (to a home instance;
+	// while it is drained or down, to the next one, and back to the new
+	// one once started) and spread (round robin over the instances up).
 	Deploy = "deploy"
 	// Reload: every instance watches one rules file (sluice's WatchFile),
 	// which is rewritten in place mid-run, every quarter second from a fifth
@@ -63,12 +64,14 @@ func MinInstances(p string) int {
 
 // Shares of the limit per window offered to the operations profiles' keys:
 // a hot key is offered HotShare·L per window, evenly; a quiet key
-// QuietShare·L per window, evenly, but in the shift profile in cycles of
-// 1.4 windows: LowShare·L within LowSpan of a window, then BurstShare·L
-// within the next BurstSpan, then nothing (at most 0.8·L in any window or
-// any window plus a sub-window of a tenth of the window): the key uses
-// part of its limit on one instance, then arrives in force, on another
-// instance if it moved.
+// QuietShare·L per window, evenly, but in the shift profile, and a deploy's
+// sticky quiet keys, in cycles of 1.4 windows: LowShare·L within LowSpan of
+// a window, then BurstShare·L within the next BurstSpan, then nothing (at
+// most 0.8·L in any window, and in any window plus a sub-window of a tenth
+// of the window): the key uses part of its limit on one instance, then
+// arrives in force, on another instance if it moved (a shift's all-at-once
+// key moves at each burst; a deploy's sticky key bursts as its home
+// instance is drained).
 const (
 	QuietShare = 0.8
 	HotShare   = 2.2
@@ -159,7 +162,8 @@ func (k *keySched) bursts(t float64) int {
 func (p *Params) sched(k int) keySched {
 	w, l := float64(p.Window), float64(p.Limit)
 	u := float64(mix(p.Seed, uint64(k), 0)>>11) / (1 << 53)
-	if !p.Quiet(k) || p.Profile != Shift {
+	cycled := p.Profile == Shift || (p.Profile == Deploy && k%2 == 0)
+	if !p.Quiet(k) || !cycled {
 		share := HotShare
 		if p.Quiet(k) {
 			share = QuietShare
@@ -170,8 +174,15 @@ func (p *Params) sched(k int) keySched {
 	low := max(int(LowShare*l), 1)
 	burst := max(int(BurstShare*l), 1)
 	cycle := (LowSpan + BurstSpan + 1.2) * w // at least a window and a sub-window of nothing
-	return keySched{phase: u * cycle, gap: LowSpan * w / float64(low), low: low, burst: burst,
+	ks := keySched{phase: u * cycle, gap: LowSpan * w / float64(low), low: low, burst: burst,
 		burstGap: BurstSpan * w / float64(burst), cycle: cycle, at: LowSpan * w}
+	if drain, _, ok := p.drained(k % p.Instances); ok {
+		// A deploy's sticky key bursts as its home is drained: it used
+		// part of its limit there, and arrives in force on the next.
+		at := float64(drain) - ks.at
+		ks.phase = at - math.Floor(at/cycle)*cycle
+	}
+	return ks
 }
 
 // OpRate returns the fleet-wide rate an operations profile offers, checks/s.
@@ -195,15 +206,31 @@ func mix(seed, a, b uint64) uint64 {
 // Downtime returns when instance i of a deploy is closed and when its
 // replacement starts, as offsets; ok is false for other profiles. The
 // instances are replaced in turn, each in its own slot of 0.7·D/N from
-// 0.15·D on, down for half of it.
+// 0.15·D on: drained at the slot's start (its traffic goes to the others),
+// closed DrainLead later, and replaced half a slot after the start.
 func (p *Params) Downtime(i int) (down, up int64, ok bool) {
+	drain, up, ok := p.drained(i)
+	return drain + p.DrainLead(), up, ok
+}
+
+// DrainLead is how long a deploy's instance runs without traffic before it
+// is closed, as a load balancer drains it: half a window, at most a
+// quarter of its slot.
+func (p *Params) DrainLead() int64 {
+	slot := 0.7 * float64(p.Duration) / float64(p.Instances)
+	return min(int64(p.Window)/2, int64(slot/4))
+}
+
+// drained returns when instance i of a deploy stops getting traffic and
+// when its replacement starts.
+func (p *Params) drained(i int) (from, to int64, ok bool) {
 	if p.Profile != Deploy {
 		return 0, 0, false
 	}
 	d := float64(p.Duration)
 	slot := 0.7 * d / float64(p.Instances)
-	down = int64(0.15*d + float64(i)*slot)
-	return down, down + int64(slot/2), true
+	from = int64(0.15*d + float64(i)*slot)
+	return from, from + int64(slot/2), true
 }
 
 // Span is an interval of offsets [From, To).
@@ -220,10 +247,11 @@ func (p *Params) Serving(i int) []Span {
 	return []Span{{join, leave}}
 }
 
-// isDown reports whether instance i is down at offset t (a deploy).
+// isDown reports whether instance i gets no traffic at offset t: a
+// deploy's instance from its drain until its replacement starts.
 func (p *Params) isDown(i int, t int64) bool {
-	down, up, ok := p.Downtime(i)
-	return ok && t >= down && t < up
+	from, to, ok := p.drained(i)
+	return ok && t >= from && t < to
 }
 
 // ReloadTimes returns the offsets at which the reload profile rewrites the

@@ -146,9 +146,10 @@ func TestShiftPatterns(t *testing.T) {
 	}
 }
 
-// TestDeploy: each instance is down once, in turn, never two at a time,
-// and no check goes to an instance while it is down; a sticky key's
-// checks go to the next instance meanwhile.
+// TestDeploy: each instance is drained and then down once, in turn, never
+// two at a time, and no check goes to an instance from its drain until its
+// replacement starts; a sticky key's checks go to the next instance
+// meanwhile.
 func TestDeploy(t *testing.T) {
 	t.Parallel()
 	p := opsParams(Deploy)
@@ -158,10 +159,11 @@ func TestDeploy(t *testing.T) {
 		down, up, ok := p.Downtime(i)
 		require.True(t, ok)
 		assert.Less(t, down, up)
-		assert.GreaterOrEqual(t, down, prevUp, "instance %d down while %d is", i, i-1)
+		assert.GreaterOrEqual(t, drainOf(&p, i), prevUp, "instance %d drained while %d is down", i, i-1)
 		prevUp = up
 		assert.Equal(t, []Span{{0, down}, {up, int64(p.Duration)}}, p.Serving(i))
-		during := instancesOf(&p, ms, down, up)
+		assert.Equal(t, p.DrainLead(), down-(drainOf(&p, i)), "instance %d drained before it closes", i)
+		during := instancesOf(&p, ms, down-p.DrainLead(), up)
 		for k := range p.Keys {
 			assert.Zero(t, during[k][i], "key %d on instance %d while it is down", k, i)
 			if k%2 == 0 && k%p.Instances == i {
@@ -172,6 +174,12 @@ func TestDeploy(t *testing.T) {
 	shift := opsParams(Shift)
 	_, _, ok := shift.Downtime(0)
 	assert.False(t, ok)
+}
+
+// drainOf returns when instance i of a deploy is drained.
+func drainOf(p *Params, i int) int64 {
+	from, _, _ := p.drained(i)
+	return from
 }
 
 // TestOperationsValidate: the profiles that move traffic need two

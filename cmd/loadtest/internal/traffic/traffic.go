@@ -66,7 +66,7 @@ func Describe(p string) string {
 	case Shift:
 		return "a key's traffic moves between instances: all at once (hops at 1/3 and 2/3 of the run), round robin (each check on the next instance), or draining (A's share falls to 0 from 1/3 to 2/3 while B's grows); needs 2 instances"
 	case Deploy:
-		return "instances replaced one by one: each closed in turn and a new one (new InstanceID) started in its place; keys sticky to an instance (on the next while it is down) or spread over those up; needs 2 instances"
+		return "instances replaced one by one: each drained (its traffic to the others), closed half a window later, and a new one (new InstanceID) started in its place; keys sticky to an instance (on the next meanwhile) or spread over those up; needs 2 instances"
 	case Reload:
 		return "every instance watches one rules file, rewritten in place (truncated, then written in two parts) every 0.25s from 1/5 to 4/5 of the run, from the middle one on with another rule's limit changed; also judged: no check errors"
 	case StoreLoss:
