@@ -654,10 +654,10 @@ Profiles:
 	}
 	fmt.Fprintf(w, `
 Operations profiles, run only when named (-profile %s runs all four). Each offers
-a few keys on a regular schedule, whatever -rate and -cost: half quiet (0.8·L per
-window: any denial is a false denial), half hot (2.5·L per window: over-admission
-and utilization), each check costing 1; the verdict also judges that no check
-returned an error:
+a few keys on a regular schedule, whatever -rate and -cost: half quiet (at most
+0.8·L in any window: any denial is a false denial), half hot (2.2·L per window:
+over-admission and utilization), each check costing 1; the verdict also judges
+that no check returned an error, and the notes give each key's denials:
 `, opsAlias)
 	for _, p := range traffic.Operations {
 		fmt.Fprintf(w, "  %-11s %s\n", p, traffic.Describe(p))

@@ -64,9 +64,9 @@ func Describe(p string) string {
 	case Throughput:
 		return "every worker checks as fast as it can (whatever -rate) over -keys keys (Zipf -zipf), for at most " + ThroughputDuration.String() + ": the checks a second the fleet sustains"
 	case Shift:
-		return "a key's traffic moves between instances: all at once (hops at 1/3 and 2/3 of the run), round robin (each check on the next instance), or draining (A's share falls to 0 from 1/3 to 2/3 while B's grows); needs 2 instances"
+		return "a key's traffic moves between instances: all at once (a quiet key uses 0.3·L on one instance, then 0.5·L at once on the next; a hot key hops at 1/3 and 2/3 of the run), round robin (each check on the next instance), draining (A's share falls to 0 from 1/3 to 2/3 while B's grows), or sticky (the control: never moves); needs 2 instances"
 	case Deploy:
-		return "instances replaced one by one: each drained (its traffic to the others), closed half a window later, and a new one (new InstanceID) started in its place; keys sticky to an instance (on the next meanwhile) or spread over those up; needs 2 instances"
+		return "instances replaced one by one: each drained (its traffic to the others), closed half a window later, and a new one (new InstanceID) started in its place; keys sticky to an instance (on the next meanwhile; a quiet one bursts as its home is drained) or spread over those up; needs 2 instances"
 	case Reload:
 		return "every instance watches one rules file, rewritten in place (truncated, then written in two parts) every 0.25s from 1/5 to 4/5 of the run, from the middle one on with another rule's limit changed; also judged: no check errors"
 	case StoreLoss:
