@@ -255,14 +255,15 @@ func (p *Params) isDown(i int, t int64) bool {
 }
 
 // ReloadTimes returns the offsets at which the reload profile rewrites the
-// rules file: every quarter second (at most a tenth of the run apart, for
-// short runs) from a fifth to four fifths of the run.
+// rules file: every quarter second (a tenth of the run for short runs, but
+// at least 100 ms apart: the hooks that rewrite run on a 100 ms tick) from
+// a fifth to four fifths of the run.
 func (p *Params) ReloadTimes() []int64 {
 	if p.Profile != Reload {
 		return nil
 	}
 	d := int64(p.Duration)
-	step := min(int64(250*time.Millisecond), d/10)
+	step := max(min(int64(250*time.Millisecond), d/10), int64(100*time.Millisecond))
 	var ts []int64
 	for t := d / 5; t < d*4/5; t += step {
 		ts = append(ts, t)

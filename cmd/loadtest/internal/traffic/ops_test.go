@@ -182,6 +182,25 @@ func drainOf(p *Params, i int) int64 {
 	return from
 }
 
+// TestReloadTimes: the rewrites fall within the middle three fifths of the
+// run, in order, at least 100 ms apart; other profiles have none.
+func TestReloadTimes(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, 5 * time.Second} {
+		p := opsParams(Reload)
+		p.Duration = d
+		ts := p.ReloadTimes()
+		require.NotEmpty(t, ts, d)
+		assert.GreaterOrEqual(t, ts[0], int64(d)/5, d)
+		assert.Less(t, ts[len(ts)-1], int64(d)*4/5, d)
+		for i := 1; i < len(ts); i++ {
+			assert.GreaterOrEqual(t, ts[i]-ts[i-1], int64(100*time.Millisecond), d)
+		}
+	}
+	shift := opsParams(Shift)
+	assert.Empty(t, shift.ReloadTimes())
+}
+
 // TestOperationsValidate: the profiles that move traffic need two
 // instances.
 func TestOperationsValidate(t *testing.T) {
