@@ -403,9 +403,10 @@ denied.
   test's rule), with the same rules, and from the middle of the run with
   the other rule's limit changed. Judged besides: no check returns an error,
   such as `ErrUnknownRule` while a part of the file is in force.
-- **store-loss**: `FLUSHALL` at 40 % of the run, as a Redis restarted empty
-  or a failover to a replica that lost writes does: whether every real
-  window still holds at most `L(1+ε)`. On `-redis` it runs only on a Redis
+- **store-loss**: `FLUSHALL` at 30 % of the run, and again every fifth of
+  it (at least a window and a sub-window apart) until 80 %, as a Redis
+  restarted empty or a failover to a replica that lost writes does: whether
+  every real window still holds at most `L(1+ε)`. On `-redis` it runs only on a Redis
   that holds nothing but the load test's keys.
 
 ```sh

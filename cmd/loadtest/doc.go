@@ -77,8 +77,10 @@
 //     load test's rule), 40 ms later the rest; the rules stay the same, but
 //     from the middle rewrite on the other rule's limit is changed (the
 //     judged rule's limit stays, so that the oracle holds).
-//   - store-loss: FLUSHALL at 40 % of the run (on every master of a
-//     cluster; the embedded stand-in flushes too). FLUSHALL empties the
+//   - store-loss: FLUSHALL at 30 % of the run, and again every fifth of it
+//     (at least a window and a sub-window apart) until 80 % (on every
+//     master of a cluster; the embedded stand-in flushes too); the notes
+//     say when each happened. FLUSHALL empties the
 //     whole store, so on -redis the profile first checks that the store
 //     holds nothing but load-test keys (prefix "lt:" in its database, and
 //     no other database in use) and refuses to run otherwise; on the

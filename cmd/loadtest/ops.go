@@ -143,17 +143,19 @@ func opsSetup(cfg *fleet.Config, target store.Target) (hooks []fleet.Hooks, done
 			return collect()
 		}, nil
 	case traffic.StoreLoss:
-		at := time.Duration(tp.StoreLossAt())
-		hooks = append(hooks, fleet.Hooks{At: at, Do: func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			s := time.Now()
-			if err := flushAll(ctx, target); err != nil {
-				note("store-loss: FLUSHALL failed: " + err.Error())
-				return
-			}
-			note(fmt.Sprintf("store-loss: FLUSHALL at %v of the run (took %v): the store's counts were lost", at.Round(time.Millisecond), time.Since(s).Round(time.Microsecond)))
-		}})
+		for _, t := range tp.StoreLossTimes() {
+			at := time.Duration(t)
+			hooks = append(hooks, fleet.Hooks{At: at, Do: func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				s := time.Now()
+				if err := flushAll(ctx, target); err != nil {
+					note("store-loss: FLUSHALL failed: " + err.Error())
+					return
+				}
+				note(fmt.Sprintf("store-loss: FLUSHALL at %v of the run (took %v): the store's counts were lost", at.Round(time.Millisecond), time.Since(s).Round(time.Microsecond)))
+			}})
+		}
 	}
 	return hooks, collect, nil
 }

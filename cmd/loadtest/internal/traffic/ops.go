@@ -41,8 +41,10 @@ const (
 	// check returns an error (ErrUnknownRule while a partial file is in
 	// force).
 	Reload = "reload"
-	// StoreLoss: the store loses its state mid-run (FLUSHALL at 40 % of the
-	// run). Keys' checks go round robin over the instances.
+	// StoreLoss: the store loses its state mid-run: FLUSHALL at 30 % of
+	// the run, and again every fifth of it (at least a window and a
+	// sub-window apart) until 80 %. Keys' checks go round robin over the
+	// instances.
 	StoreLoss = "store-loss"
 )
 
@@ -271,9 +273,22 @@ func (p *Params) ReloadTimes() []int64 {
 	return ts
 }
 
-// StoreLossAt returns the offset at which the store-loss profile flushes
-// the store: 40 % of the run.
-func (p *Params) StoreLossAt() int64 { return int64(p.Duration) * 2 / 5 }
+// StoreLossTimes returns the offsets at which the store-loss profile
+// flushes the store: from 30 % of the run on, every fifth of the run but
+// at least a window and a sub-window apart (each loss judged on its own),
+// until 80 %; at least once.
+func (p *Params) StoreLossTimes() []int64 {
+	if p.Profile != StoreLoss {
+		return nil
+	}
+	d := int64(p.Duration)
+	step := max(d/5, int64(p.Window+p.Sub))
+	ts := []int64{d * 3 / 10}
+	for t := ts[0] + step; t < d*4/5; t += step {
+		ts = append(ts, t)
+	}
+	return ts
+}
 
 // owner returns the instance and worker that make check j of key k, at
 // offset t.

@@ -201,6 +201,26 @@ func TestReloadTimes(t *testing.T) {
 	assert.Empty(t, shift.ReloadTimes())
 }
 
+// TestStoreLossTimes: at least one flush, from 30 % of the run, each a
+// window and a sub-window after the one before, none after 80 %.
+func TestStoreLossTimes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		d    time.Duration
+		want int
+	}{{1500 * time.Millisecond, 1}, {5 * time.Second, 3}, {10 * time.Second, 3}} {
+		p := opsParams(StoreLoss)
+		p.Duration = c.d
+		ts := p.StoreLossTimes()
+		assert.Len(t, ts, c.want, c.d)
+		assert.Equal(t, int64(c.d)*3/10, ts[0], c.d)
+		for i := 1; i < len(ts); i++ {
+			assert.GreaterOrEqual(t, ts[i]-ts[i-1], int64(p.Window+p.Sub), c.d)
+		}
+		assert.Less(t, ts[len(ts)-1], int64(c.d)*4/5, c.d)
+	}
+}
+
 // TestOperationsValidate: the profiles that move traffic need two
 // instances.
 func TestOperationsValidate(t *testing.T) {

@@ -70,7 +70,7 @@ func Describe(p string) string {
 	case Reload:
 		return "every instance watches one rules file, rewritten in place (truncated, then written in two parts) every 0.25s from 1/5 to 4/5 of the run, from the middle one on with another rule's limit changed; also judged: no check errors"
 	case StoreLoss:
-		return "FLUSHALL on the store at 40% of the run (the store's counts lost); on -redis, only a Redis holding nothing but the load test's keys"
+		return "FLUSHALL on the store at 30% of the run, and again every fifth of it (at least a window apart) until 80% (the store's counts lost); on -redis, only a Redis holding nothing but the load test's keys"
 	case Startup:
 		return "cold start: quiet, then a burst of 2× the limit per key in a twentieth of a sub-window from 90% into it (clients starting, a retry storm: what a weighted window lets through twice), then 4× the limit; at least -rate"
 	}
