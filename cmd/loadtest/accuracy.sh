@@ -370,6 +370,52 @@ EOF
 run - -redis "$REDIS" -profile layered,elastic -duration 10s -timeout 1s
 
 text <<'EOF'
+## (f) Everyday operations: traffic that moves, deploys, reloads, a lost store
+
+Four profiles act on the running fleet the way an operator does, and are
+judged like the others (the fleet's part of the over-admission in real
+windows within ε, no false denials, utilization), and also on check errors:
+every check must get a decision, none an error. They run only when named
+(`-profile ops` names all four) and are not among this page's runs. Each
+offers a few keys on a regular schedule whatever `-rate`: half of them quiet
+(never above `0.8·L` in a window, so that any denial of theirs is a false
+denial), half hot (`2.2·L` per window, for the over-admission). The notes
+under the report give, per key, its pattern and how many of its checks were
+denied.
+
+- **shift**: a key's traffic moves between instances: all at once (a quiet
+  key uses `0.3·L` on one instance within a tenth of a window and then
+  `0.5·L` within the next tenth on another, at every cycle), round robin
+  (each check on the next instance), draining (one instance's share of the
+  key falls to nothing over a third of the run while another's grows), and
+  sticky, a control that never moves: a false denial of a moving key where
+  the sticky one has none is the move's.
+- **deploy**: the instances are replaced one by one: each is drained (its
+  traffic goes to the others), closed half a window later (`Close` pushes
+  its last counts and gives back its leases), and a new limiter with a new
+  `InstanceID` starts in its place and takes its traffic back. A sticky
+  quiet key bursts as its home instance is drained; a spread key goes round
+  robin over the instances up.
+- **reload**: every instance watches one rules file (`WatchFile`, polled
+  every 100 ms) that holds another rule before the load test's; the file is
+  rewritten in place every quarter second, the way a shell's `>` does
+  (truncated, then written in two parts, the first ending before the load
+  test's rule), with the same rules, and from the middle of the run with
+  the other rule's limit changed. Judged besides: no check returns an error,
+  such as `ErrUnknownRule` while a part of the file is in force.
+- **store-loss**: `FLUSHALL` at 30 % of the run, and again every fifth of
+  it (at least a window and a sub-window apart) until 80 %, as a Redis
+  restarted empty or a failover to a replica that lost writes does: whether
+  every real window still holds at most `L(1+ε)`. On `-redis` it runs only on a Redis
+  that holds nothing but the load test's keys.
+
+```sh
+go run ./cmd/loadtest -redis $REDIS -profile ops
+```
+
+EOF
+
+text <<'EOF'
 **Cost of the local path.** Allow latencies above are measured by the load test
 on a shared 2-CPU machine with the load generator in the same process; see the
 benchmarks for the hot path in isolation.

@@ -44,6 +44,48 @@
 // window against what the exact log held), not on its totals. It is left out
 // of -sim runs.
 //
+// Four operations profiles, run only when named (-profile ops names them
+// all), act on the running fleet as an operator does, and are judged like
+// the others and also on check errors (every check must get a decision,
+// none an error: the verdict's "no check errors" column, shown when one of
+// them ran). Each offers a few keys on a regular schedule whatever -rate
+// and -cost, each check costing 1: half quiet (never above 0.8·L in a
+// window, so any denial of theirs is a false denial), half hot (2.2·L per
+// window); the notes give each key's pattern and its denials.
+//
+//   - shift: a key's traffic moves between instances: all at once (a quiet
+//     key uses 0.3·L on one instance within a tenth of a window, then 0.5·L
+//     within the next tenth on the next instance, every 1.4 windows; a hot
+//     key hops at a third and at two thirds of the run), round robin (each
+//     check on the next instance), draining (from a third to two thirds of
+//     the run one instance's share of the key falls to nothing while
+//     another's grows), and sticky (a control that never moves). It needs
+//     two instances.
+//   - deploy: the instances are replaced one by one while running: each is
+//     drained (its traffic to the others), closed half a window later (at
+//     most a quarter of its slot; Close pushes its last counts), and after
+//     a pause a new limiter with a new InstanceID starts in its place and
+//     gets its traffic back. Sticky keys go to their home instance (to the
+//     next one meanwhile; a quiet one bursts as its home is drained),
+//     spread keys round robin over the instances up. It needs two
+//     instances, also with -procs (each child replaces its own limiter).
+//   - reload: every instance watches one rules file (Limiter.WatchFile,
+//     polled every 100 ms) in a temporary directory, holding another rule
+//     before the load test's; from a fifth to four fifths of the run it is
+//     rewritten in place every quarter second, at a random phase of a poll,
+//     as a shell's > does: truncated, 40 ms later its first part (up to the
+//     load test's rule), 40 ms later the rest; the rules stay the same, but
+//     from the middle rewrite on the other rule's limit is changed (the
+//     judged rule's limit stays, so that the oracle holds).
+//   - store-loss: FLUSHALL at 30 % of the run, and again every fifth of it
+//     (at least a window and a sub-window apart) until 80 % (on every
+//     master of a cluster; the embedded stand-in flushes too); the notes
+//     say when each happened. FLUSHALL empties the
+//     whole store, so on -redis the profile first checks that the store
+//     holds nothing but load-test keys (prefix "lt:" in its database, and
+//     no other database in use) and refuses to run otherwise; on the
+//     throwaway redis-server or the stand-in it just runs.
+//
 // Two composition profiles, run only when named (-profile layered,elastic),
 // build their own rules and report their own figures after the report:
 // layered (AllowAll against a tight and a wide rule: over-admission against

@@ -249,7 +249,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.MinInstances, "min-instances", 0, "floor under N̂ (sluice.Options.MinInstances); 0 = none")
 	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's own: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
 	fs.Float64Var(&o.Zipf, "zipf", 1.0, "Zipf exponent of the key popularity (0 = uniform); boundary and churn use uniform keys")
-	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default all; "+traffic.Steady+","+traffic.SyncBurst+" with -sweep; all but "+traffic.Throughput+" with -sim); also, when named, the composition profiles "+strings.Join(composeProfiles, ", "))
+	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default all; "+traffic.Steady+","+traffic.SyncBurst+" with -sweep; all but "+traffic.Throughput+" with -sim); also, when named, the operations profiles "+strings.Join(traffic.Operations, ", ")+" (\""+opsAlias+"\" names all four; not with -sim) and the composition profiles "+strings.Join(composeProfiles, ", "))
 	fs.Var(durationFlag{&o.Duration}, "duration", fmt.Sprintf("length `D` of each scenario (default %s; %s with -sim)", durText(defaultDuration), durText(defaultSimDur)))
 	fs.Var(floatFlag{&o.Rate}, "rate", fmt.Sprintf("`N` offered checks per second, whole fleet; 0 = as fast as possible (default %d; with -sim 20 × the limit per window: 2000/min for %s)", defaultRate, defaultSimRule))
 	fs.IntVar(&o.Cost, "cost", 1, "each check costs 1..`N` units, uniformly (AllowN)")
@@ -452,12 +452,32 @@ func (o *options) validate(profiles, sweepText string) error {
 	} else {
 		for _, p := range strings.Split(profiles, ",") {
 			p = strings.TrimSpace(p)
-			if !traffic.Valid(p) && !slices.Contains(composeProfiles, p) {
-				return fmt.Errorf("-profile %q: use one or more of %s, or all (or the composition profiles %s)", p, strings.Join(traffic.Profiles, ", "), strings.Join(composeProfiles, ", "))
+			names := []string{p}
+			switch {
+			case p == opsAlias:
+				names = traffic.Operations
+			case p == "all":
+				names = traffic.Profiles
+			case !traffic.Valid(p) && !slices.Contains(composeProfiles, p):
+				return fmt.Errorf("-profile %q: use one or more of %s, or all (or the operations profiles %s, or %s for all four; or the composition profiles %s)",
+					p, strings.Join(traffic.Profiles, ", "), strings.Join(traffic.Operations, ", "), opsAlias, strings.Join(composeProfiles, ", "))
 			}
-			if !slices.Contains(o.Profiles, p) {
-				o.Profiles = append(o.Profiles, p)
+			for _, n := range names {
+				if !slices.Contains(o.Profiles, n) {
+					o.Profiles = append(o.Profiles, n)
+				}
 			}
+		}
+	}
+	for _, p := range o.Profiles {
+		if !traffic.IsOperation(p) {
+			continue
+		}
+		if o.Sim {
+			return fmt.Errorf("-profile %s acts on a running fleet; -sim replays an algorithm on a virtual clock", p)
+		}
+		if n := traffic.MinInstances(p); o.Instances < n {
+			return fmt.Errorf("-profile %s moves traffic between instances: it needs -instances %d or more", p, n)
 		}
 	}
 	if o.Sim && slices.Contains(o.Profiles, traffic.Throughput) {
@@ -594,6 +614,9 @@ func (o *options) keysFor(profile string) int {
 	if o.Keys > 0 {
 		return o.Keys
 	}
+	if traffic.IsOperation(profile) {
+		return traffic.OpKeys(profile)
+	}
 	switch profile {
 	case traffic.Zipf:
 		return 1000
@@ -627,6 +650,16 @@ Usage:
 Profiles:
 `)
 	for _, p := range traffic.Profiles {
+		fmt.Fprintf(w, "  %-11s %s\n", p, traffic.Describe(p))
+	}
+	fmt.Fprintf(w, `
+Operations profiles, run only when named (-profile %s runs all four). Each offers
+a few keys on a regular schedule, whatever -rate and -cost: half quiet (at most
+0.8·L in any window: any denial is a false denial), half hot (2.2·L per window:
+over-admission and utilization), each check costing 1; the verdict also judges
+that no check returned an error, and the notes give each key's denials:
+`, opsAlias)
+	for _, p := range traffic.Operations {
 		fmt.Fprintf(w, "  %-11s %s\n", p, traffic.Describe(p))
 	}
 	fmt.Fprint(w, "\nFlags:\n")

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/sim"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
+	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
 )
 
 func main() {
@@ -248,6 +249,20 @@ func runFleet(ctx context.Context, o *options, r *report.Run, stderr io.Writer) 
 				time.Sleep(d)
 				_ = emb.Restart()
 			}})
+		}
+		if p.profile == traffic.StoreLoss && !o.local && emb == nil {
+			// FLUSHALL empties the whole store: only one that holds
+			// nothing but load-test keys.
+			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			k, err := target.Foreign(fctx, "lt:", 1_000_000)
+			cancel()
+			if err == nil && k != "" {
+				err = fmt.Errorf("it holds %q, which is not the load test's", k)
+			}
+			if err != nil {
+				prog.abort()
+				return fmt.Errorf("profile %s runs FLUSHALL on the store, so on -redis it needs a Redis of its own: %v", p.profile, err)
+			}
 		}
 		start, logged := time.Now(), redisLog.mark()
 		if slices.Contains(composeProfiles, p.profile) {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -30,7 +31,7 @@ func fleetConfig(o *options, profile string, target store.Target, prefix, runID 
 		rule.Precision = o.Precision
 	}
 	sub := rule.SubWindow()
-	return fleet.Config{
+	cfg := fleet.Config{
 		Target:       target,
 		Rule:         rule,
 		SyncInterval: o.Sync,
@@ -59,6 +60,13 @@ func fleetConfig(o *options, profile string, target store.Target, prefix, runID 
 			Seed:      o.Seed,
 		},
 	}
+	if tp := &cfg.Traffic; traffic.IsOperation(profile) {
+		// An operations profile offers its keys on its own schedule,
+		// each check costing 1.
+		tp.MaxCost = 1
+		tp.Rate = tp.OpRate()
+	}
+	return cfg
 }
 
 // ruleText describes a rule: "100/1s sliding B=10".
@@ -78,7 +86,20 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 	if err := cfg.Traffic.Validate(); err != nil {
 		return nil, err
 	}
+	var opsNotes func() []string
+	if traffic.IsOperation(profile) {
+		more, done, err := opsSetup(&cfg, target)
+		if err != nil {
+			return nil, err
+		}
+		hooks = append(hooks, more...)
+		opsNotes = done
+	}
 	res, err := fleet.Run(ctx, cfg, progress, hooks...)
+	var notes []string
+	if opsNotes != nil {
+		notes = opsNotes()
+	}
 	if res == nil {
 		return nil, err
 	}
@@ -91,8 +112,9 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 			SyncInterval: cfg.SyncInterval, ErrorBudget: cfg.ErrorBudget, Instances: cfg.Traffic.Instances,
 			Workers: cfg.Traffic.Workers, Procs: cfg.Procs, Keys: cfg.Traffic.Keys, Zipf: cfg.Traffic.Zipf,
 			Rate: cfg.Traffic.Rate, Duration: cfg.Traffic.Duration, Seed: cfg.Traffic.Seed, Sweep: sweep,
-			Paced: cfg.Traffic.Paced(),
+			Paced: cfg.Traffic.Paced(), Operation: traffic.IsOperation(profile),
 		},
+		Notes: notes,
 	}
 	if !target.Embedded {
 		sc.Cost.RedisBytesPerKey = redisBytesPerKey(target, prefix, cfg.Rule, res.Records)
@@ -106,6 +128,16 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		// Flat out, a run of two windows ends mid-cycle: judge
 		// utilization on the windows wholly inside the run.
 		op.WholeWindows = oracle.Span{From: res.StoreT0, To: res.StoreT0 + int64(ranUntil(res, &cfg))}
+	}
+	if traffic.IsOperation(profile) {
+		sc.Notes = append(sc.Notes, opsKeysNote(&cfg.Traffic, res.Records))
+	}
+	if profile == traffic.Deploy {
+		n := 0
+		for _, in := range res.Instances {
+			n += in.Replaced
+		}
+		sc.Notes = append(sc.Notes, fmt.Sprintf("deploy: %d of %d instances replaced while running (each closed, and a new limiter with a new InstanceID started in its place after a pause; its traffic went to the others meanwhile)", n, cfg.Traffic.Instances))
 	}
 	a := oracle.Analyze(res.Records, op)
 	fillWaits(sc, res, a)
@@ -471,4 +503,26 @@ func utilizationNote(fleet, algo float64, alg policy.Algorithm) string {
 		note += " (a sliding window frees a sub-window only once all of it has left the window; an exact log frees each request as it leaves)"
 	}
 	return note
+}
+
+// opsKeysNote says, per key of an operations profile, its pattern and how
+// many of its checks were denied.
+func opsKeysNote(tp *traffic.Params, recs []record.Record) string {
+	denied := make([]int64, tp.Keys)
+	checks := make([]int64, tp.Keys)
+	for i := range recs {
+		r := &recs[i]
+		if int(r.Key) >= tp.Keys {
+			continue
+		}
+		checks[r.Key]++
+		if r.Flags&record.Allowed == 0 {
+			denied[r.Key]++
+		}
+	}
+	parts := make([]string, tp.Keys)
+	for k := range parts {
+		parts[k] = fmt.Sprintf("k%d (%s) %d of %d", k, tp.Pattern(k), denied[k], checks[k])
+	}
+	return "denied per key (pattern): " + strings.Join(parts, "; ")
 }

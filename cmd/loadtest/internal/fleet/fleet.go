@@ -43,8 +43,11 @@ type Config struct {
 	// Prefix is the Redis key prefix, unique per run.
 	Prefix string `json:"prefix"`
 	// RunID makes instance ids unique.
-	RunID   string         `json:"run_id"`
-	Traffic traffic.Params `json:"traffic"`
+	RunID string `json:"run_id"`
+	// RulesFile, if set, is a rules file holding Rule that every instance
+	// watches (sluice.Limiter.WatchFile, polled every WatchInterval).
+	RulesFile string         `json:"rules_file,omitempty"`
+	Traffic   traffic.Params `json:"traffic"`
 	// MaxRecords bounds the records kept (the run stops recording, and that
 	// worker stops, when it is reached).
 	MaxRecords int64 `json:"max_records"`

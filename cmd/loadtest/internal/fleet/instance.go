@@ -105,6 +105,9 @@ type InstanceResult struct {
 	FlushMax time.Duration `json:"flush_max,omitempty"`
 	// Keys is the number of keys tracked locally at the end.
 	Keys int64 `json:"keys"`
+	// Replaced counts the times the instance's limiter was closed and a
+	// new one, with a new InstanceID, opened in its place (a deploy).
+	Replaced int `json:"replaced,omitempty"`
 	// Err is set if the instance could not run.
 	Err string `json:"err,omitempty"`
 }
@@ -135,6 +138,12 @@ type instance struct {
 	// admissions collects the admissions in the LOADTEST_ADMISSIONS
 	// diagnosis mode (nil otherwise).
 	admissions *admissionLog
+	// gen counts the limiters closed (a deploy replaces the instance's);
+	// collected is set once a limiter's counts are in res.
+	gen       int
+	collected bool
+	// sampled is set once sample has begun its ranges.
+	sampled bool
 }
 
 func newInstance(cfg *Config, idx int, clk *Clock, keys []string, dist *traffic.KeyDist) *instance {
@@ -153,7 +162,7 @@ func (in *instance) open() error {
 		ErrorBudget:  cfg.ErrorBudget,
 		Timeout:      cfg.Timeout,
 		MinInstances: cfg.MinInstances,
-		InstanceID:   cfg.RunID + "-i" + strconv.Itoa(in.idx),
+		InstanceID:   in.id(),
 	}
 	if cfg.Skew != 0 {
 		opts.Clock = skewClock{time.Duration(in.skew)}
@@ -178,6 +187,16 @@ func (in *instance) open() error {
 		_ = in.cli.Close()
 		return err
 	}
+	if cfg.RulesFile != "" {
+		// The rules file holds cfg.Rule among others; the limiter
+		// follows it until it is closed.
+		err := l.WatchFile(context.Background(), cfg.RulesFile, sluice.WatchOptions{Interval: WatchInterval})
+		if err != nil {
+			_ = l.Close()
+			_ = in.cli.Close()
+			return fmt.Errorf("watching the rules file: %w", err)
+		}
+	}
 	in.lim = l
 	st := l.Stats()
 	in.offset.Store(int64(st.Sync.Offset))
@@ -186,20 +205,52 @@ func (in *instance) open() error {
 	return nil
 }
 
-// close closes the limiter and its client.
+// WatchInterval is how often an instance polls the rules file it watches
+// (the reload profile).
+const WatchInterval = 100 * time.Millisecond
+
+// id returns the instance's InstanceID: its index, and for a replacement
+// (a deploy) its generation.
+func (in *instance) id() string {
+	id := in.cfg.RunID + "-i" + strconv.Itoa(in.idx)
+	if in.gen > 0 {
+		id += "-r" + strconv.Itoa(in.gen)
+	}
+	return id
+}
+
+// close closes the limiter (Close pushes its last counts) and its client;
+// a later open starts a new limiter, with a new InstanceID.
 func (in *instance) close() {
 	if in.lim != nil {
 		if err := in.lim.Close(); err != nil && in.res.ErrorMsg == "" {
 			in.res.ErrorMsg = "close: " + err.Error()
 		}
+		in.lim = nil
+		in.gen++
 	}
 	if in.cli != nil {
 		_ = in.cli.Close()
+		in.cli = nil
 	}
 	if in.meter != nil {
 		_ = in.meter.Shutdown(context.Background())
 		in.meter = nil
 	}
+}
+
+// collect adds the limiter's syncer counters and checks by path since it
+// opened to the instance's result.
+func (in *instance) collect() {
+	st := in.lim.Stats()
+	in.res.Sync = in.res.Sync.Add(countersOf(st.Sync).sub(in.start))
+	p := ReadPaths(in.reader).sub(in.startPaths)
+	if in.collected {
+		p = in.res.Paths.Add(p)
+	}
+	in.res.Paths = p
+	in.res.Keys = st.Keys
+	in.collected = true
 }
 
 // workerState is one worker's tallies.
@@ -214,55 +265,51 @@ type workerState struct {
 	truncatedAt              int64 // offset at which the budget refused a record
 }
 
-// run serves the instance's traffic from its join to its leave offset (or
-// until stop closes), recording into buffers made by newBuf.
+// run serves the instance's traffic in each of its spans of service (from
+// its join to its leave; a deploy closes its limiter between two spans and
+// opens a new one), or until stop closes, recording into buffers made by
+// newBuf.
 func (in *instance) run(stop <-chan struct{}, budget *record.Budget, newBuf func(expect int) *record.Buffer) []*record.Buffer {
 	cfg := in.cfg
 	tp := &cfg.Traffic
-	join, leave := tp.Lifetime(in.idx)
-	if !in.clk.sleepUntil(cfg.T0+join, stop) {
-		return nil
-	}
-	if in.lim == nil {
-		if err := in.open(); err != nil {
-			in.res.Err = err.Error()
-			return nil
+	spans := tp.Serving(in.idx)
+	var bufs []*record.Buffer
+	var states []workerState
+	var streams []*traffic.Stream
+	for si, span := range spans {
+		if !in.clk.sleepUntil(cfg.T0+span.From, stop) {
+			break
+		}
+		if in.lim == nil {
+			if err := in.open(); err != nil {
+				in.res.Err = err.Error()
+				break
+			}
+		}
+		if bufs == nil {
+			join, leave := tp.Lifetime(in.idx)
+			expect := 1024
+			if tp.Rate > 0 {
+				expect = int(tp.Rate*float64(leave-join)/1e9/float64(tp.Instances*tp.Workers)*1.2) + 1024
+			}
+			bufs = make([]*record.Buffer, tp.Workers)
+			states = make([]workerState, tp.Workers)
+			streams = make([]*traffic.Stream, tp.Workers)
+			for w := range tp.Workers {
+				bufs[w] = newBuf(expect)
+				streams[w] = tp.NewStream(in.idx, w, in.dist)
+			}
+		}
+		refused := in.serve(stop, span.To, streams, bufs, states)
+		in.collect()
+		if refused {
+			break // a worker's record was refused: the run ends
+		}
+		if si < len(spans)-1 {
+			in.close() // replaced: Close pushes the last counts
+			in.res.Replaced++
 		}
 	}
-	began := in.clk.Precise()
-	end := make(chan struct{})
-	var samplers sync.WaitGroup
-	samplers.Add(1)
-	go func() {
-		defer samplers.Done()
-		in.sample(end)
-	}()
-	if tp.Profile == traffic.SyncBurst {
-		samplers.Add(1)
-		go func() {
-			defer samplers.Done()
-			in.flusher(end, leave)
-		}()
-	}
-	expect := 1024
-	if tp.Rate > 0 {
-		expect = int(tp.Rate*float64(leave-join)/1e9/float64(tp.Instances*tp.Workers)*1.2) + 1024
-	}
-	bufs := make([]*record.Buffer, tp.Workers)
-	states := make([]workerState, tp.Workers)
-	var wg sync.WaitGroup
-	for w := range tp.Workers {
-		bufs[w] = newBuf(expect)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in.worker(tp.NewStream(in.idx, w, in.dist), bufs[w], stop, leave, &states[w])
-		}()
-	}
-	wg.Wait()
-	in.res.Active = time.Duration(in.clk.Precise() - began)
-	close(end)
-	samplers.Wait()
 	for i := range states {
 		s := &states[i]
 		in.res.Checks += s.checks
@@ -281,12 +328,47 @@ func (in *instance) run(stop <-chan struct{}, budget *record.Budget, newBuf func
 		}
 		in.res.Truncated = in.res.Truncated || s.truncated
 	}
-	st := in.lim.Stats()
-	in.res.Sync = countersOf(st.Sync).sub(in.start)
-	in.res.Paths = ReadPaths(in.reader).sub(in.startPaths)
-	in.res.Keys = st.Keys
 	_ = budget
 	return bufs
+}
+
+// serve runs the workers on the open limiter until leave (an offset) or
+// until stop closes, and reports whether a record was refused.
+func (in *instance) serve(stop <-chan struct{}, leave int64, streams []*traffic.Stream, bufs []*record.Buffer, states []workerState) bool {
+	tp := &in.cfg.Traffic
+	began := in.clk.Precise()
+	end := make(chan struct{})
+	var samplers sync.WaitGroup
+	samplers.Add(1)
+	go func() {
+		defer samplers.Done()
+		in.sample(end)
+	}()
+	if tp.Profile == traffic.SyncBurst {
+		samplers.Add(1)
+		go func() {
+			defer samplers.Done()
+			in.flusher(end, leave)
+		}()
+	}
+	var wg sync.WaitGroup
+	for w := range tp.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.worker(streams[w], bufs[w], stop, leave, &states[w])
+		}()
+	}
+	wg.Wait()
+	in.res.Active += time.Duration(in.clk.Precise() - began)
+	close(end)
+	samplers.Wait()
+	for i := range states {
+		if states[i].truncated {
+			return true
+		}
+	}
+	return false
 }
 
 // worker issues the checks of one stream.
@@ -325,7 +407,11 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 			return
 		}
 		c, ok := st.Next(now)
-		if !ok || c.At >= leave {
+		if !ok {
+			return
+		}
+		if c.At >= leave {
+			st.Unread(c) // the next span of service makes it
 			return
 		}
 		if paced {
@@ -437,8 +523,11 @@ func (in *instance) sample(end <-chan struct{}) {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	var lastCycles int64 = -1
-	in.res.NHatMin = 1 << 62
-	in.res.OffsetMin, in.res.OffsetMax = 1<<62, -1<<62
+	if !in.sampled {
+		in.res.NHatMin = 1 << 62
+		in.res.OffsetMin, in.res.OffsetMax = 1<<62, -1<<62
+		in.sampled = true
+	}
 	for i := 0; ; i++ {
 		st := in.lim.Stats()
 		in.offset.Store(int64(st.Sync.Offset))

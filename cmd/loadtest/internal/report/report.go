@@ -39,6 +39,10 @@ type Settings struct {
 	// Paced: the checks follow a schedule (every one is timed); false for
 	// the throughput profile (1 in 64 timed).
 	Paced bool `json:"paced"`
+	// Operation: an operations profile (shift, deploy, reload,
+	// store-loss), whose verdict also judges that no check returned an
+	// error.
+	Operation bool `json:"operation,omitempty"`
 }
 
 // Cost is what a scenario cost in throughput, latency and store traffic.

@@ -360,3 +360,43 @@ func TestJSONUnchanged(t *testing.T) {
 		assert.Contains(t, sc, k)
 	}
 }
+
+// TestVerdictOperations: an operations profile is also judged on its check
+// errors, in a column of its own that the other profiles' rows leave
+// unjudged; without one, the table has no such column.
+func TestVerdictOperations(t *testing.T) {
+	t.Parallel()
+	steady := scenario("steady", "")
+	steady.Accuracy = oracle.Summary{LimitedKeys: 2, ExcessMax: 0.006, QuietKeys: 18, HotKeys: 2, UtilizationMin: 1}
+	reload := steady
+	reload.Name, reload.Settings.Profile, reload.Settings.Operation = "reload", "reload", true
+	failed := reload
+	failed.Cost.Errors = 86
+
+	require.Len(t, Verdict(&steady), 3)
+	checks := Verdict(&reload)
+	require.Len(t, checks, 4)
+	assert.Equal(t, PromiseNoErrors, checks[3].Promise)
+	assert.Equal(t, "✓", checks[3].Mark())
+	assert.Equal(t, "0 errors", checks[3].Figure)
+	checks = Verdict(&failed)
+	assert.Equal(t, "✗", checks[3].Mark())
+	assert.Equal(t, "86 errors", checks[3].Figure)
+
+	var b bytes.Buffer
+	VerdictText(&b, Style{}, []Scenario{steady, failed})
+	out := b.String()
+	assert.Contains(t, out, PromiseNoErrors)
+	assert.Contains(t, out, "1 promise broken: reload: no check errors (86 errors)")
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "steady ") {
+			assert.Contains(t, l, " – ", "steady's row leaves the errors unjudged")
+		}
+		if strings.HasPrefix(l, "reload ") {
+			assert.Contains(t, l, "✗ 86 errors")
+		}
+	}
+	b.Reset()
+	VerdictText(&b, Style{}, []Scenario{steady})
+	assert.NotContains(t, b.String(), PromiseNoErrors)
+}

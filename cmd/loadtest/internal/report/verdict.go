@@ -23,6 +23,10 @@ const (
 	PromiseNoFalseDenial = "no false denials"
 	// PromiseUtilization: keys offered ≥ 2·L get ≥ MinUtilization.
 	PromiseUtilization = "utilization ≥ 90 %"
+	// PromiseNoErrors: no check returned an error (judged on the
+	// operations profiles: a reload, a deploy, traffic that moves or a
+	// store that lost its state answers every check with a decision).
+	PromiseNoErrors = "no check errors"
 )
 
 // Check is one promise judged on one scenario.
@@ -66,6 +70,9 @@ func (c Check) Mark() string {
 //     are never denied.
 //   - utilization: every key offered at least 2·L in some window gets at
 //     least MinUtilization of what an exact limiter admits.
+//   - no check errors, on the operations profiles only (Settings.Operation):
+//     every check returned a decision, none an error (ErrUnknownRule while
+//     a reload is half applied, for example).
 //
 // Allow's latency is not among the promises: sluice bounds only how long a
 // check waits for the store (Options.Timeout); the measured latency also
@@ -98,7 +105,14 @@ func Verdict(s *Scenario) []Check {
 	} else {
 		use.Figure = "no key offered ≥ 2·L"
 	}
-	return []Check{over, deny, use}
+	checks := []Check{over, deny, use}
+	if s.Settings.Operation {
+		n := s.Cost.Errors
+		errs := Check{Promise: PromiseNoErrors, Exercised: true, Held: n == 0}
+		errs.Figure = count(n) + " errors"
+		checks = append(checks, errs)
+	}
+	return checks
 }
 
 // verdictLegend explains the verdict's columns, one line each.
@@ -107,6 +121,7 @@ var verdictLegend = []string{
 	"no false denials: keys never offered above 0.9·L in any window are never denied (shown: how many were, of how many).",
 	"utilization: each key offered ≥ 2·L gets at least 90 % of what an exact limiter admits (the lowest key; throughput: " +
 		"on the windows wholly inside the run). –: nothing to judge.",
+	"no check errors (operations profiles only): no check returned an error (shown: how many did).",
 	"p99.9 (≤ L): Allow's p99.9 over the checks of keys not offered above L in a window holding the check, whose target " +
 		"is 50 µs (✓, ✗: a target on this machine, not a promise; –: no such check); under the table, why a p99.9 (theirs, " +
 		"or all checks') above 50 µs was slow.",
@@ -237,7 +252,15 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 	if same {
 		title += fmt.Sprintf(" (ε = %s)", pct(eps))
 	}
-	head := []string{"profile", PromiseOverAdmission, PromiseNoFalseDenial, PromiseUtilization, "p99.9 (≤ L)"}
+	ops := false
+	for i := range ss {
+		ops = ops || ss[i].Settings.Operation
+	}
+	head := []string{"profile", PromiseOverAdmission, PromiseNoFalseDenial, PromiseUtilization}
+	if ops {
+		head = append(head, PromiseNoErrors)
+	}
+	head = append(head, "p99.9 (≤ L)")
 	var rows [][]string
 	var broken, whys []string
 	judged, idle := 0, 0
@@ -259,6 +282,9 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 				}
 				broken = append(broken, fmt.Sprintf("%s: %s (%s)", label(s), c.Promise, figure))
 			}
+		}
+		if ops && !s.Settings.Operation {
+			row = append(row, "–") // not judged on this profile
 		}
 		l := &s.Waits.Latency
 		cell := "–"
@@ -313,6 +339,9 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 	}
 	fmt.Fprintln(w)
 	for _, l := range verdictLegend {
+		if !ops && strings.HasPrefix(l, PromiseNoErrors) {
+			continue
+		}
 		fmt.Fprint(w, wrap(l, Width, "  ", "    "))
 	}
 	fmt.Fprintln(w)

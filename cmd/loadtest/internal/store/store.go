@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -171,3 +173,62 @@ func (e *Embedded) Stop() { e.m.Close() }
 
 // Restart restarts a stopped server on its address.
 func (e *Embedded) Restart() error { return e.m.Restart() }
+
+// Foreign returns a key of the store that does not begin with prefix (or
+// another database that holds keys), or "" if every key does: the keys of
+// every master of a cluster are scanned, at most max in all (past that, it
+// returns an error).
+func (t Target) Foreign(ctx context.Context, prefix string, max int) (string, error) {
+	c := t.Client()
+	defer c.Close()
+	if !t.Cluster {
+		info, err := c.Info(ctx, "keyspace").Result()
+		if err != nil {
+			return "", err
+		}
+		own := "db" + strconv.Itoa(t.DB) + ":"
+		for _, l := range strings.Split(info, "\n") {
+			if strings.HasPrefix(l, "db") && !strings.HasPrefix(l, own) {
+				db, _, _ := strings.Cut(l, ":")
+				return "database " + db + " (not empty)", nil
+			}
+		}
+	}
+	seen := 0
+	var found string
+	scan := func(ctx context.Context, n redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := n.Scan(ctx, cursor, "", 1000).Result()
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if !strings.HasPrefix(k, prefix) {
+					found = k
+					return nil
+				}
+			}
+			if seen += len(keys); seen > max {
+				return fmt.Errorf("more than %d keys to look through", max)
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			mu.Lock() // one master at a time: found and seen are shared
+			defer mu.Unlock()
+			if found != "" {
+				return nil
+			}
+			return scan(ctx, n)
+		})
+		return found, err
+	}
+	err := scan(ctx, c)
+	return found, err
+}

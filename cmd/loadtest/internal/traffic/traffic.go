@@ -63,14 +63,23 @@ func Describe(p string) string {
 		return "half the instances join and leave mid-run (staggered); the rate is split over the live ones"
 	case Throughput:
 		return "every worker checks as fast as it can (whatever -rate) over -keys keys (Zipf -zipf), for at most " + ThroughputDuration.String() + ": the checks a second the fleet sustains"
+	case Shift:
+		return "a key's traffic moves between instances: all at once (a quiet key uses 0.3·L on one instance, then 0.5·L at once on the next; a hot key hops at 1/3 and 2/3 of the run), round robin (each check on the next instance), draining (A's share falls to 0 from 1/3 to 2/3 while B's grows), or sticky (the control: never moves); needs 2 instances"
+	case Deploy:
+		return "instances replaced one by one: each drained (its traffic to the others), closed half a window later, and a new one (new InstanceID) started in its place; keys sticky to an instance (on the next meanwhile; a quiet one bursts as its home is drained) or spread over those up; needs 2 instances"
+	case Reload:
+		return "every instance watches one rules file, rewritten in place (truncated, then written in two parts) every 0.25s from 1/5 to 4/5 of the run, from the middle one on with another rule's limit changed; also judged: no check errors"
+	case StoreLoss:
+		return "FLUSHALL on the store at 30% of the run, and again every fifth of it (at least a window apart) until 80% (the store's counts lost); on -redis, only a Redis holding nothing but the load test's keys"
 	case Startup:
 		return "cold start: quiet, then a burst of 2× the limit per key in a twentieth of a sub-window from 90% into it (clients starting, a retry storm: what a weighted window lets through twice), then 4× the limit; at least -rate"
 	}
 	return ""
 }
 
-// Valid reports whether p names a profile.
-func Valid(p string) bool { return slices.Contains(Profiles, p) }
+// Valid reports whether p names a profile: one of Profiles or of
+// Operations.
+func Valid(p string) bool { return slices.Contains(Profiles, p) || IsOperation(p) }
 
 // Params describe a run's traffic.
 type Params struct {
@@ -110,6 +119,8 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("unknown profile %q: use one of %s", p.Profile, strings.Join(Profiles, ", "))
 	case p.Rate < 0 || math.IsNaN(p.Rate) || math.IsInf(p.Rate, 0):
 		return fmt.Errorf("rate %v: it must be ≥ 0 (0 = as fast as possible)", p.Rate)
+	case p.Instances < MinInstances(p.Profile):
+		return fmt.Errorf("profile %s moves traffic between instances: it needs at least %d (-instances)", p.Profile, MinInstances(p.Profile))
 	case p.Rate == 0 && p.Profile == Ramp:
 		return fmt.Errorf("profile %s needs a finite -rate (it ramps it)", p.Profile)
 	case p.Duration <= 0:
@@ -133,7 +144,7 @@ func (p *Params) Validate() error {
 // Paced reports whether checks follow a schedule (false: as fast as possible
 // while the profile is active).
 func (p *Params) Paced() bool {
-	return (p.Rate > 0 || p.Profile == Boundary) && p.Profile != Throughput
+	return (p.Rate > 0 || p.Profile == Boundary || IsOperation(p.Profile)) && p.Profile != Throughput
 }
 
 // ThroughputDuration is the longest a Throughput scenario runs: every check
@@ -365,6 +376,7 @@ func floorDiv(a, b int64) int64 {
 type Stream struct {
 	p     *Params
 	inst  int
+	w     int
 	rng   *rand.Rand
 	keys  *KeyDist
 	phase int64
@@ -373,6 +385,8 @@ type Stream struct {
 	leave int64
 	seg   segment
 	share float64 // this stream's fraction of the fleet rate in seg
+	op    *opStream
+	held  *Check // a check handed back by Unread
 }
 
 // NewStream returns the stream of worker w of instance inst. keys is shared
@@ -381,6 +395,7 @@ func (p *Params) NewStream(inst, w int, keys *KeyDist) *Stream {
 	s := &Stream{
 		p:    p,
 		inst: inst,
+		w:    w,
 		rng:  rand.New(rand.NewPCG(p.Seed, uint64(inst)<<20|uint64(w))),
 		keys: keys,
 	}
@@ -404,6 +419,13 @@ type Check struct {
 // unpaced run (Params.Paced false) now is the current offset and the check
 // is due at once while the profile is active.
 func (s *Stream) Next(now int64) (Check, bool) {
+	if c := s.held; c != nil {
+		s.held = nil
+		return *c, true
+	}
+	if IsOperation(s.p.Profile) {
+		return s.opNext()
+	}
 	if !s.p.Paced() {
 		t := max(now, s.t)
 		for {
@@ -453,6 +475,11 @@ func (s *Stream) Next(now int64) (Check, bool) {
 		return s.check(s.t), true
 	}
 }
+
+// Unread hands c, the last check Next returned, back: the next call to Next
+// returns it again (a worker that stops at the end of a span of service
+// leaves it for the next span).
+func (s *Stream) Unread(c Check) { s.held = &c }
 
 func (s *Stream) check(t int64) Check {
 	c := Check{At: t, Cost: 1}
