@@ -15,8 +15,11 @@ type Fleet struct {
 	// Healthy reports whether the last round trip to the store succeeded.
 	Healthy bool
 	// Err is why the store was judged unhealthy (nil while it is healthy).
+	// It wraps ErrWritesRefused if the store refuses writes, ErrStoreConfig
+	// if it refuses this client.
 	Err error
-	// Changes counts the changes of Instances and Healthy since New.
+	// Changes counts the changes of Instances and Healthy, and of the kind
+	// of Err (unreachable, refusing writes, refusing the client), since New.
 	Changes int64
 }
 
@@ -67,8 +70,9 @@ func (s *Syncer) setHealth(ok bool, err error) {
 	}
 	s.healthy.Store(ok)
 	s.publish(func(f *Fleet) bool {
+		same := causeOf(f.Err) == causeOf(err)
 		f.Err = err // the latest cause, also before the first success
-		if f.Healthy == ok {
+		if f.Healthy == ok && same {
 			return false
 		}
 		f.Healthy = ok
@@ -110,9 +114,7 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	recv := s.localNow()
 	s.heard(err)
 	if err != nil {
-		err = fmt.Errorf("syncer: registry: %w", err)
-		s.failed(err)
-		return err
+		return s.failed(fmt.Errorf("syncer: registry: %w", err))
 	}
 	if len(v) != 4 {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
