@@ -395,3 +395,40 @@ func TestUntrackedFirstCheckSlowStore(t *testing.T) {
 	assert.Equal(t, 5, admitted, "the share L/N̂, no more")
 	require.Equal(t, int64(2), l.Stats().Keys, "still untracked")
 }
+
+// TestReadOnlyReplica: a store that is a read-only replica refuses writes:
+// New succeeds on the failure mode (it is no misconfiguration of the
+// client: a failover may be under way), logged once as a refusal of writes;
+// promoted, it is healthy again, logged once.
+func TestReadOnlyReplica(t *testing.T) {
+	t.Parallel()
+	master := redistest.Start(t)
+	replica := redistest.Start(t)
+	admin := replica.Client(t)
+	ctx := context.Background()
+	require.NoError(t, admin.Do(ctx, "REPLICAOF", "127.0.0.1", fmt.Sprint(master.Port())).Err())
+	require.Eventually(t, func() bool {
+		return admin.Set(ctx, "probe", "x", 0).Err() != nil // READONLY once it replicates
+	}, 5*time.Second, 10*time.Millisecond)
+	var buf syncBuffer
+	l, err := sluice.New(sluice.Options{
+		Redis:        replica.Client(t),
+		SyncInterval: 20 * time.Millisecond,
+		Logger:       slog.New(slog.NewTextHandler(&buf, nil)),
+	}, policy.Rule{Name: "api", Limit: 100, Window: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	require.True(t, l.Stats().Degraded)
+	d, err := l.Allow(ctx, "api", "k")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "on the failure mode")
+
+	require.NoError(t, admin.Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+	require.Eventually(t, func() bool { return !l.Stats().Degraded }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, l.Flush(ctx))
+	out := buf.String()
+	assert.Equal(t, 1, count(out, `msg="sluice: store refuses writes`), out)
+	assert.Contains(t, out, "READONLY")
+	assert.Equal(t, 1, count(out, "reachable again"), out)
+	assert.Equal(t, int64(1), storeTotal(t, admin, policy.Rule{Name: "api", Limit: 100, Window: time.Minute}, "k"), "the admission made on the failure mode, pushed once")
+}

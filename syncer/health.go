@@ -144,6 +144,10 @@ func (s *Syncer) accepted(mark int64) bool {
 	}
 	s.goodCycles = 0
 	s.refusing.Store(false)
+	if s.refusals.Load() != mark { // a Strict check's refusal meanwhile
+		s.refusing.Store(true)
+		return false
+	}
 	return true
 }
 
