@@ -131,33 +131,43 @@ func TestNewStoreConfig(t *testing.T) {
 	}
 }
 
-// TestNewRequireStore: an unreachable store is no error of New (the limiter
-// starts on its failure mode), unless Options.RequireStore: then New
-// returns ErrStoreUnavailable.
+// TestNewRequireStore: a store that cannot be reached, or refuses writes,
+// is no error of New (the limiter starts on its failure mode, and says why),
+// unless Options.RequireStore: then New returns ErrStoreUnavailable.
 func TestNewRequireStore(t *testing.T) {
 	t.Parallel()
-	addr := unreachable(t)
-	for _, require_ := range []bool{false, true} {
-		t.Run(fmt.Sprint("require=", require_), func(t *testing.T) {
-			t.Parallel()
-			l, err := sluice.New(sluice.Options{
-				Redis:        userClient(t, addr, "", ""),
-				RequireStore: require_,
-				Logger:       slog.New(slog.DiscardHandler),
-			}, policy.Rule{Name: "api", Limit: 10, Window: time.Second})
-			if require_ {
-				require.ErrorIs(t, err, sluice.ErrStoreUnavailable)
-				require.NotErrorIs(t, err, sluice.ErrStoreConfig)
-				require.Nil(t, l)
-				return
-			}
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = l.Close() })
-			require.True(t, l.Stats().Degraded)
-			d, err := l.Allow(context.Background(), "api", "k")
-			require.NoError(t, err)
-			require.True(t, d.Allowed, "on the failure mode")
-		})
+	full := redistest.Start(t)
+	require.NoError(t, full.Client(t).ConfigSet(context.Background(), "maxmemory", "1").Err())
+	for _, tc := range []struct {
+		name, addr, log string
+	}{
+		{"unreachable", unreachable(t), `msg="sluice: store unreachable`},
+		{"out of memory", full.Addr(), `msg="sluice: store refuses writes`},
+	} {
+		for _, required := range []bool{false, true} {
+			t.Run(fmt.Sprint(tc.name, "/require=", required), func(t *testing.T) {
+				t.Parallel()
+				var buf syncBuffer
+				l, err := sluice.New(sluice.Options{
+					Redis:        userClient(t, tc.addr, "", ""),
+					RequireStore: required,
+					Logger:       slog.New(slog.NewTextHandler(&buf, nil)),
+				}, policy.Rule{Name: "api", Limit: 10, Window: time.Second})
+				if required {
+					require.ErrorIs(t, err, sluice.ErrStoreUnavailable)
+					require.NotErrorIs(t, err, sluice.ErrStoreConfig)
+					require.Nil(t, l)
+					return
+				}
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = l.Close() })
+				require.True(t, l.Stats().Degraded)
+				require.Equal(t, 1, count(buf.String(), tc.log), buf.String())
+				d, err := l.Allow(context.Background(), "api", "k")
+				require.NoError(t, err)
+				require.True(t, d.Allowed, "on the failure mode")
+			})
+		}
 	}
 }
 

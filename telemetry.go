@@ -229,10 +229,10 @@ func (t *telemetry) start(l *Limiter) {
 		metric.WithDescription("Checks of keys the local cache keeps out (admission rule, or the key bound reached)."))
 	keep(err)
 	fmActive, err := m.Int64ObservableGauge("sluice.failure_mode.active", metric.WithUnit("{state}"),
-		metric.WithDescription("1 while the store is unreachable and checks that need it are decided by the failure mode."))
+		metric.WithDescription("1 while the store is unreachable, refuses writes or refuses this client, and checks that need it are decided by the failure mode."))
 	keep(err)
 	fmTime, err := m.Float64ObservableCounter("sluice.failure_mode.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time spent with the store unreachable, on the failure mode."))
+		metric.WithDescription("Time spent on the failure mode, the store unreachable or refusing."))
 	keep(err)
 	observables := []metric.Observable{checks, instances, tracked, evictions, untracked, fmActive, fmTime}
 	var urgent, early, trips metric.Int64ObservableCounter

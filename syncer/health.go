@@ -122,10 +122,6 @@ func (s *Syncer) refuse(err error) {
 	s.down(err)
 }
 
-// Refusing reports whether the store refuses writes or this client, as the
-// last round trips found (the failure mode decides meanwhile).
-func (s *Syncer) Refusing() bool { return s.refusing.Load() }
-
 // accepted records a cycle that ended with the store accepting its writes,
 // where mark was the count of refusals when it started; it reports whether
 // the refusal state is over.
