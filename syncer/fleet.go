@@ -67,6 +67,8 @@ func (s *Syncer) publish(change func(f *Fleet) bool) {
 func (s *Syncer) setHealth(ok bool, err error) {
 	if ok {
 		err = nil
+	} else if s.refusing.Load() {
+		s.refusals.Add(1) // any failure restarts the count of good cycles (health.go)
 	}
 	s.healthy.Store(ok)
 	s.publish(func(f *Fleet) bool {

@@ -139,8 +139,9 @@ type Syncer struct {
 	closed     atomic.Bool
 	running    atomic.Bool
 	// refusing is the refusal state (health.go): the store refuses writes
-	// or this client; refusals counts the refusals seen, goodCycles the
-	// cycles in a row since whose writes it accepted (loop only).
+	// or this client; refusals counts the refusals seen and the failures
+	// while refusing, goodCycles the cycles in a row since whose writes it
+	// accepted (loop only).
 	refusing   atomic.Bool
 	refusals   atomic.Int64
 	goodCycles int64
