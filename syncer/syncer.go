@@ -45,7 +45,8 @@
 // # Files
 //
 // syncer.go holds the Syncer and its lifecycle, rule.go the rules and key
-// names, fleet.go the registry, health and clock offset, cycle.go a sync
+// names, fleet.go the registry, health and clock offset, health.go the
+// start-up check and a store that refuses writes or this client, cycle.go a sync
 // cycle, reserve.go reservations, perkey.go the per-key script path, bulk.go
 // the bulk path, scripts.go the Lua, stats.go the counters, observer.go
 // what it reports to telemetry (Observer).
