@@ -19,12 +19,13 @@ import (
 //     ("OOM command not allowed"), a read-only replica (READONLY), a failed
 //     snapshot with stop-writes-on-bgsave-error (MISCONF). The store still
 //     answers reads, so a cycle's read-only registry look would succeed and
-//     make it healthy for a moment, and the next write fail again: health
-//     flapped, and each return to health started the engines' recovery
-//     grace, which held keys back. So a refusal is a state with hysteresis:
-//     entered at the first refusal of any round trip, left only after
-//     refusedCycles cycles in a row whose writes the store accepted (every
-//     push of the cycle and its closing heartbeat, a write).
+//     make it healthy for a moment, until the next write failed again; and
+//     each return to health starts the engines' recovery grace, which holds
+//     keys back. So a refusal is a state with hysteresis: entered at the
+//     first refusal of any round trip, left only after okCycles cycles in a
+//     row (at least refusedCycles, spanning refusedFor) whose writes the
+//     store accepted (every push of the cycle and its closing heartbeat, a
+//     write), with no failure between them.
 //   - it refuses this client (ErrStoreConfig): authentication (NOAUTH,
 //     WRONGPASS), permissions (NOPERM, an ACL that forbids a command or a
 //     key inside a script), an unknown command (scripting disabled or
