@@ -76,9 +76,9 @@ type rule struct {
 
 // New returns a Limiter for rules. It validates everything first and returns
 // an error that says what is wrong and how to fix it. With a store it checks
-// the store once, bounded by max(Timeout, 1s): it loads the scripts and
-// registers the instance in the registry (a script call on a key under
-// Prefix). A store that refuses this client (wrong or missing credentials, an
+// the store once, bounded by max(Timeout, 1s): it registers the instance in
+// the registry (a script call on a key under Prefix), sends what the syncer
+// sends outside its scripts, and loads the scripts. A store that refuses this client (wrong or missing credentials, an
 // ACL user without the commands or the keys, scripting disabled) is an error
 // wrapping ErrStoreConfig, which says what to change. If the store cannot be
 // reached, or refuses writes, New still returns a working Limiter, on its

@@ -67,8 +67,9 @@ var healthRules = []policy.Rule{
 // TestNewStoreConfig: a store that refuses this client is an error of New,
 // returned at once (the store answers), wrapping ErrStoreConfig and naming
 // the fix: a missing or wrong password, an ACL user without scripting,
-// without SCRIPT LOAD, without a command its scripts run, without the keys
-// under Prefix, and scripting disabled. An ACL user granted what the error
+// without SCRIPT LOAD, without a command its scripts run, without PING or
+// HGETALL (sent outside the scripts), without the keys under Prefix, and
+// scripting disabled. An ACL user granted what the error
 // names (syncer.ACLCommands and ~<prefix>:*) works.
 func TestNewStoreConfig(t *testing.T) {
 	t.Parallel()
@@ -78,6 +79,8 @@ func TestNewStoreConfig(t *testing.T) {
 	aclUser(t, admin, "noload", "~* &* +@all -script|load")
 	aclUser(t, admin, "nozadd", "~* &* +@all -zadd")
 	aclUser(t, admin, "nokeys", "~other:* &* +@all")
+	aclUser(t, admin, "noping", "~* &* +@all -ping")
+	aclUser(t, admin, "nopull", "~* &* +@all -hgetall")
 	aclUser(t, admin, "granted", syncer.ACLCommands, "~app:*")
 	locked := redistest.Start(t)
 	require.NoError(t, locked.Client(t).ConfigSet(context.Background(), "requirepass", "secret").Err())
@@ -95,6 +98,8 @@ func TestNewStoreConfig(t *testing.T) {
 		{"no script load", open.Addr(), "noload", "pw", "+script|load"},
 		{"a command of a script", open.Addr(), "nozadd", "pw", "ACL SETUSER <user> " + syncer.ACLCommands},
 		{"no keys", open.Addr(), "nokeys", "pw", "grant it ~app:*"},
+		{"no ping", open.Addr(), "noping", "pw", "ACL SETUSER <user> " + syncer.ACLCommands},
+		{"no hgetall", open.Addr(), "nopull", "pw", "ACL SETUSER <user> " + syncer.ACLCommands},
 		{"scripting disabled", noEval.Addr(), "", "", "EVALSHA, EVAL and SCRIPT LOAD"},
 		{"granted", open.Addr(), "granted", "pw", ""},
 	} {

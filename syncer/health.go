@@ -148,9 +148,10 @@ func (s *Syncer) accepted(mark int64) bool {
 	return true
 }
 
-// Check checks the store once: it loads the scripts (SCRIPT LOAD) and
-// registers the instance (a script call on a key under Prefix, which
-// writes), bounded by ctx. Its error wraps ErrStoreConfig if the store
+// Check checks the store once: it registers the instance (a script call on
+// a key under Prefix, which writes), sends a PING and reads a key under
+// Prefix (HGETALL) as the syncer does outside its scripts, and loads the
+// scripts (SCRIPT LOAD), bounded by ctx. Its error wraps ErrStoreConfig if the store
 // refuses this client (credentials, ACL permissions on the commands or the
 // keys, scripting disabled), with what to change; ErrWritesRefused if it
 // refuses writes; else it is a failure to reach the store. The syncer's
@@ -161,13 +162,22 @@ func (s *Syncer) Check(ctx context.Context) error {
 		return ErrClosed
 	}
 	err := s.heartbeat(ctx)
-	if err == nil {
-		for _, sc := range []*redis.Script{syncScript, bulkScript, gcraScript, logScript} {
-			if lerr := sc.Load(ctx, s.cfg.Client).Err(); lerr != nil {
-				s.heard(lerr)
-				err = s.failed(fmt.Errorf("syncer: script load: %w", lerr))
-				break
-			}
+	// What the syncer sends outside its scripts: the probe's PING and the
+	// bulk path's pulls (a read of a key under Prefix); then the scripts.
+	steps := []func() (string, error){
+		func() (string, error) { return "ping", s.cfg.Client.Ping(ctx).Err() },
+		func() (string, error) { return "pull", s.cfg.Client.HGetAll(ctx, s.cfg.Prefix+":{check}").Err() },
+	}
+	for _, sc := range []*redis.Script{syncScript, bulkScript, gcraScript, logScript} {
+		steps = append(steps, func() (string, error) { return "script load", sc.Load(ctx, s.cfg.Client).Err() })
+	}
+	for _, step := range steps {
+		if err != nil {
+			break
+		}
+		if what, serr := step(); serr != nil {
+			s.heard(serr)
+			err = s.failed(fmt.Errorf("syncer: %s: %w", what, serr))
 		}
 	}
 	if !refused(err) { // a refusal is set by failed
