@@ -116,7 +116,7 @@ func refused(err error) bool {
 }
 
 // refuse enters the refusal state for err (classified): the store is down
-// for the checks until refusedCycles good cycles in a row.
+// for the checks until okCycles good cycles in a row (accepted).
 func (s *Syncer) refuse(err error) {
 	s.refusals.Add(1)
 	s.refusing.Store(true)
@@ -148,13 +148,13 @@ func (s *Syncer) accepted(mark int64) bool {
 	return true
 }
 
-// Check checks the store once: it registers the instance (a script call on
-// a key under Prefix, which writes), sends a PING and reads a key under
-// Prefix (HGETALL) as the syncer does outside its scripts, and loads the
-// scripts (SCRIPT LOAD), bounded by ctx. Its error wraps ErrStoreConfig if the store
-// refuses this client (credentials, ACL permissions on the commands or the
-// keys, scripting disabled), with what to change; ErrWritesRefused if it
-// refuses writes; else it is a failure to reach the store. The syncer's
+// Check checks the store once, bounded by ctx: it registers the instance (a
+// script call on a key under Prefix, which writes), sends a PING and reads a
+// key under Prefix (HGETALL) as the syncer does outside its scripts, and
+// loads the scripts (SCRIPT LOAD). Its error wraps ErrStoreConfig if the
+// store refuses this client (credentials, ACL permissions on the commands
+// or the keys, scripting disabled), with what to change; ErrWritesRefused if
+// it refuses writes; else it is a failure to reach the store. The syncer's
 // health follows: Start, after Check, begins from it without another round
 // trip.
 func (s *Syncer) Check(ctx context.Context) error {
