@@ -1,6 +1,11 @@
 package sluice
 
-import "time"
+import (
+	"errors"
+	"time"
+
+	"github.com/sluicehq/sluice/syncer"
+)
 
 // tickEvery is how often the published time advances.
 const tickEvery = time.Millisecond
@@ -49,14 +54,47 @@ func (l *Limiter) applyFleet() {
 	if was := l.degraded.Swap(!f.Healthy); was != !f.Healthy {
 		down := l.tel.setDown(!f.Healthy)
 		if f.Healthy {
+			l.storeState = storeHealthy
 			l.opts.Logger.Info("sluice: store reachable again; checks decided locally within the error budget",
 				"after", down.Round(time.Millisecond))
-		} else {
-			l.opts.Logger.Warn("sluice: store unreachable; checks that need it are decided by the failure mode",
-				"failure_mode", l.opts.FailureMode.String(), "err", f.Err)
+		}
+	}
+	if st := stateOf(f); st != l.storeState {
+		// Once per change of the store's state, never per check or cycle:
+		// also when a store that was unreachable answers but refuses.
+		l.storeState = st
+		attrs := []any{"failure_mode", l.opts.FailureMode.String(), "err", f.Err}
+		switch st {
+		case storeUnreachable:
+			l.opts.Logger.Warn("sluice: store unreachable; checks that need it are decided by the failure mode", attrs...)
+		case storeRefusesWrites:
+			l.opts.Logger.Warn("sluice: store refuses writes; checks that need it are decided by the failure mode until it accepts them again", attrs...)
+		case storeRefusesClient:
+			l.opts.Logger.Error("sluice: store refuses this client (credentials or ACL permissions); checks that need it are decided by the failure mode", attrs...)
 		}
 	}
 	l.setFleet(l.set.Load(), n, !f.Healthy)
+}
+
+// The store's states as the log reports them (storeState).
+const (
+	storeHealthy = iota
+	storeUnreachable
+	storeRefusesWrites
+	storeRefusesClient
+)
+
+// stateOf returns the store's state in f.
+func stateOf(f syncer.Fleet) int {
+	switch {
+	case f.Healthy:
+		return storeHealthy
+	case errors.Is(f.Err, syncer.ErrStoreConfig):
+		return storeRefusesClient
+	case errors.Is(f.Err, syncer.ErrWritesRefused):
+		return storeRefusesWrites
+	}
+	return storeUnreachable
 }
 
 // background publishes the time every tickEvery, applies the fleet view

@@ -41,10 +41,12 @@ type Limiter struct {
 
 	nhat     atomic.Int64
 	degraded atomic.Bool
-	closed   atomic.Bool
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	fleetMu  sync.Mutex
+	// storeState is the store's state as last logged (stateOf; fleetMu).
+	storeState int
+	closed     atomic.Bool
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	fleetMu    sync.Mutex
 
 	waitMu  sync.Mutex             // guards queues (wait.go)
 	queues  map[waitKey]*waitQueue // Wait's queues, by rule and key
@@ -75,11 +77,15 @@ type rule struct {
 }
 
 // New returns a Limiter for rules. It validates everything first and returns
-// an error that says what is wrong and how to fix it. With a store it
-// registers the instance in the registry (bounded by Timeout and the store
-// round trip) and starts the background syncer; if the store cannot be
-// reached it still returns a working Limiter, on its failure mode, that keeps
-// trying.
+// an error that says what is wrong and how to fix it. With a store it checks
+// the store once, bounded by max(Timeout, 1s): it registers the instance in
+// the registry (a script call on a key under Prefix), sends what the syncer
+// sends outside its scripts, and loads the scripts. A store that refuses this client (wrong or missing credentials, an
+// ACL user without the commands or the keys, scripting disabled) is an error
+// wrapping ErrStoreConfig, which says what to change. If the store cannot be
+// reached, or refuses writes, New still returns a working Limiter, on its
+// failure mode, that keeps trying — unless Options.RequireStore is set: then
+// it returns an error wrapping ErrStoreUnavailable.
 func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -130,12 +136,23 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 		return nil, err
 	}
 	l.set.Store(set)
+	if l.sync != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Second))
+		err := l.sync.Check(ctx)
+		if err != nil && (errors.Is(err, syncer.ErrStoreConfig) || opts.RequireStore) {
+			_ = l.sync.Close(ctx)
+			cancel()
+			if errors.Is(err, syncer.ErrStoreConfig) {
+				return nil, err // it names the fix
+			}
+			return nil, fmt.Errorf("%w: at start (Options.RequireStore): %w", ErrStoreUnavailable, err)
+		}
+		cancel()
+	}
 	l.tick()
 	l.tel.start(l)
 	if l.sync != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Second))
-		_ = l.sync.Start(ctx) // a failure is in the fleet view: the rules start on their failure mode
-		cancel()
+		_ = l.sync.Start(context.Background()) // after Check: no round trip; a failure is in the fleet view, the rules start on their failure mode
 		l.applyFleet()
 	}
 	l.wg.Add(1)

@@ -80,9 +80,11 @@ type Options struct {
 	// Timeout bounds how long a check waits for the store (an urgent sync, a
 	// Strict rule); default DefaultTimeout. A check never blocks longer than
 	// Timeout or its context's deadline. A check the store does not answer
-	// in time is decided by FailureMode as if the store were down; under
-	// FailLocal, one of a Strict rule or of a key without local state is
-	// denied instead, with RetryAfter the sync interval.
+	// in time is decided by FailureMode as if the store were down, a key
+	// without local state too (under FailLocal: on the rule's sketch of
+	// untracked keys, within the share Limit/N̂); under FailLocal, one of a
+	// Strict rule is denied instead, with RetryAfter the sync interval. New
+	// waits at most max(Timeout, 1s) for the store.
 	Timeout time.Duration
 	// Clock replaces the system clock (tests, simulation). Store time is
 	// still aligned on Redis TIME when there is a store. With the system
@@ -109,12 +111,22 @@ type Options struct {
 	MinInstances int
 	// BatchSize is the number of keys per Redis pipeline; default 256.
 	BatchSize int
+	// RequireStore makes New return an error when the store cannot be
+	// reached, or refuses writes, at start: ErrStoreUnavailable, wrapping
+	// the cause. Without it New returns a limiter on its failure mode that
+	// keeps trying. Either way a store that refuses this client
+	// (credentials, ACL permissions, scripting disabled) is an error of New:
+	// ErrStoreConfig.
+	RequireStore bool
 	// Logger receives the limiter's own log lines, once per change and never
-	// per check: the store becoming unreachable (with the cause) or
-	// reachable again, and the live-instance count N̂ changing. Default: a
-	// logger that discards. go-redis logs on its own (for example "failed to
-	// dial" while Redis is down): route or silence it with redis.SetLogger
-	// (see the package github.com/redis/go-redis/v9/logging).
+	// per check: the store failing (unreachable, refusing writes, or
+	// refusing this client, with the cause and what to change; at Warn, or
+	// Error for a refusal of this client) or reachable again, and the
+	// live-instance count N̂ changing. Default: slog.Default() as of New. To
+	// silence it, pass slog.New(slog.DiscardHandler). go-redis logs on its
+	// own (for example "failed to dial" while Redis is down): route or
+	// silence it with redis.SetLogger (see the package
+	// github.com/redis/go-redis/v9/logging).
 	Logger *slog.Logger
 	// MeterProvider receives the limiter's metrics (docs/observability.md
 	// lists them): checks by rule, outcome and path, the syncer, the store,
@@ -203,7 +215,7 @@ func (o *Options) fill() error {
 		return bad("BatchSize %d: it must not be negative (0 means 256)", o.BatchSize)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	return nil
 }

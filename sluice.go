@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/syncer"
 )
 
 // Errors returned by New, Allow, AllowN, Flush and Close. A denial is not an
@@ -48,8 +49,15 @@ var (
 	// ErrClosed means the limiter was closed.
 	ErrClosed = engine.ErrClosed
 	// ErrStoreUnavailable means the check needed the store, the store failed,
-	// and the failure mode is FailClosed. The Decision is a denial.
+	// and the failure mode is FailClosed. The Decision is a denial. New
+	// wraps it too, with Options.RequireStore, when the store cannot be
+	// reached or refuses writes at start.
 	ErrStoreUnavailable = engine.ErrStoreUnavailable
+	// ErrStoreConfig is wrapped by New's errors about a store that refuses
+	// this client: wrong or missing credentials, an ACL user without the
+	// commands or the keys sluice needs, scripting disabled. The error says
+	// what to change.
+	ErrStoreConfig = syncer.ErrStoreConfig
 )
 
 // Decision is the result of a check (the fields are documented on

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/syncer"
 )
 
 // instrumentationName names the meter and the tracer of every Limiter.
@@ -31,10 +32,12 @@ const (
 	errConnection
 	errReply
 	errOther
+	errConfig
+	errRefused
 	numErrKinds
 )
 
-var errKindNames = [numErrKinds]string{"timeout", "connection", "reply", "other"}
+var errKindNames = [numErrKinds]string{"timeout", "connection", "reply", "other", "config", "refused"}
 
 // telemetry is a Limiter's metrics, spans and the state they report that
 // the limiter does not keep otherwise. Nothing here runs per check: the
@@ -113,7 +116,7 @@ func newTelemetry(opts *Options) *telemetry {
 		metric.WithExplicitBucketBoundaries(0, 1, 10, 100, 1000, 10_000, 100_000, 1_000_000))
 	keep(err)
 	t.storeErrs, err = t.meter.Int64Counter("sluice.store.errors", metric.WithUnit("{error}"),
-		metric.WithDescription("Store round trips that failed, by kind: timeout, connection, reply (Redis answered an error), other."))
+		metric.WithDescription("Store round trips that failed, by kind: timeout, connection, reply (Redis answered an error), config (the store refuses this client: credentials, ACL permissions, scripting disabled), refused (it refuses writes: out of memory, read-only replica, MISCONF), other."))
 	keep(err)
 	t.excess, err = t.meter.Float64Histogram("sluice.accuracy.excess", metric.WithUnit("1"),
 		metric.WithDescription("At a pull, how far a key's fleet total stood above its limit, as a fraction of the limit (recorded only for keys above it)."),
@@ -226,10 +229,10 @@ func (t *telemetry) start(l *Limiter) {
 		metric.WithDescription("Checks of keys the local cache keeps out (admission rule, or the key bound reached)."))
 	keep(err)
 	fmActive, err := m.Int64ObservableGauge("sluice.failure_mode.active", metric.WithUnit("{state}"),
-		metric.WithDescription("1 while the store is unreachable and checks that need it are decided by the failure mode."))
+		metric.WithDescription("1 while the store is unreachable, refuses writes or refuses this client, and checks that need it are decided by the failure mode."))
 	keep(err)
 	fmTime, err := m.Float64ObservableCounter("sluice.failure_mode.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time spent with the store unreachable, on the failure mode."))
+		metric.WithDescription("Time spent on the failure mode, the store unreachable or refusing."))
 	keep(err)
 	observables := []metric.Observable{checks, instances, tracked, evictions, untracked, fmActive, fmTime}
 	var urgent, early, trips metric.Int64ObservableCounter
@@ -373,6 +376,10 @@ func errKind(err error) int {
 	var rerr redis.Error
 	var nerr net.Error
 	switch {
+	case errors.Is(err, syncer.ErrStoreConfig):
+		return errConfig
+	case errors.Is(err, syncer.ErrWritesRefused):
+		return errRefused
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &nerr) && nerr.Timeout():
 		return errTimeout
 	case errors.As(err, &rerr):

@@ -15,6 +15,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/syncer"
 )
 
 // TestErrKind: store errors are classified by kind, also wrapped.
@@ -35,6 +36,8 @@ func TestErrKind(t *testing.T) {
 		{"redis reply", reply, "reply"},
 		{"wrapped reply", fmt.Errorf("syncer: push: %w", reply), "reply"},
 		{"other", errors.New("unexpected reply of 2 values"), "other"},
+		{"store config", fmt.Errorf("%w: grant it ~sluice:*: %w", syncer.ErrStoreConfig, reply), "config"},
+		{"writes refused", fmt.Errorf("syncer: push: %w: %w", syncer.ErrWritesRefused, reply), "refused"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -25,9 +25,11 @@ import (
 //     call deciding the cost and taking the lease from the key's bucket,
 //     waited for at most Timeout → LeaseTable.Settle → window.GCRA's fields
 //     on the store's answer → Result;
-//   - fallback: the store fails or is down → strictKeyed.failed by the
-//     failure mode, as a Strict bucket's (the units held are still spent
-//     first: the store counted them).
+//   - fallback: the store fails, is down or does not answer in time →
+//     strictKeyed.failed by the failure mode, as a Strict bucket's, except
+//     that a timed-out check under FailLocal is decided on the share too,
+//     not denied (the units held are still spent first: the store counted
+//     them).
 //
 // Remaining is the units held plus what the store's bucket had left at its
 // last answer, refilled since; ResetAfter is until that bucket is full;
@@ -62,6 +64,7 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 		return nil, ruleError(r, err)
 	}
 	e.init(cfg, e.fallback)
+	e.eventual = true
 	e.clock.init(cfg)
 	e.SetFleet(1, false)
 	return e, nil

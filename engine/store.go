@@ -71,22 +71,21 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, fmt.Errorf("sluice: check abandoned: %w", err)
-	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal && (ref == nil || w.path == PathStrict):
-		// The store is up but did not answer in time, for a key without
-		// local state (what a local decision admitted would never reach
-		// the store, whose count the other instances' reservations are
-		// decided on) or of a Strict rule (which promises the store's
-		// decision). Deny, and let the caller retry once the store has
-		// caught up.
+	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal && w.path == PathStrict:
+		// The store is up but did not answer in time, for a Strict rule
+		// (which promises the store's decision). Deny, and let the caller
+		// retry once the store has caught up.
 		w.counts.Add(PathFallback, OutcomeDenied)
 		return Result{ResetAfter: w.geo.ResetAfter(w.now()), RetryAfter: w.interval}, Receipt{}, nil
 	}
-	// An Eventual rule's tracked key whose check the store did not answer
-	// in time under FailLocal is decided as if the store were down: within
-	// this instance's part of the room its last pull left (docs/design.md,
-	// "When Redis does not answer in time"); what it admits is pushed with
-	// the key's next sync, and a reservation the store admitted after all
-	// is taken back by a correction.
+	// An Eventual rule's check that the store did not answer in time under
+	// FailLocal is decided as if the store were down (docs/design.md, "When
+	// Redis does not answer in time"): a tracked key within this instance's
+	// part of the room its last pull left, its count pushed with the key's
+	// next sync; a key without local state on the rule's sketch of
+	// untracked keys, within the share L/N̂ (a first check is not denied
+	// for want of state). A reservation the store admitted after all is
+	// taken back by a correction.
 	return w.fallbackAt(key, n, err)
 }
 

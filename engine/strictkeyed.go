@@ -22,7 +22,9 @@ import (
 //
 //   - the store is up but did not answer in time, under FailLocal: denied,
 //     with RetryAfter the sync interval (admitting locally could pass the
-//     limit, since the store may still be deciding other instances' checks);
+//     limit, since the store may still be deciding other instances' checks)
+//     — a Strict rule's; an Eventual bucket's (gcraEventual, eventual) is
+//     decided as below, as a window's timed-out check is;
 //   - the store failed (or is marked down): FailOpen admits, FailClosed
 //     denies with ErrStoreUnavailable, FailLocal decides on the local table
 //     against this instance's share, the rule scaled by 1/N̂: each unit
@@ -38,6 +40,10 @@ type strictKeyed struct {
 	interval time.Duration
 	share    atomic.Int64 // N̂, the cost of a unit in the local table
 	counts   *Counts      // nil: not counted
+	// eventual: an Eventual bucket (gcraEventual), whose check the store
+	// did not answer in time is decided by the failure mode like any other
+	// store failure; a Strict rule's is denied under FailLocal.
+	eventual bool
 }
 
 func (k *strictKeyed) init(cfg Config, t localcache.KeyTable) {
@@ -70,7 +76,7 @@ func (k *strictKeyed) failed(key string, n int64, err error) (Result, error) {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		k.counts.Add(PathStrict, OutcomeError)
 		return Result{}, fmt.Errorf("sluice: check abandoned: %w", err)
-	case errors.Is(err, syncer.ErrTimeout) && k.mode == policy.FailLocal:
+	case errors.Is(err, syncer.ErrTimeout) && k.mode == policy.FailLocal && !k.eventual:
 		k.counts.Add(PathFallback, OutcomeDenied)
 		return Result{RetryAfter: k.interval}, nil
 	}

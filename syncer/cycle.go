@@ -34,11 +34,17 @@ func (s *Syncer) cycle() error {
 		s.flushing = true
 		defer func() { s.flushing = flushing }()
 	}
+	// A store that refused writes stays down for the checks until cycles in
+	// a row have had their writes accepted (health.go): the look above is a
+	// read, which such a store answers.
+	mark := s.refusals.Load()
 	if err := reg(ctx); err != nil {
 		s.down(err)
 		return err
 	}
-	s.setHealth(true, nil)
+	if !s.refusing.Load() {
+		s.setHealth(true, nil)
+	}
 	// A bulk call left unanswered by an earlier cycle goes first: nothing
 	// else is pushed before the store has it.
 	if err := s.resendBulk(ctx); err != nil {
@@ -144,13 +150,19 @@ func (s *Syncer) cycle() error {
 	if lerr := landAll(); lerr != nil {
 		err = cmp.Or(err, lerr)
 	}
-	if back && s.healthy.Load() {
+	if back && (s.healthy.Load() || s.refusing.Load() && s.refusals.Load() == mark) {
 		if herr := s.heartbeat(ctx); herr != nil {
 			err = cmp.Or(err, herr)
 			s.down(herr)
-		} else {
+			s.goodCycles = 0
+		} else if !s.refusing.Load() {
 			s.back = false
+		} else if s.accepted(mark) {
+			s.back = false
+			s.setHealth(true, nil)
 		}
+	} else {
+		s.goodCycles = 0
 	}
 	s.serveUrgent()
 	s.stats.lastCycle.Store(int64(time.Since(start)))

@@ -20,8 +20,12 @@ type Fleet struct {
 	// Healthy reports whether the last round trip to the store succeeded.
 	Healthy bool
 	// Err is why the store was judged unhealthy (nil while it is healthy).
+	// It wraps ErrWritesRefused if the store refuses writes, ErrStoreConfig
+	// if it refuses this client.
 	Err error
-	// Changes counts the changes of Instances, Joining and Healthy since New.
+	// Changes counts the changes of Instances, Joining and Healthy, and of
+	// the kind of Err (unreachable, refusing writes, refusing the client),
+	// since New.
 	Changes int64
 }
 
@@ -86,11 +90,14 @@ func (s *Syncer) publish(change func(f *Fleet) bool) {
 func (s *Syncer) setHealth(ok bool, err error) {
 	if ok {
 		err = nil
+	} else if s.refusing.Load() {
+		s.refusals.Add(1) // any failure restarts the count of good cycles (health.go)
 	}
 	s.healthy.Store(ok)
 	s.publish(func(f *Fleet) bool {
+		same := causeOf(f.Err) == causeOf(err)
 		f.Err = err // the latest cause, also before the first success
-		if f.Healthy == ok {
+		if f.Healthy == ok && same {
 			return false
 		}
 		f.Healthy = ok
@@ -132,9 +139,7 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	recv := s.localNow()
 	s.heard(err)
 	if err != nil {
-		err = fmt.Errorf("syncer: registry: %w", err)
-		s.failed(err)
-		return err
+		return s.failed(fmt.Errorf("syncer: registry: %w", err))
 	}
 	if len(v) != 5 {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)

@@ -29,12 +29,19 @@ type Observer interface {
 	OverLimit(rule string, excess float64)
 }
 
-// failed counts a failed round trip and tells the observer.
-func (s *Syncer) failed(err error) {
+// failed counts a failed round trip and tells the observer. It returns err
+// classified (health.go): an error by which the store refuses writes or
+// this client also puts the store in the refusal state.
+func (s *Syncer) failed(err error) error {
+	err = s.classify(err)
 	s.stats.failures.Add(1)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.StoreError(err)
 	}
+	if refused(err) {
+		s.refuse(err)
+	}
+	return err
 }
 
 // observedCycle runs a full cycle and reports it.

@@ -45,7 +45,8 @@
 // # Files
 //
 // syncer.go holds the Syncer and its lifecycle, rule.go the rules and key
-// names, fleet.go the registry, health and clock offset, cycle.go a sync
+// names, fleet.go the registry, health and clock offset, health.go the
+// start-up check and a store that refuses writes or this client, cycle.go a sync
 // cycle, reserve.go reservations, perkey.go the per-key script path, bulk.go
 // the bulk path, scripts.go the Lua, stats.go the counters, observer.go
 // what it reports to telemetry (Observer).
@@ -142,6 +143,15 @@ type Syncer struct {
 	doubts     atomic.Int64 // probes in a row that waits for a CPU left inconclusive (deadline.go)
 	closed     atomic.Bool
 	running    atomic.Bool
+	// refusing is the refusal state (health.go): the store refuses writes
+	// or this client; refusals counts the refusals seen and the failures
+	// while refusing, goodCycles the cycles in a row since whose writes it
+	// accepted (loop only).
+	refusing   atomic.Bool
+	refusals   atomic.Int64
+	goodCycles int64
+	streak     int64       // refusals when goodCycles began counting (loop only)
+	checked    atomic.Bool // Check ran: Start need not register again
 
 	// longWaits counts the goroutine waits for a CPU of starveGap or more
 	// so far (schedwait.go; tests replace it).
@@ -277,15 +287,20 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 	return s, nil
 }
 
-// Start registers the instance (one round trip, bounded by ctx) and starts the
-// background loop. A failed registration is returned, but the loop starts
-// anyway and keeps trying: the limiter works on its failure mode meanwhile.
+// Start registers the instance (one round trip, bounded by ctx; none after
+// Check, whose result stands) and starts the background loop. A failed
+// registration is returned, but the loop starts anyway and keeps trying: the
+// limiter works on its failure mode meanwhile.
 func (s *Syncer) Start(ctx context.Context) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := s.heartbeat(ctx)
-	s.setHealth(err == nil, err)
+	var err error
+	if s.checked.Load() {
+		err = s.Fleet().Err
+	} else if err = s.heartbeat(ctx); !refused(err) {
+		s.setHealth(err == nil, err)
+	}
 	s.start.Do(func() {
 		s.running.Store(true)
 		go s.loop()

@@ -1,0 +1,66 @@
+package syncer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestRefusalHysteresis: a store that refuses writes (out of memory) is
+// judged down at the first refusal, stays down while it refuses (its reads,
+// the cycles' registry looks, still succeed: no change of the fleet view
+// meanwhile), and is healthy again only after okCycles cycles in a row whose
+// writes it accepted, once.
+func TestRefusalHysteresis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	cfg := testConfig(srv.Client(t), "a")
+	cfg.Interval = 10 * time.Millisecond
+	s, err := newSyncer(cfg)
+	require.NoError(t, err)
+	require.NoError(t, s.Check(ctxT(t, opTimeout)))
+	s = startSyncerChecked(t, s)
+	require.True(t, s.Healthy())
+
+	ctx := context.Background()
+	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "1").Err())
+	require.Eventually(t, func() bool { return !s.Healthy() }, 5*time.Second, time.Millisecond)
+	f := s.Fleet()
+	require.ErrorIs(t, f.Err, ErrWritesRefused)
+	require.ErrorContains(t, f.Err, "OOM")
+	changes := f.Changes
+
+	// Cycles go on, each a read that succeeds and a write refused.
+	cycles := s.Stats().Cycles
+	require.Eventually(t, func() bool { return s.Stats().Cycles >= cycles+20 }, 10*time.Second, time.Millisecond)
+	require.False(t, s.Healthy())
+	require.Equal(t, changes, s.Fleet().Changes, "no change of health while the store refuses")
+
+	freed := s.Stats().Cycles // the cycle under way may be the first good one
+	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "0").Err())
+	require.Eventually(t, s.Healthy, 10*time.Second, time.Millisecond)
+	assert.GreaterOrEqual(t, s.Stats().Cycles-freed, s.okCycles()-1, "healthy only after okCycles cycles of accepted writes")
+	assert.Equal(t, changes+1, s.Fleet().Changes, "healthy again, once")
+	assert.NoError(t, s.Fleet().Err)
+	assert.Equal(t, int64(100), s.okCycles(), "1 s of 10 ms cycles")
+}
+
+// startSyncerChecked starts s, on which Check ran, and closes it in
+// t.Cleanup.
+func startSyncerChecked(t *testing.T, s *Syncer) *Syncer {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	require.NoError(t, s.Start(ctxT(t, opTimeout)))
+	return s
+}
