@@ -47,7 +47,7 @@ var (
 
 // ACLCommands are the commands a Redis ACL user must be allowed for sluice:
 // the ones it sends and the ones its scripts run.
-const ACLCommands = "+ping +evalsha +eval +script|load +hgetall +time +get +set +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zrem +zcard +zrange +zremrangebyscore +rpush +lindex +llen +ltrim"
+const ACLCommands = "+ping +evalsha +eval +script|load +hgetall +time +get +set +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zrem +zcard +zrange +zremrangebyscore +zscore +rpush +lindex +llen +ltrim"
 
 // refusedCycles is how many cycles in a row, at least, must have their
 // writes accepted before a store that refused writes is healthy again;
