@@ -22,10 +22,25 @@ import (
 )
 
 // admission is one admitted check: when its call began and ended (real
-// time), and the store bucket it was counted in.
+// time), and the store bucket it was counted in; unclear if that bucket was
+// told from a time far from the bucket's end (it may be a neighbour's).
 type admission struct {
 	start, end time.Time
 	bucket     int64
+	unclear    bool
+}
+
+// edgeDoubt counts the unclear admissions that may belong on the other side
+// of an edge of the bucket range [lo, hi]: those told to be in lo−1, lo, hi
+// or hi+1.
+func edgeDoubt(adm []admission, lo, hi int64) int64 {
+	var n int64
+	for _, a := range adm {
+		if a.unclear && (a.bucket == lo-1 || a.bucket == lo || a.bucket == hi || a.bucket == hi+1) {
+			n++
+		}
+	}
+	return n
 }
 
 // maxRealWindow returns the most admissions in any real window (t−w, t],
@@ -103,8 +118,10 @@ func TestMaxRealWindow(t *testing.T) {
 //   - the fleet recovers: every instance is healthy again and syncs with the
 //     new master (Flush succeeds), and the new master counts exactly what
 //     the fleet admitted after the recovery;
-//   - nothing is counted twice: per store bucket, the new master holds at
-//     most what was admitted;
+//   - nothing is counted twice: over the store's buckets up to the kill, the
+//     new master holds at most what was admitted (each admission's bucket is
+//     told from its Decision's ResetAfter; the few told from a time far from
+//     a bucket's end are doubtful at the range's edges, and allowed for);
 //   - the bound in real windows: per key, the most admitted in any real
 //     window of length W (only admissions whose whole call lies inside it)
 //     is at most L(1+ε) plus the writes the failover lost (counts the old
@@ -194,14 +211,21 @@ func TestSentinelFailover(t *testing.T) {
 					case d.Allowed:
 						// ResetAfter is W plus the rest of the sub-window
 						// the check counted in: the end of its bucket, in
-						// the store's time, is the check's time plus
-						// ResetAfter − W.
-						endsAt := start.Add(l.Stats().Sync.Offset + d.ResetAfter - rule.Window)
+						// the store's time, is the time of the decision
+						// plus ResetAfter − W. The decision is taken at the
+						// end of the call (after a wait for the store, a
+						// check that waited is counted when it stops
+						// waiting), a millisecond or so after the time the
+						// check read (published every millisecond): far
+						// less than half a sub-window.
+						endsAt := end.Add(l.Stats().Sync.Offset + d.ResetAfter - rule.Window)
 						bucket := int64(math.Round(float64(endsAt.UnixNano())/float64(sub))) - 1
-						if miss := time.Duration(endsAt.UnixNano() - (bucket+1)*int64(sub)); miss.Abs() > sub/4 {
+						miss := time.Duration(endsAt.UnixNano() - (bucket+1)*int64(sub))
+						unclear := miss.Abs() > sub/4
+						if unclear {
 							odd.Add(1)
 						}
-						mine[key] = append(mine[key], admission{start: start, end: end, bucket: bucket})
+						mine[key] = append(mine[key], admission{start: start, end: end, bucket: bucket, unclear: unclear})
 						total.Add(1)
 					}
 				}
@@ -270,25 +294,31 @@ func TestSentinelFailover(t *testing.T) {
 			perBucket[a.bucket]++
 		}
 		// Lost: admitted in the buckets up to the kill that the store
-		// still keeps, less what the new master holds of them.
+		// still keeps, less what the new master holds of them. An
+		// admission whose bucket is unclear may belong across an edge of
+		// the range: doubt is how many could.
+		lo, hi := floor, killBucket
 		var lost int64
-		for b := floor; b <= killBucket; b++ {
-			missing := perBucket[b] - held[k][b]
-			assert.GreaterOrEqual(t, missing, int64(0), "%s bucket %d: the store holds %d, %d were admitted: counted twice", k, b, held[k][b], perBucket[b])
-			lost += max(missing, 0)
+		for b := lo; b <= hi; b++ {
+			lost += perBucket[b] - held[k][b]
 		}
+		doubt := edgeDoubt(adm, lo, hi)
+		assert.GreaterOrEqual(t, lost, -doubt, "%s: the new master holds %d more than was admitted in buckets %d to %d: counted twice", k, -lost, lo, hi)
+		lost = max(lost, 0) + doubt
 		lostAll += lost
 
 		// Admissions after the recovery reach the new master: the
 		// buckets wholly after it and still in the store.
 		after := buckets(t, direct, opts.Prefix, rule.Name, k, sub)
+		lo = max(recoveredAt.Add(offset).UnixNano()/int64(sub)+1, readAt.Add(offset).UnixNano()/int64(sub)-span)
+		hi = stoppedAt.Add(offset).UnixNano() / int64(sub)
 		var since, stored int64
-		for b := max(recoveredAt.Add(offset).UnixNano()/int64(sub)+1, readAt.Add(offset).UnixNano()/int64(sub)-span); b <= stoppedAt.Add(offset).UnixNano()/int64(sub); b++ {
+		for b := lo; b <= hi; b++ {
 			since += perBucket[b]
 			stored += after[b]
 		}
 		sinceAll += since
-		assert.Equal(t, since, stored, "%s: the new master counts what was admitted after the recovery%s", k, syncCounts(ls))
+		assert.InDelta(t, since, stored, float64(edgeDoubt(adm, lo, hi)), "%s: the new master counts what was admitted after the recovery%s", k, syncCounts(ls))
 
 		m, at := maxRealWindow(adm, rule.Window)
 		// The bound the fleet keeps today: L(1+ε) plus the writes the
