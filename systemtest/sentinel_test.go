@@ -110,9 +110,17 @@ func TestMaxRealWindow(t *testing.T) {
 // go-redis failover client (redis.NewFailoverClient) on a Redis Sentinel
 // set-up (a master, a replica, three sentinels), checking eight keys of an
 // Eventual sliding-window rule at twice their limit, and kills the master
-// while the fleet is admitting (its pushes in flight). The sentinels promote
-// the replica; the fleet is on FailLocal meanwhile, then follows the
-// failover by itself. It asserts:
+// while the fleet is admitting (its pushes in flight), in two ways:
+//
+//   - crash: the master is killed with its replica in sync (on one host,
+//     a replica receives a write within microseconds);
+//   - lagging-replica: the replica is frozen for 300 ms before the master
+//     is killed (redistest's KillMasterUnreplicated), so that every push
+//     the master acknowledged in that time is lost, as a replica that lags
+//     behind loses it in a real crash.
+//
+// The sentinels promote the replica; the fleet is on FailLocal meanwhile,
+// then follows the failover by itself. It asserts:
 //
 //   - no check returns an error;
 //   - the fleet recovers: every instance is healthy again and syncs with the
@@ -128,13 +136,27 @@ func TestMaxRealWindow(t *testing.T) {
 //     master had acknowledged and its replica had not received, measured
 //     per key as what was admitted in the store's buckets up to the kill
 //     less what the new master holds of them once every instance has
-//     pushed its outage counts).
+//     pushed its outage counts); with the lagging replica, that the failover
+//     did lose writes.
 //
 // How long the failover and the recovery took, and the admissions per real
 // window around the kill, are reported, not asserted.
 func TestSentinelFailover(t *testing.T) {
-	// Not parallel with the package's other tests: the sentinels' timing
-	// (down-after 500 ms) and the fleet's load would disturb each other.
+	// Not parallel with the package's other tests, nor with each other:
+	// the sentinels' timing (down-after 500 ms) and the fleets' load would
+	// disturb each other.
+	for _, lag := range []bool{false, true} {
+		name := "crash"
+		if lag {
+			name = "lagging-replica"
+		}
+		t.Run(name, func(t *testing.T) { sentinelFailover(t, lag) })
+	}
+}
+
+// sentinelFailover is one case of TestSentinelFailover; with lag, the
+// replica receives nothing for 300 ms before the master dies.
+func sentinelFailover(t *testing.T, lag bool) {
 	s := redistest.StartSentinel(t)
 	const (
 		n     = 3
@@ -233,17 +255,30 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	}
 
-	// A window and a half of traffic; then the master dies at a moment
-	// the fleet is admitting, so that pushes are in flight.
+	// A window and a half of traffic; then the master dies as the fleet
+	// starts admitting again after a pause (the keys are offered twice
+	// their limit: they admit in bursts as the window frees), so that
+	// pushes are in flight, and with a lagging replica the lost ones hold
+	// the start of a burst.
 	time.Sleep(rule.Window * 3 / 2)
-	for seen, deadline := total.Load(), time.Now().Add(rule.Window); time.Now().Before(deadline); {
+	for seen, quiet, deadline := total.Load(), time.Now(), time.Now().Add(2*rule.Window); time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
-		if now := total.Load(); now != seen {
-			break
+		now := total.Load()
+		if now == seen {
+			continue
 		}
+		if time.Since(quiet) > 100*time.Millisecond {
+			break // the first admission after a pause of 100 ms or more
+		}
+		seen, quiet = now, time.Now()
+	}
+	var old string
+	if lag {
+		old = s.KillMasterUnreplicated(t, 300*time.Millisecond, 32<<20)
+	} else {
+		old = s.KillMaster(t)
 	}
 	killedAt := time.Now()
-	old := s.KillMaster(t)
 	promoted := s.WaitFailover(t, old, 30*time.Second)
 	promotedAt := time.Now()
 
@@ -282,10 +317,11 @@ func TestSentinelFailover(t *testing.T) {
 	assert.Zero(t, errs.Load(), "checks returned errors: %v", firstErr.Load())
 	bound := int64(float64(limit) * (1 + eps))
 	var (
-		most, lostAll, sinceAll int64
-		mostKey                 string
-		mostAt                  time.Time
-		perWindow               [5]int
+		most, lostAll, doubtAll, sinceAll int64
+		mostKey                           string
+		mostAt                            time.Time
+		perWindow                         [5]int
+		perKey                            strings.Builder
 	)
 	for _, k := range keys {
 		adm := admitted[k]
@@ -304,8 +340,9 @@ func TestSentinelFailover(t *testing.T) {
 		}
 		doubt := edgeDoubt(adm, lo, hi)
 		assert.GreaterOrEqual(t, lost, -doubt, "%s: the new master holds %d more than was admitted in buckets %d to %d: counted twice", k, -lost, lo, hi)
-		lost = max(lost, 0) + doubt
+		lost = max(lost, 0)
 		lostAll += lost
+		doubtAll += doubt
 
 		// Admissions after the recovery reach the new master: the
 		// buckets wholly after it and still in the store.
@@ -322,15 +359,20 @@ func TestSentinelFailover(t *testing.T) {
 
 		m, at := maxRealWindow(adm, rule.Window)
 		// The bound the fleet keeps today: L(1+ε) plus the writes the
-		// failover lost.
+		// failover lost. (The tight bound held too in every run so far:
+		// the fleet is back about 2.6 s after the kill, when the buckets
+		// holding the lost counts, up to 300 ms before it, are leaving
+		// the 3 s window; a shorter outage or a longer window leaves
+		// their room to be admitted again.)
 		//
 		// TIGHTER ASSERTION: once the fleet rebuilds a store's lost state
 		// (the instances push again what the store lost), the failover
 		// costs nothing and this becomes
 		//     assert.LessOrEqual(t, int64(m), bound, ...)
-		assert.LessOrEqual(t, int64(m), bound+lost,
-			"%s: most admitted in a real window of %v (ending %v after the kill): L(1+ε) = %d, lost in the failover %d",
-			k, rule.Window, at.Sub(killedAt).Round(time.Millisecond), bound, lost)
+		assert.LessOrEqual(t, int64(m), bound+lost+doubt,
+			"%s: most admitted in a real window of %v (ending %v after the kill): L(1+ε) = %d, lost in the failover %d (and %d admissions whose bucket is unclear)",
+			k, rule.Window, at.Sub(killedAt).Round(time.Millisecond), bound, lost, doubt)
+		fmt.Fprintf(&perKey, " %s %d/%d", k, m, lost)
 		if int64(m) > most {
 			most, mostKey, mostAt = int64(m), k, at
 		}
@@ -340,6 +382,9 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	}
 	assert.Positive(t, sinceAll, "the fleet admits after the failover")
+	if lag {
+		assert.Positive(t, lostAll, "the pushes the master acknowledged while its replica was frozen are lost")
+	}
 	assert.Contains(t, logs.String(), "store unreachable", "the limiters log the outage")
 	assert.Contains(t, logs.String(), "store reachable again", "and the recovery")
 
@@ -355,8 +400,9 @@ func TestSentinelFailover(t *testing.T) {
 	t.Logf("master %s killed; %s promoted after %v (the sentinels agree), every instance healthy after %v, synced after %v",
 		old, promoted, promotedAt.Sub(killedAt).Round(time.Millisecond), healthyAt.Sub(killedAt).Round(time.Millisecond),
 		recoveredAt.Sub(killedAt).Round(time.Millisecond))
-	t.Logf("%d keys, L = %d per %v, L(1+ε) = %d: most in a real window %d (%s, window ending %v after the kill); lost in the failover %d (all keys); admitted after the recovery %d; %d admissions whose bucket was unclear",
-		nkeys, limit, rule.Window, bound, most, mostKey, mostAt.Sub(killedAt).Round(time.Millisecond), lostAll, sinceAll, odd.Load())
+	t.Logf("%d keys, L = %d per %v, L(1+ε) = %d: most in a real window %d (%s, window ending %v after the kill); lost in the failover %d (all keys; %d more in doubt); admitted after the recovery %d; %d admissions whose bucket was unclear",
+		nkeys, limit, rule.Window, bound, most, mostKey, mostAt.Sub(killedAt).Round(time.Millisecond), lostAll, doubtAll, sinceAll, odd.Load())
+	t.Logf("per key, most in a real window / lost:%s", perKey.String())
 	t.Logf("all keys, per window of W around the kill [-2W,-W) [-W,0) [0,W) [W,2W) [2W,3W): %v (at most %d)", perWindow, nkeys*bound)
 	t.Logf("all keys, per %v from W before the kill:%s", sub, timeline.String())
 }

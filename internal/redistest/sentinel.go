@@ -156,6 +156,40 @@ func (s *Sentinel) KillMaster(tb testing.TB) string {
 	return addr
 }
 
+// KillMasterUnreplicated kills the master like KillMaster, but only after
+// its replica has received nothing for lag: the replica is frozen
+// (SIGSTOP), the master is sent a value of filler bytes (more than the
+// kernel's socket buffers hold, so that what the master writes after it
+// stays in the master's own output buffer), lag passes, the master is
+// killed and the replica resumed. Everything written to the master during
+// lag is lost with it, as a replica that lags behind loses it in a real
+// crash. Keep lag under SentinelDownAfter, or the sentinels may think the
+// frozen replica down and not promote it.
+func (s *Sentinel) KillMasterUnreplicated(tb testing.TB, lag time.Duration, filler int) string {
+	tb.Helper()
+	addr := s.MasterAddr(tb)
+	master := s.Node(addr)
+	if master == nil {
+		tb.Fatalf("redistest: the sentinels report master %s, not a node of the set-up", addr)
+	}
+	var replica *Server
+	for _, n := range s.nodes {
+		if n != master {
+			replica = n
+		}
+	}
+	replica.Pause()
+	_, err := master.do(context.Background(), []string{"SET", "redistest:filler", strings.Repeat("x", filler)})
+	if err != nil {
+		replica.Resume()
+		tb.Fatalf("redistest: writing the filler to the master %s: %v", addr, err)
+	}
+	time.Sleep(lag)
+	master.Kill()
+	replica.Resume()
+	return addr
+}
+
 // WaitFailover waits until every sentinel reports a master other than old
 // and that master says it is one (ROLE), and returns its address. It fails
 // the test after timeout.

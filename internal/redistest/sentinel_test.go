@@ -1,6 +1,8 @@
 package redistest
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +52,52 @@ func TestSentinelFailover(t *testing.T) {
 	assert.Equal(t, promoted, s.Node(promoted).Addr())
 	assert.Nil(t, s.Node("127.0.0.1:1"))
 	t.Logf("failover: master %s killed, %s promoted after %v; the client wrote again at try %d", old, promoted, failover.Round(time.Millisecond), tries)
+}
+
+// TestSentinelUnreplicated: what the master acknowledged while its replica
+// was frozen is lost in the failover; what the replica had received before
+// survives.
+func TestSentinelUnreplicated(t *testing.T) {
+	t.Parallel()
+	s := StartSentinel(t)
+	ctx := ctxTimeout(t, time.Minute)
+	old := s.MasterAddr(t)
+	direct := s.Node(old).Client(t)
+	require.NoError(t, direct.Set(ctx, "before", "v", 0).Err())
+	acked, err := direct.Wait(ctx, 1, 5000).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, acked)
+
+	// A writer counting what the master acknowledges, until it dies.
+	var last atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, err := direct.Incr(context.Background(), "counter").Result()
+			if err != nil {
+				return
+			}
+			last.Store(n)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	beforeLag := last.Load()
+	require.Equal(t, old, s.KillMasterUnreplicated(t, 200*time.Millisecond, 32<<20))
+	<-done
+	promoted := s.WaitFailover(t, old, 30*time.Second)
+	require.NotEqual(t, old, promoted)
+
+	c := s.Node(promoted).Client(t)
+	got, err := c.Get(ctx, "before").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "v", got, "a write the replica had received survives")
+	kept, err := c.Get(ctx, "counter").Int64()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, kept, beforeLag, "what was replicated before the lag survives")
+	assert.Less(t, kept, last.Load(), "the increments acknowledged during the lag are lost")
+	t.Logf("counter: %d acknowledged, %d on the promoted replica (%d before the lag)", last.Load(), kept, beforeLag)
 }
 
 // TestSentinelNeedsBinary: without redis-sentinel in PATH, the set-up
