@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -22,8 +21,9 @@ import (
 )
 
 // admission is one admitted check: when its call began and ended (real
-// time), and the store bucket it was counted in; unclear if that bucket was
-// told from a time far from the bucket's end (it may be a neighbour's).
+// time), and the store bucket it was counted in; unclear if the time it was
+// decided on was so far behind the end of its call that the bucket may be
+// an earlier one.
 type admission struct {
 	start, end time.Time
 	bucket     int64
@@ -197,6 +197,7 @@ func sentinelFailover(t *testing.T, lag bool) {
 		errs     atomic.Int64
 		firstErr atomic.Value
 		odd      atomic.Int64 // admissions whose bucket could not be told
+		lagMax   atomic.Int64 // the most a decision's time was behind the end of its call
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 	)
@@ -232,21 +233,32 @@ func sentinelFailover(t *testing.T, lag bool) {
 						firstErr.CompareAndSwap(nil, fmt.Errorf("instance %d: %w", i, err))
 					case d.Allowed:
 						// ResetAfter is W plus the rest of the sub-window
-						// the check counted in: the end of its bucket, in
-						// the store's time, is the time of the decision
-						// plus ResetAfter − W. The decision is taken at the
-						// end of the call (after a wait for the store, a
-						// check that waited is counted when it stops
-						// waiting), a millisecond or so after the time the
-						// check read (published every millisecond): far
-						// less than half a sub-window.
-						endsAt := end.Add(l.Stats().Sync.Offset + d.ResetAfter - rule.Window)
-						bucket := int64(math.Round(float64(endsAt.UnixNano())/float64(sub))) - 1
-						miss := time.Duration(endsAt.UnixNano() - (bucket+1)*int64(sub))
-						unclear := miss.Abs() > sub/4
+						// the check counted in, from the time it decided
+						// on: a time published every millisecond, so
+						// behind the end of the call by the call's length
+						// plus the publisher's lag (a millisecond, or tens
+						// to hundreds of them when the machine starves the
+						// publisher), give or take the change of the
+						// store-clock offset since it was published (a few
+						// ms at most). The end of the check's bucket, in
+						// the store's time, is that time plus
+						// ResetAfter − W: the one multiple of the
+						// sub-window in (x − sub, x] for x the end of the
+						// call plus ResetAfter − W + slack, if the lag is
+						// in [−slack, sub − slack).
+						const slack = 25 * time.Millisecond
+						x := end.Add(l.Stats().Sync.Offset + d.ResetAfter - rule.Window + slack).UnixNano()
+						ends := x / int64(sub)
+						if x%int64(sub) < 0 {
+							ends--
+						}
+						behind := time.Duration(x-ends*int64(sub)) - slack // the lag, if in range
+						unclear := behind < -slack*4/5 || behind > sub-2*slack
 						if unclear {
 							odd.Add(1)
 						}
+						lagMax.Store(max(lagMax.Load(), int64(behind)))
+						bucket := ends - 1
 						mine[key] = append(mine[key], admission{start: start, end: end, bucket: bucket, unclear: unclear})
 						total.Add(1)
 					}
@@ -359,11 +371,13 @@ func sentinelFailover(t *testing.T, lag bool) {
 
 		m, at := maxRealWindow(adm, rule.Window)
 		// The bound the fleet keeps today: L(1+ε) plus the writes the
-		// failover lost. (The tight bound held too in every run so far:
-		// the fleet is back about 2.6 s after the kill, when the buckets
-		// holding the lost counts, up to 300 ms before it, are leaving
-		// the 3 s window; a shorter outage or a longer window leaves
-		// their room to be admitted again.)
+		// failover lost. With the lagging replica the tight bound slips
+		// when the fleet is back early enough: its views pull the new
+		// master's counts, which lack the lost ones, while those are
+		// still in the window, and the fleet admits that room again (in
+		// runs whose failover took 1.4 s: up to 342 and 380 a key, with
+		// 71–87 lost; after 2.6 s the lost counts' buckets were leaving
+		// the window and nothing slipped).
 		//
 		// TIGHTER ASSERTION: once the fleet rebuilds a store's lost state
 		// (the instances push again what the store lost), the failover
@@ -402,7 +416,8 @@ func sentinelFailover(t *testing.T, lag bool) {
 		recoveredAt.Sub(killedAt).Round(time.Millisecond))
 	t.Logf("%d keys, L = %d per %v, L(1+ε) = %d: most in a real window %d (%s, window ending %v after the kill); lost in the failover %d (all keys; %d more in doubt); admitted after the recovery %d; %d admissions whose bucket was unclear",
 		nkeys, limit, rule.Window, bound, most, mostKey, mostAt.Sub(killedAt).Round(time.Millisecond), lostAll, doubtAll, sinceAll, odd.Load())
-	t.Logf("per key, most in a real window / lost:%s", perKey.String())
+	t.Logf("per key, most in a real window / lost:%s; a decision's time at most %v behind the end of its call",
+		perKey.String(), time.Duration(lagMax.Load()).Round(time.Millisecond))
 	t.Logf("all keys, per window of W around the kill [-2W,-W) [-W,0) [0,W) [W,2W) [2W,3W): %v (at most %d)", perWindow, nkeys*bound)
 	t.Logf("all keys, per %v from W before the kill:%s", sub, timeline.String())
 }
