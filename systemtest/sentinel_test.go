@@ -128,8 +128,9 @@ func TestMaxRealWindow(t *testing.T) {
 //     the fleet admitted after the recovery;
 //   - nothing is counted twice: over the store's buckets up to the kill, the
 //     new master holds at most what was admitted (each admission's bucket is
-//     told from its Decision's ResetAfter; the few told from a time far from
-//     a bucket's end are doubtful at the range's edges, and allowed for);
+//     told from its Decision's ResetAfter; the few decided on a time too far
+//     from the call's end to be sure are doubtful at the range's edges, and
+//     allowed for);
 //   - the bound in real windows: per key, the most admitted in any real
 //     window of length W (only admissions whose whole call lies inside it)
 //     is at most L(1+ε) plus the writes the failover lost (counts the old
@@ -193,7 +194,7 @@ func sentinelFailover(t *testing.T, lag bool) {
 	var (
 		mu       sync.Mutex
 		admitted = map[string][]admission{}
-		total    atomic.Int64 // admissions so far, all keys
+		count    atomic.Int64 // admissions so far, all keys
 		errs     atomic.Int64
 		firstErr atomic.Value
 		odd      atomic.Int64 // admissions whose bucket could not be told
@@ -260,7 +261,7 @@ func sentinelFailover(t *testing.T, lag bool) {
 						lagMax.Store(max(lagMax.Load(), int64(behind)))
 						bucket := ends - 1
 						mine[key] = append(mine[key], admission{start: start, end: end, bucket: bucket, unclear: unclear})
-						total.Add(1)
+						count.Add(1)
 					}
 				}
 			}()
@@ -273,9 +274,9 @@ func sentinelFailover(t *testing.T, lag bool) {
 	// pushes are in flight, and with a lagging replica the lost ones hold
 	// the start of a burst.
 	time.Sleep(rule.Window * 3 / 2)
-	for seen, quiet, deadline := total.Load(), time.Now(), time.Now().Add(2*rule.Window); time.Now().Before(deadline); {
+	for seen, quiet, deadline := count.Load(), time.Now(), time.Now().Add(2*rule.Window); time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
-		now := total.Load()
+		now := count.Load()
 		if now == seen {
 			continue
 		}
