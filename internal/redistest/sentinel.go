@@ -35,6 +35,9 @@ const (
 	sentinelReadyTimeout = 30 * time.Second
 	// sentinelPollInterval is the pause between two probes of the set-up.
 	sentinelPollInterval = 50 * time.Millisecond
+	// fillerTimeout bounds KillMasterUnreplicated's write of its filler
+	// (tens of megabytes: more than a probe's second on a loaded machine).
+	fillerTimeout = 15 * time.Second
 )
 
 // Sentinel is a Redis Sentinel set-up of real processes, all on 127.0.0.1: a
@@ -179,7 +182,8 @@ func (s *Sentinel) KillMasterUnreplicated(tb testing.TB, lag time.Duration, fill
 		}
 	}
 	replica.Pause()
-	_, err := master.do(context.Background(), []string{"SET", "redistest:filler", strings.Repeat("x", filler)})
+	_, err := doTLS(context.Background(), master.Addr(), master.TLSConfig(), fillerTimeout,
+		[]string{"SET", "redistest:filler", strings.Repeat("x", filler)})
 	if err != nil {
 		replica.Resume()
 		tb.Fatalf("redistest: writing the filler to the master %s: %v", addr, err)
