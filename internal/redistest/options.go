@@ -9,6 +9,13 @@ type config struct {
 	serverBinary string
 	// cluster makes the server a cluster node (StartCluster only).
 	cluster bool
+	// tlsCA makes the server listen for TLS only, with a certificate
+	// issued by it (WithTLS).
+	tlsCA *CA
+	// sentinel makes the process a Redis Sentinel (StartSentinel only):
+	// sentinelConf is its configuration file's content.
+	sentinel     bool
+	sentinelConf string
 }
 
 // Option configures Start.

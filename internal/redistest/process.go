@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -37,15 +38,31 @@ type process struct {
 
 // args is the redis-server command line.
 func (s *Server) args() []string {
-	a := []string{
-		"--port", strconv.Itoa(s.port),
+	var a []string
+	if s.cfg.sentinel {
+		// The configuration file comes first; Sentinel rewrites it.
+		a = append(a, s.confPath, "--sentinel")
+	}
+	if ca := s.cfg.tlsCA; ca != nil {
+		a = append(a,
+			"--port", "0",
+			"--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", s.tlsCert,
+			"--tls-key-file", s.tlsKey,
+			"--tls-ca-cert-file", ca.CertFile(),
+			"--tls-auth-clients", "no",
+		)
+	} else {
+		a = append(a, "--port", strconv.Itoa(s.port))
+	}
+	a = append(a,
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--logfile", s.logPath,
 		"--daemonize", "no",
 		"--protected-mode", "no",
 		"--save", "",
-	}
+	)
 	if s.cfg.persistence {
 		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
@@ -141,7 +158,7 @@ func (s *Server) waitReady(p *process) error {
 
 // probe checks that the server answers PING and reports process_id pid.
 func (s *Server) probe(ctx context.Context, pid int) error {
-	r, err := do(ctx, s.Addr(), probeTimeout, []string{"PING"}, []string{"INFO", "server"})
+	r, err := s.do(ctx, []string{"PING"}, []string{"INFO", "server"})
 	if err != nil {
 		return err
 	}
@@ -153,6 +170,16 @@ func (s *Server) probe(ctx context.Context, pid int) error {
 		return fmt.Errorf("%s is answered by another process, not pid %d", s.Addr(), pid)
 	}
 	return nil
+}
+
+// do sends cmds to the server on one fresh connection (over TLS for a
+// server started WithTLS), bounded by probeTimeout.
+func (s *Server) do(ctx context.Context, cmds ...[]string) ([]any, error) {
+	var tc *tls.Config
+	if s.cfg.tlsCA != nil {
+		tc = s.cfg.tlsCA.ClientTLS()
+	}
+	return doTLS(ctx, s.Addr(), tc, probeTimeout, cmds...)
 }
 
 // kill SIGKILLs the process group and waits until the process is reaped.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +28,23 @@ const maxBulk = 16 << 20
 // do sends cmds on one fresh connection and returns one reply per command.
 // The whole exchange is bounded by timeout and aborted when ctx is done.
 func do(ctx context.Context, addr string, timeout time.Duration, cmds ...[]string) ([]any, error) {
+	return doTLS(ctx, addr, nil, timeout, cmds...)
+}
+
+// doTLS is do over TLS with the client configuration tc (plain TCP when tc
+// is nil).
+func doTLS(ctx context.Context, addr string, tc *tls.Config, timeout time.Duration, cmds ...[]string) ([]any, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if tc != nil {
+		d := tls.Dialer{Config: tc}
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}

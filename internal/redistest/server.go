@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
@@ -41,6 +42,10 @@ type Server struct {
 	outPath string // redis-server's stdout and stderr (early config errors)
 	port    int
 	busPort int // cluster bus port; 0 unless this is a cluster node
+	// confPath is a Sentinel's configuration file (Sentinel rewrites it).
+	confPath string
+	// tlsCert and tlsKey are the server's certificate and key (WithTLS).
+	tlsCert, tlsKey string
 
 	mu     sync.Mutex
 	proc   *process // nil when not running
@@ -66,14 +71,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 
 func start(tb testing.TB, cfg config) *Server {
 	tb.Helper()
-	bin, err := exec.LookPath(cfg.serverBinary)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("redis-server not found: CI requires real Redis")
-		}
-		tb.Skipf("redistest: skipping, this test needs a real redis-server and none is in PATH (%v): "+
-			"install redis-server (for example apt-get install redis-server, or brew install redis) to run it", err)
-	}
+	bin := need(tb, cfg.serverBinary)
 
 	// TempDir before Cleanup: cleanups run last-in first-out, so the process
 	// is dead before its directory is removed.
@@ -87,6 +85,12 @@ func start(tb testing.TB, cfg config) *Server {
 		outPath: filepath.Join(dir, "redis.out"),
 	}
 	tb.Cleanup(s.cleanup)
+	if cfg.tlsCA != nil {
+		s.tlsCert, s.tlsKey = cfg.tlsCA.Issue(tb, "redistest server", "127.0.0.1")
+	}
+	if cfg.sentinel {
+		s.confPath = filepath.Join(dir, "sentinel.conf")
+	}
 
 	nports := 1
 	if cfg.cluster {
@@ -101,6 +105,12 @@ func start(tb testing.TB, cfg config) *Server {
 		if cfg.cluster {
 			s.busPort = ports[1]
 		}
+		if cfg.sentinel {
+			// Written afresh for each attempt: Sentinel rewrites it.
+			if err := os.WriteFile(s.confPath, []byte(cfg.sentinelConf), 0o644); err != nil {
+				tb.Fatalf("redistest: writing %s: %v", s.confPath, err)
+			}
+		}
 		err = s.launch()
 		if err == nil {
 			break
@@ -110,8 +120,33 @@ func start(tb testing.TB, cfg config) *Server {
 		}
 		tb.Logf("redistest: port of %s was taken, retrying with another one", s.Addr())
 	}
-	tb.Logf("redistest: redis-server listening on %s (dir %s)", s.Addr(), s.dir)
+	tb.Logf("redistest: %s listening on %s (dir %s)", filepath.Base(bin), s.Addr(), s.dir)
 	return s
+}
+
+// need returns the path of the executable name, or ends the test without
+// it: fails it when the CI environment variable is "true" (CI must test
+// against real Redis), skips it otherwise with a message saying what to
+// install.
+func need(tb testing.TB, name string) string {
+	tb.Helper()
+	bin, err := exec.LookPath(name)
+	if err == nil {
+		return bin
+	}
+	pkg := "redis-server"
+	if name == sentinelBinary {
+		pkg = "redis-sentinel"
+	}
+	if os.Getenv("CI") == "true" {
+		if pkg == "redis-server" {
+			tb.Fatalf("redis-server not found: CI requires real Redis")
+		}
+		tb.Fatalf("%s not found: CI requires real Redis (apt-get install %s)", name, pkg)
+	}
+	tb.Skipf("redistest: skipping, this test needs a real %s and none is in PATH (%v): "+
+		"install %s (for example apt-get install %s, or brew install redis) to run it", name, err, pkg, pkg)
+	return ""
 }
 
 // Addr returns the server's address, "127.0.0.1:PORT".
@@ -139,9 +174,19 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 		// Maintenance notifications are a Redis Enterprise/Cloud feature;
 		// probing for them only adds noise against a local server.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		TLSConfig:                s.TLSConfig(),
 	})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// TLSConfig returns the TLS client configuration for a server started
+// WithTLS (trusting only its CA), or nil for a plain TCP one.
+func (s *Server) TLSConfig() *tls.Config {
+	if s.cfg.tlsCA == nil {
+		return nil
+	}
+	return s.cfg.tlsCA.ClientTLS()
 }
 
 // running reports whether the server process is up (not killed or stopped).
