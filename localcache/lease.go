@@ -95,6 +95,20 @@ func (t *Table) Want(r Ref, now int64) int64 {
 	return clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
 }
 
+// LeaseLeft returns the units of r's lease of bucket j it has not used: 0
+// if it holds none of bucket j. Between two grants it only falls (an
+// admission on the lease uses a unit; a sync acknowledges only units past
+// it), so the syncer tells a lease left idle by a look that finds it
+// unchanged.
+func (t *Table) LeaseLeft(r Ref, j int64) int64 {
+	e := entryOf(r)
+	if e == nil || !t.eventual {
+		return 0
+	}
+	l := t.leaseAt(e, j)
+	return l - t.covered(e, j, countAt(t.pend(e, t.slotOf(j)).Load(), j))
+}
+
 // NextWant returns the lease r should ask for, at now, for the bucket after
 // the current one, given peak, the most units of a lease it used in a bucket
 // of the window (the syncer's count, from its releases): what it has
@@ -104,14 +118,21 @@ func (t *Table) Want(r Ref, now int64) int64 {
 // in bursts keeps a lease the size of a burst's bucket between bursts, for
 // as long as a burst is in the window. Both count admissions, never units
 // held: unused units do not renew themselves. It is 0 if that fits within
-// what the cap serves (aheadFit), and for an entry that is gone (its key's
-// checks no longer see it).
+// what the cap serves (aheadFit), for an entry that is gone (its key's
+// checks no longer see it), and for a key this instance admitted nothing of
+// in the current bucket: its traffic may have moved to another instance,
+// and units leased here and left unused would count against the key there
+// (docs/design.md, "Leases that follow the traffic").
 func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual || e.state.Load() == stGone {
 		return 0
 	}
-	want := max(float64(t.used(e, t.geo.Index(now)))/max(t.geo.Phase(now), 0.5), float64(peak))
+	used := t.used(e, t.geo.Index(now))
+	if used == 0 {
+		return 0
+	}
+	want := max(float64(used)/max(t.geo.Phase(now), 0.5), float64(peak))
 	if want <= float64(aheadFit(t.capv.Load())) {
 		return 0
 	}
