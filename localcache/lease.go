@@ -86,13 +86,50 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 // ends, stay below what the key used, or below what it used in the bucket
 // before. The syncer asks for at least the key's peak too: the most leased
 // units it used in one bucket of the window.
+//
+// It never takes what the key holds unused past holdMost (the lease of the
+// current bucket not used yet and the next bucket's, all of it): 0 if it
+// holds that much.
 func (t *Table) Want(r Ref, now int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return 0
 	}
 	k := t.geo.Index(now)
-	return clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
+	want := clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
+	return max(min(want, t.hold.Load()-t.leaseLeft(e, k)-t.leaseAt(e, k+1)), 0)
+}
+
+// holdMost returns the most leased units an instance holds unused at once,
+// per key: ⌊(⌊L/10⌋ − 1)/(N̂+1)⌋, with N̂ read from the share ⌊L/N̂⌋, and
+// at least one. The fleet's then hold at most N̂/(N̂+1) of the last tenth of
+// the limit less a unit, and with them a view counts its own lease of the
+// next bucket twice until its next pull: within the last tenth. So however
+// a key's traffic moves between instances, the units leased where it no
+// longer goes cannot make a check of it denied while it is offered at most
+// 0.9·L in the span the algorithm counts: the estimate holds what it was
+// admitted plus less than a tenth of the limit (docs/design.md, "Leases
+// that follow the traffic"). Below about 10·(N̂+2) (⌊L/10⌋ ≤ N̂+1) each
+// instance still holds one unit, so that a rule without a divergence cap
+// keeps a lease: up to N̂ units there.
+func holdMost(limit, share int64) int64 {
+	n := int64(1)
+	if share > 0 {
+		n = max(limit/share, 1)
+	}
+	return max((limit/10-1)/(n+1), 1)
+}
+
+// setHold sets hold and askAt from the limit, share and cap.
+func (t *Table) setHold() {
+	h := holdMost(t.limit.Load(), t.share.Load())
+	t.hold.Store(h)
+	t.askAt.Store(min(t.capv.Load(), maxCount) + h)
+}
+
+// leaseLeft returns the units of e's lease of bucket j not used yet.
+func (t *Table) leaseLeft(e *hdr, j int64) int64 {
+	return t.leaseAt(e, j) - t.covered(e, j, countAt(t.pend(e, t.slotOf(j)).Load(), j))
 }
 
 // LeaseLeft returns the units of r's lease of bucket j it has not used: 0
@@ -105,8 +142,7 @@ func (t *Table) LeaseLeft(r Ref, j int64) int64 {
 	if e == nil || !t.eventual {
 		return 0
 	}
-	l := t.leaseAt(e, j)
-	return l - t.covered(e, j, countAt(t.pend(e, t.slotOf(j)).Load(), j))
+	return t.leaseLeft(e, j)
 }
 
 // NextWant returns the lease r should ask for, at now, for the bucket after
@@ -128,7 +164,8 @@ func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	if e == nil || !t.eventual || e.state.Load() == stGone {
 		return 0
 	}
-	used := t.used(e, t.geo.Index(now))
+	k := t.geo.Index(now)
+	used := t.used(e, k)
 	if used == 0 {
 		return 0
 	}
@@ -136,7 +173,7 @@ func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	if want <= float64(aheadFit(t.capv.Load())) {
 		return 0
 	}
-	return clampCount(int64(want + 0.5))
+	return max(min(clampCount(int64(want+0.5)), t.hold.Load()-t.leaseLeft(e, k)), 0)
 }
 
 // aheadFit is the most a bucket's need may be for the cap and the sync
