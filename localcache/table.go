@@ -42,8 +42,8 @@ type Table struct {
 	gen    atomic.Uint32
 	capv   atomic.Int64
 	share  atomic.Int64
-	hold   atomic.Int64 // holdMost of the limit and share (lease.go)
-	askAt  atomic.Int64 // twice the allowance left at which a key asks (early.go)
+	hold   atomic.Int64  // holdMost of the limit and share (lease.go)
+	askAt  atomic.Int64  // twice the allowance left at which a key asks (early.go)
 	health atomic.Uint32 // a health
 	mode   atomic.Uint32 // Limits.Mode, also while the store is up
 
