@@ -97,7 +97,14 @@ func (t *Table) Want(r Ref, now int64) int64 {
 	}
 	k := t.geo.Index(now)
 	want := clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
-	return max(min(want, t.hold.Load()-t.leaseLeft(e, k)-t.leaseAt(e, k+1)), 0)
+	return max(min(want, t.hold.Load()-t.held(e, k)), 0)
+}
+
+// held returns the leased units e holds unused at bucket k: what its lease
+// of k has not used, its lease of k+1, and what a lease of k−1 not ended
+// yet has not used (its slot is k+1's: one of the two at most).
+func (t *Table) held(e *hdr, k int64) int64 {
+	return t.leaseLeft(e, k) + t.leaseAt(e, k+1) + t.leaseLeft(e, k-1)
 }
 
 // holdMost returns the most leased units an instance holds unused at once,
@@ -132,19 +139,6 @@ func (t *Table) leaseLeft(e *hdr, j int64) int64 {
 	return t.leaseAt(e, j) - t.covered(e, j, countAt(t.pend(e, t.slotOf(j)).Load(), j))
 }
 
-// LeaseLeft returns the units of r's lease of bucket j it has not used: 0
-// if it holds none of bucket j. Between two grants it only falls (an
-// admission on the lease uses a unit; a sync acknowledges only units past
-// it), so the syncer tells a lease left idle by a look that finds it
-// unchanged.
-func (t *Table) LeaseLeft(r Ref, j int64) int64 {
-	e := entryOf(r)
-	if e == nil || !t.eventual {
-		return 0
-	}
-	return t.leaseLeft(e, j)
-}
-
 // NextWant returns the lease r should ask for, at now, for the bucket after
 // the current one, given peak, the most units of a lease it used in a bucket
 // of the window (the syncer's count, from its releases): what it has
@@ -173,7 +167,7 @@ func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	if want <= float64(aheadFit(t.capv.Load())) {
 		return 0
 	}
-	return max(min(clampCount(int64(want+0.5)), t.hold.Load()-t.leaseLeft(e, k)), 0)
+	return max(min(clampCount(int64(want+0.5)), t.hold.Load()-t.held(e, k)), 0)
 }
 
 // aheadFit is the most a bucket's need may be for the cap and the sync

@@ -348,10 +348,18 @@ func TestWantHoldsMost(t *testing.T) {
 	for range 10 {
 		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 	}
-	assert.Equal(t, int64(2), tb.LeaseLeft(r, k))
+	assert.Equal(t, int64(2), tb.leaseLeft(entryOf(r), k))
 	assert.Equal(t, int64(19-2), tb.Want(r, t0), "the used units do not count")
 	s.add("k", k+1, 9)
 	tb.Settle(r, t0, nil, geo.Oldest(k), s.push("k", nil, geo.Oldest(k), geo.Span()), Bucket{Index: k + 1, Count: 9})
 	assert.Equal(t, int64(19-2-9), tb.Want(r, t0), "nor does the next bucket's lease")
-	assert.Equal(t, int64(19-2), tb.NextWant(r, t0+geo.Sub()/2, 100), "a lease ahead: past the current bucket's unused units")
+	assert.Equal(t, int64(19-2-9), tb.NextWant(r, t0+geo.Sub()/2, 100), "a lease ahead: past both")
+	t1 := t0 + geo.Sub()
+	tb.Tick(t1)
+	tb.Settle(r, t1, nil, k, []int64{400, 9}, Bucket{}) // the fleet's bucket k: a part of 100
+	assert.Equal(t, int64(19-9-2), tb.Want(r, t1), "the bucket after: its lease, and the old one's unused units until it ends")
+	unused, done := tb.Release(r, k, t1, false)
+	require.True(t, done)
+	assert.Equal(t, int64(2), unused)
+	assert.Equal(t, int64(19-9), tb.Want(r, t1), "the old lease ended: its units go back to the store with the next call")
 }

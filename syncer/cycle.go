@@ -205,7 +205,6 @@ type item struct {
 // totals. It calls alive every aliveEvery keys, to heartbeat if due.
 func (s *Syncer) collect(alive func()) []item {
 	s.releaseOver(s.Now(), false) // their returns are corrections: collected below
-	s.releaseIdle(s.Now())        // so are those of leases left idle
 	s.takeRefunds()               // so are refunds
 	var items []item
 	seen := make(map[keyID]bool, len(s.state)+len(s.prev))
@@ -273,17 +272,14 @@ func (s *Syncer) parked(r *Rule, ref Handle, now int64) bool {
 }
 
 // deferCorrections reports whether a key whose state holds only
-// corrections (refunds, reservations nobody counted on) can leave them for
-// a later cycle: an Eventual key that does not need a sync (Keys.Need). The
-// store counts those units until then, which only makes the key look
+// corrections (the unused units of an ended lease, refunds) can leave them
+// for a later cycle: an Eventual key that does not need a sync (Keys.Need).
+// The store counts those units until then, which only makes the key look
 // fuller than it is, and only while they are in the window: corrections of
 // buckets that have left it are dropped, as the store drops the buckets.
-// The unused units of an ended lease never wait (ks.ret): this instance's
-// view may be far from the limit while the key's traffic went to another
-// instance, which they would deny (releaseIdle).
 func (s *Syncer) deferCorrections(id keyID, ks *keyState, now int64) bool {
 	r := id.rule
-	if len(ks.batches) > 0 || ks.ref == nil || ks.ret || !s.parked(r, ks.ref, now) {
+	if len(ks.batches) > 0 || ks.ref == nil || !s.parked(r, ks.ref, now) {
 		return false
 	}
 	k := r.geo.Index(now)

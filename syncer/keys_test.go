@@ -136,7 +136,6 @@ func (noKeys) Settle(Handle, int64, []window.Bucket, int64, []int64, window.Buck
 	return nil
 }
 func (noKeys) Release(Handle, int64, int64, bool) (int64, bool) { return 0, true }
-func (noKeys) LeaseLeft(Handle, int64) int64                    { return 0 }
 func (noKeys) Want(Handle, int64) int64                         { return 0 }
 func (noKeys) NextWant(Handle, int64, int64) int64              { return 0 }
 func (noKeys) MarkDirty(Handle)                                 {}

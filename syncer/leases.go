@@ -8,9 +8,6 @@ type leased struct {
 	bucket [2]int64
 	units  [2]int64
 	held   [2]bool
-	// left is what the lease had not used at the last cycle's look (idle),
-	// or -1 before a look since its last grant.
-	left [2]int64
 }
 
 // holdLease records that id holds n more units of a lease of bucket j,
@@ -28,7 +25,6 @@ func (s *Syncer) holdLease(id keyID, ref Handle, j, n int64) bool {
 		l.bucket[slot], l.units[slot], l.held[slot] = j, 0, true
 	}
 	l.units[slot] += n
-	l.left[slot] = -1 // a grant adds units: the next look starts afresh
 	s.leases[id] = l
 	s.used(id, ref, j, 0)
 	return true
@@ -56,7 +52,6 @@ func (s *Syncer) release(id keyID, slot int64, force bool) bool {
 	}
 	if u > 0 {
 		s.correct(id, l.ref, j, -u)
-		s.state[id].ret = true
 	}
 	s.used(id, l.ref, j, l.units[slot]-u)
 	return true
@@ -73,36 +68,6 @@ func (s *Syncer) releaseOver(now int64, all bool) {
 				s.release(id, slot, all)
 			}
 		}
-	}
-}
-
-// releaseIdle ends, at each cycle, the leases of the current bucket that
-// used no unit since the cycle before, with the key's lease of the next
-// bucket, and queues the units they did not use as negative corrections,
-// pushed this cycle (deferCorrections keeps no returns). A key whose
-// traffic left this instance (a load balancer rebalanced, the instance
-// drains, a client reconnected elsewhere) would otherwise hold them counted
-// in the store until its buckets end, and the instance its traffic went to
-// would be denied on them while the fleet is under its limit. A lease ends
-// the same way at its bucket's end (release): ending it early changes
-// nothing in the bound (Keys.Release: a lease may end at any time, used or
-// not); a key whose checks come back asks for a lease again, on its cap,
-// as a key without one does.
-func (s *Syncer) releaseIdle(now int64) {
-	for id, l := range s.leases {
-		k := id.rule.geo.Index(now)
-		slot := k & 1
-		if !l.held[slot] || l.bucket[slot] != k {
-			continue
-		}
-		left := id.rule.keys.LeaseLeft(l.ref, k)
-		if left == 0 || l.left[slot] < 0 || left < l.left[slot] {
-			l.left[slot] = left
-			s.leases[id] = l
-			continue
-		}
-		s.release(id, slot, true)
-		s.release(id, slot^1, true)
 	}
 }
 

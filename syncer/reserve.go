@@ -150,9 +150,6 @@ type keyState struct {
 	ref     Handle
 	batches []*batch
 	corr    []window.Bucket
-	// ret: corr holds (or held) the unused units of an ended lease, which
-	// go to the store at the next call (deferCorrections).
-	ret bool
 }
 
 func (s *Syncer) keyState(id keyID, ref Handle) *keyState {

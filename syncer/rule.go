@@ -39,9 +39,6 @@ type Keys interface {
 	// negative correction of bucket j. done is false while the bucket is
 	// not over (the lease stays); true once it is ended, or if h holds none.
 	Release(h Handle, j, now int64, force bool) (unused int64, done bool)
-	// LeaseLeft returns the units of h's lease of bucket j not used yet (0
-	// if h holds none of bucket j); between two grants it only falls.
-	LeaseLeft(h Handle, j int64) int64
 	// Want returns how many units h should ask the store to lease it at
 	// now: in proportion to what it has admitted in the current bucket, so
 	// that unused units, which count in the window until they are given
