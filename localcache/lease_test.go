@@ -363,3 +363,33 @@ func TestWantHoldsMost(t *testing.T) {
 	assert.Equal(t, int64(2), unused)
 	assert.Equal(t, int64(19-9), tb.Want(r, t1), "the old lease ended: its units go back to the store with the next call")
 }
+
+// TestAskHeldLease: a key whose lease is held to holdMost asks for an early
+// sync once it has half of its cap and holdMost left, not at every admission
+// after a sync settled: with a lease's used units in its pend, 2·pend ≥
+// budget holds for most of a bucket once it has used more than holdMost.
+func TestAskHeldLease(t *testing.T) {
+	t.Parallel()
+	tb, geo, s, t0, r := leasedKey(t, 1000, 2)
+	tb.SetLimits(Limits{Cap: 2, Share: 250, Mode: policy.FailLocal}) // holdMost 19: asks with 10 or less left
+	tb.Tick(t0)
+	asked := func() bool { return len(tb.Early(nil)) > 0 }
+	asked() // the first admission's ask (a key never synced), served by the grant
+	grant(tb, geo, s, r, t0, 19)
+	require.False(t, asked())
+	// Allowance 2 + 19 = 21: the key asks once it has 10 left.
+	until := func() (n int) {
+		for !asked() {
+			require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+			n++
+			require.Less(t, n, 40, "it asks before its allowance runs out")
+		}
+		return n
+	}
+	assert.Equal(t, 11, until(), "21 − 11 = 10 left")
+	grant(tb, geo, s, r, t0, tb.Want(r, t0))
+	require.Equal(t, int64(19), tb.leaseLeft(entryOf(r), geo.Index(t0)), "topped up to holdMost: 11 more")
+	// Budget 2 + 30 = 32 with 11 used: 2·pend ≥ budget from the 5th
+	// admission on, but 10 left only at the 11th.
+	assert.Equal(t, 11, until(), "32 − 22 = 10 left")
+}
