@@ -15,8 +15,8 @@ import (
 )
 
 // TestLeaseCutsRoundTrips: a key hammered far below its limit asks the store
-// for a lease at its cap, and for a larger one each time it runs low: a
-// handful of asks instead of one per cap's worth of checks. An ask is a
+// for a lease at its cap, and for more each time it runs low: a handful of
+// asks instead of one per cap's worth of checks. An ask is a
 // reservation (a check waited) or an early sync (the lease was asked ahead,
 // in the background); which of the two a given ask is depends on how the
 // loop is scheduled against the store's replies, so the test bounds their
@@ -33,11 +33,13 @@ func TestLeaseCutsRoundTrips(t *testing.T) {
 		remaining int64
 	}{
 		// Cap ⌊0.01·1000/2⌋ = 5: without leases 300 checks take 59
-		// reservations; with them 5 + 10 + 30 + 90 + 270 covers 300
-		// after 4 grants. Each grant is asked for as a reservation, ahead
-		// as an early sync, or both (a tight loop sees 4 + 4 or 4 + 5):
-		// 12 bounds the sum, far below 59.
-		{policy.Eventual, 12, 1, 700},
+		// reservations. With them the instance holds at most
+		// ⌊(⌊1000/10⌋ − 1)/2⌋ = 49 units unused and asks again once it
+		// has (5 + 49)/2 or less left: a grant serves about 27 checks,
+		// and 300 take about 11. Each grant is asked for as a
+		// reservation, ahead as an early sync, or both (a tight loop sees
+		// 7 + 7): 24 bounds the sum, far below 59.
+		{policy.Eventual, 24, 1, 700},
 		{policy.Strict, 300, 300, 700},
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {

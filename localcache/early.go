@@ -35,9 +35,13 @@ func (t *Table) afterAdmit(e *hdr, c, budget, room, n int64) {
 	}
 }
 
-// after is the out-of-line part of afterAdmit.
+// after is the out-of-line part of afterAdmit. A key whose lease is held to
+// holdMost (Want) asks once it has half of the most it may hold, its cap
+// and holdMost, or less: with the lease's units used counted in c, 2·c ≥
+// budget alone would hold for most of the bucket, and every admission
+// after a sync settled would ask again.
 func (t *Table) after(e *hdr, c, budget, room, n int64) {
-	if 2*c >= budget && budget < room {
+	if 2*c >= budget && budget < room && 2*(budget-c) <= t.askAt.Load() {
 		t.ask(e, budget-c)
 	}
 	t.unparkNear(e, c, budget)

@@ -86,13 +86,57 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 // ends, stay below what the key used, or below what it used in the bucket
 // before. The syncer asks for at least the key's peak too: the most leased
 // units it used in one bucket of the window.
+//
+// It never takes what the key holds unused past holdMost (the lease of the
+// current bucket not used yet and the next bucket's, all of it): 0 if it
+// holds that much.
 func (t *Table) Want(r Ref, now int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return 0
 	}
 	k := t.geo.Index(now)
-	return clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
+	want := clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
+	return max(min(want, t.hold.Load()-t.held(e, k)), 0)
+}
+
+// held returns the leased units e holds unused at bucket k: what its lease
+// of k has not used, its lease of k+1, and what a lease of k−1 not ended
+// yet has not used (its slot is k+1's: one of the two at most).
+func (t *Table) held(e *hdr, k int64) int64 {
+	return t.leaseLeft(e, k) + t.leaseAt(e, k+1) + t.leaseLeft(e, k-1)
+}
+
+// holdMost returns the most leased units an instance holds unused at once,
+// per key: ⌊(⌊L/10⌋ − 1)/(N̂+1)⌋, with N̂ read from the share ⌊L/N̂⌋, and
+// at least one. The fleet's then hold at most N̂/(N̂+1) of the last tenth of
+// the limit less a unit, and with them a view counts its own lease of the
+// next bucket twice until its next pull: within the last tenth. So however
+// a key's traffic moves between instances, the units leased where it no
+// longer goes cannot make a check of it denied while it is offered at most
+// 0.9·L in the span the algorithm counts: the estimate holds what it was
+// admitted plus less than a tenth of the limit (docs/design.md, "Leases
+// that follow the traffic"). Below about 10·(N̂+2) (⌊L/10⌋ ≤ N̂+1) each
+// instance still holds one unit, so that a rule without a divergence cap
+// keeps a lease: up to N̂ units there.
+func holdMost(limit, share int64) int64 {
+	n := int64(1)
+	if share > 0 {
+		n = max(limit/share, 1)
+	}
+	return max((limit/10-1)/(n+1), 1)
+}
+
+// setHold sets hold and askAt from the limit, share and cap.
+func (t *Table) setHold() {
+	h := holdMost(t.limit.Load(), t.share.Load())
+	t.hold.Store(h)
+	t.askAt.Store(min(t.capv.Load(), maxCount) + h)
+}
+
+// leaseLeft returns the units of e's lease of bucket j not used yet.
+func (t *Table) leaseLeft(e *hdr, j int64) int64 {
+	return t.leaseAt(e, j) - t.covered(e, j, countAt(t.pend(e, t.slotOf(j)).Load(), j))
 }
 
 // NextWant returns the lease r should ask for, at now, for the bucket after
@@ -104,18 +148,26 @@ func (t *Table) Want(r Ref, now int64) int64 {
 // in bursts keeps a lease the size of a burst's bucket between bursts, for
 // as long as a burst is in the window. Both count admissions, never units
 // held: unused units do not renew themselves. It is 0 if that fits within
-// what the cap serves (aheadFit), and for an entry that is gone (its key's
-// checks no longer see it).
+// what the cap serves (aheadFit), for an entry that is gone (its key's
+// checks no longer see it), and for a key this instance admitted nothing of
+// in the current bucket: its traffic may have moved to another instance,
+// and units leased here and left unused would count against the key there
+// (docs/design.md, "Leases that follow the traffic").
 func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual || e.state.Load() == stGone {
 		return 0
 	}
-	want := max(float64(t.used(e, t.geo.Index(now)))/max(t.geo.Phase(now), 0.5), float64(peak))
+	k := t.geo.Index(now)
+	used := t.used(e, k)
+	if used == 0 {
+		return 0
+	}
+	want := max(float64(used)/max(t.geo.Phase(now), 0.5), float64(peak))
 	if want <= float64(aheadFit(t.capv.Load())) {
 		return 0
 	}
-	return clampCount(int64(want + 0.5))
+	return max(min(clampCount(int64(want+0.5)), t.hold.Load()-t.held(e, k)), 0)
 }
 
 // aheadFit is the most a bucket's need may be for the cap and the sync

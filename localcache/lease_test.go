@@ -237,9 +237,12 @@ func TestWantFollowsTheRate(t *testing.T) {
 		prev, share int64
 		want        int64
 	}{
-		{"a quarter of the bucket before", 400, 250, 100},
+		{"a quarter of the bucket before", 60, 250, 15},
 		{"twice the cap when more", 8, 250, 8},
-		{"a lone instance takes it all", 60, 1000, 60},
+		{"a lone instance takes it all", 40, 1000, 40},
+		// ⌊(⌊1000/10⌋ − 1)/(N̂+1)⌋
+		{"never more than holdMost", 400, 250, 19},
+		{"a lone instance's holdMost", 400, 1000, 49},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,7 +264,7 @@ func TestWantFollowsTheRate(t *testing.T) {
 // past it; releasing the bucket before leaves it in place.
 func TestLeaseNext(t *testing.T) {
 	t.Parallel()
-	tb, geo, s, t0, r := leasedKey(t, 100, 2)
+	tb, geo, s, t0, r := leasedKey(t, 1000, 2)
 	k0 := geo.Index(t0)
 	grant(tb, geo, s, r, t0, 5)
 	s.add("k", k0+1, 6)
@@ -289,8 +292,8 @@ func TestLeaseNext(t *testing.T) {
 	assert.Equal(t, int64(2), got, "the cap")
 	assert.Equal(t, []Bucket{{Index: k0 + 1, Count: 2}}, tb.Pending(r, t1, nil), "only what is past the lease is pushed")
 	assert.Zero(t, tb.NextWant(r, t1+geo.Sub(), 0), "nothing admitted in the bucket after, nothing used before")
-	assert.Equal(t, int64(5), tb.NextWant(r, t1+geo.Sub(), 5), "the most used in a bucket of the window")
-	assert.Zero(t, tb.NextWant(r, t1+geo.Sub(), 4), "within twice the cap")
+	assert.Zero(t, tb.NextWant(r, t1+geo.Sub(), 20), "nothing admitted in the bucket: its traffic may have left, whatever its peak")
+	assert.Equal(t, int64(20), tb.NextWant(r, t1, 20), "admitting: the most used in a bucket of the window")
 }
 
 // TestAheadFit: a bucket's need the cap serves without a lease ahead is
@@ -302,4 +305,91 @@ func TestAheadFit(t *testing.T) {
 	}
 	tb, geo, _, t0, r := leasedKey(t, 100, 1) // one unit admitted
 	assert.Equal(t, int64(2), tb.NextWant(r, t0+geo.Sub()/2, 2), "a cap of 1: leased ahead for a need of 2")
+}
+
+// TestHoldMost: an instance holds at most ⌊(⌊L/10⌋ − 1)/(N̂+1)⌋ leased units
+// unused, per key, and at least one: the fleet's unused units stay below the
+// last tenth of the limit.
+func TestHoldMost(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ limit, share, want int64 }{
+		{1000, 250, 19},  // four instances
+		{1000, 125, 11},  // eight
+		{1000, 1000, 49}, // one
+		{1000, 0, 49},    // no share yet
+		{100, 25, 1},     // ⌊9/5⌋
+		{50, 12, 1},      // ⌊4/6⌋ = 0: one unit still
+		{1_000_000, 250_000, 19_999},
+	} {
+		got := holdMost(tc.limit, tc.share)
+		assert.Equal(t, tc.want, got, "limit %d share %d", tc.limit, tc.share)
+		n := int64(1)
+		if tc.share > 0 {
+			n = tc.limit / tc.share
+		}
+		if got > 1 {
+			assert.Less(t, (n+1)*got, tc.limit/10, "the fleet's and a view's own double count, within the last tenth")
+		}
+	}
+}
+
+// TestWantHoldsMost: a key's lease requests never take what it holds unused
+// past holdMost, the current bucket's unused units and the next bucket's
+// lease together; the units it used do not count.
+func TestWantHoldsMost(t *testing.T) {
+	t.Parallel()
+	tb, geo, s, t0, r := leasedKey(t, 1000, 2)
+	tb.SetLimits(Limits{Cap: 2, Share: 250, Mode: policy.FailLocal}) // holdMost 19
+	k := geo.Index(t0)
+	admitUntil(t, tb, "k", t0, 100)
+	s.add("k", k-1, 400) // the fleet's bucket before: its part is 100
+	grant(tb, geo, s, r, t0, 12)
+	assert.Equal(t, int64(19-12), tb.Want(r, t0), "12 held unused")
+	for range 10 {
+		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	}
+	assert.Equal(t, int64(2), tb.leaseLeft(entryOf(r), k))
+	assert.Equal(t, int64(19-2), tb.Want(r, t0), "the used units do not count")
+	s.add("k", k+1, 9)
+	tb.Settle(r, t0, nil, geo.Oldest(k), s.push("k", nil, geo.Oldest(k), geo.Span()), Bucket{Index: k + 1, Count: 9})
+	assert.Equal(t, int64(19-2-9), tb.Want(r, t0), "nor does the next bucket's lease")
+	assert.Equal(t, int64(19-2-9), tb.NextWant(r, t0+geo.Sub()/2, 100), "a lease ahead: past both")
+	t1 := t0 + geo.Sub()
+	tb.Tick(t1)
+	tb.Settle(r, t1, nil, k, []int64{400, 9}, Bucket{}) // the fleet's bucket k: a part of 100
+	assert.Equal(t, int64(19-9-2), tb.Want(r, t1), "the bucket after: its lease, and the old one's unused units until it ends")
+	unused, done := tb.Release(r, k, t1, false)
+	require.True(t, done)
+	assert.Equal(t, int64(2), unused)
+	assert.Equal(t, int64(19-9), tb.Want(r, t1), "the old lease ended: its units go back to the store with the next call")
+}
+
+// TestAskHeldLease: a key whose lease is held to holdMost asks for an early
+// sync once it has half of its cap and holdMost left, not at every admission
+// after a sync settled: with a lease's used units in its pend, 2·pend ≥
+// budget holds for most of a bucket once it has used more than holdMost.
+func TestAskHeldLease(t *testing.T) {
+	t.Parallel()
+	tb, geo, s, t0, r := leasedKey(t, 1000, 2)
+	tb.SetLimits(Limits{Cap: 2, Share: 250, Mode: policy.FailLocal}) // holdMost 19: asks with 10 or less left
+	tb.Tick(t0)
+	asked := func() bool { return len(tb.Early(nil)) > 0 }
+	asked() // the first admission's ask (a key never synced), served by the grant
+	grant(tb, geo, s, r, t0, 19)
+	require.False(t, asked())
+	// Allowance 2 + 19 = 21: the key asks once it has 10 left.
+	until := func() (n int) {
+		for !asked() {
+			require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+			n++
+			require.Less(t, n, 40, "it asks before its allowance runs out")
+		}
+		return n
+	}
+	assert.Equal(t, 11, until(), "21 − 11 = 10 left")
+	grant(tb, geo, s, r, t0, tb.Want(r, t0))
+	require.Equal(t, int64(19), tb.leaseLeft(entryOf(r), geo.Index(t0)), "topped up to holdMost: 11 more")
+	// Budget 2 + 30 = 32 with 11 used: 2·pend ≥ budget from the 5th
+	// admission on, but 10 left only at the 11th.
+	assert.Equal(t, 11, until(), "32 − 22 = 10 left")
 }

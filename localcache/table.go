@@ -42,6 +42,8 @@ type Table struct {
 	gen    atomic.Uint32
 	capv   atomic.Int64
 	share  atomic.Int64
+	hold   atomic.Int64  // holdMost of the limit and share (lease.go)
+	askAt  atomic.Int64  // twice the allowance left at which a key asks (early.go)
 	health atomic.Uint32 // a health
 	mode   atomic.Uint32 // Limits.Mode, also while the store is up
 
@@ -85,6 +87,7 @@ func newTable(cfg Config, slots int) (*Table, error) {
 	t.limit.Store(cfg.Limit)
 	t.capv.Store(NoCap)
 	t.share.Store(cfg.Limit)
+	t.setHold()
 	return t, nil
 }
 
@@ -152,6 +155,7 @@ const genStride = 1<<12 + 1
 func (t *Table) SetLimits(l Limits) {
 	t.capv.Store(l.Cap)
 	t.share.Store(l.Share)
+	t.setHold()
 	t.mode.Store(uint32(l.Mode))
 	h := healthOfLimits(l)
 	was := health(t.health.Swap(uint32(h)))
@@ -167,6 +171,7 @@ func (t *Table) SetLimits(l Limits) {
 // new limit.
 func (t *Table) SetLimit(limit int64) {
 	t.limit.Store(limit)
+	t.setHold()
 	t.gen.Add(genStride)
 	t.Tick(t.now.Load())
 }

@@ -69,12 +69,12 @@ func TestEarlySync(t *testing.T) {
 			}
 			if tc.leases {
 				// The early sync wanted this instance's part of the bucket
-				// before (400, the only instance), within the store's room
-				// (which never saw those 400): the key holds that lease now.
-				// Having admitted nothing on it, it would ask for twice its
-				// cap: unused leased units are not use.
-				assert.Equal(t, int64(20), want)
-				assert.GreaterOrEqual(t, n, int64(10+400), "the lease on top of the cap")
+				// before (400, the only instance), held to the most an
+				// instance holds unused, ⌊(⌊1000/10⌋ − 1)/2⌋ = 49: the key
+				// holds that lease now, and asks for no more until it has
+				// used some.
+				assert.Zero(t, want)
+				assert.GreaterOrEqual(t, n, int64(10+49), "the lease on top of the cap")
 			} else {
 				assert.Equal(t, int64(20), want, "twice the cap: the sync brought the store's totals, which never saw the 400")
 				assert.GreaterOrEqual(t, n, int64(10))

@@ -21,11 +21,11 @@ func TestReturnPass(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	geo, r, s, k := leasing(t, c)
 	require.True(t, s.returns(r.Rule))
-	// The other instances admitted 300 in the bucket before: with the lease
+	// The other instances admitted 450 in the bucket before: with the lease
 	// the key is near its limit (half of it or more), where the returns
 	// matter and a key cannot leave them for a later cycle.
 	name := r.KeyName("k")
-	require.NoError(t, c.HIncrBy(ctxT(t, opTimeout), name, itoa(k-1), 300).Err())
+	require.NoError(t, c.HIncrBy(ctxT(t, opTimeout), name, itoa(k-1), 450).Err())
 	busy(t, s, r, "k")
 	admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
 	require.Eventually(t, func() bool { return s.Stats().EarlySyncs == 1 }, 5*time.Second, time.Millisecond)
