@@ -174,3 +174,50 @@ func TestNoIdentityHidesDetail(t *testing.T) {
 	require.ErrorIs(t, err, httplimit.ErrNoIdentity)
 	assert.Contains(t, err.Error(), "secret-host", "the detail stays in the error, for the log")
 }
+
+type userKey struct{}
+
+// TestKeyFuncs: the combinators and their key spaces.
+func TestKeyFuncs(t *testing.T) {
+	t.Parallel()
+	user := grpclimit.User(func(ctx context.Context) (string, bool) {
+		u, ok := ctx.Value(userKey{}).(string)
+		return u, ok
+	})
+	tenant := grpclimit.Metadata("x-tenant")
+	withUser := func(ctx context.Context, u string) context.Context { return context.WithValue(ctx, userKey{}, u) }
+	withTenant := func(ctx context.Context, v string) context.Context {
+		return metadata.NewIncomingContext(ctx, metadata.Pairs("x-tenant", v))
+	}
+	peerCtx := peer.NewContext(t.Context(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::9"), Port: 1}})
+	for _, tc := range []struct {
+		name string
+		fn   grpclimit.KeyFunc
+		ctx  context.Context
+		want string // "" for no identity
+	}{
+		{"user", user, withUser(t.Context(), "ann"), "u:ann"},
+		{"no user", user, t.Context(), ""},
+		{"empty user", user, withUser(t.Context(), ""), ""},
+		{"composite", grpclimit.Composite(tenant, user), withUser(withTenant(t.Context(), "acme"), "ann"), "6:m:acme5:u:ann"},
+		{"composite missing a part", grpclimit.Composite(tenant, user), withUser(t.Context(), "ann"), ""},
+		{"composite of nothing", grpclimit.Composite(), t.Context(), ""},
+		{"first of: the user", grpclimit.FirstOf(user, grpclimit.PeerIP()), withUser(peerCtx, "ann"), "u:ann"},
+		{"first of: the peer", grpclimit.FirstOf(user, grpclimit.PeerIP()), peerCtx, "2001:db8:1:2::/64"},
+		{"first of nothing", grpclimit.FirstOf(), peerCtx, ""},
+		{"hashed", grpclimit.Hashed(tenant), withTenant(t.Context(), "secret"), "#NC-HcNIc-I-n1kVju_cTRUnZYJ3ws31X8NVG6krtDi8"}, // sha256 of "m:secret", base64url,
+		{"hashed without identity", grpclimit.Hashed(tenant), t.Context(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			k, err := tc.fn(tc.ctx, "/p.S/M")
+			if tc.want == "" {
+				require.ErrorIs(t, err, grpclimit.ErrNoIdentity)
+				assert.Empty(t, k)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, k)
+		})
+	}
+}
