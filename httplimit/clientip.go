@@ -100,7 +100,10 @@ func PeerIP() KeyFunc {
 // prefix is the whole address, else the prefix ("2001:db8:1:2::/64"). A
 // request whose client address cannot be found (a RemoteAddr that is not
 // an address, as with a Unix socket; a trusted proxy's header that names no
-// address) has no identity.
+// address) has no identity. The error says what is wrong with c: among
+// others a trusted range or a grouping so broad that clients would pick
+// their own keys or share one with much of the internet (see
+// AllowBroadIdentity).
 func (c ClientIP) Key() (KeyFunc, error) {
 	r, err := c.resolver()
 	if err != nil {
