@@ -1,89 +1,49 @@
 // Package grpclimit rate-limits gRPC servers with a sluice.Limiter: unary
-// and stream server interceptors.
+// and stream server interceptors, with the same semantics as httplimit.
 //
-// Each call is checked against its method's rule under its client's key (the
-// peer address, IPv6 grouped by /64, or a metadata value). An admitted call
-// proceeds with the rate-limit fields in its response header metadata
-// (ratelimit-policy and ratelimit, the IETF fields, and x-ratelimit-limit,
-// x-ratelimit-remaining, x-ratelimit-reset); a denied call ends with
-// codes.ResourceExhausted and the details errdetails.RetryInfo (when to
-// retry) and errdetails.QuotaFailure (which rule).
+// A call is matched to a Route by its full method name: a method's own
+// pattern ("/pkg.Service/Method") wins over its service's
+// ("/pkg.Service/*"), which wins over the catch-all ("*"). The route's
+// rules are checked together under each rule's client key (a KeyFunc: the
+// peer address, a forwarded client address, metadata, an authenticated
+// user, or any function of the call's context), with Limiter.AllowAll when
+// there are several: the call is admitted only if every rule admits it,
+// and a denial by one rule consumes nothing from the others.
+//
+// An admitted call proceeds with the rate-limit fields in its response
+// header metadata (ratelimit-policy and ratelimit, the IETF fields, one
+// item per rule, and x-ratelimit-limit, x-ratelimit-remaining,
+// x-ratelimit-reset for the binding rule); a denied call ends with
+// codes.ResourceExhausted, the same metadata and retry-after, and the
+// details errdetails.RetryInfo (when to retry) and errdetails.QuotaFailure
+// (which rule). A call whose client cannot be named ends with
+// codes.Unauthenticated; the status message never repeats the key
+// function's error (it may quote metadata or name a proxy), which is
+// logged at Debug on slog.Default.
 package grpclimit
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"log/slog"
 	"math"
-	"net"
-	"net/netip"
 	"runtime"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/policy"
 )
-
-// KeyFunc names the client of a call: the key it is limited under. It
-// returns an error wrapping ErrNoIdentity, never an empty key, when it
-// cannot tell; the call then fails with codes.Unauthenticated.
-type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
-
-// ErrNoIdentity means a call does not say who its client is.
-var ErrNoIdentity = errors.New("grpclimit: no client identity")
-
-// PeerIP returns a KeyFunc that keys a call by its peer's IP address, IPv6
-// addresses grouped by their /64 (one host can pick any address in it).
-func PeerIP() KeyFunc {
-	return func(ctx context.Context, _ string) (string, error) {
-		p, ok := peer.FromContext(ctx)
-		if !ok || p.Addr == nil {
-			return "", fmt.Errorf("%w: no peer", ErrNoIdentity)
-		}
-		var a netip.Addr
-		switch pa := p.Addr.(type) {
-		case *net.TCPAddr:
-			a = pa.AddrPort().Addr()
-		default:
-			ap, err := netip.ParseAddrPort(p.Addr.String())
-			if err != nil {
-				return "", fmt.Errorf("%w: peer %q is not an IP address", ErrNoIdentity, p.Addr.String())
-			}
-			a = ap.Addr()
-		}
-		a = a.Unmap().WithZone("")
-		if a.Is6() {
-			pfx, _ := a.Prefix(httplimit.DefaultIPv6Prefix)
-			return pfx.String(), nil
-		}
-		return a.String(), nil
-	}
-}
-
-// Metadata returns a KeyFunc that keys a call by the first value of the
-// request metadata key (an API key, a tenant): "m:" and the value. Use it
-// only for metadata your service authenticates: any client can send any
-// value.
-func Metadata(key string) KeyFunc {
-	return func(ctx context.Context, _ string) (string, error) {
-		vs := metadata.ValueFromIncomingContext(ctx, key)
-		if len(vs) == 0 || vs[0] == "" {
-			return "", fmt.Errorf("%w: no %q metadata", ErrNoIdentity, key)
-		}
-		return "m:" + vs[0], nil
-	}
-}
 
 // ErrorMode says what the interceptors do when the limiter cannot make a
 // check (a closed limiter, an invalid cost). A store failure under the
@@ -99,19 +59,54 @@ const (
 	ErrorServe
 )
 
+// Rule is one limiter rule a route checks.
+type Rule struct {
+	// Name is the name of a rule of the Limiter.
+	Name string
+	// Key names the client for this rule; nil means Config.Key.
+	Key KeyFunc
+}
+
+// Route is the limit on the calls whose full method name matches a
+// pattern.
+type Route struct {
+	// Pattern is "/pkg.Service/Method" (one method), "/pkg.Service/*"
+	// (every method of a service) or "*" (every method). A call's route is
+	// the most specific pattern that matches it: its method's, else its
+	// service's, else "*". A call no route matches is not limited. Each
+	// pattern appears once in a Config (Rule and Methods included).
+	Pattern string
+	// Rules are checked together: a call is admitted only if every rule
+	// admits it, and counted against all or none (Limiter.AllowAll: a
+	// denial by one rule uses up nothing of the others). Up to 8. A shadow
+	// rule (policy.Rule.Shadow) never denies. Empty only with Unlimited.
+	Rules []Rule
+	// Unlimited exempts the matching calls (a health check under a "*"
+	// route); Rules must then be empty.
+	Unlimited bool
+	// Cost returns a call's cost in the rules' units; nil means
+	// Config.Cost, and 1 without it.
+	Cost func(ctx context.Context, fullMethod string) int64
+}
+
 // Config configures the interceptors.
 type Config struct {
 	// Limiter makes the checks. Required.
 	Limiter *sluice.Limiter
-	// Rule is the rule of every method not in Methods; "" leaves them
-	// unlimited.
+	// Routes are the limits, by method pattern (see Route.Pattern).
+	Routes []Route
+	// Rule is a one-rule route for "*": the rule of every method no other
+	// pattern matches; "" adds no route.
 	Rule string
-	// Methods maps full method names ("/pkg.Service/Method") to their rule;
-	// a method mapped to "" is unlimited.
+	// Methods maps method patterns ("/pkg.Service/Method", or the
+	// wildcards of Route.Pattern) to a one-rule route each; a pattern
+	// mapped to "" is Unlimited.
 	Methods map[string]string
-	// Key names the client of a call; nil means PeerIP().
+	// Key names the client of a call for the rules without their own key;
+	// nil means PeerIP().
 	Key KeyFunc
-	// Cost returns a call's cost; nil means 1.
+	// Cost returns a call's cost for the routes without their own Cost;
+	// nil means 1.
 	Cost func(ctx context.Context, fullMethod string) int64
 	// ErrorMode says what happens when a check cannot be made. Required.
 	ErrorMode ErrorMode
@@ -121,15 +116,33 @@ type Config struct {
 	OmitMetadata bool
 }
 
-// limiter is a checked Config.
-type limiter struct {
-	cfg    Config
-	maxKey int
-	policy map[string]string // rule name -> RateLimit-Policy value
-	limits map[string]string // rule name -> limit as text
+// maxRules is the most rules a route may layer (AllowAll decides up to 8
+// checks without allocating).
+const maxRules = 8
+
+// route is a checked Route; one without names is unlimited.
+type route struct {
+	pattern string
+	names   []string
+	keys    []KeyFunc
+	cost    func(ctx context.Context, fullMethod string) int64
+	policy  string   // the RateLimit-Policy value, every rule
+	limits  []string // each rule's Limit as text
+	windows []time.Duration
+	shadow  []bool
 }
 
-func newLimiter(cfg Config) (*limiter, error) {
+// limiter is a checked Config.
+type limiter struct {
+	lim       *sluice.Limiter
+	router    router
+	maxKey    int
+	errorMode ErrorMode
+	report    func(ctx context.Context, fullMethod string, err error)
+	omit      bool
+}
+
+func newLimiter(cfg Config) (l *limiter, err error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("grpclimit: Config.Limiter is nil: pass the *sluice.Limiter that holds the rules")
 	}
@@ -138,39 +151,116 @@ func newLimiter(cfg Config) (*limiter, error) {
 	default:
 		return nil, fmt.Errorf("grpclimit: Config.ErrorMode %d: choose grpclimit.ErrorReject (fail with Unavailable) or grpclimit.ErrorServe (proceed unlimited) for checks the limiter cannot make", cfg.ErrorMode)
 	}
-	if cfg.Key == nil {
-		cfg.Key = PeerIP()
+	key := cfg.Key
+	if key == nil {
+		key = PeerIP()
 	}
-	l := &limiter{cfg: cfg, maxKey: cfg.Limiter.MaxKeyLength(), policy: map[string]string{}, limits: map[string]string{}}
-	names := []string{cfg.Rule}
-	for _, r := range cfg.Methods {
-		names = append(names, r)
+	routes := append([]Route(nil), cfg.Routes...)
+	if cfg.Rule != "" {
+		routes = append(routes, Route{Pattern: "*", Rules: []Rule{{Name: cfg.Rule}}})
 	}
-	for _, name := range names {
+	for p, name := range cfg.Methods {
 		if name == "" {
+			routes = append(routes, Route{Pattern: p, Unlimited: true})
+		} else {
+			routes = append(routes, Route{Pattern: p, Rules: []Rule{{Name: name}}})
+		}
+	}
+	if len(routes) == 0 {
+		return nil, errors.New("grpclimit: no rule: set Config.Routes (or Config.Rule or Config.Methods)")
+	}
+	l = &limiter{
+		lim:       cfg.Limiter,
+		router:    router{method: map[string]*route{}, service: map[string]*route{}},
+		maxKey:    cfg.Limiter.MaxKeyLength(),
+		errorMode: cfg.ErrorMode,
+		report:    cfg.ReportError,
+		omit:      cfg.OmitMetadata,
+	}
+	var releases []func()
+	defer func() {
+		if err != nil {
+			for _, release := range releases {
+				release()
+			}
+		}
+	}()
+	limited := 0
+	for _, cr := range routes {
+		if _, _, err := parsePattern(cr.Pattern); err != nil {
+			return nil, fmt.Errorf("grpclimit: %w", err)
+		}
+		rt, err := l.route(cr, key, cfg.Cost)
+		if err != nil {
+			return nil, fmt.Errorf("grpclimit: route %q: %w", cr.Pattern, err)
+		}
+		if err := l.router.add(cr.Pattern, rt); err != nil {
+			return nil, fmt.Errorf("grpclimit: %w", err)
+		}
+		if len(rt.names) == 0 {
 			continue
 		}
-		pr, ok := cfg.Limiter.Rule(name)
-		if !ok {
-			return nil, fmt.Errorf("grpclimit: rule %q: the limiter has no such rule", name)
-		}
-		v, err := httplimit.PolicyField(pr)
+		limited++
+		// While the interceptor lives, a reload cannot leave out a rule
+		// it checks (sluice.Limiter.Require).
+		release, err := cfg.Limiter.Require(fmt.Sprintf("grpclimit interceptor, route %q", cr.Pattern), rt.names...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("grpclimit: route %q: %w", cr.Pattern, err)
 		}
-		l.policy[name], l.limits[name] = v, strconv.FormatInt(pr.Limit, 10)
+		releases = append(releases, release)
 	}
-	if len(l.policy) == 0 {
-		return nil, errors.New("grpclimit: no rule: set Config.Rule or Config.Methods")
+	if limited == 0 {
+		return nil, errors.New("grpclimit: no rule: every route is Unlimited")
 	}
-	// While the interceptor lives, a reload cannot leave out a rule it
-	// checks (sluice.Limiter.Require).
-	release, err := cfg.Limiter.Require("grpclimit interceptor", slices.Sorted(maps.Keys(l.policy))...)
-	if err != nil {
-		return nil, fmt.Errorf("grpclimit: %w", err)
-	}
-	runtime.AddCleanup(l, func(release func()) { release() }, release)
+	runtime.AddCleanup(l, func(releases []func()) {
+		for _, release := range releases {
+			release()
+		}
+	}, releases)
 	return l, nil
+}
+
+// route checks cr.
+func (l *limiter) route(cr Route, key KeyFunc, cost func(context.Context, string) int64) (*route, error) {
+	rt := &route{pattern: cr.Pattern, cost: cr.Cost}
+	if rt.cost == nil {
+		rt.cost = cost
+	}
+	switch {
+	case cr.Unlimited && len(cr.Rules) > 0:
+		return nil, errors.New("Unlimited with Rules: choose one")
+	case cr.Unlimited:
+		return rt, nil
+	case len(cr.Rules) == 0:
+		return nil, errors.New("no Rules: name at least one rule of the limiter, or set Unlimited to exempt these calls")
+	case len(cr.Rules) > maxRules:
+		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(cr.Rules), maxRules)
+	}
+	var specs []policy.Rule
+	for i, r := range cr.Rules {
+		for _, o := range cr.Rules[:i] {
+			if o.Name == r.Name && o.Key == nil && r.Key == nil {
+				return nil, fmt.Errorf("rule %q twice under the same key: list each rule once per key (a Cost of 2, if that is meant)", r.Name)
+			}
+		}
+		pr, ok := l.lim.Rule(r.Name)
+		if !ok {
+			return nil, fmt.Errorf("rule %q: the limiter has no such rule", r.Name)
+		}
+		k := r.Key
+		if k == nil {
+			k = key
+		}
+		rt.names = append(rt.names, pr.Name)
+		rt.keys = append(rt.keys, k)
+		rt.limits = append(rt.limits, strconv.FormatInt(pr.Limit, 10))
+		rt.windows = append(rt.windows, pr.Window)
+		rt.shadow = append(rt.shadow, pr.Shadow)
+		specs = append(specs, pr)
+	}
+	var err error
+	rt.policy, err = httplimit.PolicyField(specs...)
+	return rt, err
 }
 
 // UnaryServerInterceptor checks cfg and returns the unary interceptor.
@@ -217,46 +307,42 @@ func StreamServerInterceptor(cfg Config) (grpc.StreamServerInterceptor, error) {
 // check decides a call: the header metadata to send (nil for none) and the
 // call's error (nil to proceed).
 func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error) {
-	rule, ok := l.cfg.Methods[method]
-	if !ok {
-		rule = l.cfg.Rule
-	}
-	if rule == "" {
+	rt := l.router.match(method)
+	if rt == nil || len(rt.names) == 0 {
 		return nil, nil
 	}
-	key, err := l.cfg.Key(ctx, method)
-	switch {
-	case err != nil:
-		return nil, status.Error(codes.Unauthenticated, err.Error())
-	case key == "":
-		return nil, status.Error(codes.Unauthenticated, "grpclimit: the key function returned an empty key")
-	case len(key) > l.maxKey:
-		return nil, status.Errorf(codes.InvalidArgument, "grpclimit: client key of %d bytes, the limiter's MaxKeyLength is %d", len(key), l.maxKey)
+	var keyBuf [maxRules]string
+	keys := keyBuf[:len(rt.keys)]
+	for i, fn := range rt.keys {
+		key, err := l.key(ctx, fn, method)
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = key
 	}
 	n := int64(1)
-	if l.cfg.Cost != nil {
-		n = l.cfg.Cost(ctx, method)
+	if rt.cost != nil {
+		n = rt.cost(ctx, method)
 	}
-	d, err := l.cfg.Limiter.AllowN(ctx, rule, key, n)
+	var fieldBuf [maxRules]string
+	fields := fieldBuf[:len(rt.names)]
+	d, bind, err := l.decide(ctx, rt, keys, n, fields)
 	if err != nil {
-		if l.cfg.ReportError != nil {
-			l.cfg.ReportError(ctx, method, err)
+		if l.report != nil {
+			l.report(ctx, method, err)
 		}
-		if l.cfg.ErrorMode == ErrorServe && !errors.Is(err, sluice.ErrStoreUnavailable) {
+		if l.errorMode == ErrorServe && !errors.Is(err, sluice.ErrStoreUnavailable) {
 			return nil, nil
 		}
 		return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 	}
+	rule := rt.names[bind]
 	var md metadata.MD
-	if !l.cfg.OmitMetadata {
-		rl, err := httplimit.RateLimitField(rule, d)
-		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
-		}
+	if !l.omit {
 		md = metadata.Pairs(
-			"ratelimit-policy", l.policy[rule],
-			"ratelimit", rl,
-			"x-ratelimit-limit", l.limits[rule],
+			"ratelimit-policy", rt.policy,
+			"ratelimit", strings.Join(fields, ", "),
+			"x-ratelimit-limit", rt.limits[bind],
 			"x-ratelimit-remaining", strconv.FormatInt(max(d.Remaining, 0), 10),
 			"x-ratelimit-reset", strconv.FormatInt(time.Now().Add(d.ResetAfter+time.Second-1).Unix(), 10),
 		)
@@ -269,7 +355,7 @@ func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error)
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)},
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 			Subject:     "rule:" + rule,
-			Description: fmt.Sprintf("more than %s per %v", l.limits[rule], ruleWindow(l.cfg.Limiter, rule)),
+			Description: fmt.Sprintf("more than %s per %v", rt.limits[bind], rt.windows[bind]),
 		}}},
 	)
 	if err != nil {
@@ -281,7 +367,72 @@ func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error)
 	return md, st.Err()
 }
 
-func ruleWindow(l *sluice.Limiter, name string) time.Duration {
-	pr, _ := l.Rule(name)
-	return pr.Window
+// key runs a key function and bounds its key. A call without a key is
+// answered with a status that repeats nothing of the error: it may quote
+// metadata or name a trusted proxy, which is not the client's to see. The
+// error goes to slog.Default at Debug (a client without identity is
+// routine, and would otherwise log a line per call).
+func (l *limiter) key(ctx context.Context, fn KeyFunc, method string) (string, error) {
+	key, err := fn(ctx, method)
+	switch {
+	case err != nil:
+	case key == "":
+		err = errors.New("grpclimit: the key function returned an empty key")
+	case len(key) > l.maxKey:
+		slog.Default().LogAttrs(ctx, slog.LevelDebug, "grpclimit: client key too long",
+			slog.String("method", method), slog.Int("bytes", len(key)), slog.Int("max", l.maxKey))
+		return "", status.Error(codes.InvalidArgument, "grpclimit: the client's key is longer than the rate limiter accepts")
+	default:
+		return key, nil
+	}
+	slog.Default().LogAttrs(ctx, slog.LevelDebug, "grpclimit: call without client identity",
+		slog.String("method", method), slog.String("error", err.Error()))
+	return "", status.Error(codes.Unauthenticated, "grpclimit: the call does not identify its client")
+}
+
+// decide checks cost n against the route's rules under keys (one per
+// rule), all or none, as httplimit does: with Limiter.AllowAll when there
+// are several (a denial by one rule consumes nothing from the others). It
+// returns the decision that binds and the index of its rule, and fills
+// fields with each rule's RateLimit item.
+func (l *limiter) decide(ctx context.Context, rt *route, keys []string, n int64, fields []string) (sluice.Decision, int, error) {
+	if len(rt.names) == 1 {
+		d, err := l.lim.AllowN(ctx, rt.names[0], keys[0], n)
+		if err != nil {
+			return d, 0, err
+		}
+		fields[0], err = httplimit.RateLimitField(rt.names[0], d)
+		return d, 0, err
+	}
+	var buf [maxRules]sluice.Check
+	checks := buf[:len(rt.names)]
+	for i, name := range rt.names {
+		checks[i] = sluice.Check{Rule: name, Key: keys[i]}
+	}
+	d, err := l.lim.AllowAll(ctx, n, checks...)
+	if err != nil {
+		return d, 0, err
+	}
+	// AllowAll's decision is the most restrictive one; each rule's own
+	// state, for its RateLimit item, is a Peek (no count). The binding
+	// rule is the one whose Limit the decision carries with the least
+	// remaining.
+	bind, least := 0, int64(-1)
+	for i, name := range rt.names {
+		p, err := l.lim.Peek(name, keys[i])
+		if err != nil {
+			return d, 0, err
+		}
+		item := sluice.Decision{Allowed: true, Limit: p.Limit, Remaining: p.Remaining, ResetAfter: p.ResetAfter}
+		if rt.shadow[i] && d.Shadowed() && p.Remaining < n {
+			item.RetryAfter = d.RetryAfter // a shadow rule that would have denied
+		}
+		if fields[i], err = httplimit.RateLimitField(name, item); err != nil {
+			return d, 0, err
+		}
+		if p.Limit == d.Limit && (least < 0 || p.Remaining < least) {
+			bind, least = i, p.Remaining
+		}
+	}
+	return d, bind, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +14,13 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/grpclimit"
@@ -28,6 +31,15 @@ import (
 // interceptors of cfg on a loopback port and returns a real client to it.
 func start(t *testing.T, cfg grpclimit.Config) healthpb.HealthClient {
 	t.Helper()
+	return healthpb.NewHealthClient(serve(t, cfg, nil, nil))
+}
+
+// serve runs a real grpc.Server, with the health service and the test's
+// Echo service behind the interceptors of cfg, on a loopback TCP port, and
+// returns a real connection to it. creds, if not nil, are the server's
+// transport credentials and dial's the client's (nil: insecure).
+func serve(t *testing.T, cfg grpclimit.Config, creds credentials.TransportCredentials, dial credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
 	if cfg.ErrorMode == 0 {
 		cfg.ErrorMode = grpclimit.ErrorReject
 	}
@@ -35,16 +47,62 @@ func start(t *testing.T, cfg grpclimit.Config) healthpb.HealthClient {
 	require.NoError(t, err)
 	stream, err := grpclimit.StreamServerInterceptor(cfg)
 	require.NoError(t, err)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
+	opts := []grpc.ServerOption{grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream)}
+	if creds != nil {
+		opts = append(opts, grpc.Creds(creds))
+	}
+	srv := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
+	srv.RegisterService(&echoDesc, struct{}{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if dial == nil {
+		dial = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(dial))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	return healthpb.NewHealthClient(conn)
+	return conn
+}
+
+// echoDesc is a service without generated code: sluice.test.Echo, whose
+// methods Say and Shout return their google.protobuf.StringValue.
+var echoDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.test.Echo",
+	HandlerType: (*any)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Say", Handler: echo("Say")}, {MethodName: "Shout", Handler: echo("Shout")}},
+}
+
+func echo(method string) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		in := new(wrapperspb.StringValue)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		h := func(_ context.Context, req any) (any, error) { return req, nil }
+		if interceptor == nil {
+			return h(ctx, in)
+		}
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/sluice.test.Echo/" + method}, h)
+	}
+}
+
+// call invokes a unary method of conn (a health Check or an Echo method)
+// and returns its status code and header metadata.
+func call(t *testing.T, ctx context.Context, conn *grpc.ClientConn, method string) (*status.Status, metadata.MD) {
+	t.Helper()
+	var hdr metadata.MD
+	var err error
+	if strings.HasPrefix(method, "/grpc.health.v1.Health/") {
+		err = conn.Invoke(ctx, method, &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{}, grpc.Header(&hdr))
+	} else {
+		err = conn.Invoke(ctx, method, wrapperspb.String("hi"), new(wrapperspb.StringValue), grpc.Header(&hdr))
+	}
+	st, ok := status.FromError(err)
+	require.True(t, ok, "%v", err)
+	return st, hdr
 }
 
 func newLimiter(t *testing.T, rules ...policy.Rule) *sluice.Limiter {

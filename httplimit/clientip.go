@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -59,7 +60,32 @@ type ClientIP struct {
 	// IPv4Prefix is the prefix length IPv4 addresses are grouped by. 0 means
 	// 32, each address on its own.
 	IPv4Prefix int
+	// AllowBroadIdentity accepts the settings that Key and Addr otherwise
+	// refuse because they hand identity to the clients or put a large part
+	// of the internet under one key: a TrustedProxies prefix shorter than
+	// /8 (IPv4) or /16 (IPv6), such as 0.0.0.0/0 or ::/0 (nearly every peer
+	// is then a trusted proxy, so nearly every client writes its own key
+	// into the header); an IPv4Prefix below 16 or an IPv6Prefix below 32
+	// (one key for tens of thousands of IPv4 addresses, or for what
+	// regional registries hand out to whole providers). Set it only for
+	// such a network on purpose, such as a service reached only through a
+	// private network whose every address is a proxy you run.
+	AllowBroadIdentity bool
 }
+
+// The narrowest settings ClientIP accepts without AllowBroadIdentity.
+const (
+	// minTrustedIPv4Bits and minTrustedIPv6Bits bound a trusted proxy
+	// range: a /8 (IPv4) or /16 (IPv6) is already a large network of one
+	// operator; shorter ranges span operators.
+	minTrustedIPv4Bits = 8
+	minTrustedIPv6Bits = 16
+	// minIPv4Prefix and minIPv6Prefix bound the grouping: a /16 is 65,536
+	// IPv4 addresses; a /32 is the smallest allocation a registry makes
+	// to a provider (which hands its customers a /48 to a /64).
+	minIPv4Prefix = 16
+	minIPv6Prefix = 32
+)
 
 // PeerIP returns a KeyFunc that keys a request by its peer address
 // (RemoteAddr), IPv6 addresses grouped by their /64. It is ClientIP{}.Key.
@@ -74,7 +100,10 @@ func PeerIP() KeyFunc {
 // prefix is the whole address, else the prefix ("2001:db8:1:2::/64"). A
 // request whose client address cannot be found (a RemoteAddr that is not
 // an address, as with a Unix socket; a trusted proxy's header that names no
-// address) has no identity.
+// address) has no identity. The error says what is wrong with c: among
+// others a trusted range or a grouping so broad that clients would pick
+// their own keys or share one with much of the internet (see
+// AllowBroadIdentity).
 func (c ClientIP) Key() (KeyFunc, error) {
 	r, err := c.resolver()
 	if err != nil {
@@ -114,9 +143,24 @@ func (c ClientIP) resolver() (*resolver, error) {
 	if r.v4 < 1 || r.v4 > 32 {
 		return nil, fmt.Errorf("httplimit: ClientIP.IPv4Prefix %d: use 1 to 32 (0 means 32)", c.IPv4Prefix)
 	}
+	if !c.AllowBroadIdentity {
+		if r.v6 < minIPv6Prefix {
+			return nil, fmt.Errorf("httplimit: ClientIP.IPv6Prefix %d puts every IPv6 client of a /%d, a whole provider's network or more, under one key: use %d to 128 (0 means %d), or set AllowBroadIdentity if that is meant", c.IPv6Prefix, r.v6, minIPv6Prefix, DefaultIPv6Prefix)
+		}
+		if r.v4 < minIPv4Prefix {
+			return nil, fmt.Errorf("httplimit: ClientIP.IPv4Prefix %d puts the %d IPv4 addresses of a /%d under one key: use %d to 32 (0 means 32), or set AllowBroadIdentity if that is meant", c.IPv4Prefix, uint64(1)<<(32-r.v4), r.v4, minIPv4Prefix)
+		}
+	}
 	for _, p := range c.TrustedProxies {
 		if !p.IsValid() {
 			return nil, fmt.Errorf("httplimit: ClientIP.TrustedProxies holds an invalid prefix: build them with netip.MustParsePrefix")
+		}
+		least := minTrustedIPv4Bits
+		if p.Addr().Is6() {
+			least = minTrustedIPv6Bits
+		}
+		if p.Bits() < least && !c.AllowBroadIdentity {
+			return nil, fmt.Errorf("httplimit: ClientIP.TrustedProxies holds %v: a range shorter than /%d trusts peers across the internet, each of which could then write its own key into %s; list your proxies' own addresses (or set AllowBroadIdentity if every address in it is a proxy you run)", p, least, cmp.Or(c.Header, "the forwarding header"))
 		}
 		r.trusted = append(r.trusted, p.Masked())
 	}

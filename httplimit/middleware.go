@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -88,8 +89,10 @@ type Config struct {
 	ReportError func(r *http.Request, err error)
 	// OnNoIdentity writes the response to a request whose client the key
 	// function cannot name (the error wraps ErrNoIdentity or
-	// ErrKeyTooLong); nil means 400 Bad Request with a problem+json body.
-	// Such a request is never checked under a shared key.
+	// ErrKeyTooLong); nil means 400 Bad Request with a problem+json body
+	// that repeats nothing of err (which may quote a forwarding header or
+	// name a trusted proxy): err goes to slog.Default at Debug. Such a
+	// request is never checked under a shared key.
 	OnNoIdentity func(w http.ResponseWriter, r *http.Request, err error)
 	// Deny writes the response to a denied request; nil means 429 Too Many
 	// Requests with a problem+json body (see Problem). The rate-limit
@@ -418,11 +421,22 @@ func (m *middleware) defaultOnError(w http.ResponseWriter, r *http.Request, err 
 	}.Write(w)
 }
 
+// defaultOnNoIdentity answers 400. The body never repeats err: it may
+// quote a forwarding header or name a trusted proxy's address, which are
+// not the client's to see. The detail goes to slog.Default at Debug (a
+// client without identity is routine, and would otherwise log a line per
+// request).
 func (m *middleware) defaultOnNoIdentity(w http.ResponseWriter, r *http.Request, err error) {
+	detail := "the request does not identify its client"
+	if errors.Is(err, ErrKeyTooLong) {
+		detail = "the client's key is longer than the rate limiter accepts"
+	}
+	slog.Default().LogAttrs(r.Context(), slog.LevelDebug, "httplimit: request without client identity",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	Problem{
 		Type:   "about:blank",
 		Title:  http.StatusText(http.StatusBadRequest),
 		Status: http.StatusBadRequest,
-		Detail: "the request does not identify its client: " + err.Error(),
+		Detail: detail,
 	}.Write(w)
 }
