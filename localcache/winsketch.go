@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/window"
 )
@@ -215,3 +216,15 @@ func (s *winSketch) takeBack(key string, now, n int64) {
 
 // bytes returns the sketch's size in bytes.
 func (s *winSketch) bytes() int { return len(s.cells) * 8 }
+
+// resetAt is Table.ResetAt for a key without an entry: the newest bucket
+// holding a count in the key's cells is the oldest of the rows' newest (a
+// row without a count in a bucket proves the key has none there).
+func (s *winSketch) resetAt(key string, now int64) time.Duration {
+	b := s.bases(key)
+	reset := time.Duration(math.MaxInt64)
+	for _, base := range b {
+		reset = min(reset, s.geo.ResetAt(now, func(j int64) int64 { return s.count(base, j) }))
+	}
+	return reset
+}
