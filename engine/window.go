@@ -285,7 +285,10 @@ func (w *windowRule) localTicked(v localcache.Verdict, key string) Result {
 // (localcache.Table.ResetAt), which a denial does not move, and never
 // before RetryAfter.
 func (w *windowRule) denied(v localcache.Verdict, key string, now int64) Result {
-	reset := w.table.ResetAt(key, now)
+	reset := v.Reset // computed on the entry, if the table had it in hand
+	if reset <= 0 {
+		reset = w.table.ResetAt(key, now)
+	}
 	ra := retry(v.RetryAfter, reset)
 	return Result{Remaining: v.Remaining, ResetAfter: max(reset, ra), RetryAfter: ra}
 }

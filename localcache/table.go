@@ -229,6 +229,11 @@ func (t *Table) ResetAt(key string, now int64) time.Duration {
 		}
 		return 0
 	}
+	return t.resetOf(e, now)
+}
+
+// resetOf is ResetAt for the key of entry e.
+func (t *Table) resetOf(e *hdr, now int64) time.Duration {
 	k := t.geo.Index(now)
 	s := t.slotOf(k)
 	return t.geo.ResetAt(now, func(j int64) int64 {
