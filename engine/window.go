@@ -250,8 +250,9 @@ func (w *windowRule) applyFleet() {
 // Peek returns what a check of one unit would see, counting nothing.
 func (w *windowRule) Peek(key string) Result {
 	now := w.now()
-	rem := max(w.table.Room(key, now), 0)
-	return Result{Allowed: rem >= 1, Remaining: rem, ResetAfter: w.table.ResetAt(key, now)}
+	rem, reset := w.table.RoomReset(key, now)
+	rem = max(rem, 0)
+	return Result{Allowed: rem >= 1, Remaining: rem, ResetAfter: reset}
 }
 
 // clock returns the time a check is decided at, and its ResetAfter.

@@ -44,6 +44,8 @@ const (
 	// HeaderRetryAfter is Retry-After on a denial, in whole seconds. A
 	// blocked client (a Deny rule or tier) is not told to retry.
 	HeaderRetryAfter
+
+	allHeaders = HeaderRateLimitPolicy | HeaderRateLimit | HeaderXRateLimit | HeaderRetryAfter
 )
 
 // Canonical header names (http.CanonicalHeaderKey of the field names).
@@ -139,7 +141,10 @@ type item struct {
 // the legacy trio from items[bind] (none if bind < 0), and Retry-After
 // from d, the request's decision, on a denial that a retry can lift.
 func setHeaders(h http.Header, set Headers, items []item, bind int, d sluice.Decision, now time.Time) {
-	var buf [256]byte
+	if set&allHeaders == 0 {
+		return
+	}
+	var buf [224]byte
 	b := buf[:0]
 	var ends [6]int
 	var keys [6]string

@@ -343,8 +343,19 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if rt.cost != nil {
 		n = rt.cost(r)
 	}
+	if len(rt.names) == 1 {
+		var one [1]item // not the eight a layered route needs: zeroed per request
+		m.finish(next, w, r, rt, keys, n, one[:])
+		return
+	}
 	var itemBuf [maxRules]item
-	items := itemBuf[:len(rt.names)]
+	m.finish(next, w, r, rt, keys, n, itemBuf[:len(rt.names)])
+}
+
+// finish decides a request of cost n under keys, one per rule of its route
+// rt, with room in items for each rule's state, sets the headers and
+// answers or serves it.
+func (m *middleware) finish(next http.Handler, w http.ResponseWriter, r *http.Request, rt *route, keys []string, n int64, items []item) {
 	d, bind, deny, err := m.decide(r.Context(), rt, keys, n, items)
 	if err != nil {
 		if m.report != nil {

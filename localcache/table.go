@@ -192,6 +192,21 @@ func (t *Table) Room(key string, now int64) int64 {
 	if e == nil {
 		return t.untrackedRoom(key, now)
 	}
+	return t.roomOf(e, now)
+}
+
+// RoomReset returns Room and ResetAt of key at now, with one lookup (a
+// Peek).
+func (t *Table) RoomReset(key string, now int64) (int64, time.Duration) {
+	e := t.m.Load(key)
+	if e == nil {
+		return t.untrackedRoom(key, now), t.ResetAt(key, now)
+	}
+	return t.roomOf(e, now), t.resetOf(e, now)
+}
+
+// roomOf is Room for the key of entry e.
+func (t *Table) roomOf(e *hdr, now int64) int64 {
 	k := t.geo.Index(now)
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
