@@ -54,72 +54,79 @@ func noRateLimitHeaders(t *testing.T, h http.Header, at string) {
 	}
 }
 
-// tieredRule is a rule of limit per window with a tier of 40 ("gold"), an
-// Unlimited tier ("vip") and a Deny tier ("bad").
-func tieredRule(limit int64, window time.Duration) policy.Rule {
-	return policy.Rule{Name: "api", Limit: limit, Window: window, Overrides: []policy.Override{
+// tieredRule is a rule of algorithm a, limit per window, with a tier of 40
+// ("gold"), an Unlimited tier ("vip") and a Deny tier ("bad").
+func tieredRule(a policy.Algorithm, limit int64, window time.Duration) policy.Rule {
+	return policy.Rule{Name: "api", Limit: limit, Window: window, Algorithm: a, Overrides: []policy.Override{
 		{Tier: "gold", Keys: []string{"gold-1"}, Limit: 40},
 		{Tier: "vip", Keys: []string{"vip"}, Unlimited: true},
 		{Tier: "bad", Keys: []string{"bad"}, Deny: true},
 	}}
 }
 
-// TestHeadersFollowTiersAndReloads: every response tells its client the
-// limit in force for its key (q, X-RateLimit-Limit, and r counted from it),
-// and the window in force: a tier's limit, the rule's after a reload. An
-// Unlimited key is told nothing (never r=0); a blocked key gets a 403
-// problem saying why, without a Retry-After. Every value is parsed with
-// httpsfv.
+// TestHeadersFollowTiersAndReloads: for every algorithm, every response
+// tells its client the limit in force for its key (q, X-RateLimit-Limit,
+// and r counted from it) and the window in force: a tier's limit, the
+// rule's after a reload. An Unlimited key is told nothing (never r=0); a
+// blocked key gets a 403 problem saying why, without a Retry-After. Every
+// value is parsed with httpsfv.
 func TestHeadersFollowTiersAndReloads(t *testing.T) {
 	t.Parallel()
-	lim := newLimiter(t, tieredRule(20, time.Minute))
-	url, c := limited(t, lim, httplimit.Config{Routes: oneRoute("api"), Key: xKey})
-	check := func(key string, q, w, r int64) {
-		t.Helper()
-		resp, _ := get(t, c, url, map[string]string{"X-Key": key})
-		at := "key " + key
-		require.Equal(t, http.StatusOK, resp.StatusCode, at)
-		pol := sfItem(t, resp.Header, "RateLimit-Policy")
-		assert.Equal(t, "api", pol.Value, at)
-		assert.Equal(t, q, param(t, pol, "q"), at)
-		assert.Equal(t, w, param(t, pol, "w"), at)
-		rl := sfItem(t, resp.Header, "RateLimit")
-		assert.Equal(t, r, param(t, rl, "r"), at)
-		assert.Equal(t, q, sfInteger(t, resp.Header, "X-RateLimit-Limit"), at)
-		assert.Equal(t, r, sfInteger(t, resp.Header, "X-RateLimit-Remaining"), at)
+	for _, a := range []policy.Algorithm{policy.SlidingWindow, policy.WeightedWindow, policy.FixedWindow, policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			lim := newLimiter(t, tieredRule(a, 20, time.Minute))
+			url, c := limited(t, lim, httplimit.Config{Routes: oneRoute("api"), Key: xKey})
+			check := func(key string, q, w, r int64) {
+				t.Helper()
+				resp, _ := get(t, c, url, map[string]string{"X-Key": key})
+				at := "key " + key
+				require.Equal(t, http.StatusOK, resp.StatusCode, at)
+				pol := sfItem(t, resp.Header, "RateLimit-Policy")
+				assert.Equal(t, "api", pol.Value, at)
+				assert.Equal(t, q, param(t, pol, "q"), at)
+				assert.Equal(t, w, param(t, pol, "w"), at)
+				rl := sfItem(t, resp.Header, "RateLimit")
+				assert.Equal(t, r, param(t, rl, "r"), at)
+				assert.Equal(t, q, sfInteger(t, resp.Header, "X-RateLimit-Limit"), at)
+				assert.Equal(t, r, sfInteger(t, resp.Header, "X-RateLimit-Remaining"), at)
+			}
+			check("gold-1", 40, 60, 39)
+			check("gold-1", 40, 60, 38)
+			check("plain", 20, 60, 19)
+
+			for i := range 3 {
+				resp, _ := get(t, c, url, map[string]string{"X-Key": "vip"})
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+				noRateLimitHeaders(t, resp.Header, "unlimited, request "+strconv.Itoa(i+1))
+			}
+
+			resp, body := get(t, c, url, map[string]string{"X-Key": "bad"})
+			require.Equal(t, http.StatusForbidden, resp.StatusCode)
+			noRateLimitHeaders(t, resp.Header, "blocked")
+			p := checkProblem(t, resp, body)
+			assert.Equal(t, httplimit.DefaultBlockedProblemType, p["type"])
+			assert.Contains(t, p["detail"], `"api"`)
+
+			// A reload of the limit: the new limit; a window keeps its
+			// counts, the other algorithms' changed rules start afresh.
+			require.NoError(t, lim.SetRules(tieredRule(a, 50, time.Minute)))
+			kept := a == policy.SlidingWindow || a == policy.WeightedWindow || a == policy.FixedWindow
+			check("plain", 50, 60, map[bool]int64{true: 48, false: 49}[kept])
+			check("gold-1", 40, 60, 37) // the tier is unchanged: its counts stay
+			// A reload of the window: the new window, on new counts.
+			require.NoError(t, lim.SetRules(tieredRule(a, 50, 30*time.Second)))
+			check("plain", 50, 30, 49)
+			check("gold-1", 40, 30, 39)
+		})
 	}
-	check("gold-1", 40, 60, 39)
-	check("gold-1", 40, 60, 38)
-	check("plain", 20, 60, 19)
-
-	for i := range 3 {
-		resp, _ := get(t, c, url, map[string]string{"X-Key": "vip"})
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		noRateLimitHeaders(t, resp.Header, "unlimited, request "+strconv.Itoa(i+1))
-	}
-
-	resp, body := get(t, c, url, map[string]string{"X-Key": "bad"})
-	require.Equal(t, http.StatusForbidden, resp.StatusCode)
-	noRateLimitHeaders(t, resp.Header, "blocked")
-	p := checkProblem(t, resp, body)
-	assert.Equal(t, httplimit.DefaultBlockedProblemType, p["type"])
-	assert.Contains(t, p["detail"], `"api"`)
-
-	// A reload of the limit: the new limit, on the same counts.
-	require.NoError(t, lim.SetRules(tieredRule(50, time.Minute)))
-	check("plain", 50, 60, 48)
-	check("gold-1", 40, 60, 37)
-	// A reload of the window: the new window, on new counts.
-	require.NoError(t, lim.SetRules(tieredRule(50, 30*time.Second)))
-	check("plain", 50, 30, 49)
-	check("gold-1", 40, 30, 39)
 }
 
 // TestBlockedIsConfigurable: OnBlocked and BlockedProblemType replace the
 // default answer to a blocked client; Deny does not see it.
 func TestBlockedIsConfigurable(t *testing.T) {
 	t.Parallel()
-	lim := newLimiter(t, tieredRule(20, time.Minute))
+	lim := newLimiter(t, tieredRule(policy.SlidingWindow, 20, time.Minute))
 	url, c := limited(t, lim, httplimit.Config{Routes: oneRoute("api"), Key: xKey, BlockedProblemType: "https://example.com/banned"})
 	resp, body := get(t, c, url, map[string]string{"X-Key": "bad"})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
@@ -241,4 +248,44 @@ func TestSoftBandOnTheWire(t *testing.T) {
 		assert.EqualValues(t, max(4-(i+1), 0), param(t, rl, "r"), at)
 		assert.EqualValues(t, 4, param(t, sfItem(t, resp.Header, "RateLimit-Policy"), "q"), at)
 	}
+}
+
+// TestTimelineInDocs replays the timeline of docs/front-door.md ("What the
+// numbers mean") on a virtual clock: a SlidingWindow of 10 per 60 s in 10
+// sub-windows, 5 requests at 1 s and 5 at 14 s, then one every 3 s; each
+// denial names the reset at 78 s while Retry-After counts down to 66 s.
+func TestTimelineInDocs(t *testing.T) {
+	t.Parallel()
+	const t0 = 1_800_000_000 * int64(time.Second) // a multiple of the 6 s sub-window
+	c := &vclock{}
+	lim := clockLimiter(t, c, policy.Rule{Name: "api", Limit: 10, Window: time.Minute, Precision: 10})
+	url, hc := limited(t, lim, httplimit.Config{Routes: oneRoute("api")})
+	at := func(s int64) { c.ns.Store(t0 + s*int64(time.Second)) }
+	type answer struct{ status, r, t, retry int64 }
+	ask := func() answer {
+		resp, _ := get(t, hc, url, nil)
+		rl := sfItem(t, resp.Header, "RateLimit")
+		a := answer{status: int64(resp.StatusCode), r: param(t, rl, "r"), t: param(t, rl, "t")}
+		if resp.StatusCode != http.StatusOK {
+			a.retry = sfInteger(t, resp.Header, "Retry-After")
+		}
+		return a
+	}
+	at(1)
+	var a answer
+	for range 5 {
+		a = ask()
+	}
+	assert.Equal(t, answer{200, 5, 65, 0}, a, "1 s")
+	at(14)
+	for range 5 {
+		a = ask()
+	}
+	assert.Equal(t, answer{200, 0, 64, 0}, a, "14 s")
+	for s := int64(17); s <= 65; s += 3 {
+		at(s)
+		assert.Equal(t, answer{429, 0, 78 - s, 66 - s}, ask(), "%d s", s)
+	}
+	at(68)
+	assert.Equal(t, answer{200, 4, 64, 0}, ask(), "68 s")
 }
