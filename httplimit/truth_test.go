@@ -145,6 +145,23 @@ func TestBlockedIsConfigurable(t *testing.T) {
 	resp, _ = get(t, c, url, map[string]string{"X-Key": "bad"})
 	assert.Equal(t, http.StatusUnavailableForLegalReasons, resp.StatusCode)
 	assert.Zero(t, denied.Load())
+
+	// A Deny rule blocks every key, layered or not.
+	lim = newLimiter(t, policy.Rule{Name: "closed", Deny: true, Window: time.Minute}, policy.Rule{Name: "api", Limit: 5, Window: time.Minute})
+	url, c = limited(t, lim, httplimit.Config{Routes: []httplimit.Route{
+		{Pattern: "/one", Rules: []httplimit.Rule{{Name: "closed"}}},
+		{Pattern: "/two", Rules: []httplimit.Rule{{Name: "api"}, {Name: "closed"}}},
+	}})
+	for _, path := range []string{"/one", "/two"} {
+		resp, body := get(t, c, url+path, nil)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, path)
+		assert.Empty(t, resp.Header.Values("Retry-After"), path)
+		assert.Empty(t, resp.Header.Values("X-RateLimit-Limit"), path)
+		assert.Contains(t, checkProblem(t, resp, body)["detail"], `"closed"`, path)
+	}
+	resp, _ = get(t, c, url+"/two", nil)
+	_, rl := sfList(t, resp.Header, "RateLimit")
+	assert.EqualValues(t, 5, param(t, rl["api"], "r"), "a blocked request uses up nothing of the other rule")
 }
 
 // TestResetHeadersNeverRecede: after a client's last admission, probed every
