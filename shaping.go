@@ -1,6 +1,10 @@
 package sluice
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/engine"
+)
 
 // Soft and shadow rules (policy.Rule.Soft, policy.Rule.Shadow) are shaped
 // here, after the engine decided: the engine of a soft rule counts to
@@ -12,6 +16,10 @@ import "errors"
 // admission with its RetryAfter kept (Decision.Shadowed). A shadow rule's
 // store failure under FailClosed admits too: a dry run never denies.
 func (r *rule) shape(d Decision, err error) (Decision, error) {
+	if d.Allowed && d.Remaining < r.extra {
+		// The admission took the count past Limit: into the band.
+		d = engine.SoftBand(d)
+	}
 	d.Remaining = max(d.Remaining-r.extra, 0)
 	if !r.shadow || d.Allowed {
 		return d, err

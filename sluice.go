@@ -64,17 +64,25 @@ var (
 // engine.Decision):
 //
 //   - Allowed: whether the cost was admitted and counted.
-//   - Limit: the rule's limit per window (X-RateLimit-Limit).
+//   - Limit: the limit per window in force for the key: its override
+//     tier's, else the rule's, as the rules are now (after SetRules or a
+//     WatchFile reload); 0 for an Unlimited tier and a Deny rule or tier.
 //   - Remaining: what the window has left as this instance sees it: its own
 //     admissions plus the fleet's totals as of its last sync; never above
 //     the exact room, and at most the error budget away from the fleet's.
-//   - ResetAfter: until nothing counted now is left in the window. For a
-//     sliding window that is the window plus the rest of the current
-//     sub-window, so it can exceed Window (a 1-minute rule with 10
-//     sub-windows can say up to 1m6s).
+//   - ResetAfter: until the key's quota is whole again if nothing more is
+//     admitted (0 if it is whole now): while nothing is admitted,
+//     now+ResetAfter never moves later, and on a denial it is never before
+//     RetryAfter. For a sliding window, after an admission, that is the
+//     window plus the rest of the current sub-window, so it can exceed
+//     Window (a 1-minute rule with 10 sub-windows can say up to 1m6s).
 //   - RetryAfter: 0 when allowed; otherwise until a retry of the same cost
 //     can succeed, if nothing else is admitted meanwhile (round it up to
 //     whole seconds for Retry-After).
+//
+// Its methods: Shadowed (a shadow rule would have denied), InSoftBand
+// (admitted past Limit, in the soft band), Unlimited and Blocked (an
+// Unlimited or Deny tier decided it).
 //
 // Every check ends in an engine's Result, which AllowN turns into a Decision
 // by adding the rule's Limit.

@@ -39,17 +39,25 @@ import (
 type Decision struct {
 	// Allowed reports whether the cost was admitted.
 	Allowed bool
+	// soft: admitted past Limit, in the rule's soft band (InSoftBand).
+	soft bool
 	// Limit is the rule's limit per window.
 	Limit int64
 	// Remaining is what the window has left, as this instance sees it. For
 	// a TokenBucket or GCRA it is the whole tokens left: the largest cost
 	// admitted now.
 	Remaining int64
-	// ResetAfter is how long until the window no longer holds anything
-	// counted now. For a sliding window that is the window plus the rest of
-	// the current sub-window: a count leaves the estimate only once its
-	// whole sub-window has left the window. For a TokenBucket or GCRA it is
-	// until the bucket is full again.
+	// ResetAfter is how long until the key's quota is whole again (Limit
+	// remaining, as this instance sees it) if nothing more is admitted; 0
+	// if it is whole now. While nothing more is admitted, now+ResetAfter
+	// never moves later, and on a denial it is never before RetryAfter.
+	// For a sliding or weighted window it is until the newest sub-window
+	// holding a count has left the window (after an admission: the window
+	// plus the rest of the current sub-window, so it can exceed Window); for
+	// a fixed window the end of the window, if it holds a count; for a
+	// SlidingLog until the newest unit leaves; for a TokenBucket or GCRA
+	// until the bucket is full again. A Deny rule's denials (Blocked) have
+	// no reset: ResetAfter and RetryAfter are its Window, a hint only.
 	ResetAfter time.Duration
 	// RetryAfter is 0 when allowed; otherwise how long until a retry of the
 	// same cost can succeed, if nothing else is admitted meanwhile.

@@ -80,10 +80,11 @@ func TestLocalMatchesReference(t *testing.T) {
 				require.NoError(t, err, at)
 				require.Equal(t, want, d.Allowed, at)
 				require.Equal(t, tc.rule.Limit, d.Decision(tc.rule.Limit).Limit, at)
-				require.Equal(t, geo.ResetAfter(c.t), d.ResetAfter, at)
 				room := max(geo.Parts(c.t, ref.Count).Room(tc.rule.Limit), 0)
 				if want {
 					allowed++
+					// The admission is in the current sub-window.
+					require.Equal(t, geo.ResetAfter(c.t), d.ResetAfter, at)
 					require.Zero(t, d.RetryAfter, at)
 					require.LessOrEqual(t, d.Remaining, room, at)
 				} else {
@@ -91,6 +92,8 @@ func TestLocalMatchesReference(t *testing.T) {
 					require.Equal(t, room, d.Remaining, at)
 					ra := ref.RetryAfter(c.t, n)
 					require.Equal(t, time.Duration(ra), d.RetryAfter, at)
+					// Until the newest sub-window holding a count leaves.
+					require.Equal(t, max(geo.ResetAt(c.t, ref.Count), time.Duration(ra)), d.ResetAfter, at)
 				}
 				p := e.Peek("k")
 				require.Equal(t, room, p.Remaining, at)

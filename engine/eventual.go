@@ -29,16 +29,16 @@ func (w *eventualWindow) Check(ctx context.Context, key string, n int64) (Result
 	if w.ticked {
 		v := w.table.Allow(key, n)
 		if v.Status <= localcache.OverLimit {
-			return w.local(v, w.table.ResetAfter()), nil
+			return w.localTicked(v, key), nil
 		}
-		return w.rest(ctx, key, n, v, w.table.ResetAfter())
+		return w.rest(ctx, key, n, v, w.table.Now(), w.table.ResetAfter())
 	}
 	now, reset := w.clock()
-	return w.rest(ctx, key, n, w.table.AllowAt(key, now, n), reset)
+	return w.rest(ctx, key, n, w.table.AllowAt(key, now, n), now, reset)
 }
 
-// rest decides what the per-key state did not admit at once.
-func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localcache.Verdict, reset time.Duration) (Result, error) {
+// rest decides what the per-key state, at now, did not admit at once.
+func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localcache.Verdict, now int64, reset time.Duration) (Result, error) {
 	switch v.Status {
 	case localcache.OverCap:
 		res, _, err := w.overCap(ctx, key, n)
@@ -49,5 +49,5 @@ func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localc
 		w.counts.Add(PathFallback, OutcomeError)
 		return Result{ResetAfter: reset}, fmt.Errorf("%w: the failure mode is fail-closed", ErrStoreUnavailable)
 	}
-	return w.local(v, reset), nil
+	return w.local(v, key, now, reset), nil
 }

@@ -10,8 +10,8 @@ type localWindow struct{ windowRule }
 // Check decides n for key on the per-key state.
 func (w *localWindow) Check(_ context.Context, key string, n int64) (Result, error) {
 	if w.ticked {
-		return w.local(w.table.Allow(key, n), w.table.ResetAfter()), nil
+		return w.localTicked(w.table.Allow(key, n), key), nil
 	}
 	now, reset := w.clock()
-	return w.local(w.table.AllowAt(key, now, n), reset), nil
+	return w.local(w.table.AllowAt(key, now, n), key, now, reset), nil
 }

@@ -76,7 +76,7 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 		// (which promises the store's decision). Deny, and let the caller
 		// retry once the store has caught up.
 		w.counts.Add(PathFallback, OutcomeDenied)
-		return Result{ResetAfter: w.geo.ResetAfter(w.now()), RetryAfter: w.interval}, Receipt{}, nil
+		return Result{ResetAfter: max(w.table.ResetAt(key, w.now()), w.interval), RetryAfter: w.interval}, Receipt{}, nil
 	}
 	// An Eventual rule's check that the store did not answer in time under
 	// FailLocal is decided as if the store were down (docs/design.md, "When
@@ -90,16 +90,19 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 }
 
 // answer turns the store's answer into a Result, with the window math on
-// the totals the store decided on.
+// the totals the store decided on. A denial resets when the newest bucket
+// holding a count of the fleet's leaves the window (window.Sliding.ResetAt),
+// never before its RetryAfter.
 func (w *windowRule) answer(a syncer.Answer, n int64) Result {
-	reset := w.geo.ResetAfter(a.At)
 	d := Result{
 		Allowed:    a.Admitted,
 		Remaining:  max(w.geo.Parts(a.At, a.Count).Room(w.limit.Load())+a.Lease, 0),
-		ResetAfter: reset,
+		ResetAfter: w.geo.ResetAfter(a.At),
 	}
 	if !a.Admitted {
+		reset := w.geo.ResetAt(a.At, a.Count)
 		d.RetryAfter = retry(w.geo.RetryAfter(a.At, w.limit.Load(), n, a.Count), reset)
+		d.ResetAfter = max(reset, d.RetryAfter)
 	}
 	return d
 }
@@ -119,7 +122,7 @@ func (w *windowRule) fallbackAt(key string, n int64, cause error) (Result, Recei
 		w.counts.Add(PathFallback, OutcomeError)
 		return Result{Remaining: v.Remaining, ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
 	}
-	res := w.local(v, reset)
+	res := w.local(v, key, now, reset)
 	w.counts.Add(PathFallback, OutcomeOf(res.Allowed, nil))
 	return res, Receipt{At: now}, nil
 }

@@ -20,7 +20,7 @@ type Receipt struct {
 // find the bucket the admission went to).
 func (w *localWindow) Take(_ context.Context, key string, n int64) (Result, Receipt, error) {
 	now, reset := w.clock()
-	return w.local(w.table.AllowAt(key, now, n), reset), Receipt{At: now}, nil
+	return w.local(w.table.AllowAt(key, now, n), key, now, reset), Receipt{At: now}, nil
 }
 
 // Refund lowers the key's pending count in the bucket of the admission.
@@ -39,7 +39,7 @@ func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result,
 		w.counts.Add(PathFallback, OutcomeError)
 		return Result{ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: the failure mode is fail-closed", ErrStoreUnavailable)
 	}
-	return w.local(v, reset), Receipt{At: now}, nil
+	return w.local(v, key, now, reset), Receipt{At: now}, nil
 }
 
 // Take decides n for key in the store, as Check does.

@@ -250,8 +250,9 @@ func (w *windowRule) applyFleet() {
 // Peek returns what a check of one unit would see, counting nothing.
 func (w *windowRule) Peek(key string) Result {
 	now := w.now()
-	rem := max(w.table.Room(key, now), 0)
-	return Result{Allowed: rem >= 1, Remaining: rem, ResetAfter: w.geo.ResetAfter(now)}
+	rem, reset := w.table.RoomReset(key, now)
+	rem = max(rem, 0)
+	return Result{Allowed: rem >= 1, Remaining: rem, ResetAfter: reset}
 }
 
 // clock returns the time a check is decided at, and its ResetAfter.
@@ -260,13 +261,37 @@ func (w *windowRule) clock() (int64, time.Duration) {
 	return now, w.geo.ResetAfter(now)
 }
 
-// local turns the per-key state's verdict into a Result, for the statuses
-// decided without the store.
-func (w *windowRule) local(v localcache.Verdict, reset time.Duration) Result {
+// local turns the per-key state's verdict for key at now into a Result,
+// for the statuses decided without the store. An admission's ResetAfter is
+// reset, the geometry's for now: the admission is in the current bucket. A
+// denial's is the key's own (denied).
+func (w *windowRule) local(v localcache.Verdict, key string, now int64, reset time.Duration) Result {
 	if v.Status == localcache.Allowed {
 		return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: reset}
 	}
-	return Result{Remaining: v.Remaining, ResetAfter: reset, RetryAfter: retry(v.RetryAfter, reset)}
+	return w.denied(v, key, now)
+}
+
+// localTicked is local for a check decided at the published time, which
+// only a denial reads.
+func (w *windowRule) localTicked(v localcache.Verdict, key string) Result {
+	if v.Status == localcache.Allowed {
+		return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: w.table.ResetAfter()}
+	}
+	return w.denied(v, key, w.table.Now())
+}
+
+// denied is the Result of a denial of key at now: ResetAfter until the
+// newest bucket holding a count of the key leaves the window
+// (localcache.Table.ResetAt), which a denial does not move, and never
+// before RetryAfter.
+func (w *windowRule) denied(v localcache.Verdict, key string, now int64) Result {
+	reset := v.Reset // computed on the entry, if the table had it in hand
+	if reset <= 0 {
+		reset = w.table.ResetAt(key, now)
+	}
+	ra := retry(v.RetryAfter, reset)
+	return Result{Remaining: v.Remaining, ResetAfter: max(reset, ra), RetryAfter: ra}
 }
 
 // retry turns "never" (-1) into the reset time, the best hint there is.

@@ -18,12 +18,14 @@
 //     RateLimit-Policy and RateLimit fields (RFC 9651 structured fields,
 //     draft-ietf-httpapi-ratelimit-headers), X-RateLimit-Limit,
 //     X-RateLimit-Remaining, X-RateLimit-Reset and, on a denial,
-//     Retry-After.
+//     Retry-After; each built per response from what is in force for the
+//     key (its override tier, the rules as last reloaded).
 //   - The denial: 429 with an RFC 9457 application/problem+json body
-//     (Problem), or Config.Deny.
+//     (Problem), or Config.Deny; a blocked client (a Deny rule or tier)
+//     gets 403 without a Retry-After, or Config.OnBlocked.
 //   - A check the limiter cannot make: Config.ErrorMode, which must be set.
 //
 // An admitted request costs the middleware two allocations with headers
-// (one string holding every changing header value, one slice for them) and
-// none without.
+// (one string holding every header value, one slice for them) and none
+// without.
 package httplimit

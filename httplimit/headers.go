@@ -17,23 +17,35 @@ import (
 type Headers uint8
 
 // The headers. Config.OmitHeaders switches them off; all are sent by
-// default.
+// default. Each is built for every response from what is in force for the
+// request's keys: an override tier's limit, and the rules as the last
+// SetRules or WatchFile reload left them.
 const (
 	// HeaderRateLimitPolicy is the IETF RateLimit-Policy field: one item per
-	// rule of the route, `"name";q=Limit;w=Window-in-seconds` (w only for a
-	// window of whole seconds; the parameter sluice-shadow for a shadow
-	// rule, which is not enforced).
+	// limited rule of the route, `"name";q=Limit;w=Window-in-seconds`, the
+	// Limit in force for the key (its tier's) and w only for a window of
+	// whole seconds; the parameter sluice-shadow for a shadow rule, which is
+	// not enforced. A rule that puts no limit on the key (an Unlimited or a
+	// Deny tier) has no item; a response with no item has no field.
 	HeaderRateLimitPolicy Headers = 1 << iota
-	// HeaderRateLimit is the IETF RateLimit field: `"name";r=Remaining;t=Reset`
-	// for each rule of the route (with the parameter sluice-shadow when a
-	// shadow rule would have denied the request).
+	// HeaderRateLimit is the IETF RateLimit field:
+	// `"name";r=Remaining;t=Reset`, one item per limited rule of the route
+	// (as RateLimit-Policy), with the parameter sluice-shadow when a shadow
+	// rule would have denied the request, and sluice-soft when the request
+	// was admitted past the rule's Limit, in its soft band.
 	HeaderRateLimit
 	// HeaderXRateLimit is the legacy trio X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds),
-	// for the rule that decided the request.
+	// for the enforcing rule that binds the request: the one that denied
+	// it, else the enforcing rule with the least remaining. Never a shadow
+	// rule, nor a rule that puts no limit on the key: a route without such
+	// a rule sends no trio.
 	HeaderXRateLimit
-	// HeaderRetryAfter is Retry-After on a denial, in whole seconds.
+	// HeaderRetryAfter is Retry-After on a denial, in whole seconds. A
+	// blocked client (a Deny rule or tier) is not told to retry.
 	HeaderRetryAfter
+
+	allHeaders = HeaderRateLimitPolicy | HeaderRateLimit | HeaderXRateLimit | HeaderRetryAfter
 )
 
 // Canonical header names (http.CanonicalHeaderKey of the field names).
@@ -48,19 +60,26 @@ const (
 
 // shadowParam marks a shadow rule (policy.Rule.Shadow): in
 // RateLimit-Policy, a rule that is not enforced; in RateLimit, a rule that
-// would have denied the request it let through. A vendor parameter, as the
+// would have denied the request it let through. softParam marks, in
+// RateLimit, an admission in the rule's soft band (policy.Rule.Soft): past
+// Limit, to be denied once the band is used up. Vendor parameters, as the
 // draft asks of parameters it does not define.
-const shadowParam = "sluice-shadow"
+const (
+	shadowParam = "sluice-shadow"
+	softParam   = "sluice-soft"
+)
 
 // maxSFInteger is the largest sf-integer (RFC 9651 §3.3.1: 15 digits).
 const maxSFInteger = 999_999_999_999_999
 
 // ruleHeaders holds what the headers say about one rule that never changes:
-// its RateLimit item up to the remaining count, its limit as text.
+// its name as an sf-string, in the prefixes of its items. Its limit and
+// window are read for each response: tiers and reloads change them.
 type ruleHeaders struct {
-	shadow          bool     // policy.Rule.Shadow: a dry run
-	rateLimitPrefix string   // `"name";r=`
-	limit           []string // X-RateLimit-Limit, shared by every response
+	name            string // the rule's name, for Limiter.Window
+	shadow          bool   // policy.Rule.Shadow: a dry run
+	policyPrefix    string // `"name";q=`
+	rateLimitPrefix string // `"name";r=`
 }
 
 // policyItem returns the RateLimit-Policy item of a rule.
@@ -76,22 +95,15 @@ func policyItem(pr policy.Rule) httpsfv.Item {
 	return it
 }
 
-// staticHeaders serializes, once per route, the RateLimit-Policy value and
-// each rule's fixed parts, with httpsfv: the policy name is an sf-string,
-// so any rule name is written correctly.
-func staticHeaders(rules []policy.Rule) (policyValue []string, per []ruleHeaders, err error) {
-	for _, pr := range rules {
-		name, err := httpsfv.Marshal(httpsfv.NewItem(pr.Name))
-		if err != nil {
-			return nil, nil, fmt.Errorf("httplimit: rule %q: %w", pr.Name, err)
-		}
-		per = append(per, ruleHeaders{shadow: pr.Shadow, rateLimitPrefix: name + ";r=", limit: []string{strconv.FormatInt(pr.Limit, 10)}})
-	}
-	v, err := PolicyField(rules...)
+// ruleHeader serializes, once per route, a rule's fixed parts with
+// httpsfv: the name is an sf-string, so any rule name is written
+// correctly.
+func ruleHeader(pr policy.Rule) (ruleHeaders, error) {
+	name, err := httpsfv.Marshal(httpsfv.NewItem(pr.Name))
 	if err != nil {
-		return nil, nil, err
+		return ruleHeaders{}, fmt.Errorf("httplimit: rule %q: %w", pr.Name, err)
 	}
-	return []string{v}, per, nil
+	return ruleHeaders{name: pr.Name, shadow: pr.Shadow, policyPrefix: name + ";q=", rateLimitPrefix: name + ";r="}, nil
 }
 
 // seconds rounds d up to whole seconds, at least min.
@@ -103,37 +115,71 @@ func seconds(d time.Duration, min int64) int64 {
 	return s
 }
 
-// sfInt clamps n to an sf-integer ≥ 0. The parameters r and t are
+// sfInt clamps n to an sf-integer ≥ 0. The parameters q, w, r and t are
 // sf-integers: RFC 9651 §4.1.4 serializes one as its decimal digits, which
-// is what strconv.AppendInt writes for a value in range. Only these two
-// numbers are written per request; everything else of the field was
-// serialized by httpsfv in staticHeaders.
+// is what strconv.AppendInt writes for a value in range. Only the numbers
+// and the flags are written per request; the names were serialized by
+// httpsfv in ruleHeader.
 func sfInt(n int64) int64 {
 	return min(max(n, 0), maxSFInteger)
 }
 
-// item is one rule's state for the RateLimit field.
+// item is one rule's state for a response.
 type item struct {
 	rh        *ruleHeaders
+	limit     int64         // in force for the key; 0: no limit on it (no item)
+	window    time.Duration // in force
 	remaining int64
 	reset     time.Duration
 	shadowed  bool // a shadow rule that would have denied
+	soft      bool // admitted in the soft band
 }
 
-// setDynamic sets the headers that change with each decision, in one
-// string and one []string for all of them (two allocations per response):
-// RateLimit with one item per rule in items, and the legacy headers and
-// Retry-After from d, the decision of the rule bind.
-func setDynamic(h http.Header, set Headers, items []item, bind *ruleHeaders, d sluice.Decision, now time.Time) {
-	var buf [192]byte
+// setHeaders sets the response's rate-limit headers, in one string and one
+// []string for all of them (two allocations per response):
+// RateLimit-Policy and RateLimit with one item per limited rule in items,
+// the legacy trio from items[bind] (none if bind < 0), and Retry-After
+// from d, the request's decision, on a denial that a retry can lift.
+func setHeaders(h http.Header, set Headers, items []item, bind int, d sluice.Decision, now time.Time) {
+	if set&allHeaders == 0 {
+		return
+	}
+	var buf [224]byte
 	b := buf[:0]
-	var ends [4]int
-	var keys [4]string
+	var ends [6]int
+	var keys [6]string
 	n := 0
 	mark := func(k string) { keys[n], ends[n] = k, len(b); n++ }
+	if set&HeaderRateLimitPolicy != 0 {
+		start := len(b)
+		for _, it := range items {
+			if it.limit <= 0 {
+				continue
+			}
+			if len(b) > start {
+				b = append(b, ", "...)
+			}
+			b = append(b, it.rh.policyPrefix...)
+			b = strconv.AppendInt(b, sfInt(it.limit), 10)
+			if it.window%time.Second == 0 {
+				b = append(b, ";w="...)
+				b = strconv.AppendInt(b, sfInt(int64(it.window/time.Second)), 10)
+			}
+			if it.rh.shadow {
+				b = append(b, ";"+shadowParam...)
+			}
+		}
+		if len(b) > start {
+			mark(hPolicy)
+		}
+	}
 	if set&HeaderRateLimit != 0 {
-		for i, it := range items {
-			if i > 0 {
+		start := len(b)
+		for _, it := range items {
+			if it.limit <= 0 {
+				continue
+			}
+			if len(b) > start {
 				b = append(b, ", "...)
 			}
 			b = append(b, it.rh.rateLimitPrefix...)
@@ -143,16 +189,24 @@ func setDynamic(h http.Header, set Headers, items []item, bind *ruleHeaders, d s
 			if it.shadowed {
 				b = append(b, ";"+shadowParam...)
 			}
+			if it.soft {
+				b = append(b, ";"+softParam...)
+			}
 		}
-		mark(hRateLimit)
+		if len(b) > start {
+			mark(hRateLimit)
+		}
 	}
-	if set&HeaderXRateLimit != 0 {
-		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+	if set&HeaderXRateLimit != 0 && bind >= 0 {
+		it := &items[bind]
+		b = strconv.AppendInt(b, it.limit, 10)
+		mark(hXLimit)
+		b = strconv.AppendInt(b, max(it.remaining, 0), 10)
 		mark(hXRemaining)
-		b = strconv.AppendInt(b, now.Add(d.ResetAfter+time.Second-1).Unix(), 10)
+		b = strconv.AppendInt(b, now.Add(it.reset+time.Second-1).Unix(), 10)
 		mark(hXReset)
 	}
-	if !d.Allowed && set&HeaderRetryAfter != 0 {
+	if !d.Allowed && !d.Blocked() && set&HeaderRetryAfter != 0 {
 		b = strconv.AppendInt(b, seconds(d.RetryAfter, 1), 10)
 		mark(hRetryAfter)
 	}
@@ -166,8 +220,5 @@ func setDynamic(h http.Header, set Headers, items []item, bind *ruleHeaders, d s
 		vals[i] = s[start:ends[i]]
 		start = ends[i]
 		h[keys[i]] = vals[i : i+1 : i+1]
-	}
-	if set&HeaderXRateLimit != 0 {
-		h[hXLimit] = bind.limit
 	}
 }

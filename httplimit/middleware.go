@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/policy"
 )
 
 // Rule is one limiter rule a route checks.
@@ -96,8 +95,17 @@ type Config struct {
 	OnNoIdentity func(w http.ResponseWriter, r *http.Request, err error)
 	// Deny writes the response to a denied request; nil means 429 Too Many
 	// Requests with a problem+json body (see Problem). The rate-limit
-	// headers and Retry-After are already set on w.
+	// headers and Retry-After are already set on w. A blocked client is
+	// answered by OnBlocked instead.
 	Deny func(w http.ResponseWriter, r *http.Request, d Denial)
+	// OnBlocked writes the response to a request denied outright, by a Deny
+	// rule or a Deny override tier (sluice.Decision.Blocked): no wait lifts
+	// such a denial, so no Retry-After is set. nil means 403 Forbidden
+	// with a problem+json body of type BlockedProblemType.
+	OnBlocked func(w http.ResponseWriter, r *http.Request, d Denial)
+	// BlockedProblemType is the type URI of the default OnBlocked's problem
+	// body; empty means DefaultBlockedProblemType.
+	BlockedProblemType string
 	// OmitHeaders lists the headers not to send; by default all are sent.
 	OmitHeaders Headers
 	// ProblemType is the type URI of the default denial's problem body;
@@ -105,18 +113,22 @@ type Config struct {
 	ProblemType string
 }
 
+// DefaultBlockedProblemType is the problem type of the default answer to a
+// blocked client (Config.OnBlocked): the section of the front-door manual
+// that says why such a client is refused and that waiting does not help.
+const DefaultBlockedProblemType = "https://github.com/sluicehq/sluice/blob/main/docs/front-door.md#blocked-clients"
+
 // maxRules is the most rules a route may layer (AllowAll decides up to 8
 // checks without allocating).
 const maxRules = 8
 
 // route is a checked Route.
 type route struct {
-	pattern     string
-	names       []string
-	keys        []KeyFunc
-	cost        func(*http.Request) int64
-	policyValue []string
-	per         []ruleHeaders
+	pattern string
+	names   []string
+	keys    []KeyFunc
+	cost    func(*http.Request) int64
+	per     []ruleHeaders
 }
 
 // middleware is a checked Config.
@@ -132,7 +144,9 @@ type middleware struct {
 	report      func(*http.Request, error)
 	onNoID      func(http.ResponseWriter, *http.Request, error)
 	deny        func(http.ResponseWriter, *http.Request, Denial)
+	blocked     func(http.ResponseWriter, *http.Request, Denial)
 	problemType string
+	blockedType string
 }
 
 // routeHandler marks a route in the middleware's ServeMux, which only
@@ -185,10 +199,18 @@ func newMiddleware(cfg Config) (m *middleware, err error) {
 		report:      cfg.ReportError,
 		onNoID:      cfg.OnNoIdentity,
 		deny:        cfg.Deny,
+		blocked:     cfg.OnBlocked,
 		problemType: cfg.ProblemType,
+		blockedType: cfg.BlockedProblemType,
 	}
 	if m.problemType == "" {
 		m.problemType = "about:blank"
+	}
+	if m.blockedType == "" {
+		m.blockedType = DefaultBlockedProblemType
+	}
+	if m.blocked == nil {
+		m.blocked = m.defaultBlocked
 	}
 	if m.onError == nil {
 		m.onError = m.defaultOnError
@@ -259,7 +281,6 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(cr.Rules), maxRules)
 	}
 	rt := &route{pattern: cr.Pattern, cost: cr.Cost}
-	var specs []policy.Rule
 	for i, r := range cr.Rules {
 		for _, o := range cr.Rules[:i] {
 			if o.Name == r.Name && o.Key == nil && r.Key == nil {
@@ -274,13 +295,15 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 		if k == nil {
 			k = key
 		}
+		rh, err := ruleHeader(pr)
+		if err != nil {
+			return nil, err
+		}
 		rt.names = append(rt.names, pr.Name)
 		rt.keys = append(rt.keys, k)
-		specs = append(specs, pr)
+		rt.per = append(rt.per, rh)
 	}
-	var err error
-	rt.policyValue, rt.per, err = staticHeaders(specs)
-	return rt, err
+	return rt, nil
 }
 
 // match returns the route of r, or nil. A request that a ServeMux has
@@ -323,9 +346,20 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if rt.cost != nil {
 		n = rt.cost(r)
 	}
+	if len(rt.names) == 1 {
+		var one [1]item // not the eight a layered route needs: zeroed per request
+		m.finish(next, w, r, rt, keys, n, one[:])
+		return
+	}
 	var itemBuf [maxRules]item
-	items := itemBuf[:len(rt.names)]
-	d, bind, err := m.decide(r.Context(), rt, keys, n, items)
+	m.finish(next, w, r, rt, keys, n, itemBuf[:len(rt.names)])
+}
+
+// finish decides a request of cost n under keys, one per rule of its route
+// rt, with room in items for each rule's state, sets the headers and
+// answers or serves it.
+func (m *middleware) finish(next http.Handler, w http.ResponseWriter, r *http.Request, rt *route, keys []string, n int64, items []item) {
+	d, bind, deny, err := m.decide(r.Context(), rt, keys, n, items)
 	if err != nil {
 		if m.report != nil {
 			m.report(r, err)
@@ -337,13 +371,14 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		m.onError(w, r, err)
 		return
 	}
-	h := w.Header()
-	if m.set&HeaderRateLimitPolicy != 0 {
-		h[hPolicy] = rt.policyValue
-	}
-	setDynamic(h, m.set, items, &rt.per[bind], d, time.Now())
+	setHeaders(w.Header(), m.set, items, bind, d, time.Now())
 	if !d.Allowed {
-		m.deny(w, r, Denial{Rule: rt.names[bind], Decision: d})
+		dn := Denial{Rule: rt.names[max(deny, 0)], Decision: d}
+		if d.Blocked() {
+			m.blocked(w, r, dn)
+			return
+		}
+		m.deny(w, r, dn)
 		return
 	}
 	next.ServeHTTP(w, r)
@@ -366,39 +401,88 @@ func (m *middleware) key(fn KeyFunc, r *http.Request) (string, error) {
 
 // decide checks cost n against the route's rules under keys (one per rule),
 // all or none (Limiter.AllowAll: a denial by one rule consumes nothing from
-// the others), and returns the decision that binds and the index of its
-// rule. For the RateLimit field it fills items with each rule's state.
-func (m *middleware) decide(ctx context.Context, rt *route, keys []string, n int64, items []item) (sluice.Decision, int, error) {
+// the others), and returns the request's decision, the index of the rule
+// whose state the legacy headers give (bind: the enforcing rule that binds,
+// -1 if none does) and of the rule that denied it (deny, -1 if admitted).
+// It fills items with each rule's state, for the RateLimit fields.
+func (m *middleware) decide(ctx context.Context, rt *route, keys []string, n int64, items []item) (d sluice.Decision, bind, deny int, err error) {
 	if len(rt.names) == 1 {
-		d, err := m.lim.AllowN(ctx, rt.names[0], keys[0], n)
-		items[0] = item{rh: &rt.per[0], remaining: d.Remaining, reset: d.ResetAfter, shadowed: d.Shadowed()}
-		return d, 0, err
+		d, err = m.lim.AllowN(ctx, rt.names[0], keys[0], n)
+		items[0] = m.item(&rt.per[0], d)
+		items[0].shadowed, items[0].soft = d.Shadowed(), d.InSoftBand()
+		bind, deny = 0, -1
+		if rt.per[0].shadow || d.Limit == 0 {
+			bind = -1 // a dry run, or no limit on the key
+		}
+		if !d.Allowed {
+			deny = 0
+		}
+		return d, bind, deny, err
 	}
 	var buf [maxRules]sluice.Check
 	checks := buf[:len(rt.names)]
 	for i, name := range rt.names {
 		checks[i] = sluice.Check{Rule: name, Key: keys[i]}
 	}
-	d, err := m.lim.AllowAll(ctx, n, checks...)
+	d, err = m.lim.AllowAll(ctx, n, checks...)
 	if err != nil {
-		return d, 0, err
+		return d, -1, -1, err
 	}
 	// AllowAll's decision is the most restrictive one; each rule's own
-	// state, for its RateLimit item, is a Peek (no count).
-	bind, least := 0, int64(-1)
+	// state is a Peek (no count). The legacy headers speak of an enforcing
+	// rule: on a denial the one that denied (its Limit is the decision's),
+	// else the one with the least remaining.
+	bind, deny = -1, -1
+	least := int64(-1)
 	for i, name := range rt.names {
 		p, err := m.lim.Peek(name, keys[i])
 		if err != nil {
-			return d, 0, err
+			return d, -1, -1, err
 		}
-		it := item{rh: &rt.per[i], remaining: p.Remaining, reset: p.ResetAfter}
+		it := m.item(&rt.per[i], p)
 		it.shadowed = rt.per[i].shadow && d.Shadowed() && p.Remaining < n
+		it.soft = p.InSoftBand() || d.InSoftBand() && p.Limit == d.Limit && p.Remaining == 0
 		items[i] = it
-		if p.Limit == d.Limit && (least < 0 || p.Remaining < least) {
+		if rt.per[i].shadow || p.Limit == 0 || !d.Allowed && p.Limit != d.Limit {
+			continue
+		}
+		if least < 0 || p.Remaining < least {
 			bind, least = i, p.Remaining
 		}
 	}
-	return d, bind, nil
+	if !d.Allowed {
+		deny = bind
+		if bind >= 0 {
+			// The denial's own state: its reset is never before its
+			// RetryAfter.
+			items[bind].remaining, items[bind].reset = d.Remaining, d.ResetAfter
+		} else {
+			deny = m.blockedRule(rt, keys)
+		}
+	}
+	return d, bind, deny, nil
+}
+
+// item is a rule's state for a response from its decision d: the limit in
+// force for the key, the rule's window in force (read only when
+// RateLimit-Policy is sent).
+func (m *middleware) item(rh *ruleHeaders, d sluice.Decision) item {
+	it := item{rh: rh, limit: d.Limit, remaining: d.Remaining, reset: d.ResetAfter}
+	if m.set&HeaderRateLimitPolicy != 0 && d.Limit > 0 {
+		it.window, _ = m.lim.Window(rh.name)
+	}
+	return it
+}
+
+// blockedRule returns the index of the rule that blocks keys (a Deny rule
+// or tier: Limit 0, denied), for the Denial; 0 if none says so any more.
+func (m *middleware) blockedRule(rt *route, keys []string) int {
+	for i, name := range rt.names {
+		if p, err := m.lim.Peek(name, keys[i]); err == nil && p.Blocked() {
+			return i
+		}
+	}
+	return 0
 }
 
 func (m *middleware) defaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
@@ -409,6 +493,15 @@ func (m *middleware) defaultDeny(w http.ResponseWriter, r *http.Request, d Denia
 		Status:     http.StatusTooManyRequests,
 		Detail:     "rate limit " + strconv.Quote(d.Rule) + " exceeded: retry in " + strconv.FormatInt(retry, 10) + "s",
 		RetryAfter: retry,
+	}.Write(w)
+}
+
+func (m *middleware) defaultBlocked(w http.ResponseWriter, r *http.Request, d Denial) {
+	Problem{
+		Type:   m.blockedType,
+		Title:  "Blocked by rate limit policy",
+		Status: http.StatusForbidden,
+		Detail: "rate limit " + strconv.Quote(d.Rule) + " admits no request from this client: waiting does not help",
 	}.Write(w)
 }
 

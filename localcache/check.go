@@ -28,7 +28,7 @@ func (t *Table) Allow(key string, n int64) Verdict {
 		if n == 1 {
 			if rw := e.room.Load(); tagOf(rw) == tag {
 				if ra := t.deniedUntil(rw); ra > 0 {
-					return Verdict{Status: OverLimit, RetryAfter: ra}
+					return Verdict{Status: OverLimit, RetryAfter: ra, Reset: t.resetOf(e, t.now.Load())}
 				}
 			}
 		}

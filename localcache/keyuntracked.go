@@ -232,13 +232,14 @@ func (t *LogTable) sketchRoom(key string, now int64) int64 {
 	return t.limit
 }
 
-// sketchReset is the ResetAfter of a key without an entry that has room
-// left at now: until the sketch's window has passed, if it counts any.
-func (t *LogTable) sketchReset(room, now int64) time.Duration {
-	if room >= t.limit {
-		return 0
+// sketchReset is the ResetAfter of a key without an entry at now: until
+// the newest bucket the sketch counts for it leaves the sketch's window (0
+// if none, or no sketch).
+func (t *LogTable) sketchReset(key string, now int64) time.Duration {
+	if s := t.strangers.Load(); s != nil {
+		return s.resetAt(key, now)
 	}
-	return t.geo.ResetAfter(now)
+	return 0
 }
 
 // untracked decides cost n at now for key, which t does not track.
@@ -246,11 +247,11 @@ func (t *LogTable) untracked(key string, now, n int64) Outcome {
 	s := t.sketch()
 	if n < 1 || n > t.limit {
 		rem := t.sketchRoom(key, now)
-		return Outcome{Remaining: rem, ResetAfter: t.sketchReset(rem, now), RetryAfter: -1}
+		return Outcome{Remaining: rem, ResetAfter: t.sketchReset(key, now), RetryAfter: -1}
 	}
 	v := s.decide(key, now, n, t.limit)
 	if v.Status != Allowed {
-		return Outcome{Remaining: v.Remaining, ResetAfter: t.geo.ResetAfter(now), RetryAfter: v.RetryAfter}
+		return Outcome{Remaining: v.Remaining, ResetAfter: max(s.resetAt(key, now), v.RetryAfter), RetryAfter: v.RetryAfter}
 	}
 	if o, ok := t.carry(key, now, n); ok {
 		if !o.Allowed {

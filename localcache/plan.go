@@ -231,6 +231,7 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 		return v, true
 	}
 	v.Status = OverLimit
+	v.Reset = t.resetOf(e, now)
 	if cur > p.room {
 		v.RetryAfter = t.geo.RetryAfter(now, t.limit.Load(), n, func(j int64) int64 {
 			si := t.slotOf(j)

@@ -209,7 +209,7 @@ func (t *LogTable) Peek(key string, now int64) Outcome {
 	}
 	// Untracked, not seeded yet, or gone: as the sketch counts it.
 	rem := t.sketchRoom(key, now)
-	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.sketchReset(rem, now)}
+	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.sketchReset(key, now)}
 }
 
 // Sweep evicts the keys with nothing left in the window at now.

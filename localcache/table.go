@@ -197,6 +197,21 @@ func (t *Table) Room(key string, now int64) int64 {
 	if e == nil {
 		return t.untrackedRoom(key, now)
 	}
+	return t.roomOf(e, now)
+}
+
+// RoomReset returns Room and ResetAt of key at now, with one lookup (a
+// Peek).
+func (t *Table) RoomReset(key string, now int64) (int64, time.Duration) {
+	e := t.m.Load(key)
+	if e == nil {
+		return t.untrackedRoom(key, now), t.ResetAt(key, now)
+	}
+	return t.roomOf(e, now), t.resetOf(e, now)
+}
+
+// roomOf is Room for the key of entry e.
+func (t *Table) roomOf(e *hdr, now int64) int64 {
 	k := t.geo.Index(now)
 	s := t.slotOf(k)
 	v := t.scan(e, k, s, t.geo.Phase(now))
@@ -215,4 +230,37 @@ func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool
 	}
 	div, est := t.unacked(e, now)
 	return est, div, true
+}
+
+// ResetAt returns how long from now until the window holds nothing of key as
+// this instance sees it (window.Sliding.ResetAt): until the newest bucket
+// holding a count of the key — this instance's pending count, the store's
+// total as last pulled, a lease — leaves the window; 0 if the window holds
+// none. While nothing more is counted for the key, now+ResetAt(key, now)
+// never moves later. A key this table does not track is read from its
+// sketch of untracked keys (a Local table's; an Eventual table's only
+// while the store is down): the newest bucket every row of the sketch
+// holds a count in, which is never older than the key's own newest.
+func (t *Table) ResetAt(key string, now int64) time.Duration {
+	e := t.m.Load(key)
+	if e == nil {
+		if s := t.strangers.Load(); s != nil {
+			return s.resetAt(key, now)
+		}
+		return 0
+	}
+	return t.resetOf(e, now)
+}
+
+// resetOf is ResetAt for the key of entry e.
+func (t *Table) resetOf(e *hdr, now int64) time.Duration {
+	k := t.geo.Index(now)
+	s := t.slotOf(k)
+	return t.geo.ResetAt(now, func(j int64) int64 {
+		si := s - int(k-j)
+		if si < 0 {
+			si += t.ring
+		}
+		return countAt(t.pend(e, si).Load(), j) + countAt(t.glob(e, si).Load(), j) + t.leaseAt(e, j)
+	})
 }

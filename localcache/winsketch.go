@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/window"
 )
@@ -154,7 +155,7 @@ func (s *winSketch) decide(key string, now, n, limit int64) Verdict {
 			for _, done := range b[:r] {
 				s.undo(done, k, n)
 			}
-			return Verdict{Status: OverLimit, RetryAfter: s.geo.ResetAfter(now)}
+			return Verdict{Status: OverLimit, RetryAfter: s.geo.ResetAfter(now), Reset: s.geo.ResetAfter(now)}
 		}
 	}
 	est, bi := s.estimate(b, now)
@@ -165,6 +166,7 @@ func (s *winSketch) decide(key string, now, n, limit int64) Verdict {
 		s.undo(base, k, n)
 	}
 	return Verdict{
+		Reset:     s.resetOf(b, now),
 		Status:    OverLimit,
 		Remaining: max0(est.Room(limit) + n),
 		RetryAfter: s.geo.RetryAfter(now, limit, n, func(j int64) int64 {
@@ -215,3 +217,19 @@ func (s *winSketch) takeBack(key string, now, n int64) {
 
 // bytes returns the sketch's size in bytes.
 func (s *winSketch) bytes() int { return len(s.cells) * 8 }
+
+// resetAt is Table.ResetAt for a key without an entry: the newest bucket
+// holding a count in the key's cells is the oldest of the rows' newest (a
+// row without a count in a bucket proves the key has none there).
+func (s *winSketch) resetAt(key string, now int64) time.Duration {
+	return s.resetOf(s.bases(key), now)
+}
+
+// resetOf is resetAt for the key whose cells are at bases b.
+func (s *winSketch) resetOf(b [winDepth]int, now int64) time.Duration {
+	reset := time.Duration(math.MaxInt64)
+	for _, base := range b {
+		reset = min(reset, s.geo.ResetAt(now, func(j int64) int64 { return s.count(base, j) }))
+	}
+	return reset
+}
