@@ -152,12 +152,13 @@ func (c *bulkCall) names() {
 // one; any other key has one argument, its tokens, all in one string built
 // here.
 func (s *Syncer) bulkArgs(c *bulkCall) []any {
-	args := make([]any, 0, 5+c.push+4+7*len(c.rules)+c.push)
-	args = append(args, "evalsha", bulkScript.Hash(), 1+c.push, s.markers[c.lane])
+	args := make([]any, 0, 6+c.push+5+7*len(c.rules)+c.push)
+	args = append(args, "evalsha", bulkScript.Hash(), 2+c.push, s.markers[c.lane])
 	for _, k := range c.keys[:c.push] {
 		args = append(args, k.boxed)
 	}
-	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL.Load(), s.cfg.InstanceID, len(c.rules))
+	args = append(args, s.epochKey)
+	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL.Load(), s.cfg.InstanceID, len(c.rules), s.epoch)
 	// Per rule: its keys with one count in the base bucket, its others
 	// (their tokens in b, each key's ending in a space).
 	type part struct {
@@ -365,6 +366,14 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 	if !ok {
 		return fmt.Errorf("unexpected reply value %v", v[0])
 	}
+	if st, _ := v[1].(int64); st == 2 && len(v) == 3 {
+		// Sent in another epoch than the store's: nothing ran, and the
+		// pulls after it read a store that lost its data. The call is
+		// resent once the instance has restored the store (rebuild.go).
+		ep, _ := v[2].(string)
+		s.lossSeen(ep)
+		return s.lossErr(ep)
+	}
 	var failed map[int]bool
 	for _, x := range v[2:] {
 		i, ok := x.(int64)
@@ -419,6 +428,9 @@ func pulled(cmd *redis.MapStringStringCmd, oldest int64, span int, dst []int64) 
 		dst = append(dst, 0)
 	}
 	for f, v := range h {
+		if len(f) > 1 && f[0] == 'v' {
+			f = f[1:] // a bucket's count restored after a loss (rebuild.go)
+		}
 		if f == "" || f[0] < '0' || f[0] > '9' {
 			continue // "i:…", "r…": bookkeeping
 		}

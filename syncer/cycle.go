@@ -38,6 +38,13 @@ func (s *Syncer) cycle() error {
 		s.down(err)
 		return err
 	}
+	// Back after a loss of the store's data, the instance restores what
+	// it saw before anything else, and the store stays down until it has
+	// (rebuild.go).
+	if err := s.restore(ctx); err != nil {
+		s.down(err)
+		return err
+	}
 	s.setHealth(true, nil)
 	// A bulk call left unanswered by an earlier cycle goes first: nothing
 	// else is pushed before the store has it.
@@ -136,7 +143,9 @@ func (s *Syncer) cycle() error {
 		}
 		done, perr := s.perKeyAmid(ctx, rest, landAll)
 		err = cmp.Or(err, perr)
-		if !done {
+		if !done || !s.healthy.Load() {
+			// The store failed, or lost its data (a call's reply said so):
+			// the next cycle comes back to it.
 			s.requeue(items[end:])
 			break
 		}

@@ -106,7 +106,7 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	sent := s.localNow()
 	s.stats.roundTrips.Add(1)
 	s.stats.commands.Add(1)
-	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), mode).Slice()
+	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg, s.epochKey}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), mode, s.epoch).Slice()
 	recv := s.localNow()
 	s.heard(err)
 	if err != nil {
@@ -114,7 +114,7 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		s.failed(err)
 		return err
 	}
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
 	}
 	sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
@@ -128,6 +128,11 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	}
 	store := sec*int64(time.Second) + usec*int64(time.Microsecond)
 	s.offset.Store(s.clock.sample(store-(sent+recv)/2, recv-sent))
+	// A loss is reported before N̂: the registry went with the data, and
+	// the fleet must be seen down before it is seen shrunk.
+	if ep, _ := v[4].(string); s.lossSeen(ep) {
+		return s.lossErr(ep)
+	}
 	if first, err := strconv.ParseInt(fmt.Sprint(v[3]), 10, 64); err == nil && first > 0 {
 		// Every live instance heartbeated at or after its expiry less
 		// the TTL (the fleet's instances share it: it follows SyncInterval).

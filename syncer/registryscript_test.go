@@ -22,9 +22,9 @@ func TestRegistryScript(t *testing.T) {
 	var first int64 // the earliest expiry, from the last run
 	run := func(id string, mode string) (nowMs, n int64) {
 		t.Helper()
-		v, err := registryScript.Run(ctx, c, []string{reg}, id, ttl, mode).Slice()
+		v, err := registryScript.Run(ctx, c, []string{reg, epochKey(reg)}, id, ttl, mode, "").Slice()
 		require.NoError(t, err)
-		require.Len(t, v, 4)
+		require.Len(t, v, 5)
 		first, err = strconv.ParseInt(v[3].(string), 10, 64)
 		require.NoError(t, err)
 		sec, err := strconv.ParseInt(v[0].(string), 10, 64)

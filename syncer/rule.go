@@ -65,6 +65,13 @@ type Keys interface {
 	// call: an admission left them half of their local allowance or less.
 	// Only the syncer's loop calls it.
 	Early(dst []Handle) []Handle
+	// View appends h's window as last pulled from the store: the total of
+	// every bucket inside the window at now that holds a count (a lease's
+	// units included), for a store that lost its data to be restored from
+	// (rebuild.go).
+	View(h Handle, now int64, dst []window.Bucket) []window.Bucket
+	// Viewed appends every key whose View at now holds a count.
+	Viewed(dst []Handle, now int64) []Handle
 	// OnEarly sets the function a key's request for an early sync calls,
 	// once the key is queued; the syncer sets it when it adds the rule.
 	OnEarly(wake func())

@@ -169,6 +169,10 @@ type Syncer struct {
 	bulk      bool
 	markers   [bulkLanes]string
 	markerTTL atomic.Int64
+	// standalone: the store is one Redis, whose scripts may read the
+	// epoch (epochKey) beside the keys they write (rebuild.go).
+	standalone bool
+	epochKey   string
 
 	// Owned by the loop goroutine (and Start, before it runs).
 	clock   offsetFilter
@@ -206,6 +210,11 @@ type Syncer struct {
 	urgentAt time.Time
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
+
+	// epoch is the store's epoch this instance's view belongs to; lost, a
+	// newer one it has not restored the store into yet (rebuild.go).
+	// Owned by the loop goroutine.
+	epoch, lost string
 
 	stats counters
 }
@@ -262,8 +271,9 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 			return nil, err
 		}
 	}
-	_, s.bulk = cfg.Client.(*redis.Client)
-	s.bulk = s.bulk && !cfg.perKey
+	_, s.standalone = cfg.Client.(*redis.Client)
+	s.bulk = s.standalone && !cfg.perKey
+	s.epochKey = epochKey(s.reg)
 	for i := range s.markers {
 		s.markers[i] = string(EncodeKey([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
 	}
@@ -322,6 +332,7 @@ func (s *Syncer) Stats() Stats {
 		Instances:     s.instances.Load(),
 		Offset:        s.Offset(),
 		Healthy:       s.healthy.Load(),
+		Rebuilds:      s.stats.rebuilds.Load(),
 		Waits: Waits{
 			Near:  s.stats.waits[WaitNear].Load(),
 			New:   s.stats.waits[WaitNew].Load(),

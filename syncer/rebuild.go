@@ -1,0 +1,208 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// Rebuild after a store loses its data (a FLUSHALL, a Redis restarted empty).
+//
+// The store holds an epoch: a key under the Prefix, without a TTL, that the
+// first script to find it missing starts anew (registryScript, and on a
+// standalone store syncScript and bulkScript too, which read it before
+// anything else: one GET inside the script, no round trip). An instance
+// knows the epoch its view of the fleet belongs to; a reply with another one
+// means the store lost what it held. On a standalone store every call
+// carries the caller's epoch and a call of another epoch runs nothing, so no
+// instance decides on, or pulls, what is left of a store that lost its data
+// before it has rebuilt it; on a cluster only the heartbeat reads the epoch
+// (a script may not touch a key of another slot), once a cycle.
+//
+// An instance that sees a new epoch marks the store down (ErrStoreLost), so
+// that its checks are decided by the failure mode on the view it holds, which
+// the loss did not touch. Its next cycle is a cycle back from an outage (see
+// cycle): before anything else it restores every key it holds a view of, in
+// the new epoch, then pushes what it admitted meanwhile, then heartbeats. The
+// restore raises each bucket still inside the window to at least the count
+// the instance last pulled, in a field of its own ("v<bucket>", restoreScript)
+// that every reader adds to the bucket's: the instances' views overlap (each
+// holds every count pulled before the loss), so the store keeps the largest
+// per bucket rather than their sum, and the counts pushed since the loss, in
+// the bucket's own field, are never in a view and add to it. Restores are
+// idempotent: two instances restoring the same key, or one restoring twice,
+// leave the largest view.
+
+// ErrStoreLost means the store lost the data it held (its epoch changed): the
+// instance treats it as down until it has restored what it saw.
+var ErrStoreLost = errors.New("syncer: the store lost its data")
+
+// epochKey returns the epoch's key for the registry key reg: in reg's slot,
+// so that a cluster runs registryScript on both. A reg with a hash tag of
+// its own keeps it; any other is made the epoch key's hash tag.
+func epochKey(reg string) string {
+	if i := strings.IndexByte(reg, '{'); i >= 0 {
+		if j := strings.IndexByte(reg[i+1:], '}'); j > 0 {
+			return reg + ":epoch"
+		}
+	}
+	return "{" + reg + "}:epoch"
+}
+
+// lossSeen handles the store's epoch ep as a reply carried it: an epoch
+// other than the one the instance's view belongs to and the one it is
+// rebuilding into reveals a loss, which it records (s.lost, restored by the
+// next cycle) and, if the store was healthy, reports by marking it down:
+// the caller must stop, and the next cycle comes back to the store (cycle).
+// It reports whether it did. The first epoch an instance sees is its own.
+func (s *Syncer) lossSeen(ep string) bool {
+	switch {
+	case ep == "" || ep == s.epoch || ep == s.lost:
+		return false
+	case s.epoch == "":
+		s.epoch = ep
+		return false
+	}
+	s.lost = ep
+	s.stats.rebuilds.Add(1)
+	if !s.healthy.Load() {
+		return false // already down: the cycle back restores at once
+	}
+	s.down(s.lossErr(ep))
+	return true
+}
+
+// lossErr is the error of a loss that made the epoch ep.
+func (s *Syncer) lossErr(ep string) error {
+	return fmt.Errorf("%w: epoch %s, the instance saw %s", ErrStoreLost, ep, s.epoch)
+}
+
+// epochArgs returns the epoch key for a script call, on a standalone store
+// (nil on a cluster), and the caller's epoch ("" on a cluster: the call
+// checks nothing).
+func (s *Syncer) epochArg() string {
+	if !s.standalone {
+		return ""
+	}
+	return s.epoch
+}
+
+// restore rebuilds the store after a loss (s.lost), once per new epoch: for
+// every key of every rule it holds a view of, it raises the store's count of
+// each bucket still in the window to at least the view's (restoreScript), in
+// pipelines of Batch calls. Then the instance's view belongs to the new
+// epoch. An error leaves the restore to the next cycle, which does it again
+// (restoring is idempotent).
+func (s *Syncer) restore(ctx context.Context) error {
+	if s.lost == "" {
+		return nil
+	}
+	now := s.Now()
+	var refs []Handle
+	var buf []window.Bucket
+	for _, r := range s.ruleList() {
+		refs = r.keys.Viewed(refs[:0], now)
+		for i := 0; i < len(refs); i += s.cfg.Batch {
+			part := refs[i:min(i+s.cfg.Batch, len(refs))]
+			if err := s.restoreBatch(ctx, r, part, now, &buf); err != nil {
+				return err
+			}
+		}
+	}
+	s.epoch, s.lost = s.lost, ""
+	return nil
+}
+
+// restoreBatch sends one pipeline of restoreScript calls, loading the
+// script once if the store does not have it.
+func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now int64, buf *[]window.Bucket) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	defer cancel()
+	send := func() ([]*redis.Cmd, error) {
+		pipe := s.cfg.Client.Pipeline()
+		cmds := make([]*redis.Cmd, 0, len(refs))
+		for _, h := range refs {
+			*buf = r.keys.View(h, now, (*buf)[:0])
+			if len(*buf) == 0 {
+				continue
+			}
+			args := make([]any, 0, 7+2*len(*buf))
+			args = append(args, "evalsha", restoreScript.Hash(), 1, r.KeyName(r.keys.Key(h)), r.subUs, r.span, r.ttlMs)
+			for _, b := range *buf {
+				args = append(args, b.Index, b.Count)
+			}
+			c := redis.NewCmd(ctx, args...)
+			c.SetFirstKeyPos(3)
+			_ = pipe.Process(ctx, c)
+			cmds = append(cmds, c)
+		}
+		if len(cmds) == 0 {
+			return nil, nil
+		}
+		s.stats.roundTrips.Add(1)
+		s.stats.commands.Add(int64(len(cmds)))
+		_, _ = pipe.Exec(ctx)
+		s.heard(cmds[0].Err())
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				return cmds, err
+			}
+		}
+		return cmds, nil
+	}
+	_, err := send()
+	if isNoScript(err) {
+		if lerr := restoreScript.Load(ctx, s.cfg.Client).Err(); lerr != nil {
+			err = lerr
+		} else {
+			_, err = send()
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("syncer: restore after a loss: %w", err)
+		s.failed(err)
+		return err
+	}
+	return nil
+}
+
+// restoreScript raises a limiter key's restored count of buckets to at
+// least the counts given, each in the field "v<bucket>" (which the sync
+// script, the bulk path's pull and both cleanups read as part of the
+// bucket), and refreshes the key's TTL if it wrote. A bucket out of the
+// window is skipped, one past the current bucket is counted in it.
+//
+// KEYS[1] the hash. ARGV: sub-window µs, span, ttl ms, then (bucket, count)
+// pairs. Returns the number of buckets raised.
+var restoreScript = redis.NewScript(`
+local key = KEYS[1]
+local sub = tonumber(ARGV[1])
+local span = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local k = math.floor(now / sub)
+local oldest = k - span + 1
+local raised = 0
+for i = 4, #ARGV - 1, 2 do
+  local j = tonumber(ARGV[i])
+  local c = tonumber(ARGV[i + 1])
+  if j > k then j = k end
+  if j >= oldest and c > 0 then
+    local f = 'v' .. string.format('%.0f', j)
+    local cur = tonumber(redis.call('HGET', key, f) or '0') or 0
+    if c > cur then
+      redis.call('HSET', key, f, string.format('%.0f', c))
+      raised = raised + 1
+    end
+  end
+end
+if raised > 0 then
+  redis.call('PEXPIRE', key, ARGV[3])
+end
+return raised
+`)
