@@ -38,12 +38,20 @@ func (s *Syncer) cycle() error {
 		s.down(err)
 		return err
 	}
-	// Back after a loss of the store's data, the instance restores what
-	// it saw before anything else, and the store stays down until it has
-	// (rebuild.go).
-	if err := s.restore(ctx); err != nil {
-		s.down(err)
-		return err
+	// After a loss of the store's data, the instance restores what it saw
+	// before anything else, then joins the new registry (rebuild.go): its
+	// heartbeat above, in another epoch, only looked.
+	if s.lost != "" {
+		if err := s.restore(ctx); err != nil {
+			s.down(err)
+			return err
+		}
+		if !back {
+			if err := s.heartbeat(ctx); err != nil {
+				s.down(err)
+				return err
+			}
+		}
 	}
 	s.setHealth(true, nil)
 	// A bulk call left unanswered by an earlier cycle goes first: nothing
@@ -143,9 +151,9 @@ func (s *Syncer) cycle() error {
 		}
 		done, perr := s.perKeyAmid(ctx, rest, landAll)
 		err = cmp.Or(err, perr)
-		if !done || !s.healthy.Load() {
-			// The store failed, or lost its data (a call's reply said so):
-			// the next cycle comes back to it.
+		if !done || s.lost != "" {
+			// The store failed, or a reply said it lost its data: the
+			// next cycle comes back to it (restoring first).
 			s.requeue(items[end:])
 			break
 		}

@@ -128,17 +128,23 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	}
 	store := sec*int64(time.Second) + usec*int64(time.Microsecond)
 	s.offset.Store(s.clock.sample(store-(sent+recv)/2, recv-sent))
-	// A loss is reported before N̂: the registry went with the data, and
-	// the fleet must be seen down before it is seen shrunk.
-	if ep, _ := v[4].(string); s.lossSeen(ep) {
-		return s.lossErr(ep)
-	}
+	// A loss is recorded before N̂ is read: the registry went with the
+	// data, and N̂ holds (rebuild.go).
+	ep, _ := v[4].(string)
+	s.lossSeen(ep)
 	if first, err := strconv.ParseInt(fmt.Sprint(v[3]), 10, 64); err == nil && first > 0 {
 		// Every live instance heartbeated at or after its expiry less
 		// the TTL (the fleet's instances share it: it follows SyncInterval).
 		s.oldestBeat.Store(first*int64(time.Millisecond) - int64(s.cfg.InstanceTTL))
 	}
 	n = max(n, 1)
+	if s.holdUntil != 0 {
+		if s.localNow() < s.holdUntil {
+			n = max(n, s.held)
+		} else {
+			s.held, s.holdUntil = 0, 0
+		}
+	}
 	s.instances.Store(n)
 	s.publish(func(f *Fleet) bool {
 		if f.Instances == int(n) {

@@ -180,7 +180,7 @@ func (s *Syncer) syncPerKey(ctx context.Context, items []item) error {
 	if first != nil {
 		s.failed(first)
 		var rerr redis.Error
-		if !errors.As(first, &rerr) {
+		if !errors.As(first, &rerr) && !errors.Is(first, ErrStoreLost) {
 			s.setHealth(false, first)
 		}
 	}

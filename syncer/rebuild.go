@@ -24,12 +24,14 @@ import (
 // before it has rebuilt it; on a cluster only the heartbeat reads the epoch
 // (a script may not touch a key of another slot), once a cycle.
 //
-// An instance that sees a new epoch marks the store down (ErrStoreLost), so
-// that its checks are decided by the failure mode on the view it holds, which
-// the loss did not touch. Its next cycle is a cycle back from an outage (see
-// cycle): before anything else it restores every key it holds a view of, in
-// the new epoch, then pushes what it admitted meanwhile, then heartbeats. The
-// restore raises each bucket still inside the window to at least the count
+// An instance that sees a new epoch stops the cycle under way, and its next
+// cycle, which the loop runs at once, restores every key it holds a view of
+// before anything else, then pushes and pulls as usual and heartbeats: it
+// joins the new registry once it has restored. Meanwhile its checks are
+// decided on the view it holds, which the loss did not touch, and a check
+// handed to the store gets ErrStoreLost and is decided by the failure mode.
+// N̂ stays at its value before the loss for an InstanceTTL (the registry
+// went with the data). The restore raises each bucket still inside the window to at least the count
 // the instance last pulled, in a field of its own ("v<bucket>", restoreScript)
 // that every reader adds to the bucket's: the instances' views overlap (each
 // holds every count pulled before the loss), so the store keeps the largest
@@ -38,8 +40,9 @@ import (
 // idempotent: two instances restoring the same key, or one restoring twice,
 // leave the largest view.
 
-// ErrStoreLost means the store lost the data it held (its epoch changed): the
-// instance treats it as down until it has restored what it saw.
+// ErrStoreLost means the store lost the data it held (its epoch changed):
+// the call ran nothing, and is decided by the failure mode (a check) or sent
+// again once the instance has restored what it saw (a push).
 var ErrStoreLost = errors.New("syncer: the store lost its data")
 
 // epochKey returns the epoch's key for the registry key reg: in reg's slot,
@@ -54,12 +57,13 @@ func epochKey(reg string) string {
 	return "{" + reg + "}:epoch"
 }
 
-// lossSeen handles the store's epoch ep as a reply carried it: an epoch
-// other than the one the instance's view belongs to and the one it is
-// rebuilding into reveals a loss, which it records (s.lost, restored by the
-// next cycle) and, if the store was healthy, reports by marking it down:
-// the caller must stop, and the next cycle comes back to the store (cycle).
-// It reports whether it did. The first epoch an instance sees is its own.
+// lossSeen handles the store's epoch ep as a reply carried it, and reports
+// whether it reveals a loss this instance did not know of: an epoch other
+// than the one its view belongs to and the one it is rebuilding into. It
+// records it (s.lost), for the cycle to restore at once, and holds N̂ at
+// its value before the loss for an InstanceTTL, while the instances
+// heartbeat into the new registry. The first epoch an instance sees is its
+// own.
 func (s *Syncer) lossSeen(ep string) bool {
 	switch {
 	case ep == "" || ep == s.epoch || ep == s.lost:
@@ -70,10 +74,9 @@ func (s *Syncer) lossSeen(ep string) bool {
 	}
 	s.lost = ep
 	s.stats.rebuilds.Add(1)
-	if !s.healthy.Load() {
-		return false // already down: the cycle back restores at once
-	}
-	s.down(s.lossErr(ep))
+	s.held = max(s.held, s.instances.Load())
+	s.holdUntil = s.localNow() + int64(s.cfg.InstanceTTL)
+	s.failed(s.lossErr(ep))
 	return true
 }
 

@@ -212,9 +212,11 @@ type Syncer struct {
 	cycleKeys int
 
 	// epoch is the store's epoch this instance's view belongs to; lost, a
-	// newer one it has not restored the store into yet (rebuild.go).
-	// Owned by the loop goroutine.
-	epoch, lost string
+	// newer one it has not restored the store into yet; held, the N̂ kept
+	// until holdUntil (local ns) after a loss (rebuild.go). Owned by the
+	// loop goroutine.
+	epoch, lost     string
+	held, holdUntil int64
 
 	stats counters
 }
@@ -463,7 +465,9 @@ func (s *Syncer) loop() {
 		case <-s.done:
 			return
 		case <-t.C:
-			_ = s.observedCycle()
+			if s.observedCycle(); s.lost != "" {
+				_ = s.observedCycle() // a loss seen: restore at once (rebuild.go)
+			}
 			pass.Reset(s.passWait()) // a rule may have been added
 		case <-pass.C:
 			s.returnPass()
