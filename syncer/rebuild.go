@@ -13,16 +13,17 @@ import (
 
 // Rebuild after a store loses its data (a FLUSHALL, a Redis restarted empty).
 //
-// The store holds an epoch: a key under the Prefix, without a TTL, that the
-// first script to find it missing starts anew (registryScript, and on a
-// standalone store syncScript and bulkScript too, which read it before
-// anything else: one GET inside the script, no round trip). An instance
-// knows the epoch its view of the fleet belongs to; a reply with another one
-// means the store lost what it held. On a standalone store every call
-// carries the caller's epoch and a call of another epoch runs nothing, so no
-// instance decides on, or pulls, what is left of a store that lost its data
-// before it has rebuilt it; on a cluster only the heartbeat reads the epoch
-// (a script may not touch a key of another slot), once a cycle.
+// The store holds an epoch: a key beside the registry, in its slot, without
+// a TTL, that the first script to find it missing starts anew
+// (registryScript, and on a standalone store syncScript and bulkScript too,
+// which read it before anything else: one GET inside the script, no round
+// trip). An instance knows the epoch its view of the fleet belongs to; a
+// reply with another one means the store lost what it held. On a standalone
+// store every call carries the caller's epoch and a call of another epoch
+// runs nothing, so no instance decides on, or pulls, what is left of a store
+// that lost its data before it has restored it; on a cluster only the
+// heartbeat reads the epoch (a script may not touch a key of another slot),
+// once a cycle.
 //
 // An instance that sees a new epoch stops the cycle under way, and its next
 // cycle, which the loop runs at once, restores every key it holds a view of
@@ -31,14 +32,16 @@ import (
 // decided on the view it holds, which the loss did not touch, and a check
 // handed to the store gets ErrStoreLost and is decided by the failure mode.
 // N̂ stays at its value before the loss for an InstanceTTL (the registry
-// went with the data). The restore raises each bucket still inside the window to at least the count
-// the instance last pulled, in a field of its own ("v<bucket>", restoreScript)
-// that every reader adds to the bucket's: the instances' views overlap (each
-// holds every count pulled before the loss), so the store keeps the largest
-// per bucket rather than their sum, and the counts pushed since the loss, in
-// the bucket's own field, are never in a view and add to it. Restores are
-// idempotent: two instances restoring the same key, or one restoring twice,
-// leave the largest view.
+// went with the data).
+//
+// The restore raises each bucket still inside the window to at least the
+// count the instance last pulled, through a field of its own ("v<bucket>",
+// restoreScript) that every reader adds to the bucket's own. The instances'
+// views overlap (each holds every count pulled before the loss), so the
+// store keeps the largest, not their sum: restores are idempotent, two
+// instances restoring the same key, or one restoring twice, leave the
+// largest view. A bucket that lost nothing is left as it is. The counts
+// pushed after an instance's restore, which no view holds, add to it.
 
 // ErrStoreLost means the store lost the data it held (its epoch changed):
 // the call ran nothing, and is decided by the failure mode (a check) or sent
@@ -174,11 +177,15 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now i
 	return nil
 }
 
-// restoreScript raises a limiter key's restored count of buckets to at
-// least the counts given, each in the field "v<bucket>" (which the sync
-// script, the bulk path's pull and both cleanups read as part of the
-// bucket), and refreshes the key's TTL if it wrote. A bucket out of the
-// window is skipped, one past the current bucket is counted in it.
+// restoreScript raises a limiter key's count of buckets to at least the
+// counts given, through the field "v<bucket>" (which the sync script, the
+// bulk path's pull and both cleanups read as part of the bucket): it holds
+// the most any restore found missing from the bucket's own field, so that a
+// bucket that lost nothing (a key of a cluster's master that kept its data)
+// is left as it is, and a count pushed since the loss, which no view holds,
+// is not taken for a restored one unless a restore came after it. It
+// refreshes the key's TTL if it wrote. A bucket out of the window is
+// skipped, one past the current bucket is counted in it.
 //
 // KEYS[1] the hash. ARGV: sub-window µs, span, ttl ms, then (bucket, count)
 // pairs. Returns the number of buckets raised.
@@ -196,10 +203,12 @@ for i = 4, #ARGV - 1, 2 do
   local c = tonumber(ARGV[i + 1])
   if j > k then j = k end
   if j >= oldest and c > 0 then
-    local f = 'v' .. string.format('%.0f', j)
+    local js = string.format('%.0f', j)
+    local f = 'v' .. js
     local cur = tonumber(redis.call('HGET', key, f) or '0') or 0
-    if c > cur then
-      redis.call('HSET', key, f, string.format('%.0f', c))
+    local own = tonumber(redis.call('HGET', key, js) or '0') or 0
+    if c - own > cur then
+      redis.call('HSET', key, f, string.format('%.0f', c - own))
       raised = raised + 1
     end
   end

@@ -1,0 +1,286 @@
+package syncer
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/localcache"
+)
+
+// manualSyncer is a syncer whose cycles the test runs (no loop), registered
+// as id.
+func manualSyncer(t *testing.T, c redis.UniversalClient, id string, perKey bool, rules ...*testRule) *Syncer {
+	t.Helper()
+	cfg := testConfig(c, id)
+	cfg.perKey = perKey
+	s, err := newSyncer(cfg, rules...)
+	require.NoError(t, err)
+	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+	s.setHealth(true, nil)
+	return s
+}
+
+// TestRebuildAfterLoss: two instances have pushed and pulled a key when the
+// store loses everything (FLUSHALL). The first to see the new epoch, at its
+// heartbeat or from a call that ran nothing, restores the key from its view
+// and pushes what it admitted since; the second restores too, and the store
+// counts every admission once: the views overlap, the restore keeps the
+// largest. Both join the new registry, each sees the loss once.
+func TestRebuildAfterLoss(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		perKey bool
+		call   bool // the loss is seen by a call, before any heartbeat
+	}{
+		{"bulk/heartbeat", false, false},
+		{"bulk/call", false, true},
+		{"per-key/heartbeat", true, false},
+		{"per-key/call", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := redistest.Start(t).Client(t)
+			geo := midGeometry(6)
+			ra := newRule(t, "api", geo, 1000, localcache.NoCap)
+			rb := newRule(t, "api", geo, 1000, localcache.NoCap)
+			a := manualSyncer(t, c, "A", tc.perKey, ra)
+			b := manualSyncer(t, c, "B", tc.perKey, rb)
+			admit(t, a, ra, "k", 5)
+			admit(t, b, rb, "k", 3)
+			require.NoError(t, a.cycle())
+			require.NoError(t, b.cycle())
+			require.NoError(t, a.cycle()) // the follow-up pull: both views hold 8
+			name := ra.KeyName("k")
+			require.Equal(t, int64(8), total(t, c, name))
+			view := func(r *testRule) float64 {
+				est, _ := estimate(t, r.Table, "k", a.Now())
+				return est
+			}
+			require.Equal(t, 8.0, view(ra))
+			require.Equal(t, 8.0, view(rb))
+
+			require.NoError(t, c.FlushAll(ctxT(t, opTimeout)).Err())
+			admit(t, a, ra, "k", 2)
+			if tc.call {
+				ref, ok := ra.Table.Ref("k")
+				require.True(t, ok)
+				err := a.syncKeys(ctxT(t, opTimeout), []item{{id: keyID{rule: ra.Rule, key: "k"}, ref: ref}})
+				require.ErrorIs(t, err, ErrStoreLost)
+				assert.Zero(t, total(t, c, name), "a call of the old epoch runs nothing")
+				assert.Equal(t, 10.0, view(ra), "nor is its pull taken: the view still holds 8, and the 2 pending")
+				assert.Equal(t, int64(1), a.Stats().Rebuilds)
+			}
+			require.NoError(t, a.cycle())
+			assert.Equal(t, int64(10), total(t, c, name), "restored, and the 2 since pushed")
+			assert.Equal(t, 10.0, view(ra))
+			require.NoError(t, b.cycle())
+			assert.Equal(t, int64(10), total(t, c, name), "B's restore keeps the largest view: nothing twice")
+			assert.Equal(t, 10.0, view(rb))
+			for _, s := range []*Syncer{a, b} {
+				require.NoError(t, s.cycle())
+				assert.Equal(t, int64(1), s.Stats().Rebuilds, "one loss seen")
+				assert.Empty(t, s.lost)
+				assert.Equal(t, 2, s.Instances())
+			}
+			assert.Equal(t, int64(10), total(t, c, name))
+			n, err := c.ZCard(ctxT(t, opTimeout), "t:instances").Result()
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), n, "both in the new registry")
+			ep, err := c.Get(ctxT(t, opTimeout), epochKey("t:instances")).Result()
+			require.NoError(t, err)
+			assert.Equal(t, a.epoch, ep)
+			assert.Equal(t, b.epoch, ep)
+		})
+	}
+}
+
+// TestLossHoldsInstances: the registry goes with the store's data; N̂ stays
+// at its value before the loss for an InstanceTTL, while the instances
+// heartbeat into the new registry, not 1 for the first back.
+func TestLossHoldsInstances(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	geo := midGeometry(6)
+	ss := make([]*Syncer, 3)
+	for i := range ss {
+		ss[i] = manualSyncer(t, c, "I"+itoa(int64(i)), false, newRule(t, "api", geo, 1000, localcache.NoCap))
+	}
+	for _, s := range ss {
+		require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+	}
+	require.Equal(t, 3, ss[0].Instances())
+	require.NoError(t, c.FlushAll(ctxT(t, opTimeout)).Err())
+	require.NoError(t, ss[0].cycle())
+	assert.Equal(t, 3, ss[0].Instances(), "held while the registry refills")
+	n, err := c.ZCard(ctxT(t, opTimeout), "t:instances").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "the registry holds the one instance back so far")
+	ss[0].holdUntil = ss[0].localNow() // the InstanceTTL has passed
+	require.NoError(t, ss[0].heartbeat(ctxT(t, opTimeout)))
+	assert.Equal(t, 1, ss[0].Instances(), "then the registry's count")
+}
+
+// TestRegistryEpoch: the registry script starts an epoch when there is
+// none (not when removing), keeps it without a TTL, and heartbeats only a
+// caller of the store's epoch (or of none yet): one of another only looks.
+func TestRegistryEpoch(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	ctx := ctxT(t, opTimeout)
+	const reg = "t:instances"
+	ek := epochKey(reg)
+	run := func(id, mode, epoch string) string {
+		t.Helper()
+		v, err := registryScript.Run(ctx, c, []string{reg, ek}, id, 5000, mode, epoch).Slice()
+		require.NoError(t, err)
+		require.Len(t, v, 5)
+		return v[4].(string)
+	}
+	registered := func(id string) bool {
+		t.Helper()
+		err := c.ZScore(ctx, reg, id).Err()
+		if err == redis.Nil {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}
+	assert.Empty(t, run("a", regRemove, ""), "removing starts no epoch")
+	ep := run("a", regBeat, "")
+	require.NotEmpty(t, ep)
+	assert.True(t, registered("a"))
+	ttl, err := c.PTTL(ctx, ek).Result()
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(-1), ttl, "the epoch has no TTL")
+	assert.Equal(t, ep, run("b", regBeat, ep), "the same epoch")
+	assert.True(t, registered("b"))
+	assert.Equal(t, ep, run("c", regBeat, "older"), "a caller of another epoch learns this one")
+	assert.False(t, registered("c"), "and only looks")
+	assert.Equal(t, ep, run("c", regLook, ep))
+	assert.False(t, registered("c"))
+
+	require.NoError(t, c.Del(ctx, ek).Err())
+	ep2 := run("a", regLook, ep)
+	assert.NotEqual(t, ep, ep2, "a lost epoch starts anew, also on a look")
+	assert.Equal(t, ep2, run("b", regBeat, ep2))
+
+	for in, want := range map[string]string{
+		"t:instances":       "{t:instances}:epoch",
+		"a{b}c:instances":   "a{b}c:instances:epoch",
+		"a{}c:instances":    "{a{}c:instances}:epoch",
+		"a{bc:instances":    "{a{bc:instances}:epoch",
+		"{x}:y:instances":   "{x}:y:instances:epoch",
+		"p:{q}:instances":   "p:{q}:instances:epoch",
+		"p:}q{:instances":   "{p:}q{:instances}:epoch",
+		"p:}q{r}:instances": "p:}q{r}:instances:epoch",
+	} {
+		assert.Equal(t, want, epochKey(in), in)
+	}
+}
+
+// TestRestoreScript: a restore raises each bucket to at least the count
+// given (the largest of several restores, never their sum), leaves a bucket
+// that holds it already, skips buckets out of the window, and both the sync
+// script and the bulk pull count the restored field with the bucket's own.
+func TestRestoreScript(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	ctx := ctxT(t, opTimeout)
+	now := storeTimeUs(t, c)
+	sub := midSubUs(now, 100_000)
+	k := now / sub
+	const span, key = 4, "t:{api:k}:1"
+	restore := func(pairs ...int64) int64 {
+		t.Helper()
+		args := []any{sub, span, 60_000}
+		for _, p := range pairs {
+			args = append(args, p)
+		}
+		n, err := restoreScript.Run(ctx, c, []string{key}, args...).Int64()
+		require.NoError(t, err)
+		return n
+	}
+	assert.Equal(t, int64(2), restore(k, 8, k-1, 5, k-span, 7), "the bucket out of the window is skipped")
+	assert.Equal(t, int64(1), restore(k, 6, k-1, 9), "only a larger count raises")
+	require.NoError(t, c.HIncrBy(ctx, key, itoa(k), 2).Err()) // pushed since the loss
+	assert.Equal(t, map[int64]int64{k: 10, k - 1: 9}, buckets(t, c, key))
+	// A bucket that lost nothing (its own field holds the view) is left
+	// as it is; one that lost part of it gets the part back.
+	require.NoError(t, c.HSet(ctx, key, itoa(k-2), 7).Err())
+	assert.Zero(t, restore(k-2, 7))
+	assert.Equal(t, int64(1), restore(k-2, 9))
+	assert.Equal(t, map[int64]int64{k: 10, k - 1: 9, k - 2: 9}, buckets(t, c, key))
+	assert.Equal(t, "8", c.HGet(ctx, key, "v"+itoa(k)).Val())
+
+	// The sync script's pull and the bulk path's read them as one bucket.
+	r := runSync(t, c, key, scriptRule{sub: sub, span: span, limit: 100, ttl: 60_000, inst: "A", exact: true})
+	require.Equal(t, k-span+1, r.oldest)
+	assert.Equal(t, []int64{0, 9, 9, 10}, r.totals)
+	cmd := c.HGetAll(ctx, key)
+	tot, ok := pulled(cmd, k-span+1, span, nil)
+	require.True(t, ok)
+	assert.Equal(t, []int64{0, 9, 9, 10}, tot)
+
+	// A bucket that left the window goes with its restored field.
+	_, err := c.HSet(ctx, key, "v"+itoa(k-span-1), 4, itoa(k-span-1), 1).Result()
+	require.NoError(t, err)
+	runSync(t, c, key, scriptRule{sub: sub, span: span, limit: 100, ttl: 60_000, inst: "A", exact: true},
+		sbatch{seq: "1", deltas: [][2]int64{{k - 1, 1}}}) // starts bucket k-1's own field: a cleanup
+	h := hash(t, c, key)
+	assert.NotContains(t, h, "v"+itoa(k-span-1))
+	assert.NotContains(t, h, itoa(k-span-1))
+	assert.Equal(t, "8", h["v"+itoa(k)])
+}
+
+// TestGCRAFloor: a check that gives the TAT the store last told it decides
+// on that TAT when the store's is below it or missing (the store lost the
+// key), and records from it; a floor the store's TAT is past changes
+// nothing. The emission interval is a second: a test that runs slow by less
+// than that reads the same debts.
+func TestGCRAFloor(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	ctx := ctxT(t, opTimeout)
+	const iv, tau = int64(time.Second), 10 * int64(time.Second)
+	check := func(key string, floor int64) (admitted, debt int64) {
+		t.Helper()
+		args := []any{iv, tau, 1, "0", 0}
+		if floor != 0 {
+			args = append(args, floor/int64(time.Second), floor%int64(time.Second))
+		}
+		v, err := gcraScript.Run(ctx, c, []string{key}, args...).Int64Slice()
+		require.NoError(t, err)
+		return v[0], v[3]
+	}
+	now := storeTimeUs(t, c) * int64(time.Microsecond)
+	cases := []struct {
+		name     string
+		floor    int64
+		admitted int64
+		lo, hi   int64 // the debt after the check is in (lo, hi]
+	}{
+		{"no floor", 0, 1, 0, iv},
+		{"a floor passed", now - iv, 1, 0, iv},
+		{"a lost key", now + 5*iv, 1, 5 * iv, 6 * iv},
+		{"a floor past τ", now + tau, 0, tau - iv, tau},
+	}
+	for i, tc := range cases {
+		key := "g" + strconv.Itoa(i)
+		adm, d := check(key, tc.floor)
+		assert.Equal(t, tc.admitted, adm, tc.name)
+		assert.Greater(t, d, tc.lo, tc.name)
+		assert.LessOrEqual(t, d, tc.hi, tc.name)
+	}
+	_, d := check("g2", 0)
+	assert.Greater(t, d, 6*iv, "recorded from the floor: the next check without one finds it")
+	adm, d := check("g2", now)
+	assert.Equal(t, int64(1), adm)
+	assert.Greater(t, d, 7*iv, "a floor below the store's TAT changes nothing")
+}
