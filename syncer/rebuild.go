@@ -40,8 +40,9 @@ import (
 // views overlap (each holds every count pulled before the loss), so the
 // store keeps the largest, not their sum: restores are idempotent, two
 // instances restoring the same key, or one restoring twice, leave the
-// largest view. A bucket that lost nothing is left as it is. The counts
-// pushed after an instance's restore, which no view holds, add to it.
+// largest view. The counts pushed since the loss, which no view holds, add
+// to it. (On a cluster, where the other masters may have kept their keys, a
+// bucket that lost nothing is left as it is: see restoreScript.)
 
 // ErrStoreLost means the store lost the data it held (its epoch changed):
 // the call ran nothing, and is decided by the failure mode (a check) or sent
@@ -129,6 +130,10 @@ func (s *Syncer) restore(ctx context.Context) error {
 func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now int64, buf *[]window.Bucket) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	defer cancel()
+	whole := "0"
+	if s.standalone {
+		whole = "1" // one server: the loss took every key
+	}
 	send := func() ([]*redis.Cmd, error) {
 		pipe := s.cfg.Client.Pipeline()
 		cmds := make([]*redis.Cmd, 0, len(refs))
@@ -137,8 +142,8 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now i
 			if len(*buf) == 0 {
 				continue
 			}
-			args := make([]any, 0, 7+2*len(*buf))
-			args = append(args, "evalsha", restoreScript.Hash(), 1, r.KeyName(r.keys.Key(h)), r.subUs, r.span, r.ttlMs)
+			args := make([]any, 0, 8+2*len(*buf))
+			args = append(args, "evalsha", restoreScript.Hash(), 1, r.KeyName(r.keys.Key(h)), r.subUs, r.span, r.ttlMs, whole)
 			for _, b := range *buf {
 				args = append(args, b.Index, b.Count)
 			}
@@ -179,16 +184,22 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now i
 
 // restoreScript raises a limiter key's count of buckets to at least the
 // counts given, through the field "v<bucket>" (which the sync script, the
-// bulk path's pull and both cleanups read as part of the bucket): it holds
-// the most any restore found missing from the bucket's own field, so that a
-// bucket that lost nothing (a key of a cluster's master that kept its data)
-// is left as it is, and a count pushed since the loss, which no view holds,
-// is not taken for a restored one unless a restore came after it. It
-// refreshes the key's TTL if it wrote. A bucket out of the window is
-// skipped, one past the current bucket is counted in it.
+// bulk path's pull and both cleanups read as part of the bucket), which
+// holds the largest count any restore gave: the bucket's own field then
+// holds only what was pushed since the loss, which no view holds, and adds
+// to it. That is so when the store lost everything (a standalone Redis: the
+// epoch and every key are one server's). On a cluster, where the master
+// that held the epoch may be the only one that lost its data, "v<bucket>"
+// holds the largest count any restore found missing from the bucket's own
+// field instead, so that a bucket that lost nothing is left as it is (a
+// count pushed since the loss and before a restore is then taken for a
+// restored one: the store may count less than was admitted, by what was
+// pushed in between). It refreshes the key's TTL if it wrote. A bucket out
+// of the window is skipped, one past the current bucket is counted in it.
 //
-// KEYS[1] the hash. ARGV: sub-window µs, span, ttl ms, then (bucket, count)
-// pairs. Returns the number of buckets raised.
+// KEYS[1] the hash. ARGV: sub-window µs, span, ttl ms, "1" if the store lost
+// everything or "0" if it may have kept the key, then (bucket, count) pairs.
+// Returns the number of buckets raised.
 var restoreScript = redis.NewScript(`
 local key = KEYS[1]
 local sub = tonumber(ARGV[1])
@@ -198,7 +209,8 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local k = math.floor(now / sub)
 local oldest = k - span + 1
 local raised = 0
-for i = 4, #ARGV - 1, 2 do
+local whole = ARGV[4] == '1'
+for i = 5, #ARGV - 1, 2 do
   local j = tonumber(ARGV[i])
   local c = tonumber(ARGV[i + 1])
   if j > k then j = k end
@@ -206,7 +218,8 @@ for i = 4, #ARGV - 1, 2 do
     local js = string.format('%.0f', j)
     local f = 'v' .. js
     local cur = tonumber(redis.call('HGET', key, f) or '0') or 0
-    local own = tonumber(redis.call('HGET', key, js) or '0') or 0
+    local own = 0
+    if not whole then own = tonumber(redis.call('HGET', key, js) or '0') or 0 end
     if c - own > cur then
       redis.call('HSET', key, f, string.format('%.0f', c - own))
       raised = raised + 1

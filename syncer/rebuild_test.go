@@ -185,10 +185,12 @@ func TestRegistryEpoch(t *testing.T) {
 	}
 }
 
-// TestRestoreScript: a restore raises each bucket to at least the count
-// given (the largest of several restores, never their sum), leaves a bucket
-// that holds it already, skips buckets out of the window, and both the sync
-// script and the bulk pull count the restored field with the bucket's own.
+// TestRestoreScript: a restore raises each bucket's restored part to at
+// least the count given (the largest of several restores, never their sum),
+// to which what was pushed since adds; on a store that may have kept the
+// key (a cluster), only to what the bucket's own field lacks. It skips
+// buckets out of the window, and both the sync script and the bulk pull
+// count the restored field with the bucket's own.
 func TestRestoreScript(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -197,9 +199,9 @@ func TestRestoreScript(t *testing.T) {
 	sub := midSubUs(now, 100_000)
 	k := now / sub
 	const span, key = 4, "t:{api:k}:1"
-	restore := func(pairs ...int64) int64 {
+	restore := func(whole string, pairs ...int64) int64 {
 		t.Helper()
-		args := []any{sub, span, 60_000}
+		args := []any{sub, span, 60_000, whole}
 		for _, p := range pairs {
 			args = append(args, p)
 		}
@@ -207,15 +209,18 @@ func TestRestoreScript(t *testing.T) {
 		require.NoError(t, err)
 		return n
 	}
-	assert.Equal(t, int64(2), restore(k, 8, k-1, 5, k-span, 7), "the bucket out of the window is skipped")
-	assert.Equal(t, int64(1), restore(k, 6, k-1, 9), "only a larger count raises")
+	assert.Equal(t, int64(2), restore("1", k, 8, k-1, 5, k-span, 7), "the bucket out of the window is skipped")
+	assert.Equal(t, int64(1), restore("1", k, 6, k-1, 9), "only a larger count raises")
 	require.NoError(t, c.HIncrBy(ctx, key, itoa(k), 2).Err()) // pushed since the loss
 	assert.Equal(t, map[int64]int64{k: 10, k - 1: 9}, buckets(t, c, key))
-	// A bucket that lost nothing (its own field holds the view) is left
-	// as it is; one that lost part of it gets the part back.
+	assert.Zero(t, restore("1", k, 8), "the count pushed since is not taken for a restored one")
+	assert.Equal(t, map[int64]int64{k: 10, k - 1: 9}, buckets(t, c, key))
+	// On a store that may have kept the key, a bucket whose own field holds
+	// the view is left as it is; one that lost part of it gets the part
+	// back.
 	require.NoError(t, c.HSet(ctx, key, itoa(k-2), 7).Err())
-	assert.Zero(t, restore(k-2, 7))
-	assert.Equal(t, int64(1), restore(k-2, 9))
+	assert.Zero(t, restore("0", k-2, 7))
+	assert.Equal(t, int64(1), restore("0", k-2, 9))
 	assert.Equal(t, map[int64]int64{k: 10, k - 1: 9, k - 2: 9}, buckets(t, c, key))
 	assert.Equal(t, "8", c.HGet(ctx, key, "v"+itoa(k)).Val())
 
