@@ -106,7 +106,11 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	sent := s.localNow()
 	s.stats.roundTrips.Add(1)
 	s.stats.commands.Add(1)
-	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg, s.epochKey}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), mode, s.epoch).Slice()
+	var beat string
+	if s.beatAt > 0 {
+		beat = strconv.FormatInt(s.beatAt, 10)
+	}
+	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg, s.epochKey}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), mode, s.epoch, beat).Slice()
 	recv := s.localNow()
 	s.heard(err)
 	if err != nil {
@@ -124,6 +128,7 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
 	}
 	if mode == regRemove {
+		s.beatAt = 0
 		return nil
 	}
 	store := sec*int64(time.Second) + usec*int64(time.Microsecond)
@@ -131,6 +136,11 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	// A loss is recorded before N̂ is read: the registry went with the
 	// data, and N̂ holds (rebuild.go).
 	ep, _ := v[4].(string)
+	if mode == regBeat && (s.epoch == "" || ep == s.epoch) {
+		// The script heartbeated (a caller of another epoch only looks):
+		// the expiry it wrote, which the next call checks is still there.
+		s.beatAt = sec*1000 + usec/1000 + s.cfg.InstanceTTL.Milliseconds()
+	}
 	s.lossSeen(ep)
 	if first, err := strconv.ParseInt(fmt.Sprint(v[3]), 10, 64); err == nil && first > 0 {
 		// Every live instance heartbeated at or after its expiry less

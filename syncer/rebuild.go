@@ -18,7 +18,10 @@ import (
 // (registryScript, and on a standalone store syncScript and bulkScript too,
 // which read it before anything else: one GET inside the script, no round
 // trip). An instance knows the epoch its view of the fleet belongs to; a
-// reply with another one means the store lost what it held. On a standalone
+// reply with another one means the store lost what it held. A store that
+// went back in time (a failover to a replica that lagged) keeps its epoch,
+// but not the instances' last heartbeats: the heartbeat that finds its own
+// gone starts an epoch marked partial ("p…", registryScript). On a standalone
 // store every call carries the caller's epoch and a call of another epoch
 // runs nothing, so no instance decides on, or pulls, what is left of a store
 // that lost its data before it has restored it; on a cluster only the
@@ -41,8 +44,9 @@ import (
 // store keeps the largest, not their sum: restores are idempotent, two
 // instances restoring the same key, or one restoring twice, leave the
 // largest view. The counts pushed since the loss, which no view holds, add
-// to it. (On a cluster, where the other masters may have kept their keys, a
-// bucket that lost nothing is left as it is: see restoreScript.)
+// to it. (After a partial loss, and on a cluster, where the other masters
+// may have kept their keys, a restore only makes up what a bucket lacks of
+// the view: see restoreScript.)
 
 // ErrStoreLost means the store lost the data it held (its epoch changed):
 // the call ran nothing, and is decided by the failure mode (a check) or sent
@@ -77,6 +81,7 @@ func (s *Syncer) lossSeen(ep string) bool {
 		return false
 	}
 	s.lost = ep
+	s.beatAt = 0 // the registry went with the data: nothing to check there
 	s.stats.rebuilds.Add(1)
 	s.held = max(s.held, s.instances.Load())
 	s.holdUntil = s.localNow() + int64(s.cfg.InstanceTTL)
@@ -131,8 +136,8 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now i
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	defer cancel()
 	whole := "0"
-	if s.standalone {
-		whole = "1" // one server: the loss took every key
+	if s.standalone && !strings.HasPrefix(s.lost, "p") {
+		whole = "1" // one server, not a partial loss: it took every key
 	}
 	send := func() ([]*redis.Cmd, error) {
 		pipe := s.cfg.Client.Pipeline()
@@ -184,18 +189,22 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now i
 
 // restoreScript raises a limiter key's count of buckets to at least the
 // counts given, through the field "v<bucket>" (which the sync script, the
-// bulk path's pull and both cleanups read as part of the bucket), which
-// holds the largest count any restore gave: the bucket's own field then
-// holds only what was pushed since the loss, which no view holds, and adds
-// to it. That is so when the store lost everything (a standalone Redis: the
-// epoch and every key are one server's). On a cluster, where the master
-// that held the epoch may be the only one that lost its data, "v<bucket>"
-// holds the largest count any restore found missing from the bucket's own
-// field instead, so that a bucket that lost nothing is left as it is (a
-// count pushed since the loss and before a restore is then taken for a
-// restored one: the store may count less than was admitted, by what was
-// pushed in between). It refreshes the key's TTL if it wrote. A bucket out
-// of the window is skipped, one past the current bucket is counted in it.
+// bulk path's pull and both cleanups read as part of the bucket).
+//
+// When the store lost everything (a standalone Redis whose epoch was lost:
+// the epoch and every key are one server's), "v<bucket>" holds the largest
+// count any restore gave; the bucket's own field holds only what was pushed
+// since the loss, which no view holds, and adds to it. When the store may
+// have kept the key (a partial loss; any loss on a cluster, where the
+// master that held the epoch may be the only one that lost its data),
+// "v<bucket>" holds the largest count any restore found missing from the
+// bucket's own field, so that a bucket that lost nothing is left as it is;
+// a count pushed since the loss and before a restore is then taken for a
+// restored one (the store may count less than was admitted, by what was
+// pushed in between).
+//
+// It refreshes the key's TTL if it wrote. A bucket out of the window is
+// skipped, one past the current bucket is counted in it.
 //
 // KEYS[1] the hash. ARGV: sub-window µs, span, ttl ms, "1" if the store lost
 // everything or "0" if it may have kept the key, then (bucket, count) pairs.

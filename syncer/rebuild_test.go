@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,85 @@ func TestRebuildAfterLoss(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, a.epoch, ep)
 			assert.Equal(t, b.epoch, ep)
+		})
+	}
+}
+
+// TestRebuildAfterRollback: the store goes back in time, as after a failover
+// to a replica that lacked the last writes (simulated: every key dumped,
+// then, after more pushes and heartbeats, restored as it was). The epoch
+// survives, but the first instance to heartbeat finds its last heartbeat
+// gone and starts a partial epoch; each instance then makes up, per bucket,
+// what the store lacks of its view (not the whole view: the store kept the
+// rest), and the store counts every admission once.
+func TestRebuildAfterRollback(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		perKey bool
+	}{{"bulk", false}, {"per-key", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := redistest.Start(t).Client(t)
+			ctx := ctxT(t, opTimeout)
+			geo := midGeometry(6)
+			ra := newRule(t, "api", geo, 1000, localcache.NoCap)
+			rb := newRule(t, "api", geo, 1000, localcache.NoCap)
+			a := manualSyncer(t, c, "A", tc.perKey, ra)
+			b := manualSyncer(t, c, "B", tc.perKey, rb)
+			name := ra.KeyName("k")
+			sync3 := func() {
+				t.Helper()
+				require.NoError(t, a.cycle())
+				require.NoError(t, b.cycle())
+				require.NoError(t, a.cycle())
+			}
+			admit(t, a, ra, "k", 5)
+			admit(t, b, rb, "k", 3)
+			sync3()
+			require.Equal(t, int64(8), total(t, c, name))
+
+			// The replica's copy: every key as it is now.
+			type dumped struct {
+				val string
+				ttl time.Duration
+			}
+			snap := map[string]dumped{}
+			keys, err := c.Keys(ctx, "*").Result()
+			require.NoError(t, err)
+			for _, k := range keys {
+				v, err := c.Dump(ctx, k).Result()
+				require.NoError(t, err)
+				ttl, err := c.PTTL(ctx, k).Result()
+				require.NoError(t, err)
+				snap[k] = dumped{v, max(ttl, 0)}
+			}
+			require.Contains(t, snap, epochKey("t:instances"))
+
+			time.Sleep(2 * time.Millisecond) // the next heartbeats write later expiries
+			admit(t, a, ra, "k", 4)
+			admit(t, b, rb, "k", 2)
+			sync3()
+			require.Equal(t, int64(14), total(t, c, name))
+
+			// The failover: the store as the replica had it.
+			require.NoError(t, c.FlushAll(ctx).Err())
+			for k, d := range snap {
+				require.NoError(t, c.RestoreReplace(ctx, k, d.ttl, d.val).Err())
+			}
+			require.Equal(t, int64(8), total(t, c, name))
+
+			admit(t, a, ra, "k", 1)
+			require.NoError(t, a.cycle())
+			assert.Equal(t, int64(15), total(t, c, name), "what the store lacked of A's view made up, and the 1 since pushed")
+			require.NoError(t, b.cycle())
+			assert.Equal(t, int64(15), total(t, c, name), "B's view holds nothing more")
+			for _, s := range []*Syncer{a, b} {
+				require.NoError(t, s.cycle())
+				assert.Equal(t, int64(1), s.Stats().Rebuilds, "one loss seen")
+				assert.True(t, strings.HasPrefix(s.epoch, "p"), "a partial loss: %q", s.epoch)
+			}
+			assert.Equal(t, int64(15), total(t, c, name))
 		})
 	}
 }

@@ -336,22 +336,38 @@ return out
 // without a TTL, so that only a loss removes it.
 //
 // An instance that has not rebuilt the store after a loss (its epoch, if it
-// has one, is not the store's) only looks: it heartbeats once it has.
+// has one, is not the store's) only looks: it heartbeats once it has. A
+// caller of the store's epoch also gives the expiry its last heartbeat
+// wrote: if that has not passed and the registry holds an older one for
+// it, or none, the store
+// lost writes it had acknowledged while keeping the epoch (a failover to a
+// replica that lagged), and the script starts a new epoch marked partial
+// ("p…"): only some of the keys lost data.
 //
 // KEYS[1] the registry, KEYS[2] the epoch; ARGV: instance id, ttl ms, "0" to
-// heartbeat, "1" to remove, "2" to look, the caller's epoch ("" if none yet).
+// heartbeat, "1" to remove, "2" to look, the caller's epoch ("" if none yet),
+// the expiry (ms) its last heartbeat wrote ("" if none).
 //
 // Returns: TIME's seconds and microseconds, the number of live instances,
 // the earliest expiry, and the epoch.
 var registryScript = redis.NewScript(`
 local t = redis.call('TIME')
-local ep = redis.call('GET', KEYS[2])
-if not ep and ARGV[3] ~= '1' then
-  ep = t[1] .. '.' .. t[2]
-  redis.call('SET', KEYS[2], ep)
-end
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
+local ep = redis.call('GET', KEYS[2])
+if ARGV[3] ~= '1' then
+  if not ep then
+    ep = t[1] .. '.' .. t[2]
+    redis.call('SET', KEYS[2], ep)
+  elseif ARGV[4] == ep and ARGV[5] and ARGV[5] ~= '' and tonumber(ARGV[5]) > nowms and
+      tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0') < tonumber(ARGV[5]) then
+    -- The caller's last heartbeat, not expired yet, is gone: the store
+    -- went back in time (a failover to a replica that lacked the last
+    -- writes). A partial loss: its epoch says so.
+    ep = 'p' .. t[1] .. '.' .. t[2]
+    redis.call('SET', KEYS[2], ep)
+  end
+end
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
 elseif ARGV[3] == '0' and (ARGV[4] == '' or ARGV[4] == ep) then

@@ -217,6 +217,9 @@ type Syncer struct {
 	// loop goroutine.
 	epoch, lost     string
 	held, holdUntil int64
+	// beatAt is the expiry (store ms) the last heartbeat wrote, 0 if none:
+	// a store that lost it went back in time (rebuild.go).
+	beatAt int64
 
 	stats counters
 }
