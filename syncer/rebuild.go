@@ -94,9 +94,8 @@ func (s *Syncer) lossErr(ep string) error {
 	return fmt.Errorf("%w: epoch %s, the instance saw %s", ErrStoreLost, ep, s.epoch)
 }
 
-// epochArgs returns the epoch key for a script call, on a standalone store
-// (nil on a cluster), and the caller's epoch ("" on a cluster: the call
-// checks nothing).
+// epochArg returns the caller's epoch for a sync script call: "" on a
+// cluster, where the call carries no epoch key and checks nothing.
 func (s *Syncer) epochArg() string {
 	if !s.standalone {
 		return ""

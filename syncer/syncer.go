@@ -425,9 +425,15 @@ func (s *Syncer) flush() error {
 	s.releaseOver(s.Now(), true)
 	s.flushing = true
 	defer func() { s.flushing = false }()
-	for range flushCycles {
+	for i := range flushCycles {
 		if err := s.observedCycle(); err != nil {
-			return err
+			// A reply that said the store lost its data is no failure
+			// of the flush: the next cycle restores, then syncs
+			// (rebuild.go).
+			if !errors.Is(err, ErrStoreLost) || i == flushCycles-1 {
+				return err
+			}
+			continue
 		}
 		if !s.outstanding() {
 			break
