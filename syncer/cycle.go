@@ -333,6 +333,12 @@ func (s *Syncer) requeue(items []item) {
 // pipeline of per-key calls. It returns the first store error; items not
 // sent are queued again.
 func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
+	// A loss seen since the last cycle: restore first, rather than send
+	// calls the store will refuse (and their checks to the failure mode).
+	if err := s.restore(ctx); err != nil {
+		s.requeue(items)
+		return err
+	}
 	if err := s.resendBulk(ctx); err != nil {
 		s.requeue(items)
 		return err
@@ -350,6 +356,10 @@ func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
 // as in syncKeys, an unanswered bulk call goes first. Nothing of the pass is
 // in flight between its pipelines.
 func (s *Syncer) sendPass(items []item) {
+	if err := s.restore(s.life); err != nil {
+		s.requeue(items)
+		return
+	}
 	if err := s.resendBulk(s.life); err != nil {
 		s.requeue(items)
 		return

@@ -147,6 +147,9 @@ func (noKeys) Unsynced(dst []Handle, _ int64) []Handle          { return dst }
 func (noKeys) View(_ Handle, _ int64, dst []window.Bucket) []window.Bucket {
 	return dst
 }
+func (noKeys) Leased(_ Handle, _ int64, dst []window.Bucket) []window.Bucket {
+	return dst
+}
 func (noKeys) Viewed(dst []Handle, _ int64) []Handle { return dst }
 
 // nameRule returns a rule of no keys, for naming them.

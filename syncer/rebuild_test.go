@@ -279,39 +279,46 @@ func TestRestoreScript(t *testing.T) {
 	sub := midSubUs(now, 100_000)
 	k := now / sub
 	const span, key = 4, "t:{api:k}:1"
-	restore := func(whole string, pairs ...int64) int64 {
+	// restore gives view pairs, then lease pairs.
+	restore := func(whole string, view []int64, leases ...int64) int64 {
 		t.Helper()
-		args := []any{sub, span, 60_000, whole}
-		for _, p := range pairs {
+		args := []any{sub, span, 60_000, whole, len(view) / 2}
+		for _, p := range append(view, leases...) {
 			args = append(args, p)
 		}
 		n, err := restoreScript.Run(ctx, c, []string{key}, args...).Int64()
 		require.NoError(t, err)
 		return n
 	}
-	assert.Equal(t, int64(2), restore("1", k, 8, k-1, 5, k-span, 7), "the bucket out of the window is skipped")
-	assert.Equal(t, int64(1), restore("1", k, 6, k-1, 9), "only a larger count raises")
+	assert.Equal(t, int64(2), restore("1", []int64{k, 8, k - 1, 5, k - span, 7}), "the bucket out of the window is skipped")
+	assert.Equal(t, int64(1), restore("1", []int64{k, 6, k - 1, 9}), "only a larger count raises")
 	require.NoError(t, c.HIncrBy(ctx, key, itoa(k), 2).Err()) // pushed since the loss
 	assert.Equal(t, map[int64]int64{k: 10, k - 1: 9}, buckets(t, c, key))
-	assert.Zero(t, restore("1", k, 8), "the count pushed since is not taken for a restored one")
+	assert.Zero(t, restore("1", []int64{k, 8}), "the count pushed since is not taken for a restored one")
 	assert.Equal(t, map[int64]int64{k: 10, k - 1: 9}, buckets(t, c, key))
 	// On a store that may have kept the key, a bucket whose own field holds
 	// the view is left as it is; one that lost part of it gets the part
 	// back.
 	require.NoError(t, c.HSet(ctx, key, itoa(k-2), 7).Err())
-	assert.Zero(t, restore("0", k-2, 7))
-	assert.Equal(t, int64(1), restore("0", k-2, 9))
+	assert.Zero(t, restore("0", []int64{k - 2, 7}))
+	assert.Equal(t, int64(1), restore("0", []int64{k - 2, 9}))
 	assert.Equal(t, map[int64]int64{k: 10, k - 1: 9, k - 2: 9}, buckets(t, c, key))
+	// Each instance's own leases that no view holds add up: the next
+	// bucket's, and one past it counted there.
+	assert.Equal(t, int64(2), restore("1", nil, k+1, 4, k+3, 1))
+	assert.Equal(t, int64(1), restore("1", nil, k+1, 3))
+	assert.Equal(t, "8", c.HGet(ctx, key, itoa(k+1)).Val())
 	assert.Equal(t, "8", c.HGet(ctx, key, "v"+itoa(k)).Val())
 
-	// The sync script's pull and the bulk path's read them as one bucket.
+	// The sync script's pull and the bulk path's read them as one bucket
+	// (and the next bucket's leases within the current one's total).
 	r := runSync(t, c, key, scriptRule{sub: sub, span: span, limit: 100, ttl: 60_000, inst: "A", exact: true})
 	require.Equal(t, k-span+1, r.oldest)
-	assert.Equal(t, []int64{0, 9, 9, 10}, r.totals)
+	assert.Equal(t, []int64{0, 9, 9, 18}, r.totals)
 	cmd := c.HGetAll(ctx, key)
 	tot, ok := pulled(cmd, k-span+1, span, nil)
 	require.True(t, ok)
-	assert.Equal(t, []int64{0, 9, 9, 10}, tot)
+	assert.Equal(t, []int64{0, 9, 9, 18}, tot)
 
 	// A bucket that left the window goes with its restored field.
 	_, err := c.HSet(ctx, key, "v"+itoa(k-span-1), 4, itoa(k-span-1), 1).Result()
