@@ -59,16 +59,12 @@ import (
 // again once the instance has restored what it saw (a push).
 var ErrStoreLost = errors.New("syncer: the store lost its data")
 
-// epochKey returns the epoch's key for the registry key reg: in reg's slot,
-// so that a cluster runs registryScript on both. A reg with a hash tag of
-// its own keeps it; any other is made the epoch key's hash tag.
-func epochKey(reg string) string {
-	if i := strings.IndexByte(reg, '{'); i >= 0 {
-		if j := strings.IndexByte(reg[i+1:], '}'); j > 0 {
-			return reg + ":epoch"
-		}
-	}
-	return "{" + reg + "}:epoch"
+// epochKey returns the epoch's key under prefix: it starts with the prefix,
+// as every key does, and its hash tag is the registry's name, so that it is
+// in the registry's slot and a cluster runs registryScript on both (a
+// Prefix holds no braces: Options validates it).
+func epochKey(prefix string) string {
+	return prefix + ":{" + prefix + ":instances}:epoch"
 }
 
 // lossSeen handles the store's epoch ep as a reply carried it, and reports

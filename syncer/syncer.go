@@ -278,7 +278,7 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 	}
 	_, s.standalone = cfg.Client.(*redis.Client)
 	s.bulk = s.standalone && !cfg.perKey
-	s.epochKey = epochKey(s.reg)
+	s.epochKey = epochKey(cfg.Prefix)
 	for i := range s.markers {
 		s.markers[i] = string(EncodeKey([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
 	}

@@ -423,14 +423,14 @@ func redisBytesPerKey(t store.Target, prefix string, rule policy.Rule, recs []re
 
 // cleanupRedis deletes the run's registry key and the store's epoch beside
 // it, which has no TTL (limiter keys expire by themselves within a window
-// and a second). Two calls: on a cluster the two may be in different slots.
+// and a second).
 func cleanupRedis(t store.Target, prefix string) {
 	c := t.Client()
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = c.Del(ctx, prefix+":instances").Err()
-	_ = c.Del(ctx, "{"+prefix+":instances}:epoch").Err()
+	_ = c.Del(ctx, prefix+":{"+prefix+":instances}:epoch").Err()
 }
 
 func pctText(f float64) string {
