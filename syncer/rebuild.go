@@ -64,7 +64,7 @@ var ErrStoreLost = errors.New("syncer: the store lost its data")
 // in the registry's slot and a cluster runs registryScript on both (a
 // Prefix holds no braces: Options validates it).
 func epochKey(prefix string) string {
-	return prefix + ":{" + prefix + ":instances}:epoch"
+	return prefix + ":epoch{" + prefix + ":instances}"
 }
 
 // lossSeen handles the store's epoch ep as a reply carried it, and reports

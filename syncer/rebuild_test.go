@@ -251,7 +251,7 @@ func TestRegistryEpoch(t *testing.T) {
 	assert.NotEqual(t, ep, ep2, "a lost epoch starts anew, also on a look")
 	assert.Equal(t, ep2, run("b", regBeat, ep2))
 
-	assert.Equal(t, "t:{t:instances}:epoch", ek, "under the prefix, in the registry's slot")
+	assert.Equal(t, "t:epoch{t:instances}", ek, "under the prefix, in the registry's slot")
 	_, tag, _ := strings.Cut(ek, "{")
 	tag, _, _ = strings.Cut(tag, "}")
 	assert.Equal(t, reg, tag, "its hash tag is the registry's whole name: the registry's slot")

@@ -275,7 +275,10 @@ func TestClusterFleet(t *testing.T) {
 			assert.Equal(t, int64(3), keyTotal(t, cc, prefix, rule, k), "%q", k)
 			delete(found, name)
 		}
-		delete(found, prefix+":instances")
+		reg, epoch := prefix+":instances", prefix+":epoch{"+prefix+":instances}"
+		assert.Equal(t, found[reg], found[epoch], "the store's epoch is on the registry's master")
+		delete(found, reg)
+		delete(found, epoch)
 		assert.Empty(t, found, "no other Redis keys")
 	})
 }

@@ -115,7 +115,7 @@ func TestHostileKeys(t *testing.T) {
 		if name == prefix+":instances" {
 			continue
 		}
-		if name == prefix+":{"+prefix+":instances}:epoch" {
+		if name == prefix+":epoch{"+prefix+":instances}" {
 			typ, err := direct.Type(ctx, name).Result()
 			require.NoError(t, err)
 			assert.Equal(t, "string", typ, "the store's epoch")

@@ -430,7 +430,7 @@ func cleanupRedis(t store.Target, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = c.Del(ctx, prefix+":instances").Err()
-	_ = c.Del(ctx, prefix+":{"+prefix+":instances}:epoch").Err()
+	_ = c.Del(ctx, prefix+":epoch{"+prefix+":instances}").Err()
 }
 
 func pctText(f float64) string {
