@@ -106,7 +106,7 @@ func (g *gcraEventual) refill(key string) {
 	}
 	key = strings.Clone(key) // the caller's string may live in a reused buffer
 	go func() {
-		a, err := g.store.Lease(context.Background(), key, 0, tk.Want)
+		a, err := g.store.LeaseAbove(context.Background(), key, 0, tk.Want, tk.TAT)
 		if err != nil {
 			g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
 			return
@@ -124,7 +124,7 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 		return result(o), true, nil
 	}
 	tk := g.table.Ask(key)
-	a, err := g.store.Lease(ctx, key, n, tk.Want)
+	a, err := g.store.LeaseAbove(ctx, key, n, tk.Want, tk.TAT)
 	if err != nil {
 		g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
 		r, err := g.failed(key, n, err)

@@ -143,22 +143,33 @@ func (t *LeaseTable) Denied(key string, now, n int64) (Outcome, bool) {
 type Ticket struct {
 	e    *leaseEntry
 	Want int64
+	// TAT is the key's TAT in the store at its last answer (ns, store
+	// clock); 0 if none: a floor for the store's, which only grows, and
+	// which a store that lost its data has forgotten.
+	TAT int64
 }
 
 // Ask returns the ticket of a check of key that Allow sent to the store. The
 // caller must Settle it once the store answered or failed.
 func (t *LeaseTable) Ask(key string) Ticket {
 	e, ok := t.keys.m.Load(key)
-	if !ok || !e.asking.CompareAndSwap(false, true) {
+	if !ok {
 		return Ticket{e: e}
+	}
+	var floor int64
+	if tat := e.tat.Load(); tat > tatFresh {
+		floor = tat
+	}
+	if !e.asking.CompareAndSwap(false, true) {
+		return Ticket{e: e, TAT: floor}
 	}
 	h := e.held.Load()
 	want := t.most.Load() - h // ≤ 0 if h is heldGone
 	if h == heldGone || want <= 0 {
 		e.asking.Store(false)
-		return Ticket{e: e}
+		return Ticket{e: e, TAT: floor}
 	}
-	return Ticket{e: e, Want: want}
+	return Ticket{e: e, Want: want, TAT: floor}
 }
 
 // NoAnswer is the time and the TAT to Settle a ticket with when the store

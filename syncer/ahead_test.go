@@ -151,7 +151,7 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 
 	wantArg := func() any {
 		cl := call{it: item{id: id, ref: ref, lease: true}, batches: []*batch{{seq: 1}}}
-		return s.args(nil, &cl)[12]
+		return s.args(nil, &cl)[13] // after the key, the store's epoch key
 	}
 	tests := []struct {
 		name   string

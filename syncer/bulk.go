@@ -44,6 +44,8 @@ type bulkCall struct {
 	push  int           // len of the keys with counts
 	sent  int           // times sent
 	cmd   *redis.Cmd    // the script call of the last send
+	epoch *redis.Cmd    // the store's epoch after the pulls (rebuild.go)
+	ep    string        // the epoch the last send carried (startBulk)
 	done  chan struct{} // closed when the last send has its reply
 }
 
@@ -152,12 +154,13 @@ func (c *bulkCall) names() {
 // one; any other key has one argument, its tokens, all in one string built
 // here.
 func (s *Syncer) bulkArgs(c *bulkCall) []any {
-	args := make([]any, 0, 5+c.push+4+7*len(c.rules)+c.push)
-	args = append(args, "evalsha", bulkScript.Hash(), 1+c.push, s.markers[c.lane])
+	args := make([]any, 0, 6+c.push+5+7*len(c.rules)+c.push)
+	args = append(args, "evalsha", bulkScript.Hash(), 2+c.push, s.markers[c.lane])
 	for _, k := range c.keys[:c.push] {
 		args = append(args, k.boxed)
 	}
-	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL.Load(), s.cfg.InstanceID, len(c.rules))
+	args = append(args, s.epochKey)
+	args = append(args, strconv.FormatInt(c.seq, 10), s.markerTTL.Load(), s.cfg.InstanceID, len(c.rules), c.ep)
 	// Per rule: its keys with one count in the base bucket, its others
 	// (their tokens in b, each key's ending in a space).
 	type part struct {
@@ -240,8 +243,12 @@ func (s *Syncer) sendBulk(ctx context.Context, c *bulkCall) {
 			k.pull = redis.NewMapStringStringCmd(ctx, all[2*i:2*i+2:2*i+2]...)
 			_ = pipe.Process(ctx, k.pull)
 		}
+		// The epoch once the pulls have run: a store that lost its data
+		// between the script and them has none, or another (rebuild.go).
+		c.epoch = redis.NewCmd(ctx, "get", s.epochKey)
+		_ = pipe.Process(ctx, c.epoch)
 		s.stats.roundTrips.Add(1)
-		s.stats.commands.Add(int64(1 + len(c.keys)))
+		s.stats.commands.Add(int64(2 + len(c.keys)))
 		if c.sent > 0 {
 			s.stats.retried.Add(1)
 		}
@@ -311,6 +318,7 @@ func (s *Syncer) resendBulk(ctx context.Context) error {
 // c and the syncer's state are touched by the loop alone.
 func (s *Syncer) startBulk(ctx context.Context, c *bulkCall) {
 	c.done = make(chan struct{})
+	c.ep = s.epoch // read by the loop alone
 	go func() {
 		defer close(c.done)
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
@@ -364,6 +372,36 @@ func (s *Syncer) applyBulk(c *bulkCall) error {
 	nowUs, ok := v[0].(int64)
 	if !ok {
 		return fmt.Errorf("unexpected reply value %v", v[0])
+	}
+	if st, _ := v[1].(int64); st == 2 && len(v) == 3 {
+		// Sent in another epoch than the store's: nothing ran, and the
+		// pulls after it read a store that lost its data. The call is
+		// resent once the instance has restored the store (rebuild.go).
+		ep, _ := v[2].(string)
+		s.lossSeen(ep)
+		return s.lossErr(ep)
+	}
+	if c.ep != "" {
+		// The store lost its data after the script ran (the pulls read
+		// what was left, and the counts pushed are gone): the call is
+		// resent once the instance has restored the store, nothing of it
+		// taken. A missing epoch is learnt, and started, by a look.
+		ep, err := c.epoch.Text()
+		switch {
+		case err == redis.Nil:
+			if lerr := s.look(s.life); lerr != nil {
+				return lerr
+			}
+			if s.lost == "" {
+				return fmt.Errorf("the store's epoch went missing")
+			}
+			return s.lossErr(s.lost)
+		case err != nil:
+			return err
+		case ep != c.ep:
+			s.lossSeen(ep)
+			return s.lossErr(ep)
+		}
 	}
 	var failed map[int]bool
 	for _, x := range v[2:] {
@@ -419,6 +457,9 @@ func pulled(cmd *redis.MapStringStringCmd, oldest int64, span int, dst []int64) 
 		dst = append(dst, 0)
 	}
 	for f, v := range h {
+		if len(f) > 1 && f[0] == 'v' {
+			f = f[1:] // a bucket's count restored after a loss (rebuild.go)
+		}
 		if f == "" || f[0] < '0' || f[0] > '9' {
 			continue // "i:…", "r…": bookkeeping
 		}

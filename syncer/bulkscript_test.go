@@ -40,7 +40,7 @@ func runBulk(t *testing.T, c redis.Scripter, marker, seq string, rules []bulkRul
 		return !k.drop && len(k.deltas) == 1 && k.deltas[0][0] == rules[k.rule-1].base && k.deltas[0][1] > 0
 	}
 	ks := []string{marker}
-	args := []any{seq, 60_000, "me", len(rules)}
+	args := []any{seq, 60_000, "me", len(rules), ""} // no epoch: checks none
 	var stream []any
 	for r := range rules {
 		var mine []bulkPush
@@ -83,6 +83,7 @@ func runBulk(t *testing.T, c redis.Scripter, marker, seq string, rules []bulkRul
 	for i := 1; i < len(keys); i++ {
 		require.LessOrEqual(t, keys[i-1].rule, keys[i].rule, "keys grouped by rule")
 	}
+	ks = append(ks, marker+":epoch")
 	v, err := bulkScript.Run(ctxT(t, opTimeout), c, ks, append(args, stream...)...).Int64Slice()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(v), 2)

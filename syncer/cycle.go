@@ -42,6 +42,21 @@ func (s *Syncer) cycle() error {
 		s.down(err)
 		return err
 	}
+	// After a loss of the store's data, the instance restores what it saw
+	// before anything else, then joins the new registry (rebuild.go): its
+	// heartbeat above, in another epoch, only looked.
+	if s.lost != "" {
+		if err := s.restore(ctx); err != nil {
+			s.down(err)
+			return err
+		}
+		if !back {
+			if err := s.heartbeat(ctx); err != nil {
+				s.down(err)
+				return err
+			}
+		}
+	}
 	if !s.refusing.Load() {
 		s.setHealth(true, nil)
 	}
@@ -142,7 +157,9 @@ func (s *Syncer) cycle() error {
 		}
 		done, perr := s.perKeyAmid(ctx, rest, landAll)
 		err = cmp.Or(err, perr)
-		if !done {
+		if !done || s.lost != "" {
+			// The store failed, or a reply said it lost its data: the
+			// next cycle comes back to it (restoring first).
 			s.requeue(items[end:])
 			break
 		}
@@ -328,6 +345,12 @@ func (s *Syncer) requeue(items []item) {
 // pipeline of per-key calls. It returns the first store error; items not
 // sent are queued again.
 func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
+	// A loss seen since the last cycle: restore first, rather than send
+	// calls the store will refuse (and their checks to the failure mode).
+	if err := s.restore(ctx); err != nil {
+		s.requeue(items)
+		return err
+	}
 	if err := s.resendBulk(ctx); err != nil {
 		s.requeue(items)
 		return err
@@ -345,6 +368,10 @@ func (s *Syncer) syncKeys(ctx context.Context, items []item) error {
 // as in syncKeys, an unanswered bulk call goes first. Nothing of the pass is
 // in flight between its pipelines.
 func (s *Syncer) sendPass(items []item) {
+	if err := s.restore(s.life); err != nil {
+		s.requeue(items)
+		return
+	}
 	if err := s.resendBulk(s.life); err != nil {
 		s.requeue(items)
 		return

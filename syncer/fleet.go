@@ -135,13 +135,17 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 	sent := s.localNow()
 	s.stats.roundTrips.Add(1)
 	s.stats.commands.Add(1)
-	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), mode).Slice()
+	var beat string
+	if s.beatAt > 0 {
+		beat = strconv.FormatInt(s.beatAt, 10)
+	}
+	v, err := registryScript.Run(ctx, s.cfg.Client, []string{s.reg, s.epochKey}, s.cfg.InstanceID, s.cfg.InstanceTTL.Milliseconds(), mode, s.epoch, beat).Slice()
 	recv := s.localNow()
 	s.heard(err)
 	if err != nil {
 		return s.failed(fmt.Errorf("syncer: registry: %w", err))
 	}
-	if len(v) != 5 {
+	if len(v) != 6 {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
 	}
 	sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
@@ -152,16 +156,33 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		return fmt.Errorf("syncer: registry: unexpected reply %v", v)
 	}
 	if mode == regRemove {
+		s.beatAt = 0
 		return nil
 	}
 	store := sec*int64(time.Second) + usec*int64(time.Microsecond)
 	s.offset.Store(s.clock.sample(store-(sent+recv)/2, recv-sent))
+	// A loss is recorded before N̂ is read: the registry went with the
+	// data, and N̂ holds (rebuild.go).
+	ep, _ := v[5].(string)
+	if mode == regBeat && (s.epoch == "" || ep == s.epoch) {
+		// The script heartbeated (a caller of another epoch only looks):
+		// the expiry it wrote, which the next call checks is still there.
+		s.beatAt = sec*1000 + usec/1000 + s.cfg.InstanceTTL.Milliseconds()
+	}
+	s.lossSeen(ep)
 	if first, err := strconv.ParseInt(fmt.Sprint(v[3]), 10, 64); err == nil && first > 0 {
 		// Every live instance heartbeated at or after its expiry less
 		// the TTL (the fleet's instances share it: it follows SyncInterval).
 		s.oldestBeat.Store(first*int64(time.Millisecond) - int64(s.cfg.InstanceTTL))
 	}
 	n = max(n, 1)
+	if s.holdUntil != 0 {
+		if s.localNow() < s.holdUntil {
+			n = max(n, s.held)
+		} else {
+			s.held, s.holdUntil = 0, 0
+		}
+	}
 	s.instances.Store(n)
 	// The script's now in whole ms, as the registry's scores hold it:
 	// heartbeats are compared at that resolution, and one of the same ms

@@ -19,8 +19,15 @@ import "github.com/redis/go-redis/v9"
 // (window.SharedBucket): up to want more units, as many as the bucket holds
 // after the check, taken from it in the same step (TAT moves by (n + g)·T).
 //
+// A caller may also give a floor: the key's TAT as the store last told it
+// (seconds and nanoseconds). The store's TAT only grows, so a stored one
+// below it, or none, means the store lost the key (a FLUSHALL, a Redis
+// restarted empty): the check then decides on the floor, and records the
+// TAT from it, so that the bucket a loss refilled is not spent twice.
+//
 // KEYS[1] the key. ARGV: T ns, τ ns, n, "1" to peek (decide one unit,
-// record nothing), want (the lease asked for; 0 for none).
+// record nothing), want (the lease asked for; 0 for none), and optionally
+// the floor's seconds and nanoseconds.
 //
 // Returns: 1 if admitted (0 if not), the store's TIME seconds and
 // microseconds, the debt after the decision in ns (TAT − now, ≥ 0), and the
@@ -40,6 +47,10 @@ if v then
     debt = (tonumber(vs) - sec) * 1000000000 + (tonumber(vn) - ns)
     if debt < 0 then debt = 0 end
   end
+end
+if ARGV[7] then
+  local floor = (tonumber(ARGV[6]) - sec) * 1000000000 + (tonumber(ARGV[7]) - ns)
+  if floor > debt then debt = floor end
 end
 if debt + n * iv > tau then
   return {0, t[1], t[2], debt, 0}

@@ -144,6 +144,13 @@ func (noKeys) OnEarly(func())                                   {}
 func (noKeys) Need(Handle, int64) bool                          { return true }
 func (noKeys) Park(Handle)                                      {}
 func (noKeys) Unsynced(dst []Handle, _ int64) []Handle          { return dst }
+func (noKeys) View(_ Handle, _ int64, dst []window.Bucket) []window.Bucket {
+	return dst
+}
+func (noKeys) Leased(_ Handle, _ int64, dst []window.Bucket) []window.Bucket {
+	return dst
+}
+func (noKeys) Viewed(dst []Handle, _ int64) []Handle { return dst }
 
 // nameRule returns a rule of no keys, for naming them.
 func nameRule(name string, geo window.Sliding) *testRule {

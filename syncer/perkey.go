@@ -113,8 +113,13 @@ func (s *Syncer) args(dst []any, c *call) []any {
 			want = max(r.keys.Want(c.it.ref, now), s.peak(c.it.id, r.geo.Index(now)))
 		}
 	}
-	args := append(dst, "evalsha", syncHash, 1, r.KeyName(c.it.id.key),
-		r.head[0], r.head[1], r.limitValue(), r.head[2], r.head[3], len(c.batches), r.weigh, lease, want, next)
+	var args []any
+	if s.standalone {
+		args = append(dst, "evalsha", syncHash, 2, r.KeyName(c.it.id.key), s.epochKey)
+	} else {
+		args = append(dst, "evalsha", syncHash, 1, r.KeyName(c.it.id.key))
+	}
+	args = append(args, r.head[0], r.head[1], r.limitValue(), r.head[2], r.head[3], len(c.batches), r.weigh, lease, want, next, s.epochArg())
 	for _, b := range c.batches {
 		costs := b.costs
 		if b.sent > 0 {
@@ -175,7 +180,7 @@ func (s *Syncer) syncPerKey(ctx context.Context, items []item) error {
 	if first != nil {
 		s.failed(first)
 		var rerr redis.Error
-		if !errors.As(first, &rerr) {
+		if !errors.As(first, &rerr) && !errors.Is(first, ErrStoreLost) {
 			s.setHealth(false, first)
 		}
 	}
@@ -238,6 +243,12 @@ func (s *Syncer) apply(c *call) error {
 	v, err := c.cmd.Slice()
 	if err != nil {
 		return err
+	}
+	if st, _ := v[0].(int64); st == -1 && len(v) == 2 {
+		// Sent in another epoch than the store's: nothing ran (rebuild.go).
+		ep, _ := v[1].(string)
+		s.lossSeen(ep)
+		return s.lossErr(ep)
 	}
 	if len(v) != 4+r.span+2*len(c.batches) {
 		return fmt.Errorf("unexpected reply of %d values", len(v))

@@ -23,7 +23,7 @@ func TestRegistryScript(t *testing.T) {
 	var absent int64 // whether the last run found no live entry of its instance
 	run := func(id string, mode string) (nowMs, n int64) {
 		t.Helper()
-		v, err := registryScript.Run(ctx, c, []string{reg}, id, ttl, mode).Slice()
+		v, err := registryScript.Run(ctx, c, []string{reg, epochKey(reg)}, id, ttl, mode, "").Slice()
 		require.NoError(t, err)
 		require.Len(t, v, 5)
 		first, err = strconv.ParseInt(v[3].(string), 10, 64)

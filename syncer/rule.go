@@ -65,6 +65,15 @@ type Keys interface {
 	// call: an admission left them half of their local allowance or less.
 	// Only the syncer's loop calls it.
 	Early(dst []Handle) []Handle
+	// View appends h's window as last pulled from the store: the total of
+	// every bucket inside the window at now that holds a count, for a
+	// store that lost its data to be restored from (rebuild.go).
+	View(h Handle, now int64, dst []window.Bucket) []window.Bucket
+	// Leased appends the units of h's leases, of a bucket in the window at
+	// now or of the next one, that no pull has brought into its View.
+	Leased(h Handle, now int64, dst []window.Bucket) []window.Bucket
+	// Viewed appends every key whose View or Leased at now holds a count.
+	Viewed(dst []Handle, now int64) []Handle
 	// OnEarly sets the function a key's request for an early sync calls,
 	// once the key is queued; the syncer sets it when it adds the rule.
 	OnEarly(wake func())

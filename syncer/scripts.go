@@ -99,6 +99,19 @@ local lease_want = tonumber(ARGV[9])
 local lease_next = ARGV[10] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- The store's epoch (see epochScript): a call made in another epoch than
+-- the store's runs nothing, so that nothing is decided on, or pulled from,
+-- a store that lost its data before the caller has rebuilt it.
+if #KEYS > 1 and ARGV[11] ~= '' then
+  local ep = redis.call('GET', KEYS[2])
+  if ep ~= ARGV[11] then
+    if not ep then
+      ep = t[1] .. '.' .. t[2]
+      redis.call('SET', KEYS[2], ep)
+    end
+    return {-1, ep}
+  end
+end
 local k = math.floor(now / sub)
 local oldest = k - span + 1
 local phase = (now - k * sub) / sub
@@ -137,9 +150,11 @@ for f = 1, #all, 2 do
       end
     end
   else
-    local j = tonumber(name)
+    -- A bucket's field, or its base restored after a loss ("v<bucket>").
+    local j
+    if c1 == 118 then j = tonumber(string.sub(name, 2)) else j = tonumber(name) end
     if j ~= nil and j >= oldest then
-      counts[j] = tonumber(all[f + 1])
+      counts[j] = (counts[j] or 0) + (tonumber(all[f + 1]) or 0)
     end
   end
 end
@@ -156,7 +171,8 @@ local function clean()
         drop[#drop + 1] = name
       end
     else
-      local j = tonumber(name)
+      local j
+      if c1 == 118 then j = tonumber(string.sub(name, 2)) else j = tonumber(name) end
       if j == nil or j < oldest then
         drop[#drop + 1] = name
       end
@@ -202,7 +218,7 @@ local lasts
 local grant = 0
 local lb = k
 if lease_next then lb = k + 1 end
-local i = 11
+local i = 12
 for b = 1, nb do
   local seqs = ARGV[i]
   local seq = tonumber(seqs)
@@ -280,7 +296,7 @@ if lasts then
   redis.call('HSET', key, unpack(sets))
 end
 if nb > 0 then
-  local first = tonumber(ARGV[11])
+  local first = tonumber(ARGV[12])
   local old = {}
   for s, rec in pairs(recs) do
     if tonumber(s) < first then
@@ -316,32 +332,62 @@ return out
 // its entry expired or the registry was lost), else 0. It can also only
 // look: the same reply without touching the instance's entry.
 //
-// The heartbeat's ZADD stays the script's first write: at maxmemory
-// (noeviction) the store refuses it, and so the heartbeat, only while the
-// script has written nothing.
+// The script's first write is the heartbeat's ZADD (or, after a loss, the
+// new epoch's SET): at maxmemory (noeviction) the store refuses it, and so
+// the heartbeat, only while the script has written nothing.
 //
-// KEYS[1] the registry; ARGV: instance id, ttl ms, "0" to heartbeat, "1" to
-// remove, "2" to look.
+// It also reads the store's epoch, KEYS[2] (see epochKey), and starts a new
+// one if it is missing (not when removing): a store that lost its data lost
+// it too, and the instances learn of the loss from the new epoch. It is kept
+// without a TTL, so that only a loss removes it.
+//
+// An instance that has not rebuilt the store after a loss (its epoch, if it
+// has one, is not the store's) only looks: it heartbeats once it has. A
+// caller of the store's epoch also gives the expiry its last heartbeat
+// wrote: if that has not passed and the registry holds an older one for
+// it, or none, the store lost writes it had acknowledged while keeping the
+// epoch (a failover to a replica that lagged), and the script starts a new
+// epoch marked partial ("p…"): only some of the keys lost data.
+//
+// KEYS[1] the registry, KEYS[2] the epoch; ARGV: instance id, ttl ms, "0" to
+// heartbeat, "1" to remove, "2" to look, the caller's epoch ("" if none yet),
+// the expiry (ms) its last heartbeat wrote ("" if none).
+//
+// Returns: TIME's seconds and microseconds, the number of live instances,
+// the earliest expiry, 1 if the caller had no live entry before this call
+// (0 otherwise, and when removing), and the epoch.
 var registryScript = redis.NewScript(`
 local t = redis.call('TIME')
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 local absent = 0
+local ep = redis.call('GET', KEYS[2])
 if ARGV[3] ~= '1' then
   local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
   if not score or tonumber(score) <= nowms then
     absent = 1
   end
+  if not ep then
+    ep = t[1] .. '.' .. t[2]
+    redis.call('SET', KEYS[2], ep)
+  elseif ARGV[4] == ep and ARGV[5] and ARGV[5] ~= '' and tonumber(ARGV[5]) > nowms and
+      tonumber(score or '0') < tonumber(ARGV[5]) then
+    -- The caller's last heartbeat, not expired yet, is gone: the store
+    -- went back in time (a failover to a replica that lacked the last
+    -- writes). A partial loss: its epoch says so.
+    ep = 'p' .. t[1] .. '.' .. t[2]
+    redis.call('SET', KEYS[2], ep)
+  end
 end
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
-elseif ARGV[3] == '0' then
+elseif ARGV[3] == '0' and (ARGV[4] == '' or ARGV[4] == ep) then
   redis.call('ZADD', KEYS[1], string.format('%.0f', nowms + ttl), ARGV[1])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', nowms))
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0', absent}
+return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0', absent, ep or ''}
 `)
 
 // bulkScript pushes one instance's counts for many keys, of any rules, in
@@ -405,6 +451,15 @@ var bulkScript = redis.NewScript(`
 local tonumber, type, pcall = tonumber, type, redis.pcall
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local ekey = KEYS[#KEYS]
+local ep = redis.call('GET', ekey)
+if ARGV[5] ~= '' and ep ~= ARGV[5] then
+  if not ep then
+    ep = t[1] .. '.' .. t[2]
+    redis.call('SET', ekey, ep)
+  end
+  return {now, 2, ep}
+end
 local seq = tonumber(ARGV[1])
 local mark = redis.call('GET', KEYS[1]) or ''
 local last = tonumber(string.match(mark, '^%d+') or '0')
@@ -438,7 +493,8 @@ local function clean(key, oldest, expire_before)
         redis.call('HDEL', key, name)
       end
     else
-      local j = tonumber(name)
+      local j
+      if c1 == 118 then j = tonumber(string.sub(name, 2)) else j = tonumber(name) end
       if j == nil or j < oldest then
         redis.call('HDEL', key, name)
       end
@@ -463,10 +519,10 @@ local function after(x, key, ok, grew, drop)
   end
 end
 local nr = tonumber(ARGV[4])
-local i = 5 + 7 * nr
+local i = 6 + 7 * nr
 local x = 2
 for r = 1, nr do
-  local h = 5 + 7 * (r - 1)
+  local h = 6 + 7 * (r - 1)
   local sub = tonumber(ARGV[h])
   local span = tonumber(ARGV[h + 1])
   ttl = ARGV[h + 2]

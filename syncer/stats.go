@@ -24,6 +24,7 @@ type Stats struct {
 	Offset        time.Duration // store clock minus local clock
 	Healthy       bool          // the last round trip to the store succeeded
 	Waits         Waits         // checks handed to the store for want of local allowance, by why (Rule.Waited)
+	Rebuilds      int64         // losses of the store's data seen (a new epoch), each followed by a restore of the keys in view (rebuild.go)
 }
 
 // Waits counts the checks of Eventual keys that had no local allowance left
@@ -53,6 +54,6 @@ const (
 // counters are the Stats counters, updated as the syncer goes.
 type counters struct {
 	cycles, urgentCycles, earlySyncs, deferred, keySyncs, reservations, roundTrips, commands,
-	failures, corrections, retried, lastCycle, lastCycleKeys atomic.Int64
+	failures, corrections, retried, lastCycle, lastCycleKeys, rebuilds atomic.Int64
 	waits [numWhy]atomic.Int64
 }

@@ -190,9 +190,22 @@ func (r *GCRARule) Lease(ctx context.Context, key string, n, want int64) (GCRAAn
 	return r.run(ctx, key, n, "0", max(want, 0))
 }
 
-// run calls gcraScript.
-func (r *GCRARule) run(ctx context.Context, key string, n int64, peek string, want int64) (GCRAAnswer, error) {
-	v, err := r.call(ctx, gcraScript, key, r.interval, r.tau, n, peek, want)
+// LeaseAbove is Lease with a floor: tat, the key's TAT as the store last
+// told this instance (ns, store clock; 0 or less for none). A store whose
+// TAT for key is below it lost the key: it decides on tat instead and
+// records from it (gcraScript), so that a store that lost its data does not
+// hand out the same units again.
+func (r *GCRARule) LeaseAbove(ctx context.Context, key string, n, want, tat int64) (GCRAAnswer, error) {
+	if tat <= 0 {
+		return r.Lease(ctx, key, n, want)
+	}
+	sec, ns := tat/int64(time.Second), tat%int64(time.Second)
+	return r.run(ctx, key, n, "0", max(want, 0), sec, ns)
+}
+
+// run calls gcraScript, with a floor's seconds and nanoseconds if given.
+func (r *GCRARule) run(ctx context.Context, key string, n int64, peek string, want int64, floor ...any) (GCRAAnswer, error) {
+	v, err := r.call(ctx, gcraScript, key, append([]any{r.interval, r.tau, n, peek, want}, floor...)...)
 	if err != nil {
 		return GCRAAnswer{}, err
 	}

@@ -183,6 +183,10 @@ type Syncer struct {
 	bulk      bool
 	markers   [bulkLanes]string
 	markerTTL atomic.Int64
+	// standalone: the store is one Redis, whose scripts may read the
+	// epoch (epochKey) beside the keys they write (rebuild.go).
+	standalone bool
+	epochKey   string
 
 	// Owned by the loop goroutine (and Start, before it runs).
 	clock   offsetFilter
@@ -220,6 +224,16 @@ type Syncer struct {
 	urgentAt time.Time
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
+
+	// epoch is the store's epoch this instance's view belongs to; lost, a
+	// newer one it has not restored the store into yet; held, the N̂ kept
+	// until holdUntil (local ns) after a loss (rebuild.go). Owned by the
+	// loop goroutine.
+	epoch, lost     string
+	held, holdUntil int64
+	// beatAt is the expiry (store ms) the last heartbeat wrote, 0 if none:
+	// a store that lost it went back in time (rebuild.go).
+	beatAt int64
 
 	stats counters
 }
@@ -276,8 +290,9 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 			return nil, err
 		}
 	}
-	_, s.bulk = cfg.Client.(*redis.Client)
-	s.bulk = s.bulk && !cfg.perKey
+	_, s.standalone = cfg.Client.(*redis.Client)
+	s.bulk = s.standalone && !cfg.perKey
+	s.epochKey = epochKey(cfg.Prefix)
 	for i := range s.markers {
 		s.markers[i] = string(EncodeKey([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
 	}
@@ -341,6 +356,7 @@ func (s *Syncer) Stats() Stats {
 		Instances:     s.instances.Load(),
 		Offset:        s.Offset(),
 		Healthy:       s.healthy.Load(),
+		Rebuilds:      s.stats.rebuilds.Load(),
 		Waits: Waits{
 			Near:  s.stats.waits[WaitNear].Load(),
 			New:   s.stats.waits[WaitNew].Load(),
@@ -428,9 +444,15 @@ func (s *Syncer) flush() error {
 	s.releaseOver(s.Now(), true)
 	s.flushing = true
 	defer func() { s.flushing = false }()
-	for range flushCycles {
+	for i := range flushCycles {
 		if err := s.observedCycle(); err != nil {
-			return err
+			// A reply that said the store lost its data is no failure
+			// of the flush: the next cycle restores, then syncs
+			// (rebuild.go).
+			if !errors.Is(err, ErrStoreLost) || i == flushCycles-1 {
+				return err
+			}
+			continue
 		}
 		if !s.outstanding() {
 			break
@@ -471,7 +493,9 @@ func (s *Syncer) loop() {
 		case <-s.done:
 			return
 		case <-t.C:
-			_ = s.observedCycle()
+			if s.observedCycle(); s.lost != "" {
+				_ = s.observedCycle() // a loss seen: restore at once (rebuild.go)
+			}
 			pass.Reset(s.passWait()) // a rule may have been added
 		case <-pass.C:
 			s.returnPass()

@@ -57,7 +57,7 @@ func runSync(t *testing.T, c redis.Scripter, key string, r scriptRule, bs ...sba
 	if r.next {
 		next = "1"
 	}
-	args := []any{r.sub, r.span, r.limit, r.ttl, r.inst, len(bs), weigh, r.lease, r.want, next}
+	args := []any{r.sub, r.span, r.limit, r.ttl, r.inst, len(bs), weigh, r.lease, r.want, next, ""} // no epoch: checks none
 	for _, b := range bs {
 		args = append(args, b.seq, len(b.deltas), len(b.costs))
 		for _, d := range b.deltas {

@@ -57,8 +57,8 @@ func (s *slowest) time(f func()) {
 
 // TestOutageFailLocal kills Redis under four instances: checks keep
 // answering within the timeout, each instance enforces Limit/N̂ on its own,
-// and after Redis restarts empty the counts made during the outage arrive,
-// each exactly once.
+// and after Redis restarts empty the counts made during the outage arrive
+// and those it lost are restored.
 func TestOutageFailLocal(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -132,9 +132,17 @@ func TestOutageFailLocal(t *testing.T) {
 	waitFor(t, 10*time.Second, "every limiter to see the store again", degraded(ls, false))
 	closeAll(t, ls)
 	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow()))
-	assert.Equal(t, during.Load()+total(perInstance), got,
-		"the counts made during the outage arrive exactly once (the ones pushed before were lost with the store)%s", syncCounts(ls))
-	t.Logf("before %d, during-detection %d, per instance %v, slowest check %v", before, during.Load(), perInstance, time.Duration(slow.ns.Load()))
+	// The counts pushed before were lost with the store and are restored
+	// from the instances' views, the largest per bucket: a view pulled
+	// before another instance gave back its lease's unused units still
+	// counts them (the final flush returns them one instance after the
+	// other), so Redis may count more than was admitted, never less.
+	assert.GreaterOrEqual(t, got, before+during.Load()+total(perInstance),
+		"the counts made during the outage arrive, and those lost with the store are restored%s", syncCounts(ls))
+	for i, l := range ls {
+		assert.Equal(t, int64(1), l.Stats().Sync.Rebuilds, "instance %d saw the loss", i)
+	}
+	t.Logf("before %d, during-detection %d, per instance %v, Redis holds %d; slowest check %v", before, during.Load(), perInstance, got, time.Duration(slow.ns.Load()))
 }
 
 // TestOutagePersistentStore kills a Redis that keeps its data: after the

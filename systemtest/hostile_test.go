@@ -80,8 +80,8 @@ func hostileKeys() []string {
 // real Redis and checks, from what Redis holds, that the bytes cannot
 // collide two keys or escape the layout: every key is its own hash with its
 // own count, every Redis key starts with the prefix, holds exactly one '{'
-// and one '}' (one hash tag, "<rule>:<encoded key>"), and the registry is
-// untouched.
+// and one '}' (one hash tag, "<rule>:<encoded key>"; the epoch's is the
+// registry's name), and the registry is untouched.
 func TestHostileKeys(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -109,10 +109,16 @@ func TestHostileKeys(t *testing.T) {
 		all = append(all, iter.Val())
 	}
 	require.NoError(t, iter.Err())
-	assert.Len(t, all, len(keys)+2, "one hash per key, plus the registry and the bulk marker: no two keys share a hash")
+	assert.Len(t, all, len(keys)+3, "one hash per key, plus the registry, its epoch and the bulk marker: no two keys share a hash")
 	for _, name := range all {
 		require.True(t, strings.HasPrefix(name, prefix+":"), "%q escapes the prefix", name)
 		if name == prefix+":instances" {
+			continue
+		}
+		if name == prefix+":epoch{"+prefix+":instances}" {
+			typ, err := direct.Type(ctx, name).Result()
+			require.NoError(t, err)
+			assert.Equal(t, "string", typ, "the store's epoch")
 			continue
 		}
 		if strings.HasPrefix(name, prefix+":bulk:") {

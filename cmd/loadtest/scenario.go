@@ -453,14 +453,16 @@ func redisBytesPerKey(t store.Target, prefix string, rule policy.Rule, recs []re
 	return float64(sum) / float64(n)
 }
 
-// cleanupRedis deletes the run's registry key (limiter keys expire by
-// themselves within a window and a second).
+// cleanupRedis deletes the run's registry key and the store's epoch beside
+// it, which has no TTL (limiter keys expire by themselves within a window
+// and a second).
 func cleanupRedis(t store.Target, prefix string) {
 	c := t.Client()
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = c.Del(ctx, prefix+":instances").Err()
+	_ = c.Del(ctx, prefix+":epoch{"+prefix+":instances}").Err()
 }
 
 func pctText(f float64) string {
