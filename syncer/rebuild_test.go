@@ -220,8 +220,8 @@ func TestRegistryEpoch(t *testing.T) {
 		t.Helper()
 		v, err := registryScript.Run(ctx, c, []string{reg, ek}, id, 5000, mode, epoch).Slice()
 		require.NoError(t, err)
-		require.Len(t, v, 5)
-		return v[4].(string)
+		require.Len(t, v, 6)
+		return v[5].(string)
 	}
 	registered := func(id string) bool {
 		t.Helper()

@@ -25,7 +25,7 @@ func TestRegistryScript(t *testing.T) {
 		t.Helper()
 		v, err := registryScript.Run(ctx, c, []string{reg, epochKey(reg)}, id, ttl, mode, "").Slice()
 		require.NoError(t, err)
-		require.Len(t, v, 5)
+		require.Len(t, v, 6)
 		first, err = strconv.ParseInt(v[3].(string), 10, 64)
 		require.NoError(t, err)
 		var ok bool
