@@ -305,6 +305,10 @@ func sentinelFailover(t *testing.T, lag bool) {
 		require.NoError(t, l.Flush(ctx), "instance %d syncs with the new master", i)
 	}
 	recoveredAt := time.Now()
+	var rebuilds int64 // losses of acknowledged writes the fleet saw and rebuilt
+	for _, l := range ls {
+		rebuilds += l.Stats().Sync.Rebuilds
+	}
 
 	// What the new master holds of the buckets up to the kill, now that
 	// every instance has pushed what it had pending (its outage counts
@@ -352,7 +356,14 @@ func sentinelFailover(t *testing.T, lag bool) {
 			lost += perBucket[b] - held[k][b]
 		}
 		doubt := edgeDoubt(adm, lo, hi)
-		assert.GreaterOrEqual(t, lost, -doubt, "%s: the new master holds %d more than was admitted in buckets %d to %d: counted twice", k, -lost, lo, hi)
+		if rebuilds == 0 {
+			assert.GreaterOrEqual(t, lost, -doubt, "%s: the new master holds %d more than was admitted in buckets %d to %d: counted twice", k, -lost, lo, hi)
+		} else if lost < -doubt {
+			// A restore raises each bucket to the largest view an
+			// instance held of it, which may count units leased and
+			// given back since: more denials, never more admissions.
+			t.Logf("%s: after the rebuild the new master holds %d more than was admitted in buckets %d to %d", k, -lost, lo, hi)
+		}
 		lost = max(lost, 0)
 		lostAll += lost
 		doubtAll += doubt
@@ -371,21 +382,13 @@ func sentinelFailover(t *testing.T, lag bool) {
 		assert.InDelta(t, since, stored, float64(edgeDoubt(adm, lo, hi)), "%s: the new master counts what was admitted after the recovery%s", k, syncCounts(ls))
 
 		m, at := maxRealWindow(adm, rule.Window)
-		// The bound the fleet keeps today: L(1+ε) plus the writes the
-		// failover lost. With the lagging replica the tight bound slips
-		// when the fleet is back early enough: its views pull the new
-		// master's counts, which lack the lost ones, while those are
-		// still in the window, and the fleet admits that room again (in
-		// runs whose failover took 1.4 s: up to 342 and 380 a key, with
-		// 71–87 lost; after 2.6 s the lost counts' buckets were leaving
-		// the window and nothing slipped).
-		//
-		// TIGHTER ASSERTION: once the fleet rebuilds a store's lost state
-		// (the instances push again what the store lost), the failover
-		// costs nothing and this becomes
-		//     assert.LessOrEqual(t, int64(m), bound, ...)
-		assert.LessOrEqual(t, int64(m), bound+lost+doubt,
-			"%s: most admitted in a real window of %v (ending %v after the kill): L(1+ε) = %d, lost in the failover %d (and %d admissions whose bucket is unclear)",
+		// The fleet bound, whatever the failover lost: the heartbeat
+		// after it finds the store went back in time (its own last entry
+		// gone before its expiry), and the instances restore what their
+		// views held before they pull again (docs/failure-modes.md, "A
+		// store that loses its data").
+		assert.LessOrEqual(t, int64(m), bound,
+			"%s: most admitted in a real window of %v (ending %v after the kill): L(1+ε) = %d (the store lacked %d after the failover; %d admissions whose bucket is unclear)",
 			k, rule.Window, at.Sub(killedAt).Round(time.Millisecond), bound, lost, doubt)
 		fmt.Fprintf(&perKey, " %s %d/%d", k, m, lost)
 		if int64(m) > most {
@@ -398,7 +401,10 @@ func sentinelFailover(t *testing.T, lag bool) {
 	}
 	assert.Positive(t, sinceAll, "the fleet admits after the failover")
 	if lag {
-		assert.Positive(t, lostAll, "the pushes the master acknowledged while its replica was frozen are lost")
+		// The master acknowledged pushes its frozen replica never got: the
+		// fleet sees the store went back in time and rebuilds it (the
+		// store then lacks little or nothing of what was admitted).
+		assert.True(t, rebuilds > 0 || lostAll > 0, "the failover lost acknowledged writes: the fleet rebuilt the store, or it lacks them")
 	}
 	assert.Contains(t, logs.String(), "store unreachable", "the limiters log the outage")
 	assert.Contains(t, logs.String(), "store reachable again", "and the recovery")
