@@ -19,7 +19,7 @@ import (
 // gradient is 1 and the limit grows by Smoothing·Queue a window (the queue
 // headroom that probes for more capacity); when requests queue and latency
 // rises, the gradient falls and the limit with it. A window with a dropped
-// request has gradient 0.5.
+// request has the target limit/2, without headroom.
 //
 // The long-term average is the plain mean of the first 10 windows, then an
 // exponential average with factor 2/(LongWindow+1); it follows the
@@ -131,10 +131,9 @@ func (g *Gradient2) update(limit, short float64, inflight int64, drop bool) floa
 	if float64(inflight)*2 < limit && !drop {
 		return limit
 	}
-	gradient := 0.5
+	target := limit * 0.5 // a drop: halve, without headroom
 	if !drop {
-		gradient = max(0.5, min(1, tol*g.long/short))
+		target = limit*max(0.5, min(1, tol*g.long/short)) + queue
 	}
-	target := limit*gradient + queue
 	return (1-smooth)*limit + smooth*target
 }
