@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Errors of New and Acquire. A refusal (load shed) is not an error: it is a
@@ -47,6 +49,12 @@ type Options struct {
 	Shares Shares
 	// Clock replaces the system clock (tests, simulation).
 	Clock Clock
+	// MeterProvider receives the Limiter's metrics (observed when
+	// collected; see docs/concurrency.md); nil: the global one.
+	MeterProvider metric.MeterProvider
+	// Name is the value of the limiter attribute of the metrics, to tell
+	// several Limiters apart; "default" if empty.
+	Name string
 }
 
 func (o *Options) fill() error {
@@ -73,6 +81,9 @@ func (o *Options) fill() error {
 	if o.Initial < o.Min || o.Initial > o.Max {
 		return fmt.Errorf("%w: Initial %d outside [Min %d, Max %d]", ErrInvalidOptions, o.Initial, o.Min, o.Max)
 	}
+	if o.Name == "" {
+		o.Name = "default"
+	}
 	return o.Shares.fill()
 }
 
@@ -91,6 +102,7 @@ type Limiter struct {
 	_        [56]byte // inflight is written per request; caps mostly read
 	caps     atomic.Uint64
 	closed   atomic.Bool
+	reg      metric.Registration // nil if the metrics could not be registered
 	shed     [NumPriorities]atomic.Int64
 
 	clock  Clock
@@ -125,6 +137,7 @@ func New(opts Options) (*Limiter, error) {
 	l.shares[Sheddable] = opts.Shares.Sheddable
 	l.pool.New = func() any { return &slot{l: l} }
 	l.publish()
+	l.register(opts.MeterProvider, opts.Name)
 	return l, nil
 }
 
@@ -210,11 +223,15 @@ func (l *Limiter) observe(start time.Time, inflight int64, o Outcome) {
 	}
 }
 
-// Close makes further Acquires fail with ErrClosed. Slots held stay valid:
-// releasing them after Close is safe. It returns nil.
+// Close makes further Acquires fail with ErrClosed and unregisters the
+// metrics. Slots held stay valid: releasing them after Close is safe. It
+// returns the metrics' unregistration error, if any; closing again does
+// nothing.
 func (l *Limiter) Close() error {
-	l.closed.Store(true)
-	return nil
+	if l.closed.Swap(true) || l.reg == nil {
+		return nil
+	}
+	return l.reg.Unregister()
 }
 
 // Stats is a snapshot of a Limiter.
