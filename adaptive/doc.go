@@ -9,9 +9,10 @@
 //   - AIMD raises the limit by Increase per limit's worth of successes and
 //     multiplies it by Backoff when a request is dropped or slower than
 //     Threshold (at most once per round trip).
-//   - Gradient2 compares a long-term average of the latency with the latest
-//     sample: gradient = clamp(Tolerance·long/short, 0.5, 1), and moves the
-//     limit towards limit·gradient + Queue by a fraction Smoothing.
+//   - Gradient2 compares a long-term average of the latency with its mean
+//     over the last short window: gradient = clamp(Tolerance·long/short,
+//     0.5, 1), and moves the limit towards limit·gradient + Queue by a
+//     fraction Smoothing.
 //
 // L(t) always stays within [Options.Min, Options.Max], the floor and the
 // ceiling.
@@ -27,9 +28,10 @@
 // error: Acquire returns a Slot whose OK is false, and counts the refusal in
 // Stats.
 //
-// Acquire costs a context check, one atomic load and one compare-and-swap
-// and a clock read; Release an atomic decrement, a clock read and the
-// algorithm's update under a short mutex. Neither allocates.
+// Acquire costs a context check, three atomic loads, one compare-and-swap
+// and a clock read (a refusal, no clock read); Release a compare-and-swap,
+// an atomic decrement, a clock read and the algorithm's update under a short
+// mutex. Slots are pooled: neither allocates.
 //
 // The Slot and Outcome types are the shape of every in-flight limit of
 // sluice: an admission returns a Slot, the caller releases it once (further

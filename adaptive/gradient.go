@@ -23,15 +23,15 @@ import (
 //
 // The long-term average is the plain mean of the first 10 windows, then an
 // exponential average with factor 2/(LongWindow+1); it follows the
-// short-term latency slowly (a minute with the defaults), so a rise shows
-// as a gradient below 1 for long enough to bring the limit down. Under
-// overload that lasts many long windows it creeps up (by up to
-// (Tolerance−1)·2/(LongWindow+1) a window, 0.08 % with the defaults), and the
-// limit with it. When the short-term latency is less
-// than half the average (the load went away), the average decays by 5 % a
-// window, so that it does not hold the limit down. The limit does not
-// change after a window in which fewer than half of it were in flight
-// (nothing to learn).
+// short-term latency slowly (a time constant of 300 windows, 30 s, with the
+// defaults), so a rise shows as a gradient below 1 for long enough to bring
+// the limit down. Under overload that lasts it creeps up, and the limit with
+// it: the short-term latency then sits near Tolerance times the average,
+// which grows by about (Tolerance−1)·2/(LongWindow+1) a window (0.17 % with
+// the defaults). When the short-term latency is less than half the average
+// (the load went away), the average decays by 5 % a window, so that it does
+// not hold the limit down. The limit does not change after a window in which
+// fewer than half of it were in flight (nothing to learn).
 //
 // Use a new Gradient2 for each Limiter.
 type Gradient2 struct {

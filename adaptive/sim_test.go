@@ -63,8 +63,8 @@ var arrivals = func() []adaptive.Priority {
 // simulate runs a limiter in front of the phases' servers on a virtual
 // clock in steps of 1 ms: each step the requests whose latency has passed
 // complete (Release Success), then 3 requests arrive and each is admitted
-// or shed. It returns the statistics of each phase and the limit every
-// 250 ms.
+// or shed. It returns the statistics of each phase and the limit at the
+// end of every second.
 func simulate(t *testing.T, alg adaptive.Algorithm, phases []phase) ([]phaseStats, []int64) {
 	t.Helper()
 	clock := &virtualClock{}
@@ -122,11 +122,11 @@ func simulate(t *testing.T, alg adaptive.Algorithm, phases []phase) ([]phaseStat
 				st.limitMin = min(st.limitMin, lim)
 				st.limitMax = max(st.limitMax, lim)
 			}
-			if step%250 == 0 {
-				trace = append(trace, lim)
-			}
 			clock.Advance(tick)
 			step++
+			if step%1000 == 0 {
+				trace = append(trace, lim)
+			}
 		}
 		st.limitMean = limitSum / float64(st.samples)
 		if st.latencyCount > 0 {
@@ -165,13 +165,13 @@ func TestLatencyStep(t *testing.T) {
 			t.Parallel()
 			stats, trace := simulate(t, tc.alg(), latencyStep)
 			for _, s := range stats {
-				t.Logf("%-6s limit mean %5.1f [%3d, %3d]  latency mean %5.1f ms  throughput %4.0f/s  shed critical %4.1f %%  default %4.1f %%  sheddable %4.1f %%",
-					s.name, s.limitMean, s.limitMin, s.limitMax, float64(s.latencyMean)/1e6, s.throughput,
+				t.Logf("%-9s %-6s limit mean %5.1f [%3d, %3d]  latency mean %5.1f ms  throughput %4.0f/s  shed critical %4.1f %%  default %4.1f %%  sheddable %4.1f %%",
+					tc.name, s.name, s.limitMean, s.limitMin, s.limitMax, float64(s.latencyMean)/1e6, s.throughput,
 					pct(s.shed[adaptive.Critical], s.offered[adaptive.Critical]),
 					pct(s.shed[adaptive.Default], s.offered[adaptive.Default]),
 					pct(s.shed[adaptive.Sheddable], s.offered[adaptive.Sheddable]))
 			}
-			t.Logf("limit every 250 ms: %v", trace)
+			t.Logf("%-9s limit at the end of each second: %v", tc.name, trace)
 			before, step, after := stats[0], stats[1], stats[2]
 			require.Less(t, step.limitMean, 0.75*before.limitMean, "the limit falls when latency doubles")
 			require.Greater(t, after.limitMean, 1.3*step.limitMean, "the limit recovers")
