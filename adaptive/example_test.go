@@ -68,13 +68,14 @@ func ExampleLimiter_Acquire() {
 		fmt.Println(p, s.OK())
 		defer s.Release(adaptive.Success)
 	}
-	fmt.Println("in flight", l.Stats().InFlight, "shed", l.Stats().Shed)
+	st := l.Stats()
+	fmt.Println("in flight", st.InFlight, "shed", st.Shed[adaptive.Sheddable], st.Shed[adaptive.Default], st.Shed[adaptive.Critical])
 	// Output:
 	// sheddable false
 	// default true
 	// critical true
 	// default false
-	// in flight 10 shed [1 0 1]
+	// in flight 10 shed 1 1 0
 }
 
 // Stats reads the current limit, the slots held and the refusals.
