@@ -98,12 +98,16 @@ const (
 // with their latencies, and sheds the lower priorities first. It is safe
 // for concurrent use.
 type Limiter struct {
+	// inflight is written by every request, shed by every refusal, caps
+	// and closed read by every Acquire: each on its own cache line.
 	inflight atomic.Int64
-	_        [56]byte // inflight is written per request; caps mostly read
+	_        [56]byte
 	caps     atomic.Uint64
 	closed   atomic.Bool
-	reg      metric.Registration // nil if the metrics could not be registered
+	_        [55]byte
 	shed     [NumPriorities]atomic.Int64
+	_        [40]byte
+	reg      metric.Registration // nil if the metrics could not be registered
 
 	clock  Clock
 	shares [NumPriorities]float64
