@@ -164,14 +164,7 @@ func TestLatencyStep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			stats, trace := simulate(t, tc.alg(), latencyStep)
-			for _, s := range stats {
-				t.Logf("%-9s %-6s limit mean %5.1f [%3d, %3d]  latency mean %5.1f ms  throughput %4.0f/s  shed critical %4.1f %%  default %4.1f %%  sheddable %4.1f %%",
-					tc.name, s.name, s.limitMean, s.limitMin, s.limitMax, float64(s.latencyMean)/1e6, s.throughput,
-					pct(s.shed[adaptive.Critical], s.offered[adaptive.Critical]),
-					pct(s.shed[adaptive.Default], s.offered[adaptive.Default]),
-					pct(s.shed[adaptive.Sheddable], s.offered[adaptive.Sheddable]))
-			}
-			t.Logf("%-9s limit at the end of each second: %v", tc.name, trace)
+			logPhases(t, tc.name, stats, trace)
 			before, step, after := stats[0], stats[1], stats[2]
 			require.Less(t, step.limitMean, 0.75*before.limitMean, "the limit falls when latency doubles")
 			require.Greater(t, after.limitMean, 1.3*step.limitMean, "the limit recovers")
@@ -180,13 +173,82 @@ func TestLatencyStep(t *testing.T) {
 				require.LessOrEqual(t, s.maxInFlightOverLimit, int64(0), "%s: admitted over the limit", s.name)
 				require.Less(t, float64(s.limitMax-s.limitMin), s.limitMean, "%s: the limit settles", s.name)
 				require.Less(t, s.latencyMean, 3*20*time.Millisecond, "%s: latency bounded", s.name)
-				shed := func(p adaptive.Priority) float64 { return pct(s.shed[p], s.offered[p]) }
-				require.GreaterOrEqual(t, shed(adaptive.Sheddable), shed(adaptive.Default), s.name)
-				require.GreaterOrEqual(t, shed(adaptive.Default), shed(adaptive.Critical), s.name)
-				require.Greater(t, shed(adaptive.Sheddable), shed(adaptive.Critical), s.name)
+				requireShedOrder(t, s)
 			}
 		})
 	}
+}
+
+// slowerService is the server of latencyStep whose service time doubles
+// for 10 s instead: its latency doubles at every load, and its capacity
+// halves, but 40 requests in flight still keep all its workers busy.
+var slowerService = []phase{
+	{"before", server{workers: 40, service: 20 * time.Millisecond}, 10 * time.Second},
+	{"slower", server{workers: 40, service: 40 * time.Millisecond}, 10 * time.Second},
+	{"after", server{workers: 40, service: 20 * time.Millisecond}, 10 * time.Second},
+}
+
+// TestSlowerService: when the service time itself doubles, above AIMD's
+// threshold even without queueing, AIMD takes every request as a drop and
+// holds the limit at its floor, starving the server; Gradient2 takes the new
+// latency as the new normal and keeps the server busy. Both recover after,
+// and shed by priority throughout. Run it with -v for the figures of
+// docs/concurrency.md.
+func TestSlowerService(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		alg   func() adaptive.Algorithm
+		check func(t *testing.T, before, slower, after phaseStats)
+	}{
+		{"AIMD", func() adaptive.Algorithm { return &adaptive.AIMD{Threshold: 30 * time.Millisecond} },
+			func(t *testing.T, before, slower, after phaseStats) {
+				require.Equal(t, int64(4), slower.limitMax, "the floor")
+				require.Less(t, slower.throughput, 0.2*1000, "the server starved")
+			}},
+		{"Gradient2", func() adaptive.Algorithm { return &adaptive.Gradient2{} },
+			func(t *testing.T, before, slower, after phaseStats) {
+				require.Less(t, slower.limitMean, 0.75*before.limitMean, "the limit falls")
+				require.Greater(t, slower.throughput, 0.9*1000, "the server kept busy")
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			stats, trace := simulate(t, tc.alg(), slowerService)
+			logPhases(t, tc.name, stats, trace)
+			before, slower, after := stats[0], stats[1], stats[2]
+			tc.check(t, before, slower, after)
+			require.Greater(t, after.limitMean, 0.75*before.limitMean, "the limit recovers")
+			for _, s := range stats {
+				require.LessOrEqual(t, s.maxInFlightOverLimit, int64(0), "%s: admitted over the limit", s.name)
+				requireShedOrder(t, s)
+			}
+		})
+	}
+}
+
+// logPhases logs a simulation's figures.
+func logPhases(t *testing.T, name string, stats []phaseStats, trace []int64) {
+	t.Helper()
+	for _, s := range stats {
+		t.Logf("%-9s %-6s limit mean %5.1f [%3d, %3d]  latency mean %5.1f ms  throughput %4.0f/s  shed critical %5.1f %%  default %5.1f %%  sheddable %5.1f %%",
+			name, s.name, s.limitMean, s.limitMin, s.limitMax, float64(s.latencyMean)/1e6, s.throughput,
+			pct(s.shed[adaptive.Critical], s.offered[adaptive.Critical]),
+			pct(s.shed[adaptive.Default], s.offered[adaptive.Default]),
+			pct(s.shed[adaptive.Sheddable], s.offered[adaptive.Sheddable]))
+	}
+	t.Logf("%-9s limit at the end of each second: %v", name, trace)
+}
+
+// requireShedOrder: over a phase, sheddable requests were refused at least
+// as often as default ones, default ones at least as often as critical
+// ones, and sheddable ones more often than critical ones.
+func requireShedOrder(t *testing.T, s phaseStats) {
+	t.Helper()
+	shed := func(p adaptive.Priority) float64 { return pct(s.shed[p], s.offered[p]) }
+	require.GreaterOrEqual(t, shed(adaptive.Sheddable), shed(adaptive.Default), s.name)
+	require.GreaterOrEqual(t, shed(adaptive.Default), shed(adaptive.Critical), s.name)
+	require.Greater(t, shed(adaptive.Sheddable), shed(adaptive.Critical), s.name)
 }
 
 func pct(a, b int64) float64 {
