@@ -25,6 +25,8 @@ type Sample struct {
 // [Options.Min, Options.Max]. An Algorithm keeps state (averages, the last
 // decrease): give each Limiter its own.
 type Algorithm interface {
+	// Update returns the new estimate of the limit after sample s, given
+	// the current estimate limit.
 	Update(limit float64, s Sample) float64
 }
 

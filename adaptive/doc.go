@@ -33,9 +33,10 @@
 // an atomic decrement, a clock read and the algorithm's update under a short
 // mutex. Slots are pooled: neither allocates.
 //
-// The Slot and Outcome types are the shape of every in-flight limit of
-// sluice: an admission returns a Slot, the caller releases it once (further
-// releases are no-ops, also after Close) with the request's outcome.
+// The contract of a Slot does not depend on how the limit is set: an
+// admission returns a Slot, the caller releases it once with the request's
+// Outcome (further releases do nothing; a release after Close still frees
+// the slot).
 //
 // See docs/concurrency.md for the model and measured figures.
 package adaptive

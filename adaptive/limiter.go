@@ -30,8 +30,8 @@ type Clock interface {
 	Now() time.Time
 }
 
-// MaxLimit is the highest ceiling a Limiter accepts.
-const MaxLimit = 1<<capBits - 1
+// MaxLimit is the highest ceiling a Limiter accepts (2²¹ − 1).
+const MaxLimit = 1<<21 - 1
 
 // Options configure a Limiter.
 type Options struct {
@@ -91,7 +91,7 @@ func (o *Options) fill() error {
 // Acquire reads them with one atomic load.
 const (
 	capBits = 21
-	capMask = 1<<capBits - 1
+	capMask = MaxLimit
 )
 
 // Limiter limits the requests in flight to a limit that its Algorithm moves
