@@ -135,21 +135,38 @@ type item struct {
 	soft      bool // admitted in the soft band
 }
 
-// setHeaders sets the response's rate-limit headers, in one string and one
-// []string for all of them (two allocations per response):
-// RateLimit-Policy and RateLimit with one item per limited rule in items,
-// the legacy trio from items[bind] (none if bind < 0), and Retry-After
-// from d, the request's decision, on a denial that a retry can lift.
-func setHeaders(h http.Header, set Headers, items []item, bind int, d sluice.Decision, now time.Time) {
+// Fields are the values of the rate-limit fields of one answer, as
+// RuleSet.Check builds them; "" for a field not sent. HTTP sends each under
+// its name; gRPC (grpclimit) as header metadata, under its name in lower
+// case. All the values of an answer share one string.
+type Fields struct {
+	// Policy is RateLimit-Policy: one item per rule that limits the key.
+	Policy string
+	// RateLimit is RateLimit: one item per rule that limits the key.
+	RateLimit string
+	// Limit, Remaining and Reset are X-RateLimit-Limit,
+	// X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds)
+	// of the enforcing rule that binds the check; none for a check no
+	// enforcing rule limits.
+	Limit, Remaining, Reset string
+	// RetryAfter is Retry-After, in whole seconds: on a denial a retry can
+	// lift (not a blocked client's).
+	RetryAfter string
+}
+
+// fields builds the values of the rate-limit fields in set, in one string
+// (one allocation, none without a field): RateLimit-Policy and RateLimit
+// with one item per limited rule in items, the legacy trio from
+// items[bind] (none if bind < 0; the only read of the clock), and
+// Retry-After from d, the check's decision, on a denial that a retry can
+// lift.
+func fields(set Headers, items []item, bind int, d sluice.Decision) Fields {
 	if set&allHeaders == 0 {
-		return
+		return Fields{}
 	}
 	var buf [224]byte
 	b := buf[:0]
-	var ends [6]int
-	var keys [6]string
-	n := 0
-	mark := func(k string) { keys[n], ends[n] = k, len(b); n++ }
+	var ends [6]int // the end in b of each field's value; 0: not sent
 	if set&HeaderRateLimitPolicy != 0 {
 		start := len(b)
 		for _, it := range items {
@@ -169,9 +186,7 @@ func setHeaders(h http.Header, set Headers, items []item, bind int, d sluice.Dec
 				b = append(b, ";"+shadowParam...)
 			}
 		}
-		if len(b) > start {
-			mark(hPolicy)
-		}
+		ends[0] = len(b)
 	}
 	if set&HeaderRateLimit != 0 {
 		start := len(b)
@@ -193,32 +208,55 @@ func setHeaders(h http.Header, set Headers, items []item, bind int, d sluice.Dec
 				b = append(b, ";"+softParam...)
 			}
 		}
-		if len(b) > start {
-			mark(hRateLimit)
-		}
+		ends[1] = len(b)
 	}
 	if set&HeaderXRateLimit != 0 && bind >= 0 {
 		it := &items[bind]
 		b = strconv.AppendInt(b, it.limit, 10)
-		mark(hXLimit)
+		ends[2] = len(b)
 		b = strconv.AppendInt(b, max(it.remaining, 0), 10)
-		mark(hXRemaining)
-		b = strconv.AppendInt(b, now.Add(it.reset+time.Second-1).Unix(), 10)
-		mark(hXReset)
+		ends[3] = len(b)
+		b = strconv.AppendInt(b, time.Now().Add(it.reset+time.Second-1).Unix(), 10)
+		ends[4] = len(b)
 	}
 	if !d.Allowed && !d.Blocked() && set&HeaderRetryAfter != 0 {
 		b = strconv.AppendInt(b, seconds(d.RetryAfter, 1), 10)
-		mark(hRetryAfter)
+		ends[5] = len(b)
+	}
+	if len(b) == 0 {
+		return Fields{}
+	}
+	s := string(b)
+	var vals [6]string
+	start := 0
+	for i, end := range ends {
+		if end > start {
+			vals[i] = s[start:end]
+			start = end
+		}
+	}
+	return Fields{Policy: vals[0], RateLimit: vals[1], Limit: vals[2], Remaining: vals[3], Reset: vals[4], RetryAfter: vals[5]}
+}
+
+// setHeaders sets the response's rate-limit headers from f, all of them in
+// one []string (one allocation, none without a field).
+func setHeaders(h http.Header, f *Fields) {
+	vals := [6]string{f.Policy, f.RateLimit, f.Limit, f.Remaining, f.Reset, f.RetryAfter}
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
 	}
 	if n == 0 {
 		return
 	}
-	s := string(b)
-	vals := make([]string, n)
-	start := 0
-	for i := range n {
-		vals[i] = s[start:ends[i]]
-		start = ends[i]
-		h[keys[i]] = vals[i : i+1 : i+1]
+	keys := [6]string{hPolicy, hRateLimit, hXLimit, hXRemaining, hXReset, hRetryAfter}
+	all := make([]string, 0, n)
+	for i, v := range vals {
+		if v != "" {
+			all = append(all, v)
+			h[keys[i]] = all[len(all)-1 : len(all) : len(all)]
+		}
 	}
 }
