@@ -342,7 +342,8 @@ func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error)
 		}
 		return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 	}
-	md := toMetadata(&res.Fields)
+	f := res.Fields()
+	md := toMetadata(&f)
 	d := res.Decision
 	if d.Allowed {
 		return md, nil

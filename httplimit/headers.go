@@ -136,9 +136,9 @@ type item struct {
 }
 
 // Fields are the values of the rate-limit fields of one answer, as
-// RuleSet.Check builds them; "" for a field not sent. HTTP sends each under
-// its name; gRPC (grpclimit) as header metadata, under its name in lower
-// case. All the values of an answer share one string.
+// RuleSet.Check builds them (Result.Fields); "" for a field not sent. HTTP
+// sends each under its name; gRPC (grpclimit) as header metadata, under
+// its name in lower case. All the values of an answer share one string.
 type Fields struct {
 	// Policy is RateLimit-Policy: one item per rule that limits the key.
 	Policy string
@@ -154,19 +154,42 @@ type Fields struct {
 	RetryAfter string
 }
 
+// numFields is the number of fields, in the order of Fields and of
+// fieldKeys.
+const numFields = 6
+
+// fieldKeys are the header names of the fields, in the order of Fields.
+var fieldKeys = [numFields]string{hPolicy, hRateLimit, hXLimit, hXRemaining, hXReset, hRetryAfter}
+
+// values is the fields of an answer in one string: field i is
+// s[ends[i-1]:ends[i]] (from 0 for the first), and is not sent if empty.
+type values struct {
+	s    string
+	ends [numFields]int32
+}
+
+// field returns the value of field i, "" if it is not sent.
+func (v *values) field(i int) string {
+	start := int32(0)
+	if i > 0 {
+		start = v.ends[i-1]
+	}
+	return v.s[start:v.ends[i]]
+}
+
 // fields builds the values of the rate-limit fields in set, in one string
 // (one allocation, none without a field): RateLimit-Policy and RateLimit
 // with one item per limited rule in items, the legacy trio from
 // items[bind] (none if bind < 0; the only read of the clock), and
 // Retry-After from d, the check's decision, on a denial that a retry can
 // lift.
-func fields(set Headers, items []item, bind int, d sluice.Decision) Fields {
+func fields(set Headers, items []item, bind int, d sluice.Decision) values {
 	if set&allHeaders == 0 {
-		return Fields{}
+		return values{}
 	}
 	var buf [224]byte
 	b := buf[:0]
-	var ends [6]int // the end in b of each field's value; 0: not sent
+	var ends [numFields]int32
 	if set&HeaderRateLimitPolicy != 0 {
 		start := len(b)
 		for _, it := range items {
@@ -186,8 +209,8 @@ func fields(set Headers, items []item, bind int, d sluice.Decision) Fields {
 				b = append(b, ";"+shadowParam...)
 			}
 		}
-		ends[0] = len(b)
 	}
+	ends[0] = int32(len(b))
 	if set&HeaderRateLimit != 0 {
 		start := len(b)
 		for _, it := range items {
@@ -208,55 +231,50 @@ func fields(set Headers, items []item, bind int, d sluice.Decision) Fields {
 				b = append(b, ";"+softParam...)
 			}
 		}
-		ends[1] = len(b)
 	}
+	ends[1] = int32(len(b))
 	if set&HeaderXRateLimit != 0 && bind >= 0 {
 		it := &items[bind]
 		b = strconv.AppendInt(b, it.limit, 10)
-		ends[2] = len(b)
+		ends[2] = int32(len(b))
 		b = strconv.AppendInt(b, max(it.remaining, 0), 10)
-		ends[3] = len(b)
+		ends[3] = int32(len(b))
 		b = strconv.AppendInt(b, time.Now().Add(it.reset+time.Second-1).Unix(), 10)
-		ends[4] = len(b)
+	} else {
+		ends[2], ends[3] = ends[1], ends[1]
 	}
+	ends[4] = int32(len(b))
 	if !d.Allowed && !d.Blocked() && set&HeaderRetryAfter != 0 {
 		b = strconv.AppendInt(b, seconds(d.RetryAfter, 1), 10)
-		ends[5] = len(b)
 	}
+	ends[5] = int32(len(b))
 	if len(b) == 0 {
-		return Fields{}
+		return values{}
 	}
-	s := string(b)
-	var vals [6]string
-	start := 0
-	for i, end := range ends {
-		if end > start {
-			vals[i] = s[start:end]
-			start = end
-		}
-	}
-	return Fields{Policy: vals[0], RateLimit: vals[1], Limit: vals[2], Remaining: vals[3], Reset: vals[4], RetryAfter: vals[5]}
+	return values{s: string(b), ends: ends}
 }
 
-// setHeaders sets the response's rate-limit headers from f, all of them in
+// setHeaders sets the response's rate-limit headers from v, all of them in
 // one []string (one allocation, none without a field).
-func setHeaders(h http.Header, f *Fields) {
-	vals := [6]string{f.Policy, f.RateLimit, f.Limit, f.Remaining, f.Reset, f.RetryAfter}
-	n := 0
-	for _, v := range vals {
-		if v != "" {
-			n++
-		}
-	}
-	if n == 0 {
+func setHeaders(h http.Header, v *values) {
+	if len(v.s) == 0 {
 		return
 	}
-	keys := [6]string{hPolicy, hRateLimit, hXLimit, hXRemaining, hXReset, hRetryAfter}
-	all := make([]string, 0, n)
-	for i, v := range vals {
-		if v != "" {
-			all = append(all, v)
-			h[keys[i]] = all[len(all)-1 : len(all) : len(all)]
+	n, start := 0, int32(0)
+	for _, end := range v.ends {
+		if end > start {
+			n++
 		}
+		start = end
+	}
+	all := make([]string, n)
+	n, start = 0, 0
+	for i, end := range v.ends {
+		if end > start {
+			all[n] = v.s[start:end]
+			h[fieldKeys[i]] = all[n : n+1 : n+1]
+			n++
+		}
+		start = end
 	}
 }

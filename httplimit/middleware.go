@@ -349,7 +349,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		m.onError(w, r, err)
 		return
 	}
-	setHeaders(w.Header(), &res.Fields)
+	setHeaders(w.Header(), &res.vals)
 	if d := res.Decision; !d.Allowed {
 		dn := Denial{Rule: rt.rules.names[max(res.Denied, 0)], Decision: d}
 		if d.Blocked() {

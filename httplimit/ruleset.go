@@ -31,8 +31,13 @@ type Result struct {
 	// Denied is the index of the rule that denied the check (that blocks
 	// it, when Decision.Blocked()), -1 when it was admitted.
 	Denied int
-	// Fields are the values of the rate-limit fields of the answer.
-	Fields Fields
+	vals   values
+}
+
+// Fields returns the values of the rate-limit fields of the answer.
+func (r *Result) Fields() Fields {
+	v := &r.vals
+	return Fields{Policy: v.field(0), RateLimit: v.field(1), Limit: v.field(2), Remaining: v.field(3), Reset: v.field(4), RetryAfter: v.field(5)}
 }
 
 // NewRuleSet returns the rules of lim named names, checked together in that
@@ -94,7 +99,7 @@ func (rs *RuleSet) check(ctx context.Context, keys []string, n int64, set Header
 	if err != nil {
 		return Result{Denied: -1}, err
 	}
-	return Result{Decision: d, Denied: deny, Fields: fields(set, items, bind, d)}, nil
+	return Result{Decision: d, Denied: deny, vals: fields(set, items, bind, d)}, nil
 }
 
 // decide checks cost n against the rules under keys (one per rule), all or
