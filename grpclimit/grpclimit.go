@@ -125,7 +125,7 @@ type Config struct {
 // checks without allocating).
 const maxRules = 8
 
-// route is a checked Route; one without names is unlimited.
+// route is a checked Route; one without rules is unlimited.
 type route struct {
 	pattern string
 	rules   *httplimit.RuleSet // nil: unlimited
