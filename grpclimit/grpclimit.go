@@ -11,12 +11,20 @@
 // and a denial by one rule consumes nothing from the others.
 //
 // An admitted call proceeds with the rate-limit fields in its response
-// header metadata (ratelimit-policy and ratelimit, the IETF fields, one
-// item per rule, and x-ratelimit-limit, x-ratelimit-remaining,
-// x-ratelimit-reset for the binding rule); a denied call ends with
+// header metadata, the same fields as httplimit's headers, built by the
+// same code (httplimit.RuleSet) from what is in force for the call's keys:
+// their override tiers' limits, and the rules as the last SetRules or
+// WatchFile reload left them. They are ratelimit-policy and ratelimit, the
+// IETF fields, one item per rule that limits the key, and
+// x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset for the
+// enforcing rule that binds (never a shadow rule). A call of an Unlimited
+// tier gets no rate-limit metadata. A denied call ends with
 // codes.ResourceExhausted, the same metadata and retry-after, and the
 // details errdetails.RetryInfo (when to retry) and errdetails.QuotaFailure
-// (which rule). A call whose client cannot be named ends with
+// (which rule); a blocked one (a Deny rule or tier: no wait lifts it) with
+// codes.PermissionDenied and errdetails.ErrorInfo (reason
+// RATE_LIMIT_BLOCKED), without retry-after or RetryInfo. A call whose
+// client cannot be named ends with
 // codes.Unauthenticated; the status message never repeats the key
 // function's error (it may quote metadata or name a proxy), which is
 // logged at Debug on slog.Default.
@@ -29,8 +37,6 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -42,7 +48,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/policy"
 )
 
 // ErrorMode says what the interceptors do when the limiter cannot make a
@@ -120,16 +125,12 @@ type Config struct {
 // checks without allocating).
 const maxRules = 8
 
-// route is a checked Route; one without names is unlimited.
+// route is a checked Route; one without rules is unlimited.
 type route struct {
 	pattern string
-	names   []string
+	rules   *httplimit.RuleSet // nil: unlimited
 	keys    []KeyFunc
 	cost    func(ctx context.Context, fullMethod string) int64
-	policy  string   // the RateLimit-Policy value, every rule
-	limits  []string // each rule's Limit as text
-	windows []time.Duration
-	shadow  []bool
 }
 
 // limiter is a checked Config.
@@ -139,7 +140,7 @@ type limiter struct {
 	maxKey    int
 	errorMode ErrorMode
 	report    func(ctx context.Context, fullMethod string, err error)
-	omit      bool
+	set       httplimit.Headers // the fields sent: all, or none
 }
 
 func newLimiter(cfg Config) (l *limiter, err error) {
@@ -175,7 +176,9 @@ func newLimiter(cfg Config) (l *limiter, err error) {
 		maxKey:    cfg.Limiter.MaxKeyLength(),
 		errorMode: cfg.ErrorMode,
 		report:    cfg.ReportError,
-		omit:      cfg.OmitMetadata,
+	}
+	if !cfg.OmitMetadata {
+		l.set = allFields
 	}
 	var releases []func()
 	defer func() {
@@ -197,13 +200,13 @@ func newLimiter(cfg Config) (l *limiter, err error) {
 		if err := l.router.add(cr.Pattern, rt); err != nil {
 			return nil, fmt.Errorf("grpclimit: %w", err)
 		}
-		if len(rt.names) == 0 {
+		if rt.rules == nil {
 			continue
 		}
 		limited++
 		// While the interceptor lives, a reload cannot leave out a rule
 		// it checks (sluice.Limiter.Require).
-		release, err := cfg.Limiter.Require(fmt.Sprintf("grpclimit interceptor, route %q", cr.Pattern), rt.names...)
+		release, err := cfg.Limiter.Require(fmt.Sprintf("grpclimit interceptor, route %q", cr.Pattern), names(rt.rules)...)
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: route %q: %w", cr.Pattern, err)
 		}
@@ -236,31 +239,32 @@ func (l *limiter) route(cr Route, key KeyFunc, cost func(context.Context, string
 	case len(cr.Rules) > maxRules:
 		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(cr.Rules), maxRules)
 	}
-	var specs []policy.Rule
+	names := make([]string, 0, len(cr.Rules))
 	for i, r := range cr.Rules {
 		for _, o := range cr.Rules[:i] {
 			if o.Name == r.Name && o.Key == nil && r.Key == nil {
 				return nil, fmt.Errorf("rule %q twice under the same key: list each rule once per key (a Cost of 2, if that is meant)", r.Name)
 			}
 		}
-		pr, ok := l.lim.Rule(r.Name)
-		if !ok {
-			return nil, fmt.Errorf("rule %q: the limiter has no such rule", r.Name)
-		}
 		k := r.Key
 		if k == nil {
 			k = key
 		}
-		rt.names = append(rt.names, pr.Name)
+		names = append(names, r.Name)
 		rt.keys = append(rt.keys, k)
-		rt.limits = append(rt.limits, strconv.FormatInt(pr.Limit, 10))
-		rt.windows = append(rt.windows, pr.Window)
-		rt.shadow = append(rt.shadow, pr.Shadow)
-		specs = append(specs, pr)
 	}
 	var err error
-	rt.policy, err = httplimit.PolicyField(specs...)
+	rt.rules, err = httplimit.NewRuleSet(l.lim, names...)
 	return rt, err
+}
+
+// names returns the names of the rules of rs.
+func names(rs *httplimit.RuleSet) []string {
+	out := make([]string, rs.Len())
+	for i := range out {
+		out[i] = rs.Name(i)
+	}
+	return out
 }
 
 // UnaryServerInterceptor checks cfg and returns the unary interceptor.
@@ -304,11 +308,15 @@ func StreamServerInterceptor(cfg Config) (grpc.StreamServerInterceptor, error) {
 	}, nil
 }
 
+// allFields are the fields the interceptors send, unless
+// Config.OmitMetadata.
+const allFields = httplimit.HeaderRateLimitPolicy | httplimit.HeaderRateLimit | httplimit.HeaderXRateLimit | httplimit.HeaderRetryAfter
+
 // check decides a call: the header metadata to send (nil for none) and the
 // call's error (nil to proceed).
 func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error) {
 	rt := l.router.match(method)
-	if rt == nil || len(rt.names) == 0 {
+	if rt == nil || rt.rules == nil {
 		return nil, nil
 	}
 	var keyBuf [maxRules]string
@@ -324,9 +332,7 @@ func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error)
 	if rt.cost != nil {
 		n = rt.cost(ctx, method)
 	}
-	var fieldBuf [maxRules]string
-	fields := fieldBuf[:len(rt.names)]
-	d, bind, err := l.decide(ctx, rt, keys, n, fields)
+	res, err := rt.rules.Check(ctx, keys, n, l.set)
 	if err != nil {
 		if l.report != nil {
 			l.report(ctx, method, err)
@@ -336,36 +342,74 @@ func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error)
 		}
 		return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 	}
-	rule := rt.names[bind]
-	var md metadata.MD
-	if !l.omit {
-		md = metadata.Pairs(
-			"ratelimit-policy", rt.policy,
-			"ratelimit", strings.Join(fields, ", "),
-			"x-ratelimit-limit", rt.limits[bind],
-			"x-ratelimit-remaining", strconv.FormatInt(max(d.Remaining, 0), 10),
-			"x-ratelimit-reset", strconv.FormatInt(time.Now().Add(d.ResetAfter+time.Second-1).Unix(), 10),
-		)
-	}
+	f := res.Fields()
+	md := toMetadata(&f)
+	d := res.Decision
 	if d.Allowed {
 		return md, nil
 	}
+	rule := rt.rules.Name(max(res.Denied, 0))
+	if d.Blocked() {
+		st, err := status.New(codes.PermissionDenied, fmt.Sprintf("rate limit %q admits no call from this client: waiting does not help", rule)).WithDetails(
+			&errdetails.ErrorInfo{Reason: BlockedReason, Domain: ErrorDomain, Metadata: map[string]string{"rule": rule}},
+		)
+		if err != nil {
+			return md, status.Error(codes.PermissionDenied, "blocked by rate limit policy")
+		}
+		return md, st.Err()
+	}
 	retry := max(time.Duration(math.Ceil(d.RetryAfter.Seconds()))*time.Second, time.Second)
+	window, _ := l.lim.Window(rule)
 	st, err := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit %q exceeded: retry in %v", rule, retry)).WithDetails(
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)},
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 			Subject:     "rule:" + rule,
-			Description: fmt.Sprintf("more than %s per %v", rt.limits[bind], rt.windows[bind]),
+			Description: fmt.Sprintf("more than %d per %v", d.Limit, window),
 		}}},
 	)
 	if err != nil {
 		return md, status.Error(codes.ResourceExhausted, "rate limit exceeded")
 	}
-	if md != nil {
-		md.Set("retry-after", strconv.FormatInt(int64(retry/time.Second), 10))
-	}
 	return md, st.Err()
 }
+
+// The errdetails.ErrorInfo of a blocked call (codes.PermissionDenied).
+const (
+	// BlockedReason is the ErrorInfo's Reason: a Deny rule or tier admits
+	// no call from the client, and waiting does not help. Its Metadata
+	// "rule" names the rule.
+	BlockedReason = "RATE_LIMIT_BLOCKED"
+	// ErrorDomain is the ErrorInfo's Domain.
+	ErrorDomain = "sluice"
+)
+
+// toMetadata returns the fields f as header metadata, under their names in
+// lower case, all in one []string; nil when f has none.
+func toMetadata(f *httplimit.Fields) metadata.MD {
+	vals := [6]string{f.Policy, f.RateLimit, f.Limit, f.Remaining, f.Reset, f.RetryAfter}
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	md := make(metadata.MD, n)
+	all := make([]string, 0, n)
+	for i, v := range vals {
+		if v != "" {
+			all = append(all, v)
+			md[fieldNames[i]] = all[len(all)-1 : len(all) : len(all)]
+		}
+	}
+	return md
+}
+
+// fieldNames are the metadata keys of the fields, in httplimit.Fields'
+// order.
+var fieldNames = [6]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
 
 // key runs a key function and bounds its key. A call without a key is
 // answered with a status that repeats nothing of the error: it may quote
@@ -388,51 +432,4 @@ func (l *limiter) key(ctx context.Context, fn KeyFunc, method string) (string, e
 	slog.Default().LogAttrs(ctx, slog.LevelDebug, "grpclimit: call without client identity",
 		slog.String("method", method), slog.String("error", err.Error()))
 	return "", status.Error(codes.Unauthenticated, "grpclimit: the call does not identify its client")
-}
-
-// decide checks cost n against the route's rules under keys (one per
-// rule), all or none, as httplimit does: with Limiter.AllowAll when there
-// are several (a denial by one rule consumes nothing from the others). It
-// returns the decision that binds and the index of its rule, and fills
-// fields with each rule's RateLimit item.
-func (l *limiter) decide(ctx context.Context, rt *route, keys []string, n int64, fields []string) (sluice.Decision, int, error) {
-	if len(rt.names) == 1 {
-		d, err := l.lim.AllowN(ctx, rt.names[0], keys[0], n)
-		if err != nil {
-			return d, 0, err
-		}
-		fields[0], err = httplimit.RateLimitField(rt.names[0], d)
-		return d, 0, err
-	}
-	var buf [maxRules]sluice.Check
-	checks := buf[:len(rt.names)]
-	for i, name := range rt.names {
-		checks[i] = sluice.Check{Rule: name, Key: keys[i]}
-	}
-	d, err := l.lim.AllowAll(ctx, n, checks...)
-	if err != nil {
-		return d, 0, err
-	}
-	// AllowAll's decision is the most restrictive one; each rule's own
-	// state, for its RateLimit item, is a Peek (no count). The binding
-	// rule is the one whose Limit the decision carries with the least
-	// remaining.
-	bind, least := 0, int64(-1)
-	for i, name := range rt.names {
-		p, err := l.lim.Peek(name, keys[i])
-		if err != nil {
-			return d, 0, err
-		}
-		item := sluice.Decision{Allowed: true, Limit: p.Limit, Remaining: p.Remaining, ResetAfter: p.ResetAfter}
-		if rt.shadow[i] && d.Shadowed() && p.Remaining < n {
-			item.RetryAfter = d.RetryAfter // a shadow rule that would have denied
-		}
-		if fields[i], err = httplimit.RateLimitField(name, item); err != nil {
-			return d, 0, err
-		}
-		if p.Limit == d.Limit && (least < 0 || p.Remaining < least) {
-			bind, least = i, p.Remaining
-		}
-	}
-	return d, bind, nil
 }

@@ -28,4 +28,9 @@
 // An admitted request costs the middleware two allocations with headers
 // (one string holding every header value, one slice for them) and none
 // without.
+//
+// RuleSet is what a route does, exported for other transports: rules
+// checked together and the values of the fields that describe them.
+// grpclimit's interceptors use it, so that a gRPC client is told what an
+// HTTP client is, field for field.
 package httplimit

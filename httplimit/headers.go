@@ -135,21 +135,61 @@ type item struct {
 	soft      bool // admitted in the soft band
 }
 
-// setHeaders sets the response's rate-limit headers, in one string and one
-// []string for all of them (two allocations per response):
-// RateLimit-Policy and RateLimit with one item per limited rule in items,
-// the legacy trio from items[bind] (none if bind < 0), and Retry-After
-// from d, the request's decision, on a denial that a retry can lift.
-func setHeaders(h http.Header, set Headers, items []item, bind int, d sluice.Decision, now time.Time) {
+// Fields are the values of the rate-limit fields of one answer, as
+// RuleSet.Check builds them (Result.Fields); "" for a field not sent. HTTP
+// sends each under its name; gRPC (grpclimit) as header metadata, under
+// its name in lower case. All the values of an answer share one string.
+type Fields struct {
+	// Policy is RateLimit-Policy: one item per rule that limits the key.
+	Policy string
+	// RateLimit is RateLimit: one item per rule that limits the key.
+	RateLimit string
+	// Limit, Remaining and Reset are X-RateLimit-Limit,
+	// X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds)
+	// of the enforcing rule that binds the check; none for a check no
+	// enforcing rule limits.
+	Limit, Remaining, Reset string
+	// RetryAfter is Retry-After, in whole seconds: on a denial a retry can
+	// lift (not a blocked client's).
+	RetryAfter string
+}
+
+// numFields is the number of fields, in the order of Fields and of
+// fieldKeys.
+const numFields = 6
+
+// fieldKeys are the header names of the fields, in the order of Fields.
+var fieldKeys = [numFields]string{hPolicy, hRateLimit, hXLimit, hXRemaining, hXReset, hRetryAfter}
+
+// values is the fields of an answer in one string: field i is
+// s[ends[i-1]:ends[i]] (from 0 for the first), and is not sent if empty.
+type values struct {
+	s    string
+	ends [numFields]int32
+}
+
+// field returns the value of field i, "" if it is not sent.
+func (v *values) field(i int) string {
+	start := int32(0)
+	if i > 0 {
+		start = v.ends[i-1]
+	}
+	return v.s[start:v.ends[i]]
+}
+
+// fields builds the values of the rate-limit fields in set, in one string
+// (one allocation, none without a field): RateLimit-Policy and RateLimit
+// with one item per limited rule in items, the legacy trio from
+// items[bind] (none if bind < 0; the only read of the clock), and
+// Retry-After from d, the check's decision, on a denial that a retry can
+// lift.
+func fields(set Headers, items []item, bind int, d sluice.Decision) values {
 	if set&allHeaders == 0 {
-		return
+		return values{}
 	}
 	var buf [224]byte
 	b := buf[:0]
-	var ends [6]int
-	var keys [6]string
-	n := 0
-	mark := func(k string) { keys[n], ends[n] = k, len(b); n++ }
+	var ends [numFields]int32
 	if set&HeaderRateLimitPolicy != 0 {
 		start := len(b)
 		for _, it := range items {
@@ -169,10 +209,8 @@ func setHeaders(h http.Header, set Headers, items []item, bind int, d sluice.Dec
 				b = append(b, ";"+shadowParam...)
 			}
 		}
-		if len(b) > start {
-			mark(hPolicy)
-		}
 	}
+	ends[0] = int32(len(b))
 	if set&HeaderRateLimit != 0 {
 		start := len(b)
 		for _, it := range items {
@@ -193,32 +231,50 @@ func setHeaders(h http.Header, set Headers, items []item, bind int, d sluice.Dec
 				b = append(b, ";"+softParam...)
 			}
 		}
-		if len(b) > start {
-			mark(hRateLimit)
-		}
 	}
+	ends[1] = int32(len(b))
 	if set&HeaderXRateLimit != 0 && bind >= 0 {
 		it := &items[bind]
 		b = strconv.AppendInt(b, it.limit, 10)
-		mark(hXLimit)
+		ends[2] = int32(len(b))
 		b = strconv.AppendInt(b, max(it.remaining, 0), 10)
-		mark(hXRemaining)
-		b = strconv.AppendInt(b, now.Add(it.reset+time.Second-1).Unix(), 10)
-		mark(hXReset)
+		ends[3] = int32(len(b))
+		b = strconv.AppendInt(b, time.Now().Add(it.reset+time.Second-1).Unix(), 10)
+	} else {
+		ends[2], ends[3] = ends[1], ends[1]
 	}
+	ends[4] = int32(len(b))
 	if !d.Allowed && !d.Blocked() && set&HeaderRetryAfter != 0 {
 		b = strconv.AppendInt(b, seconds(d.RetryAfter, 1), 10)
-		mark(hRetryAfter)
 	}
-	if n == 0 {
+	ends[5] = int32(len(b))
+	if len(b) == 0 {
+		return values{}
+	}
+	return values{s: string(b), ends: ends}
+}
+
+// setHeaders sets the response's rate-limit headers from v, all of them in
+// one []string (one allocation, none without a field).
+func setHeaders(h http.Header, v *values) {
+	if len(v.s) == 0 {
 		return
 	}
-	s := string(b)
-	vals := make([]string, n)
-	start := 0
-	for i := range n {
-		vals[i] = s[start:ends[i]]
-		start = ends[i]
-		h[keys[i]] = vals[i : i+1 : i+1]
+	n, start := 0, int32(0)
+	for _, end := range v.ends {
+		if end > start {
+			n++
+		}
+		start = end
+	}
+	all := make([]string, n)
+	n, start = 0, 0
+	for i, end := range v.ends {
+		if end > start {
+			all[n] = v.s[start:end]
+			h[fieldKeys[i]] = all[n : n+1 : n+1]
+			n++
+		}
+		start = end
 	}
 }

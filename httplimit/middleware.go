@@ -1,14 +1,12 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime"
 	"strconv"
-	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -125,10 +123,9 @@ const maxRules = 8
 // route is a checked Route.
 type route struct {
 	pattern string
-	names   []string
+	rules   *RuleSet
 	keys    []KeyFunc
 	cost    func(*http.Request) int64
-	per     []ruleHeaders
 }
 
 // middleware is a checked Config.
@@ -244,7 +241,7 @@ func newMiddleware(cfg Config) (m *middleware, err error) {
 		m.byPattern[cr.Pattern] = rt
 		// While the middleware lives, a reload cannot leave out a rule
 		// its routes check (sluice.Limiter.Require).
-		release, err := cfg.Limiter.Require(fmt.Sprintf("httplimit route %q", cr.Pattern), rt.names...)
+		release, err := cfg.Limiter.Require(fmt.Sprintf("httplimit route %q", cr.Pattern), rt.rules.names...)
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Routes[%d] (%q): %w", i, cr.Pattern, err)
 		}
@@ -281,29 +278,23 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(cr.Rules), maxRules)
 	}
 	rt := &route{pattern: cr.Pattern, cost: cr.Cost}
+	names := make([]string, 0, len(cr.Rules))
 	for i, r := range cr.Rules {
 		for _, o := range cr.Rules[:i] {
 			if o.Name == r.Name && o.Key == nil && r.Key == nil {
 				return nil, fmt.Errorf("rule %q twice under the same key: list each rule once per key (a Cost of 2, if that is meant)", r.Name)
 			}
 		}
-		pr, ok := m.lim.Rule(r.Name)
-		if !ok {
-			return nil, fmt.Errorf("rule %q: the limiter has no such rule", r.Name)
-		}
 		k := r.Key
 		if k == nil {
 			k = key
 		}
-		rh, err := ruleHeader(pr)
-		if err != nil {
-			return nil, err
-		}
-		rt.names = append(rt.names, pr.Name)
+		names = append(names, r.Name)
 		rt.keys = append(rt.keys, k)
-		rt.per = append(rt.per, rh)
 	}
-	return rt, nil
+	var err error
+	rt.rules, err = NewRuleSet(m.lim, names...)
+	return rt, err
 }
 
 // match returns the route of r, or nil. A request that a ServeMux has
@@ -346,20 +337,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if rt.cost != nil {
 		n = rt.cost(r)
 	}
-	if len(rt.names) == 1 {
-		var one [1]item // not the eight a layered route needs: zeroed per request
-		m.finish(next, w, r, rt, keys, n, one[:])
-		return
-	}
-	var itemBuf [maxRules]item
-	m.finish(next, w, r, rt, keys, n, itemBuf[:len(rt.names)])
-}
-
-// finish decides a request of cost n under keys, one per rule of its route
-// rt, with room in items for each rule's state, sets the headers and
-// answers or serves it.
-func (m *middleware) finish(next http.Handler, w http.ResponseWriter, r *http.Request, rt *route, keys []string, n int64, items []item) {
-	d, bind, deny, err := m.decide(r.Context(), rt, keys, n, items)
+	res, err := rt.rules.Check(r.Context(), keys, n, m.set)
 	if err != nil {
 		if m.report != nil {
 			m.report(r, err)
@@ -371,9 +349,9 @@ func (m *middleware) finish(next http.Handler, w http.ResponseWriter, r *http.Re
 		m.onError(w, r, err)
 		return
 	}
-	setHeaders(w.Header(), m.set, items, bind, d, time.Now())
-	if !d.Allowed {
-		dn := Denial{Rule: rt.names[max(deny, 0)], Decision: d}
+	setHeaders(w.Header(), &res.vals)
+	if d := res.Decision; !d.Allowed {
+		dn := Denial{Rule: rt.rules.names[max(res.Denied, 0)], Decision: d}
 		if d.Blocked() {
 			m.blocked(w, r, dn)
 			return
@@ -397,92 +375,6 @@ func (m *middleware) key(fn KeyFunc, r *http.Request) (string, error) {
 		return "", fmt.Errorf("%w: %d bytes, the limiter's MaxKeyLength is %d (wrap the KeyFunc with httplimit.Hashed)", ErrKeyTooLong, len(key), m.maxKey)
 	}
 	return key, nil
-}
-
-// decide checks cost n against the route's rules under keys (one per rule),
-// all or none (Limiter.AllowAll: a denial by one rule consumes nothing from
-// the others), and returns the request's decision, the index of the rule
-// whose state the legacy headers give (bind: the enforcing rule that binds,
-// -1 if none does) and of the rule that denied it (deny, -1 if admitted).
-// It fills items with each rule's state, for the RateLimit fields.
-func (m *middleware) decide(ctx context.Context, rt *route, keys []string, n int64, items []item) (d sluice.Decision, bind, deny int, err error) {
-	if len(rt.names) == 1 {
-		d, err = m.lim.AllowN(ctx, rt.names[0], keys[0], n)
-		items[0] = m.item(&rt.per[0], d)
-		items[0].shadowed, items[0].soft = d.Shadowed(), d.InSoftBand()
-		bind, deny = 0, -1
-		if rt.per[0].shadow || d.Limit == 0 {
-			bind = -1 // a dry run, or no limit on the key
-		}
-		if !d.Allowed {
-			deny = 0
-		}
-		return d, bind, deny, err
-	}
-	var buf [maxRules]sluice.Check
-	checks := buf[:len(rt.names)]
-	for i, name := range rt.names {
-		checks[i] = sluice.Check{Rule: name, Key: keys[i]}
-	}
-	d, err = m.lim.AllowAll(ctx, n, checks...)
-	if err != nil {
-		return d, -1, -1, err
-	}
-	// AllowAll's decision is the most restrictive one; each rule's own
-	// state is a Peek (no count). The legacy headers speak of an enforcing
-	// rule: on a denial the one that denied (its Limit is the decision's),
-	// else the one with the least remaining.
-	bind, deny = -1, -1
-	least := int64(-1)
-	for i, name := range rt.names {
-		p, err := m.lim.Peek(name, keys[i])
-		if err != nil {
-			return d, -1, -1, err
-		}
-		it := m.item(&rt.per[i], p)
-		it.shadowed = rt.per[i].shadow && d.Shadowed() && p.Remaining < n
-		it.soft = p.InSoftBand() || d.InSoftBand() && p.Limit == d.Limit && p.Remaining == 0
-		items[i] = it
-		if rt.per[i].shadow || p.Limit == 0 || !d.Allowed && p.Limit != d.Limit {
-			continue
-		}
-		if least < 0 || p.Remaining < least {
-			bind, least = i, p.Remaining
-		}
-	}
-	if !d.Allowed {
-		deny = bind
-		if bind >= 0 {
-			// The denial's own state: its reset is never before its
-			// RetryAfter.
-			items[bind].remaining, items[bind].reset = d.Remaining, d.ResetAfter
-		} else {
-			deny = m.blockedRule(rt, keys)
-		}
-	}
-	return d, bind, deny, nil
-}
-
-// item is a rule's state for a response from its decision d: the limit in
-// force for the key, the rule's window in force (read only when
-// RateLimit-Policy is sent).
-func (m *middleware) item(rh *ruleHeaders, d sluice.Decision) item {
-	it := item{rh: rh, limit: d.Limit, remaining: d.Remaining, reset: d.ResetAfter}
-	if m.set&HeaderRateLimitPolicy != 0 && d.Limit > 0 {
-		it.window, _ = m.lim.Window(rh.name)
-	}
-	return it
-}
-
-// blockedRule returns the index of the rule that blocks keys (a Deny rule
-// or tier: Limit 0, denied), for the Denial; 0 if none says so any more.
-func (m *middleware) blockedRule(rt *route, keys []string) int {
-	for i, name := range rt.names {
-		if p, err := m.lim.Peek(name, keys[i]); err == nil && p.Blocked() {
-			return i
-		}
-	}
-	return 0
 }
 
 func (m *middleware) defaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {

@@ -1,0 +1,107 @@
+package httplimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// TestRuleSetIsTheMiddleware: a RuleSet checked by hand and the middleware
+// over another limiter of the same rules on the same virtual clock decide
+// the same and send the same field values, byte for byte (but for the
+// wall-clock X-RateLimit-Reset, which is parsed), layered and alone, to a
+// denial.
+func TestRuleSetIsTheMiddleware(t *testing.T) {
+	t.Parallel()
+	rules := []policy.Rule{
+		{Name: "ip", Limit: 4, Window: time.Minute},
+		{Name: "trial", Limit: 2, Window: time.Minute, Shadow: true},
+		{Name: "tenant", Limit: 3, Window: 10 * time.Second, Soft: 0.5},
+	}
+	for _, names := range [][]string{{"ip"}, {"trial", "ip", "tenant"}} {
+		t.Run(strings.Join(names, "+"), func(t *testing.T) {
+			t.Parallel()
+			c := &vclock{}
+			c.ns.Store(1_800_000_000 * int64(time.Second))
+			rs, err := httplimit.NewRuleSet(clockLimiter(t, c, rules...), names...)
+			require.NoError(t, err)
+			require.Equal(t, len(names), rs.Len())
+			var route []httplimit.Rule
+			for i, n := range names {
+				assert.Equal(t, n, rs.Name(i))
+				route = append(route, httplimit.Rule{Name: n})
+			}
+			mw, err := httplimit.New(httplimit.Config{Limiter: clockLimiter(t, c, rules...), ErrorMode: httplimit.ErrorReject,
+				Routes: []httplimit.Route{{Pattern: "/", Rules: route}}, Key: xKey})
+			require.NoError(t, err)
+			h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			keys := make([]string, len(names))
+			for i := range keys {
+				keys[i] = "k"
+			}
+			denied := 0
+			for i := range 7 {
+				res, err := rs.Check(context.Background(), keys, 1, allHeaders)
+				require.NoError(t, err)
+				w := httptest.NewRecorder()
+				r := httptest.NewRequest(http.MethodGet, "/", nil)
+				r.Header.Set("X-Key", "k")
+				h.ServeHTTP(w, r)
+				status := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[res.Decision.Allowed]
+				require.Equal(t, status, w.Code, "check %d", i+1)
+				if !res.Decision.Allowed {
+					denied++
+					assert.GreaterOrEqual(t, res.Denied, 0)
+				} else {
+					assert.Equal(t, -1, res.Denied)
+				}
+				f := res.Fields()
+				for name, v := range map[string]string{"RateLimit-Policy": f.Policy, "RateLimit": f.RateLimit, "X-RateLimit-Limit": f.Limit, "X-RateLimit-Remaining": f.Remaining, "Retry-After": f.RetryAfter} {
+					assert.Equal(t, w.Header().Get(name), v, "check %d: %s", i+1, name)
+				}
+				require.NotEmpty(t, f.Reset)
+				hdr := http.Header{"X-Ratelimit-Reset": {f.Reset}}
+				assert.InDelta(t, sfInteger(t, w.Header(), "X-RateLimit-Reset"), sfInteger(t, hdr, "X-RateLimit-Reset"), 1, "check %d", i+1)
+				c.ns.Add(int64(time.Second))
+			}
+			assert.Positive(t, denied)
+
+			res, err := rs.Check(context.Background(), keys, 1, 0)
+			require.NoError(t, err)
+			assert.Equal(t, httplimit.Fields{}, res.Fields(), "no field asked, none built")
+		})
+	}
+}
+
+// TestNewRuleSetRefuses: no limiter, no rule, an unknown rule, too many;
+// and a check with a key per rule only.
+func TestNewRuleSetRefuses(t *testing.T) {
+	t.Parallel()
+	lim := newLimiter(t, policy.Rule{Name: "api", Limit: 5, Window: time.Minute})
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{nil, "no Rules"},
+		{[]string{"nope"}, `"nope"`},
+		{[]string{"api", "api", "api", "api", "api", "api", "api", "api", "api"}, "at most 8"},
+	} {
+		_, err := httplimit.NewRuleSet(lim, tc.names...)
+		require.ErrorContains(t, err, tc.want)
+	}
+	_, err := httplimit.NewRuleSet(nil, "api")
+	require.Error(t, err)
+	rs, err := httplimit.NewRuleSet(lim, "api")
+	require.NoError(t, err)
+	_, err = rs.Check(context.Background(), []string{"a", "b"}, 1, allHeaders)
+	require.ErrorContains(t, err, "2 keys for 1 rules")
+}
