@@ -37,7 +37,9 @@ serve
   to count). Each descriptor gets OK or OVER_LIMIT with the current limit,
   the limit remaining and the duration until reset; a descriptor that no
   limit matches, or a domain other than the file's, is answered OK with no
-  limit. hits_addend 0 on the request counts 1 (envoy's default); a
+  limit, and so is one whose limit another limit of the request replaces
+  (envoy's replaces); shadow_mode limits count but answer OK.
+  hits_addend 0 on the request counts 1 (envoy's default); a
   descriptor's own hits_addend set to 0 only looks, as this instance sees
   the key (nothing is counted); a cost above the limit is OVER_LIMIT.
   Without -redis every instance limits on its own; with it the instances

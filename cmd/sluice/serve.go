@@ -55,10 +55,11 @@ type service struct {
 }
 
 // ruleSet is a loaded configuration with, for each rule, the limit a
-// DescriptorStatus reports.
+// DescriptorStatus reports, and the names of the limits it replaces.
 type ruleSet struct {
-	cfg    policy.Config
-	limits map[string]*rlspb.RateLimitResponse_RateLimit
+	cfg      policy.Config
+	limits   map[string]*rlspb.RateLimitResponse_RateLimit
+	replaces map[string][]string // by rule; only rules that replace some
 }
 
 // envoyUnits are envoy's units by the names its configuration files use.
@@ -76,7 +77,11 @@ var envoyUnits = map[string]rlspb.RateLimitResponse_RateLimit_Unit{
 // the file declares it, a sluice rule's as its Limit per Window in the
 // largest unit that divides the window.
 func newRuleSet(cfg policy.Config) *ruleSet {
-	rs := &ruleSet{cfg: cfg, limits: make(map[string]*rlspb.RateLimitResponse_RateLimit, len(cfg.Rules))}
+	rs := &ruleSet{
+		cfg:      cfg,
+		limits:   make(map[string]*rlspb.RateLimitResponse_RateLimit, len(cfg.Rules)),
+		replaces: map[string][]string{},
+	}
 	var walk func(ds []policy.Descriptor)
 	walk = func(ds []policy.Descriptor) {
 		for _, d := range ds {
@@ -90,6 +95,9 @@ func newRuleSet(cfg policy.Config) *ruleSet {
 					p.UnitMultiplier = wrapperspb.UInt32(clampU32(rl.UnitMultiplier))
 				}
 				rs.limits[d.Rule] = p
+				if len(rl.Replaces) > 0 {
+					rs.replaces[d.Rule] = rl.Replaces
+				}
 			}
 			walk(d.Descriptors)
 		}
@@ -172,6 +180,7 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			}
 		}
 	}
+	rs.replace(ms)
 	resp := &rlspb.RateLimitResponse{
 		OverallCode: rlspb.RateLimitResponse_OK,
 		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ms)),
@@ -198,6 +207,37 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		st.DurationUntilReset = durationpb.New(d.ResetAfter)
 	}
 	return resp, nil
+}
+
+// replace drops the limits that another matched limit of the request
+// replaces (envoy's rate_limit.replaces): those descriptors are answered
+// OK with no limit, and nothing is counted for them.
+func (rs *ruleSet) replace(ms []match) {
+	if len(rs.replaces) == 0 {
+		return
+	}
+	var replaced map[string]bool
+	for _, m := range ms {
+		if !m.ok {
+			continue
+		}
+		for _, name := range rs.replaces[m.rule] {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+	}
+	if replaced == nil {
+		return
+	}
+	for i := range ms {
+		if ms[i].ok {
+			if name := rs.limits[ms[i].rule].GetName(); name != "" && replaced[name] {
+				ms[i].ok = false
+			}
+		}
+	}
 }
 
 // decide makes one descriptor's decision; applies is false when the rule

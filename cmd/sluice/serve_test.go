@@ -336,6 +336,65 @@ func TestServeRedisFleet(t *testing.T) {
 	assert.Equal(t, rlspb.RateLimitResponse_OVER_LIMIT, resp.OverallCode, "b's log:\n%s", b.stderr)
 }
 
+func TestServeShadowAndReplaces(t *testing.T) {
+	t.Parallel()
+	cfg := writeFile(t, "rl.yaml", `domain: test
+descriptors:
+  - key: tenant
+    rate_limit:
+      name: tenant
+      unit: hour
+      requests_per_unit: 2
+  - key: tenant
+    value: big
+    rate_limit:
+      name: big
+      unit: hour
+      requests_per_unit: 5
+      replaces:
+        - name: tenant
+  - key: plan
+    value: big
+    rate_limit:
+      name: plan
+      unit: hour
+      requests_per_unit: 3
+      replaces:
+        - name: tenant
+  - key: dry
+    shadow_mode: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+`)
+	s := startServe(t, "-config", cfg)
+	c := client(t, s.addr)
+
+	// With plan=big in the request, plan's limit replaces tenant's.
+	both := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("tenant", "t1"), desc("plan", "big")}}
+	for i := range 3 {
+		resp := call(t, c, both)
+		require.Equal(t, rlspb.RateLimitResponse_OK, resp.OverallCode, "request %d", i+1)
+		assert.Nil(t, resp.Statuses[0].CurrentLimit, "tenant is replaced")
+		assert.Equal(t, "plan", resp.Statuses[1].CurrentLimit.GetName())
+		assert.Equal(t, uint32(2-i), resp.Statuses[1].LimitRemaining)
+	}
+	assert.Equal(t, rlspb.RateLimitResponse_OVER_LIMIT, call(t, c, both).OverallCode, "plan's 3 are spent")
+	// Alone, tenant t1 has its own 2, none used by the replaced checks.
+	alone := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("tenant", "t1")}}
+	resp := call(t, c, alone)
+	assert.Equal(t, "tenant", resp.Statuses[0].CurrentLimit.GetName())
+	assert.Equal(t, uint32(1), resp.Statuses[0].LimitRemaining)
+
+	// A shadow_mode limit counts but never answers OVER_LIMIT.
+	dry := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("dry", "x")}}
+	for i := range 3 {
+		resp := call(t, c, dry)
+		assert.Equal(t, rlspb.RateLimitResponse_OK, resp.OverallCode, "request %d", i+1)
+		assert.Zero(t, resp.Statuses[0].LimitRemaining, "request %d", i+1)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {
 	mu sync.Mutex
