@@ -42,7 +42,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			_ = rdb.Close()
 		}
 	}()
-	code := check(ctx, cfg, l, fs.Args(), *n, stdout, stderr)
+	code := check(ctx, cfg, l, rdb != nil, fs.Args(), *n, stdout, stderr)
 	// Close pushes the count to the fleet's store.
 	if err := l.Close(); err != nil {
 		fmt.Fprintln(stderr, "sluice check:", err)
@@ -51,7 +51,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return code
 }
 
-func check(ctx context.Context, cfg policy.Config, l *sluice.Limiter, args []string, n int64, stdout, stderr io.Writer) int {
+// check decides args and prints the decision; with redis, the remaining
+// and reset are the fleet's, read back from the store.
+func check(ctx context.Context, cfg policy.Config, l *sluice.Limiter, redis bool, args []string, n int64, stdout, stderr io.Writer) int {
 	var rule, key string
 	var ok bool
 	if cfg.Format == policy.FormatEnvoy {
@@ -80,6 +82,18 @@ func check(ctx context.Context, cfg policy.Config, l *sluice.Limiter, args []str
 	if err != nil && !errors.Is(err, sluice.ErrStoreUnavailable) {
 		fmt.Fprintln(stderr, "sluice check:", err)
 		return exitError
+	}
+	if err == nil && redis {
+		// A new process decides within its share of the error budget
+		// without asking the store; what is left is the fleet's count:
+		// push this one and pull the totals.
+		if ferr := l.Flush(ctx); ferr != nil {
+			fmt.Fprintln(stderr, "sluice check:", ferr)
+			return exitError
+		}
+		if p, perr := l.Peek(rule, key); perr == nil {
+			d.Remaining, d.ResetAfter = p.Remaining, p.ResetAfter
+		}
 	}
 	fmt.Fprintf(stdout, "rule=%s key=%q allowed=%t limit=%d remaining=%d reset_after=%v retry_after=%v\n",
 		rule, key, d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter)

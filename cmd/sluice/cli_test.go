@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,6 +80,15 @@ func TestCheck(t *testing.T) {
 	assert.Contains(t, out, "allowed=true limit=3 remaining=0")
 	code, _, _ = runCLI(append(args, "-n", "0", "user=dan")...)
 	assert.Equal(t, exitUsage, code)
+
+	// Within a new process's share of the error budget the decision is
+	// local; what is left is read back from the fleet's store.
+	big := writeFile(t, "big.yaml", "domain: test\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n")
+	for i := range 3 {
+		code, out, errOut = runCLI("check", "-config", big, "-redis", rdb.Addr(), "-prefix", "cli", "user=erin")
+		require.Equal(t, exitOK, code, errOut)
+		assert.Contains(t, out, fmt.Sprintf("limit=1000 remaining=%d ", 999-i))
+	}
 
 	rules := writeFile(t, "rules.yaml", "rules:\n  - name: api\n    limit: 1\n    window: 1m\n")
 	code, out, _ = runCLI("check", "-config", rules, "api", "k")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,12 +22,14 @@ const maxKeyLength = 4096
 // common are the flags serve and check share.
 type common struct {
 	config, redisURL, prefix string
+	syncInterval             time.Duration
 }
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.config, "config", "", "the configuration `FILE` (envoy's format or sluice's)")
 	fs.StringVar(&c.redisURL, "redis", "", "the shared Redis `URL` (redis://host:port or host:port); none: limits of this process only")
 	fs.StringVar(&c.prefix, "prefix", "", "the Redis key prefix the fleet shares (default "+sluice.DefaultPrefix+")")
+	fs.DurationVar(&c.syncInterval, "sync-interval", sluice.DefaultSyncInterval, "how often counts are pushed to Redis and totals pulled")
 }
 
 // newFlagSet is a FlagSet that prints its errors and the usage to stderr.
@@ -47,7 +50,7 @@ func (c *common) open(logger *slog.Logger) (policy.Config, *sluice.Limiter, redi
 	if err != nil {
 		return policy.Config{}, nil, nil, err
 	}
-	opts := sluice.Options{Prefix: c.prefix, MaxKeyLength: maxKeyLength, Logger: logger}
+	opts := sluice.Options{Prefix: c.prefix, SyncInterval: c.syncInterval, MaxKeyLength: maxKeyLength, Logger: logger}
 	var rdb redis.UniversalClient
 	if c.redisURL != "" {
 		u := c.redisURL

@@ -59,7 +59,8 @@ validate
 
 check
   One decision, counted as a request of cost COST (default 1), printed on
-  one line (with -redis, counted in the fleet's store). For an envoy file the arguments are the
+  one line. With -redis it is counted in the fleet's store, and the
+  remaining and reset printed are the fleet's, read back from it. For an envoy file the arguments are the
   entries of one descriptor of the file's domain; for a sluice file a rule
   name and a key. Exit status 0 if allowed (or no limit applies), 3 if
   denied, 1 on an error.
@@ -70,6 +71,9 @@ Flags:
                  host:port; without it the limits are this process's own
   -listen ADDR   serve's gRPC address (default 127.0.0.1:8081)
   -prefix P      the Redis key prefix the fleet shares (default sluice)
+  -sync-interval D
+                 how often counts are pushed to Redis and totals pulled
+                 (default 100ms)
 
 Exit status 2 on a usage error.
 `

@@ -395,6 +395,27 @@ descriptors:
 	}
 }
 
+func TestServeCloseFlushes(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t)
+	cfg := writeFile(t, "rl.yaml", "domain: test\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 100000}\n")
+	// Syncing once an hour: only Close pushes a's counts before the test ends.
+	a := startServe(t, "-config", cfg, "-redis", rdb.Addr(), "-prefix", "close", "-sync-interval", "1h")
+	c := client(t, a.addr)
+	req := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("user", "heidi")}}
+	for range 10 {
+		require.Equal(t, rlspb.RateLimitResponse_OK, call(t, c, req).OverallCode)
+	}
+	fleet := func() string { // one more request, through `sluice check`
+		code, out, errOut := runCLI("check", "-config", cfg, "-redis", rdb.Addr(), "-prefix", "close", "user=heidi")
+		require.Equal(t, exitOK, code, errOut)
+		return out
+	}
+	assert.Contains(t, fleet(), "remaining=99999 ", "a's counts are still a's own")
+	require.Equal(t, exitOK, a.wait(t), "a's log:\n%s", a.stderr)
+	assert.Contains(t, fleet(), "remaining=99988 ", "a pushed its 10 when it stopped")
+}
+
 // syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {
 	mu sync.Mutex
