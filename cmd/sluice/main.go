@@ -46,7 +46,8 @@ serve
   sharing the Redis and the -prefix form one fleet. FILE is watched and
   applied again when it changes (a change that does not load keeps the
   rules in force, and is logged). SIGINT or SIGTERM stops the server and
-  pushes the last counts to Redis.
+  pushes the last counts to Redis. The server also answers gRPC health
+  checks (grpc.health.v1): SERVING until it stops.
   A request is refused with InvalidArgument when it has no domain, no
   descriptor or more than 64, a descriptor with no entry or more than 16,
   an empty key, or a key or value over 1024 bytes; a message over 4 MiB

@@ -15,6 +15,8 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -374,6 +376,11 @@ func serve(ctx context.Context, c common, listen string, logger *slog.Logger, re
 	}
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage))
 	rlspb.RegisterRateLimitServiceServer(srv, s)
+	// gRPC health checking (grpc.health.v1): SERVING from here, NOT_SERVING
+	// once the server stops, for the whole server ("") and the service.
+	hs := health.NewServer()
+	hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	logger.Info("sluice serve: listening", "addr", lis.Addr().String(), "config", c.config, "format", cfg.Format.String(), "domain", cfg.Domain, "rules", len(cfg.Rules), "redis", c.redisURL != "")
@@ -386,6 +393,7 @@ func serve(ctx context.Context, c common, listen string, logger *slog.Logger, re
 	case <-ctx.Done():
 	}
 	logger.Info("sluice serve: stopping")
+	hs.Shutdown()
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -173,6 +174,26 @@ func TestServeOverLimit(t *testing.T) {
 	require.NotNil(t, login.CurrentLimit.UnitMultiplier)
 	assert.Equal(t, uint32(2), login.CurrentLimit.UnitMultiplier.Value)
 	assert.Equal(t, uint32(1), login.LimitRemaining)
+}
+
+func TestServeHealth(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "-config", writeFile(t, "rl.yaml", envoyConfig))
+	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	hc := healthpb.NewHealthClient(conn)
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		cancel()
+		require.NoError(t, err, svc)
+		assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.Status, svc)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "other"})
+	assert.Equal(t, codes.NotFound, status.Code(err))
 }
 
 func TestServeNoLimit(t *testing.T) {
