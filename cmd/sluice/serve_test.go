@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -435,6 +436,73 @@ func TestServeCloseFlushes(t *testing.T) {
 	assert.Contains(t, fleet(), "remaining=99999 ", "a's counts are still a's own")
 	require.Equal(t, exitOK, a.wait(t), "a's log:\n%s", a.stderr)
 	assert.Contains(t, fleet(), "remaining=99988 ", "a pushed its 10 when it stopped")
+}
+
+// TestServeReloadUnderLoad rewrites the file while requests run, raising
+// the limit of the rule they count on: every count is kept, in this server
+// and (with Redis) in the fleet's store.
+func TestServeReloadUnderLoad(t *testing.T) {
+	t.Parallel()
+	const limit, raised = 1_000_000, 2_000_000
+	conf := func(user, login int) string {
+		return fmt.Sprintf("domain: test\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: %d}\n  - key: path\n    value: /login\n    rate_limit: {unit: hour, requests_per_unit: %d}\n", user, login)
+	}
+	for _, store := range []bool{false, true} {
+		t.Run(fmt.Sprintf("redis=%t", store), func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, "rl.yaml", conf(limit, 2))
+			args := []string{"-config", path}
+			if store {
+				args = append(args, "-redis", redistest.Start(t).Addr(), "-prefix", "reload")
+			}
+			s := startServe(t, args...)
+			c := client(t, s.addr)
+			req := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("user", "judy")}}
+			login := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("path", "/login")}}
+
+			// Every request sent is answered (none cancelled in flight), so
+			// the server counted exactly the requests answered.
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			sent := make([]int, 4)
+			for w := range sent {
+				wg.Go(func() {
+					for !stop.Load() && sent[w] < 20_000 {
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						resp, err := c.ShouldRateLimit(ctx, req)
+						cancel()
+						if !assert.NoError(t, err) || !assert.Equal(t, rlspb.RateLimitResponse_OK, resp.OverallCode) {
+							return
+						}
+						sent[w]++
+					}
+				})
+			}
+			require.NoError(t, os.WriteFile(path, []byte(conf(raised, 9)), 0o600))
+			require.Eventually(t, func() bool {
+				return call(t, c, login).Statuses[0].CurrentLimit.GetRequestsPerUnit() == 9
+			}, 30*time.Second, 50*time.Millisecond, "the new file applied")
+			stop.Store(true)
+			wg.Wait()
+			total := 0
+			for _, n := range sent {
+				total += n
+			}
+			require.Positive(t, total)
+			t.Logf("%d requests while the file was reloaded", total)
+
+			peek := desc("user", "judy")
+			peek.HitsAddend = wrapperspb.UInt64(0)
+			resp := call(t, c, &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{peek}})
+			assert.Equal(t, uint32(raised-total), resp.Statuses[0].LimitRemaining, "this server's count")
+			if store {
+				require.Equal(t, exitOK, s.wait(t), "log:\n%s", s.stderr)
+				code, out, errOut := runCLI("check", "-config", path, "-redis", args[3], "-prefix", "reload", "user=judy")
+				require.Equal(t, exitOK, code, errOut)
+				assert.Contains(t, out, fmt.Sprintf("remaining=%d ", raised-total-1), "the fleet's count")
+			}
+		})
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
