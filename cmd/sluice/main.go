@@ -24,7 +24,7 @@ import (
 const usage = `sluice: rate limiting across a fleet, outside Go.
 
 Usage:
-  sluice serve -config FILE [-redis URL] [-listen ADDR] [-prefix P]
+  sluice serve -config FILE [-redis URL] [-listen ADDR] [-http ADDR] [-prefix P]
   sluice validate FILE...
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] KEY=VALUE...
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] RULE KEY
@@ -47,7 +47,10 @@ serve
   applied again when it changes (a change that does not load keeps the
   rules in force, and is logged). SIGINT or SIGTERM stops the server and
   pushes the last counts to Redis. The server also answers gRPC health
-  checks (grpc.health.v1): SERVING until it stops.
+  checks (grpc.health.v1): SERVING until it stops. With -http it also
+  serves, as envoyproxy/ratelimit does, POST /json (a RateLimitRequest in
+  protojson, answered in protojson: 200 if OK, 429 if OVER_LIMIT, 400 for a
+  bad request) and GET /healthcheck (200 "OK" until it stops, then 503).
   A request is refused with InvalidArgument when it has no domain, no
   descriptor or more than 64, a descriptor with no entry or more than 16,
   an empty key, or a key or value over 1024 bytes; a message over 4 MiB
@@ -71,6 +74,8 @@ Flags:
   -redis URL     the shared Redis, redis://[user:pass@]host:port[/db] or
                  host:port; without it the limits are this process's own
   -listen ADDR   serve's gRPC address (default 127.0.0.1:8081)
+  -http ADDR     serve's HTTP address for /json and /healthcheck (default:
+                 none)
   -prefix P      the Redis key prefix the fleet shares (default sluice)
   -sync-interval D
                  how often counts are pushed to Redis and totals pulled

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -332,6 +333,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 	fs := newFlagSet("serve", stderr)
 	c.register(fs)
 	listen := fs.String("listen", DefaultListen, "the gRPC `ADDR`ess to listen on")
+	httpListen := fs.String("http", "", "the `ADDR`ess of the HTTP endpoints (/json, /healthcheck); none without it")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -340,14 +342,17 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 		return exitUsage
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := serve(ctx, c, *listen, logger, ready); err != nil {
+	if err := serve(ctx, c, *listen, *httpListen, logger, ready); err != nil {
 		logger.Error("sluice serve: " + err.Error())
 		return exitError
 	}
 	return exitOK
 }
 
-func serve(ctx context.Context, c common, listen string, logger *slog.Logger, ready func(string)) (err error) {
+// serve serves gRPC on listen and, if httpListen is set, the HTTP
+// endpoints on it; ready gets the gRPC address, and the HTTP one after a
+// space if any.
+func serve(ctx context.Context, c common, listen, httpListen string, logger *slog.Logger, ready func(string)) (err error) {
 	cfg, l, rdb, err := c.open(logger)
 	if err != nil {
 		return err
@@ -381,11 +386,25 @@ func serve(ctx context.Context, c common, listen string, logger *slog.Logger, re
 	hs := health.NewServer()
 	hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(lis) }()
+	addrs := lis.Addr().String()
+	var stopping atomic.Bool
+	var hsrv *http.Server
+	if httpListen != "" {
+		hlis, err := net.Listen("tcp", httpListen)
+		if err != nil {
+			srv.Stop()
+			return err
+		}
+		hsrv = &http.Server{Handler: httpHandler(s, &stopping), ReadHeaderTimeout: 10 * time.Second}
+		go func() { served <- hsrv.Serve(hlis) }()
+		addrs += " " + hlis.Addr().String()
+		logger.Info("sluice serve: HTTP listening", "addr", hlis.Addr().String())
+	}
 	logger.Info("sluice serve: listening", "addr", lis.Addr().String(), "config", c.config, "format", cfg.Format.String(), "domain", cfg.Domain, "rules", len(cfg.Rules), "redis", c.redisURL != "")
 	if ready != nil {
-		ready(lis.Addr().String())
+		ready(addrs)
 	}
 	select {
 	case err = <-served:
@@ -394,15 +413,24 @@ func serve(ctx context.Context, c common, listen string, logger *slog.Logger, re
 	}
 	logger.Info("sluice serve: stopping")
 	hs.Shutdown()
+	stopping.Store(true)
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()
+		if hsrv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			_ = hsrv.Shutdown(sctx)
+			cancel()
+		}
 		close(stopped)
 	}()
 	select {
 	case <-stopped:
 	case <-time.After(shutdownGrace):
 		srv.Stop()
+		if hsrv != nil {
+			_ = hsrv.Close()
+		}
 		<-stopped
 	}
 	return nil

@@ -58,7 +58,8 @@ func writeFile(t *testing.T, name, content string) string {
 
 // server is a `sluice serve` running in the test, on a loopback port.
 type server struct {
-	addr   string
+	addr   string // gRPC
+	http   string // the HTTP endpoints, with -http
 	stop   context.CancelFunc
 	code   chan int
 	stderr *syncBuffer
@@ -91,7 +92,8 @@ func startServe(t *testing.T, args ...string) *server {
 		s.code <- runServe(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), s.stderr, func(a string) { ready <- a })
 	}()
 	select {
-	case s.addr = <-ready:
+	case a := <-ready:
+		s.addr, s.http, _ = strings.Cut(a, " ")
 	case code := <-s.code:
 		cancel()
 		t.Fatalf("sluice serve exited with %d; its log:\n%s", code, s.stderr)
