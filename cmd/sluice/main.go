@@ -24,7 +24,8 @@ import (
 const usage = `sluice: rate limiting across a fleet, outside Go.
 
 Usage:
-  sluice serve -config FILE [-redis URL] [-listen ADDR] [-http ADDR] [-prefix P]
+  sluice serve -config FILE [-redis URL] [-listen ADDR] [-http ADDR]
+               [-headers SET] [-prefix P]
   sluice validate FILE...
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] KEY=VALUE...
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] RULE KEY
@@ -76,6 +77,11 @@ Flags:
   -listen ADDR   serve's gRPC address (default 127.0.0.1:8081)
   -http ADDR     serve's HTTP address for /json and /healthcheck (default:
                  none)
+  -headers SET   the response headers serve asks envoy to add: ratelimit
+                 (IETF RateLimit and RateLimit-Policy, one item per limited
+                 descriptor), x-ratelimit (X-RateLimit-Limit, -Remaining and
+                 -Reset in seconds, of the binding descriptor), both
+                 comma-separated, or none (default)
   -prefix P      the Redis key prefix the fleet shares (default sluice)
   -sync-interval D
                  how often counts are pushed to Redis and totals pulled

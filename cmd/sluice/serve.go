@@ -53,14 +53,16 @@ const shutdownGrace = 10 * time.Second
 // service answers envoy's RateLimitService from a sluice Limiter.
 type service struct {
 	rlspb.UnimplementedRateLimitServiceServer
-	l     *sluice.Limiter
-	rules atomic.Pointer[ruleSet] // the configuration in force
+	l       *sluice.Limiter
+	headers headerSet               // the response headers to add
+	rules   atomic.Pointer[ruleSet] // the configuration in force
 }
 
 // ruleSet is a loaded configuration with, for each rule, the limit a
 // DescriptorStatus reports, and the names of the limits it replaces.
 type ruleSet struct {
 	cfg      policy.Config
+	rules    map[string]policy.Rule // by name
 	limits   map[string]*rlspb.RateLimitResponse_RateLimit
 	replaces map[string][]string // by rule; only rules that replace some
 }
@@ -82,6 +84,7 @@ var envoyUnits = map[string]rlspb.RateLimitResponse_RateLimit_Unit{
 func newRuleSet(cfg policy.Config) *ruleSet {
 	rs := &ruleSet{
 		cfg:      cfg,
+		rules:    make(map[string]policy.Rule, len(cfg.Rules)),
 		limits:   make(map[string]*rlspb.RateLimitResponse_RateLimit, len(cfg.Rules)),
 		replaces: map[string][]string{},
 	}
@@ -107,6 +110,7 @@ func newRuleSet(cfg policy.Config) *ruleSet {
 	}
 	walk(cfg.Descriptors)
 	for _, r := range cfg.Rules {
+		rs.rules[r.Name] = r
 		if _, ok := rs.limits[r.Name]; !ok {
 			rs.limits[r.Name] = ruleLimit(r)
 		}
@@ -188,6 +192,7 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		OverallCode: rlspb.RateLimitResponse_OK,
 		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ms)),
 	}
+	var ds []decided // for the headers
 	for i, m := range ms {
 		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
 		resp.Statuses[i] = st
@@ -208,7 +213,11 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		st.CurrentLimit = rs.limits[m.rule]
 		st.LimitRemaining = clampU32(d.Remaining)
 		st.DurationUntilReset = durationpb.New(d.ResetAfter)
+		if s.headers != (headerSet{}) {
+			ds = append(ds, decided{rule: m.rule, d: d, shadow: rs.rules[m.rule].Shadow})
+		}
 	}
+	resp.ResponseHeadersToAdd = s.headers.headers(ds, rs.rules)
 	return resp, nil
 }
 
@@ -334,6 +343,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 	c.register(fs)
 	listen := fs.String("listen", DefaultListen, "the gRPC `ADDR`ess to listen on")
 	httpListen := fs.String("http", "", "the `ADDR`ess of the HTTP endpoints (/json, /healthcheck); none without it")
+	headersFlag := fs.String("headers", "none", "the response `HEADERS` envoy adds: ratelimit, x-ratelimit, both comma-separated, or none")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -341,8 +351,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 		fmt.Fprintf(stderr, "sluice serve: unexpected arguments %q\n", fs.Args())
 		return exitUsage
 	}
+	hs, err := parseHeaders(*headersFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return exitUsage
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := serve(ctx, c, *listen, *httpListen, logger, ready); err != nil {
+	if err := serve(ctx, c, *listen, *httpListen, hs, logger, ready); err != nil {
 		logger.Error("sluice serve: " + err.Error())
 		return exitError
 	}
@@ -352,7 +367,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 // serve serves gRPC on listen and, if httpListen is set, the HTTP
 // endpoints on it; ready gets the gRPC address, and the HTTP one after a
 // space if any.
-func serve(ctx context.Context, c common, listen, httpListen string, logger *slog.Logger, ready func(string)) (err error) {
+func serve(ctx context.Context, c common, listen, httpListen string, headers headerSet, logger *slog.Logger, ready func(string)) (err error) {
 	cfg, l, rdb, err := c.open(logger)
 	if err != nil {
 		return err
@@ -365,7 +380,7 @@ func serve(ctx context.Context, c common, listen, httpListen string, logger *slo
 			_ = rdb.Close()
 		}
 	}()
-	s := &service{l: l}
+	s := &service{l: l, headers: headers}
 	s.rules.Store(newRuleSet(cfg))
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

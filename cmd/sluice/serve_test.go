@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -505,6 +506,52 @@ func TestServeReloadUnderLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestServeHeaders(t *testing.T) {
+	t.Parallel()
+	cfg := writeFile(t, "rl.yaml", envoyConfig)
+	headers := func(resp *rlspb.RateLimitResponse) map[string]string {
+		h := map[string]string{}
+		for _, hv := range resp.ResponseHeadersToAdd {
+			h[hv.Key] = hv.Value
+		}
+		return h
+	}
+	req := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("user", "mia"), desc("path", "/login"), desc("tenant", "none")}}
+
+	plain := client(t, startServe(t, "-config", cfg).addr)
+	assert.Empty(t, call(t, plain, req).ResponseHeadersToAdd, "no -headers, no headers")
+
+	c := client(t, startServe(t, "-config", cfg, "-headers", "ratelimit,x-ratelimit").addr)
+	h := headers(call(t, c, req))
+	assert.Len(t, h, 5, "%v", h)
+	assert.Regexp(t, `^"test\.user";q=3;w=60, "test\.path[^"]*";q=2;w=7200$`, h["RateLimit-Policy"])
+	assert.Regexp(t, `^"test\.user";r=2;t=[0-9]+, "test\.path[^"]*";r=1;t=[0-9]+$`, h["RateLimit"])
+	// The binding limit is the login one: the least remaining.
+	assert.Equal(t, "2", h["X-RateLimit-Limit"])
+	assert.Equal(t, "1", h["X-RateLimit-Remaining"])
+	reset, err := strconv.Atoi(h["X-RateLimit-Reset"])
+	require.NoError(t, err)
+	assert.Positive(t, reset)
+	assert.LessOrEqual(t, reset, 7200)
+
+	call(t, c, req)
+	call(t, c, req)
+	resp := call(t, c, req) // the 4th: both over their limits
+	require.Equal(t, rlspb.RateLimitResponse_OVER_LIMIT, resp.OverallCode)
+	h = headers(resp)
+	assert.Equal(t, "3", h["X-RateLimit-Limit"], "the first descriptor over its limit binds")
+	assert.Equal(t, "0", h["X-RateLimit-Remaining"])
+
+	x := client(t, startServe(t, "-config", cfg, "-headers", "x-ratelimit").addr)
+	h = headers(call(t, x, &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("user", "ned")}}))
+	assert.Equal(t, map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": h["X-RateLimit-Reset"]}, h)
+	assert.Empty(t, headers(call(t, x, &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("tenant", "none")}})), "no limit, no headers")
+
+	code, _, errOut := runCLI("serve", "-config", cfg, "-headers", "draft")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `"draft" is not a header set`)
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
