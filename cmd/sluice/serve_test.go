@@ -554,6 +554,48 @@ func TestServeHeaders(t *testing.T) {
 	assert.Contains(t, errOut, `"draft" is not a header set`)
 }
 
+// TestServeFleetUnderLoad drives two servers sharing one Redis with 8
+// concurrent callers past a key's limit: the fleet admits at most
+// L(1+ε) in the window (ε the default error budget), and close to L.
+func TestServeFleetUnderLoad(t *testing.T) {
+	t.Parallel()
+	const limit, requests = 2000, 3000
+	rdb := redistest.Start(t)
+	cfg := writeFile(t, "rl.yaml", fmt.Sprintf("domain: test\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: %d}\n", limit))
+	a := startServe(t, "-config", cfg, "-redis", rdb.Addr(), "-prefix", "load")
+	b := startServe(t, "-config", cfg, "-redis", rdb.Addr(), "-prefix", "load")
+	clients := []rlspb.RateLimitServiceClient{client(t, a.addr), client(t, b.addr)}
+	req := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("user", "olga")}}
+
+	var admitted, sent atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		c := clients[w%2]
+		wg.Go(func() {
+			for sent.Add(1) <= requests {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				resp, err := c.ShouldRateLimit(ctx, req)
+				cancel()
+				if !assert.NoError(t, err) {
+					return
+				}
+				if resp.OverallCode == rlspb.RateLimitResponse_OK {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !start.Truncate(time.Hour).Equal(time.Now().Truncate(time.Hour)) {
+		// The windows are aligned on the hour (envoy's): the load spanned two.
+		t.Skip("the load crossed an hour boundary, into a second window; run again")
+	}
+	t.Logf("%d of %d requests admitted by two servers, limit %d", admitted.Load(), requests, limit)
+	assert.LessOrEqual(t, admitted.Load(), int64(limit*(1+0.01)), "L(1+ε)")
+	assert.GreaterOrEqual(t, admitted.Load(), int64(limit*0.95))
+}
+
 // syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {
 	mu sync.Mutex
