@@ -52,6 +52,8 @@ serve
   serves, as envoyproxy/ratelimit does, POST /json (a RateLimitRequest in
   protojson, answered in protojson: 200 if OK, 429 if OVER_LIMIT, 400 for a
   bad request) and GET /healthcheck (200 "OK" until it stops, then 503).
+  A descriptor's own limit override (its "limit" field) is not supported:
+  the file's limit applies.
   A request is refused with InvalidArgument when it has no domain, no
   descriptor or more than 64, a descriptor with no entry or more than 16,
   an empty key, or a key or value over 1024 bytes; a message over 4 MiB

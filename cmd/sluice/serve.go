@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -95,7 +96,7 @@ func newRuleSet(cfg policy.Config) *ruleSet {
 				p := &rlspb.RateLimitResponse_RateLimit{
 					Name:            rl.Name,
 					RequestsPerUnit: clampU32(rl.RequestsPerUnit),
-					Unit:            envoyUnits[lower(rl.Unit)],
+					Unit:            envoyUnits[strings.ToLower(rl.Unit)],
 				}
 				if rl.UnitMultiplier > 1 {
 					p.UnitMultiplier = wrapperspb.UInt32(clampU32(rl.UnitMultiplier))
@@ -139,16 +140,6 @@ func ruleLimit(r policy.Rule) *rlspb.RateLimitResponse_RateLimit {
 		}
 	}
 	return p
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 func clampU32(v int64) uint32 {
