@@ -32,7 +32,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg, l, rdb, err := c.open(logger)
+	cfg, l, rdb, err := c.open(logger, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice check:", err)
 		return exitError

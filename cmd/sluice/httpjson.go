@@ -20,8 +20,10 @@ import (
 //     with the reason for a body that does not parse or a request out of
 //     bounds, 413 for a body over maxMessage, 503 while stopping.
 //   - GET /healthcheck: 200 "OK" while serving, 503 once stopping.
-func httpHandler(s *service, stopping *atomic.Bool) http.Handler {
+//   - GET /metrics: the limiter's metrics in Prometheus' text format.
+func httpHandler(s *service, stopping *atomic.Bool, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("POST /json", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMessage))
 		if err != nil {

@@ -63,6 +63,12 @@ func TestServeJSON(t *testing.T) {
 		assert.Equal(t, tc.code, code, "%s %s %.60s: %s", tc.method, tc.path, tc.body, out)
 		assert.Contains(t, out, tc.msg, "%s %s %.60s", tc.method, tc.path, tc.body)
 	}
+	// The limiter's metrics: kim's 3 admissions and 1 denial.
+	code, out = do("GET", "/metrics", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Regexp(t, `(?m)^sluice_checks_total\{[^}]*outcome="allowed"[^}]*rule="test\.user"[^}]*\} 3$`, out)
+	assert.Regexp(t, `(?m)^sluice_checks_total\{[^}]*outcome="denied"[^}]*rule="test\.user"[^}]*\} 1$`, out)
+
 	// The server still answers after the refused requests.
 	code, out = do("POST", "/json", `{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "lee"}]}]}`)
 	assert.Equal(t, http.StatusOK, code, out)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
@@ -41,16 +43,20 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 }
 
 // open loads the configuration and builds a limiter on it, with the Redis
-// client it made (nil without -redis): Close both.
-func (c *common) open(logger *slog.Logger) (policy.Config, *sluice.Limiter, redis.UniversalClient, error) {
+// client it made (nil without -redis): Close both. mp receives the
+// limiter's metrics; nil: none.
+func (c *common) open(logger *slog.Logger, mp metric.MeterProvider) (policy.Config, *sluice.Limiter, redis.UniversalClient, error) {
 	if c.config == "" {
 		return policy.Config{}, nil, nil, fmt.Errorf("-config FILE is required")
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
 	}
 	cfg, err := policy.LoadFile(c.config)
 	if err != nil {
 		return policy.Config{}, nil, nil, err
 	}
-	opts := sluice.Options{Prefix: c.prefix, SyncInterval: c.syncInterval, MaxKeyLength: maxKeyLength, Logger: logger}
+	opts := sluice.Options{Prefix: c.prefix, SyncInterval: c.syncInterval, MaxKeyLength: maxKeyLength, Logger: logger, MeterProvider: mp}
 	var rdb redis.UniversalClient
 	if c.redisURL != "" {
 		u := c.redisURL

@@ -51,7 +51,9 @@ serve
   checks (grpc.health.v1): SERVING until it stops. With -http it also
   serves, as envoyproxy/ratelimit does, POST /json (a RateLimitRequest in
   protojson, answered in protojson: 200 if OK, 429 if OVER_LIMIT, 400 for a
-  bad request) and GET /healthcheck (200 "OK" until it stops, then 503).
+  bad request), GET /healthcheck (200 "OK" until it stops, then 503) and
+  GET /metrics (the limiter's OpenTelemetry metrics, docs/observability.md,
+  in Prometheus' text format).
   A descriptor's own limit override (its "limit" field) is not supported:
   the file's limit applies.
   A request is refused with InvalidArgument when it has no domain, no
@@ -77,8 +79,8 @@ Flags:
   -redis URL     the shared Redis, redis://[user:pass@]host:port[/db] or
                  host:port; without it the limits are this process's own
   -listen ADDR   serve's gRPC address (default 127.0.0.1:8081)
-  -http ADDR     serve's HTTP address for /json and /healthcheck (default:
-                 none)
+  -http ADDR     serve's HTTP address for /json, /healthcheck and /metrics
+                 (default: none)
   -headers SET   the response headers serve asks envoy to add: ratelimit
                  (IETF RateLimit and RateLimit-Policy, one item per limited
                  descriptor), x-ratelimit (X-RateLimit-Limit, -Remaining and

@@ -15,6 +15,8 @@ import (
 
 	extrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -333,7 +335,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 	fs := newFlagSet("serve", stderr)
 	c.register(fs)
 	listen := fs.String("listen", DefaultListen, "the gRPC `ADDR`ess to listen on")
-	httpListen := fs.String("http", "", "the `ADDR`ess of the HTTP endpoints (/json, /healthcheck); none without it")
+	httpListen := fs.String("http", "", "the `ADDR`ess of the HTTP endpoints (/json, /healthcheck, /metrics); none without it")
 	headersFlag := fs.String("headers", "none", "the response `HEADERS` envoy adds: ratelimit, x-ratelimit, both comma-separated, or none")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -359,7 +361,19 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 // endpoints on it; ready gets the gRPC address, and the HTTP one after a
 // space if any.
 func serve(ctx context.Context, c common, listen, httpListen string, headers headerSet, logger *slog.Logger, ready func(string)) (err error) {
-	cfg, l, rdb, err := c.open(logger)
+	var mp *sdkmetric.MeterProvider
+	var metricsHandler http.Handler
+	if httpListen != "" {
+		if mp, metricsHandler, err = newMetrics(); err != nil {
+			return err
+		}
+		defer func() { _ = mp.Shutdown(context.Background()) }()
+	}
+	var lmp metric.MeterProvider // nil: none
+	if mp != nil {
+		lmp = mp
+	}
+	cfg, l, rdb, err := c.open(logger, lmp)
 	if err != nil {
 		return err
 	}
@@ -403,7 +417,7 @@ func serve(ctx context.Context, c common, listen, httpListen string, headers hea
 			srv.Stop()
 			return err
 		}
-		hsrv = &http.Server{Handler: httpHandler(s, &stopping), ReadHeaderTimeout: 10 * time.Second}
+		hsrv = &http.Server{Handler: httpHandler(s, &stopping, metricsHandler), ReadHeaderTimeout: 10 * time.Second}
 		go func() { served <- hsrv.Serve(hlis) }()
 		addrs += " " + hlis.Addr().String()
 		logger.Info("sluice serve: HTTP listening", "addr", hlis.Addr().String())
