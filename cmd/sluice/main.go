@@ -69,10 +69,11 @@ validate
 check
   One decision, counted as a request of cost COST (default 1), printed on
   one line. With -redis it is counted in the fleet's store, and the
-  remaining and reset printed are the fleet's, read back from it. For an envoy file the arguments are the
-  entries of one descriptor of the file's domain; for a sluice file a rule
-  name and a key. Exit status 0 if allowed (or no limit applies), 3 if
-  denied, 1 on an error.
+  remaining and reset printed are the fleet's, read back from it. For an
+  envoy file the arguments are the entries of one descriptor of the file's
+  domain; for a sluice file a rule name and a key. Flags come before them.
+  Exit status 0 if allowed (or no limit applies), 3 if denied, 1 on an
+  error.
 
 Flags:
   -config FILE   the configuration (envoy's format or sluice's)
