@@ -24,12 +24,14 @@ const maxKeyLength = 4096
 // common are the flags serve and check share.
 type common struct {
 	config, redisURL, prefix string
+	cluster                  bool // redisURL is a Redis Cluster
 	syncInterval             time.Duration
 }
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.config, "config", "", "the configuration `FILE` (envoy's format or sluice's)")
 	fs.StringVar(&c.redisURL, "redis", "", "the shared Redis `URL` (redis://host:port or host:port); none: limits of this process only")
+	fs.BoolVar(&c.cluster, "redis-cluster", false, "-redis names a Redis Cluster node (more nodes: redis://host:port?addr=host2:port2)")
 	fs.StringVar(&c.prefix, "prefix", "", "the Redis key prefix the fleet shares (default "+sluice.DefaultPrefix+")")
 	fs.DurationVar(&c.syncInterval, "sync-interval", sluice.DefaultSyncInterval, "how often counts are pushed to Redis and totals pulled")
 }
@@ -63,11 +65,19 @@ func (c *common) open(logger *slog.Logger, mp metric.MeterProvider) (policy.Conf
 		if !strings.Contains(u, "://") {
 			u = "redis://" + u
 		}
-		ro, err := redis.ParseURL(u)
-		if err != nil {
-			return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
+		if c.cluster {
+			co, err := redis.ParseClusterURL(u)
+			if err != nil {
+				return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
+			}
+			rdb = redis.NewClusterClient(co)
+		} else {
+			ro, err := redis.ParseURL(u)
+			if err != nil {
+				return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
+			}
+			rdb = redis.NewClient(ro)
 		}
-		rdb = redis.NewClient(ro)
 		opts.Redis = rdb
 	}
 	l, err := sluice.New(opts, cfg.Rules...)

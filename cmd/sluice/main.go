@@ -24,8 +24,8 @@ import (
 const usage = `sluice: rate limiting across a fleet, outside Go.
 
 Usage:
-  sluice serve -config FILE [-redis URL] [-listen ADDR] [-http ADDR]
-               [-headers SET] [-prefix P]
+  sluice serve -config FILE [-redis URL [-redis-cluster]] [-listen ADDR]
+               [-http ADDR] [-headers SET] [-prefix P]
   sluice validate FILE...
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] KEY=VALUE...
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] RULE KEY
@@ -87,6 +87,8 @@ Flags:
                  descriptor), x-ratelimit (X-RateLimit-Limit, -Remaining and
                  -Reset in seconds, of the binding descriptor), both
                  comma-separated, or none (default)
+  -redis-cluster -redis is a Redis Cluster: a node's address, or
+                 redis://host:port?addr=host2:port2 to name more
   -prefix P      the Redis key prefix the fleet shares (default sluice)
   -sync-interval D
                  how often counts are pushed to Redis and totals pulled

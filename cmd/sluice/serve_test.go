@@ -554,6 +554,34 @@ func TestServeHeaders(t *testing.T) {
 	assert.Contains(t, errOut, `"draft" is not a header set`)
 }
 
+func TestServeRedisCluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3)
+	addrs := cl.Addrs()
+	url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	cfg := writeFile(t, "rl.yaml", envoyConfig)
+	a := startServe(t, "-config", cfg, "-redis", url, "-redis-cluster", "-prefix", "cl")
+	b := startServe(t, "-config", cfg, "-redis", addrs[1], "-redis-cluster", "-prefix", "cl")
+	ca, cb := client(t, a.addr), client(t, b.addr)
+	admitted := 0
+	for i := range 12 {
+		c := ca
+		if i%2 == 1 {
+			c = cb
+		}
+		// Keys spread over the cluster's slots; each is limited fleet-wide.
+		for _, user := range []string{"u1", "u2", "u3"} {
+			req := &rlspb.RateLimitRequest{Domain: "test", Descriptors: []*extrl.RateLimitDescriptor{desc("user", user)}}
+			if call(t, c, req).OverallCode == rlspb.RateLimitResponse_OK {
+				admitted++
+			}
+		}
+	}
+	t.Logf("%d of 36 admitted", admitted)
+	assert.LessOrEqual(t, admitted, 9, "3 per key across the fleet")
+	assert.Positive(t, admitted)
+}
+
 // TestServeFleetUnderLoad drives two servers sharing one Redis with 8
 // concurrent callers past a key's limit: the fleet admits at most
 // L(1+ε) in the window (ε the default error budget), and close to L.
