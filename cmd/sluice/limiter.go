@@ -1,0 +1,91 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// maxKeyLength is the limiter's Options.MaxKeyLength: a descriptor's key
+// is its variable values joined (see policy.Config.Match), each at most
+// maxValue bytes.
+const maxKeyLength = 4096
+
+// common are the flags serve and check share.
+type common struct {
+	config, redisURL, prefix string
+	cluster                  bool // redisURL is a Redis Cluster
+	syncInterval             time.Duration
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "the configuration `FILE` (envoy's format or sluice's)")
+	fs.StringVar(&c.redisURL, "redis", "", "the shared Redis `URL` (redis://host:port or host:port); none: limits of this process only")
+	fs.BoolVar(&c.cluster, "redis-cluster", false, "-redis names a Redis Cluster node (more nodes: redis://host:port?addr=host2:port2)")
+	fs.StringVar(&c.prefix, "prefix", "", "the Redis key prefix the fleet shares (default "+sluice.DefaultPrefix+")")
+	fs.DurationVar(&c.syncInterval, "sync-interval", sluice.DefaultSyncInterval, "how often counts are pushed to Redis and totals pulled")
+}
+
+// newFlagSet is a FlagSet that prints its errors and the usage to stderr.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	return fs
+}
+
+// open loads the configuration and builds a limiter on it, with the Redis
+// client it made (nil without -redis): Close both. mp receives the
+// limiter's metrics; nil: none.
+func (c *common) open(logger *slog.Logger, mp metric.MeterProvider) (policy.Config, *sluice.Limiter, redis.UniversalClient, error) {
+	if c.config == "" {
+		return policy.Config{}, nil, nil, fmt.Errorf("-config FILE is required")
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	cfg, err := policy.LoadFile(c.config)
+	if err != nil {
+		return policy.Config{}, nil, nil, err
+	}
+	opts := sluice.Options{Prefix: c.prefix, SyncInterval: c.syncInterval, MaxKeyLength: maxKeyLength, Logger: logger, MeterProvider: mp}
+	var rdb redis.UniversalClient
+	if c.redisURL != "" {
+		u := c.redisURL
+		if !strings.Contains(u, "://") {
+			u = "redis://" + u
+		}
+		if c.cluster {
+			co, err := redis.ParseClusterURL(u)
+			if err != nil {
+				return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
+			}
+			rdb = redis.NewClusterClient(co)
+		} else {
+			ro, err := redis.ParseURL(u)
+			if err != nil {
+				return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
+			}
+			rdb = redis.NewClient(ro)
+		}
+		opts.Redis = rdb
+	}
+	l, err := sluice.New(opts, cfg.Rules...)
+	if err != nil {
+		if rdb != nil {
+			_ = rdb.Close()
+		}
+		return policy.Config{}, nil, nil, err
+	}
+	return cfg, l, rdb, nil
+}
