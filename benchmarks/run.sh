@@ -169,5 +169,5 @@ fi
 
 target="${doc:-$out/performance.md}"
 go run ./cmd/perfreport -results "$results" -meta "$out/meta.txt" -benchstat "$out/benchstat.txt" \
-	-dist "$out/dist.txt" -notes "$here/tried.md" -o "$target"
+	-dist "$out/dist.txt" -o "$target"
 log "wrote $target (raw results in $out)"

@@ -1,6 +1,6 @@
 // Command perfreport turns the output of benchmarks/run.sh into
 // docs/performance.md: the side-by-side tables, the ratios to the floor and
-// to each peer (all from the same run), the issue's targets with a verdict,
+// to each peer (all from the same run), the project's targets with a verdict,
 // the machine and versions, and how to reproduce.
 //
 // Usage:
@@ -32,7 +32,6 @@ func main() {
 	bs := flag.String("benchstat", "", "benchstat output to append")
 	dist := flag.String("dist", "", "go test -v -run TestDistributions output")
 	out := flag.String("o", "", "output file (default stdout)")
-	notes := flag.String("notes", "", "hand-written Markdown to include before the setup (what was tried)")
 	flag.Parse()
 	if *results == "" {
 		fmt.Fprintln(os.Stderr, "perfreport: -results is required")
@@ -64,13 +63,6 @@ func main() {
 			fail(err)
 		}
 		r.Dist = distLines(string(b))
-	}
-	if *notes != "" {
-		b, err := os.ReadFile(*notes)
-		if err != nil {
-			fail(err)
-		}
-		r.Notes = string(b)
 	}
 	var buf bytes.Buffer
 	r.Write(&buf)
@@ -164,7 +156,6 @@ type Report struct {
 	MetaOrder []string
 	Benchstat string
 	Dist      []string
-	Notes     string // hand-written section(s), included as they are
 }
 
 func readMeta(path string) (map[string]string, []string) {
@@ -333,9 +324,6 @@ func (r *Report) Write(w io.Writer) {
 	r.writeTelemetry(p)
 	r.writeSync(p)
 	r.writeMemory(p)
-	if r.Notes != "" {
-		p("%s\n\n", strings.TrimRight(r.Notes, "\n"))
-	}
 	r.writeSetup(p)
 	r.writeEnv(p)
 	if r.Benchstat != "" {
@@ -713,7 +701,7 @@ func (r *Report) writeMemory(p printer) {
 }
 
 func (r *Report) writeTargets(p printer) {
-	p("## Targets\n\nThe targets of the issue \"Performance: be the fastest Go limiter, measured side by side\", against this run. *sluice eventual* is the default configuration (Redis, 100 ms sync interval, the syncer running during the benchmark); *idle syncer* is the same with SyncInterval 1h, i.e. the check alone.\n\n")
+	p("## Targets\n\nThe project's performance targets, against this run. *sluice eventual* is the default configuration (Redis, 100 ms sync interval, the syncer running during the benchmark); *idle syncer* is the same with SyncInterval 1h, i.e. the check alone.\n\n")
 	p("| target | measured | verdict |\n|---|---|---|\n")
 
 	// 1. zero allocations.
@@ -894,7 +882,7 @@ func (r *Report) writeSetup(p printer) {
 	for _, d := range r.Dist {
 		p("  - %s\n", d)
 	}
-	p("- **Floor**: an `xsync.MapOf[string, *atomic.Int64]` load plus one atomic add, on the same samples. *Floor behind the API*: the same inside a non-inlined method with `Limiter.AllowN`'s signature that returns a `Decision`, called by the same loop as sluice; `Decision`'s five fields are one more than Go keeps in registers, so every caller of such an API pays a store-forwarding stall (see *What was tried*).\n")
+	p("- **Floor**: an `xsync.MapOf[string, *atomic.Int64]` load plus one atomic add, on the same samples. *Floor behind the API*: the same inside a non-inlined method with `Limiter.AllowN`'s signature that returns a `Decision`, called by the same loop as sluice; `Decision`'s five fields are one more than Go keeps in registers, so every caller of such an API pays a store-forwarding stall (measured: the *floor behind the API* column).\n")
 	p("- **sluice** (this tree, through the public `Limiter.Allow`): rule Window 1h, default sliding window of 10 sub-windows. Allow path: Limit `policy.MaxLimit`, ErrorBudget 1, so the divergence cap (about 2.1·10⁹) is never reached and every check is local. *Eventual*: a real Redis (throwaway `redis-server` on a free loopback port), default SyncInterval 100 ms; every key is tracked and `Flush`ed before timing, then the syncer pushes what the loop admits while it runs, on the same 2 cores. *Idle syncer*: SyncInterval 1h (the check alone). *Local*: no Redis. *Strict*: every check is one store round trip (batched across goroutines by the syncer).\n")
 	p("- **Deny path**: sluice local Limit 1, used up by one check per key. Sluice eventual: Limit 2 with an idle syncer (cap ⌊1·2/2⌋ = 1): one check on every key the sample draws, `Flush`, one more check on each; those keys are then full (1 synced + 1 pending) and denied locally, and nothing syncs while timing; the set's other keys are then tracked with one check each. (Filling through the store would take a reservation per key, at a few thousand per second, and the default 100 ms syncer would push the pending halves during the loop, so the deny path is measured with the idle syncer only.) Peers: a limit of 1 per hour, used up by one check. Then, for every library, one denied check of every key the sample draws, so that the loops measure keys under a flood of denials: sluice's first denial of a key in a sub-window takes the slow path and caches the denial in the entry (on the 1M-key Zipf set that first denial is the difference between about 215 and 256–415 ns per denial, serial).\n")
 	p("- **Peers**: `github.com/sethvargo/go-limiter/memorystore` (Tokens = limit, Interval 1h); `golang.org/x/time/rate` with one `*rate.Limiter` per key in an **xsync.MapOf** (the same map as the floor, so the difference is the limiter; sluice's window counters keep their own key map, which stores each key inside its entry; finite rate, `Allow()` reads `time.Now`); `github.com/ulule/limiter/v3` memory store (Period 1h); `github.com/go-redis/redis_rate/v10` on the same Redis (GCRA script, one round trip per check, pool of 128 connections).\n")

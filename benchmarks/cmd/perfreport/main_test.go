@@ -42,8 +42,7 @@ func TestReport(t *testing.T) {
 	if s := d.Get("Check/set=hot/path=allow/lib=floor/mode=serial", "sec/op"); !s.OK || s.N != 2 || math.Abs(s.Median-11e-9) > 1e-15 {
 		t.Fatalf("floor: %+v", s)
 	}
-	r := &Report{Data: d, Meta: map[string]string{"date": "today", "CPU": "Test CPU"}, Dist: []string{"slope -1.1"},
-		Notes: "## What was tried\n\nA table.\n"}
+	r := &Report{Data: d, Meta: map[string]string{"date": "today", "CPU": "Test CPU"}, Dist: []string{"slope -1.1"}}
 	var buf bytes.Buffer
 	r.Write(&buf)
 	doc := buf.String()
@@ -68,9 +67,15 @@ func TestReport(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	notes, setup := strings.Index(doc, "## What was tried"), strings.Index(doc, "## Setup")
-	if notes < 0 || setup < 0 || notes > setup || strings.Index(doc, "## Memory") > notes {
-		t.Errorf("the notes belong between the memory table and the setup (at %d, setup at %d)", notes, setup)
+	memory, setup := strings.Index(doc, "## Memory"), strings.Index(doc, "## Setup")
+	if memory < 0 || setup < 0 || memory > setup {
+		t.Errorf("the memory table comes before the setup (at %d, setup at %d)", memory, setup)
+	}
+	// The page describes the project as it is: no history, no issue numbers.
+	for _, banned := range []string{"What was tried", "tried", "issue"} {
+		if strings.Contains(doc, banned) {
+			t.Errorf("report says %q; history belongs in benchmarks/HISTORY.md", banned)
+		}
 	}
 	if t.Failed() {
 		t.Log(doc)
