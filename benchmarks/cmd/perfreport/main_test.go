@@ -81,3 +81,35 @@ func TestReport(t *testing.T) {
 		t.Log(doc)
 	}
 }
+
+// TestBenchstatPage: with a page for benchstat's output, the report links to
+// it and the page holds the output; without one, the report includes it.
+func TestBenchstatPage(t *testing.T) {
+	t.Parallel()
+	const out = "Check/set=hot/path=allow/lib=floor/mode=serial-2   11.13n ±  5%"
+	for _, tc := range []struct {
+		page           string
+		inReport, link bool
+	}{
+		{page: "../benchmarks/benchstat.md", link: true},
+		{page: "", inReport: true},
+	} {
+		r := &Report{Data: Data{}, Meta: map[string]string{"date": "today"}, Benchstat: out + "\n", BenchstatPage: tc.page, ReportPage: "../docs/performance.md"}
+		var doc bytes.Buffer
+		r.Write(&doc)
+		if got := strings.Contains(doc.String(), out); got != tc.inReport {
+			t.Errorf("page %q: the report includes benchstat's output: %v, want %v", tc.page, got, tc.inReport)
+		}
+		if got := strings.Contains(doc.String(), "[benchstat.md](../benchmarks/benchstat.md)"); got != tc.link {
+			t.Errorf("page %q: the report links to the page: %v, want %v", tc.page, got, tc.link)
+		}
+		if tc.page == "" {
+			continue
+		}
+		var page bytes.Buffer
+		r.WriteBenchstat(&page)
+		if !strings.Contains(page.String(), out) || !strings.Contains(page.String(), "[../docs/performance.md](../docs/performance.md)") {
+			t.Errorf("the benchstat page lacks the output or its link back:\n%s", page.String())
+		}
+	}
+}
