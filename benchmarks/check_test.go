@@ -68,7 +68,7 @@ const (
 )
 
 // remoteGoroutines is the number of goroutines of a parallel benchmark whose
-// checks go to Redis (the redis_rate figures use 32).
+// checks go to Redis (the redis_rate figures in performance.md use 32).
 const remoteGoroutines = 32
 
 // fill runs f on every key with many goroutines, so that limiters whose
@@ -344,7 +344,7 @@ func benchFloor(b *testing.B, ks *KeySet) {
 // the Go compiler keeps in registers (ssa: at most 4 fields per struct), so
 // every caller stores the returned fields to the stack and copies them with
 // 16-byte moves that span two 8-byte stores: a store-forwarding stall of a
-// few ns per call on amd64, whatever the limiter does inside (tried.md).
+// few ns per call on amd64, whatever the limiter does inside (benchmarks/HISTORY.md).
 // Not inlined, like AllowN, which is far over the inlining budget.
 type floorAPI struct {
 	m *xsync.MapOf[string, *atomic.Int64]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every sluice benchmark side by side with the floor and the peers, and
-# writes docs/performance.md from that one run.
+# writes docs/performance.md (and benchstat's output, which it links to, in
+# benchmarks/benchstat.md) from that one run.
 #
 #   ./run.sh            full run (about 20 minutes on 2 idle cores)
 #   ./run.sh -quick     fewer repetitions and shorter runs (a few minutes)
@@ -168,6 +169,8 @@ fi
 } >"$out/meta.txt"
 
 target="${doc:-$out/performance.md}"
+bstarget="$here/benchstat.md"
+[ -n "$doc" ] || bstarget="$out/benchstat.md"
 go run ./cmd/perfreport -results "$results" -meta "$out/meta.txt" -benchstat "$out/benchstat.txt" \
-	-dist "$out/dist.txt" -notes "$here/tried.md" -o "$target"
-log "wrote $target (raw results in $out)"
+	-benchstat-o "$bstarget" -dist "$out/dist.txt" -o "$target"
+log "wrote $target and $bstarget (raw results in $out)"

@@ -27,7 +27,7 @@ import (
 // store about a third of what the HMGET of the window's fields did, on a
 // full window about two thirds (BenchmarkSyncFloor). Only a hash that also
 // holds eight or more instances' per-key bookkeeping fields is read faster
-// by HMGET (benchmarks/tried.md).
+// by HMGET (benchmarks/HISTORY.md).
 
 // bulkLanes is how many bulk calls a cycle keeps in flight at once, each on
 // its own lane (and marker): two keep the store busy while the syncer settles

@@ -21,7 +21,7 @@ var (
 	}
 )
 
-// algoTarget is the bound on every algorithm's check: at most this
+// algoTarget is the project's bound on every algorithm's check: at most this
 // many times the sliding window's, in the same run.
 const algoTarget = 1.5
 

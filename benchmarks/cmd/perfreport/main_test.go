@@ -42,8 +42,7 @@ func TestReport(t *testing.T) {
 	if s := d.Get("Check/set=hot/path=allow/lib=floor/mode=serial", "sec/op"); !s.OK || s.N != 2 || math.Abs(s.Median-11e-9) > 1e-15 {
 		t.Fatalf("floor: %+v", s)
 	}
-	r := &Report{Data: d, Meta: map[string]string{"date": "today", "CPU": "Test CPU"}, Dist: []string{"slope -1.1"},
-		Notes: "## What was tried\n\nA table.\n"}
+	r := &Report{Data: d, Meta: map[string]string{"date": "today", "CPU": "Test CPU"}, Dist: []string{"slope -1.1"}}
 	var buf bytes.Buffer
 	r.Write(&buf)
 	doc := buf.String()
@@ -68,11 +67,49 @@ func TestReport(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	notes, setup := strings.Index(doc, "## What was tried"), strings.Index(doc, "## Setup")
-	if notes < 0 || setup < 0 || notes > setup || strings.Index(doc, "## Memory") > notes {
-		t.Errorf("the notes belong between the memory table and the setup (at %d, setup at %d)", notes, setup)
+	memory, setup := strings.Index(doc, "## Memory"), strings.Index(doc, "## Setup")
+	if memory < 0 || setup < 0 || memory > setup {
+		t.Errorf("the memory table comes before the setup (at %d, setup at %d)", memory, setup)
+	}
+	// The page describes the project as it is: no history, no issue numbers.
+	for _, banned := range []string{"What was tried", "tried", "issue"} {
+		if strings.Contains(doc, banned) {
+			t.Errorf("report says %q; history belongs in benchmarks/HISTORY.md", banned)
+		}
 	}
 	if t.Failed() {
 		t.Log(doc)
+	}
+}
+
+// TestBenchstatPage: with a page for benchstat's output, the report links to
+// it and the page holds the output; without one, the report includes it.
+func TestBenchstatPage(t *testing.T) {
+	t.Parallel()
+	const out = "Check/set=hot/path=allow/lib=floor/mode=serial-2   11.13n ±  5%"
+	for _, tc := range []struct {
+		page           string
+		inReport, link bool
+	}{
+		{page: "../benchmarks/benchstat.md", link: true},
+		{page: "", inReport: true},
+	} {
+		r := &Report{Data: Data{}, Meta: map[string]string{"date": "today"}, Benchstat: out + "\n", BenchstatPage: tc.page, ReportPage: "../docs/performance.md"}
+		var doc bytes.Buffer
+		r.Write(&doc)
+		if got := strings.Contains(doc.String(), out); got != tc.inReport {
+			t.Errorf("page %q: the report includes benchstat's output: %v, want %v", tc.page, got, tc.inReport)
+		}
+		if got := strings.Contains(doc.String(), "[benchstat.md](../benchmarks/benchstat.md)"); got != tc.link {
+			t.Errorf("page %q: the report links to the page: %v, want %v", tc.page, got, tc.link)
+		}
+		if tc.page == "" {
+			continue
+		}
+		var page bytes.Buffer
+		r.WriteBenchstat(&page)
+		if !strings.Contains(page.String(), out) || !strings.Contains(page.String(), "[../docs/performance.md](../docs/performance.md)") {
+			t.Errorf("the benchstat page lacks the output or its link back:\n%s", page.String())
+		}
 	}
 }
