@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -72,6 +73,7 @@ func composeFleet(o *options, target store.Target, prefix string, rules ...polic
 		l, err := sluice.New(sluice.Options{
 			Redis: c, Prefix: prefix, SyncInterval: o.Sync, ErrorBudget: o.Budget,
 			Timeout: o.Timeout, MinInstances: o.Instances,
+			Logger: slog.New(slog.DiscardHandler), // off the terminal, as the fleet's
 		}, rules...)
 		if err != nil {
 			done()

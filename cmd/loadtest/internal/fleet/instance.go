@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -163,6 +164,10 @@ func (in *instance) open() error {
 		Timeout:      cfg.Timeout,
 		MinInstances: cfg.MinInstances,
 		InstanceID:   in.id(),
+		// The limiter's own log lines (the store's state, N̂ changing)
+		// would land between the progress lines on the terminal; the
+		// report reads the same facts from Stats and the metrics.
+		Logger: slog.New(slog.DiscardHandler),
 	}
 	if cfg.Skew != 0 {
 		opts.Clock = skewClock{time.Duration(in.skew)}
