@@ -376,7 +376,7 @@ Four profiles act on the running fleet the way an operator does, and are
 judged like the others (the fleet's part of the over-admission in real
 windows within ε, no false denials, utilization), and also on check errors:
 every check must get a decision, none an error. They run only when named
-(`-profile ops` names all four) and are not among this page's runs. Each
+(`-profile ops` names all four): below, at four instances and at eight. Each
 offers a few keys on a regular schedule whatever `-rate`: half of them quiet
 (never above `0.8·L` in a window, so that any denial of theirs is a false
 denial), half hot (`2.2·L` per window, for the over-admission). The notes
@@ -409,11 +409,9 @@ denied.
   every real window still holds at most `L(1+ε)`. On `-redis` it runs only on a Redis
   that holds nothing but the load test's keys.
 
-```sh
-go run ./cmd/loadtest -redis $REDIS -profile ops
-```
-
 EOF
+run - -redis "$REDIS" -profile ops -duration "$dur"
+run - -redis "$REDIS" -profile ops -instances 8 -duration "$dur"
 
 text <<'EOF'
 **Cost of the local path.** Allow latencies above are measured by the load test
