@@ -28,8 +28,11 @@ type eventualWindow struct{ windowRule }
 func (w *eventualWindow) Check(ctx context.Context, key string, n int64) (Result, error) {
 	if w.ticked {
 		v := w.table.Allow(key, n)
-		if v.Status <= localcache.OverLimit {
-			return w.localTicked(v, key), nil
+		switch v.Status {
+		case localcache.Allowed: // written here so that the admission inlines
+			return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: w.table.ResetAfter()}, nil
+		case localcache.OverLimit:
+			return w.denied(v, key, w.table.Now()), nil
 		}
 		return w.rest(ctx, key, n, v, w.table.Now(), w.table.ResetAfter())
 	}

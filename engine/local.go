@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/localcache"
+)
 
 // localWindow is a sliding or fixed window of a Local rule: decided in this
 // process only. Its path: Check → Table.Allow (fast path, else slow path) →
@@ -10,7 +14,11 @@ type localWindow struct{ windowRule }
 // Check decides n for key on the per-key state.
 func (w *localWindow) Check(_ context.Context, key string, n int64) (Result, error) {
 	if w.ticked {
-		return w.localTicked(w.table.Allow(key, n), key), nil
+		v := w.table.Allow(key, n)
+		if v.Status == localcache.Allowed { // written here so that the admission inlines
+			return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: w.table.ResetAfter()}, nil
+		}
+		return w.denied(v, key, w.table.Now()), nil
 	}
 	now, reset := w.clock()
 	return w.local(w.table.AllowAt(key, now, n), key, now, reset), nil

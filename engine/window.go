@@ -272,15 +272,6 @@ func (w *windowRule) local(v localcache.Verdict, key string, now int64, reset ti
 	return w.denied(v, key, now)
 }
 
-// localTicked is local for a check decided at the published time, which
-// only a denial reads.
-func (w *windowRule) localTicked(v localcache.Verdict, key string) Result {
-	if v.Status == localcache.Allowed {
-		return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: w.table.ResetAfter()}
-	}
-	return w.denied(v, key, w.table.Now())
-}
-
 // denied is the Result of a denial of key at now: ResetAfter until the
 // newest bucket holding a count of the key leaves the window
 // (localcache.Table.ResetAt), which a denial does not move, and never
