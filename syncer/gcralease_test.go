@@ -53,7 +53,7 @@ func TestGCRALeaseMatchesReference(t *testing.T) {
 				key := "k" + strconv.Itoa(rng.IntN(2))
 				n := 1 + rng.Int64N(3)
 				want := rng.Int64N(split.Pool + 1)
-				a, err := r.Lease(ctx, key, n, want)
+				a, err := r.lease(ctx, key, n, want)
 				require.NoError(t, err)
 				at := fmt.Sprintf("step %d key %s n %d want %d at %d", step, key, n, want, a.At)
 				next, ok := g.Admit(tats[key], a.At, n)

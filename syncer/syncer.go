@@ -8,7 +8,7 @@
 //
 // # Protocol
 //
-// Every limiter key is one Redis hash (see KeyName) whose fields are bucket
+// Every limiter key is one Redis hash (see Rule.keyName) whose fields are bucket
 // indices. Once a SyncInterval, and at once when a check asks for it (urgent
 // syncs), the syncer drains the keys admitted to since its last pass and sends,
 // per key, one call of a Lua script that adds this instance's unacknowledged
@@ -211,7 +211,7 @@ type Syncer struct {
 	// and heartbeated: one that ended early (a resend Redis answered with
 	// an error) leaves the next cycle back too.
 	back bool
-	refs []Handle
+	refs []handle
 	buf  []window.Bucket
 	// calls, totals and acked are syncPerKey's scratch arrays: a
 	// pipeline's calls, and a reply's totals (when nobody waits on them)
@@ -449,7 +449,7 @@ func (s *Syncer) flush() error {
 			// A reply that said the store lost its data is no failure
 			// of the flush: the next cycle restores, then syncs
 			// (rebuild.go).
-			if !errors.Is(err, ErrStoreLost) || i == flushCycles-1 {
+			if !errors.Is(err, errStoreLost) || i == flushCycles-1 {
 				return err
 			}
 			continue
