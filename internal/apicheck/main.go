@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -57,6 +58,7 @@ var conventional = map[string]bool{
 
 type listed struct {
 	ImportPath   string
+	Name         string
 	Dir          string
 	GoFiles      []string
 	TestGoFiles  []string
@@ -72,6 +74,12 @@ type listed struct {
 type use struct{ lib, libTest, other bool }
 
 func main() {
+	count := flag.Bool("count", false, "print how many names the library exports (top-level names and methods of exported types, outside internal/) and exit")
+	flag.Parse()
+	run := run
+	if *count {
+		run = countNames
+	}
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "apicheck:", err)
 		os.Exit(1)
@@ -375,6 +383,70 @@ func chainVars(tuples ...*types.Tuple) func(yield func(*types.Var) bool) {
 	}
 }
 
+// countNames prints how many names each of the library's packages outside
+// internal/ exports: top-level names, and the methods of exported types
+// (an exported interface's methods included).
+func countNames(out io.Writer) error {
+	pkgs, err := goList()
+	if err != nil {
+		return err
+	}
+	exports := map[string]string{}
+	for _, p := range pkgs {
+		if p.Export != "" {
+			exports[p.ImportPath] = p.Export
+		}
+	}
+	fset := token.NewFileSet()
+	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		return os.Open(exports[path])
+	})
+	total := 0
+	for _, p := range pkgs {
+		if p.DepOnly || p.Module == nil || p.Module.Path != library || p.Name == "main" ||
+			strings.Contains(p.ImportPath+"/", "/internal/") || len(p.GoFiles) == 0 {
+			continue
+		}
+		pkg, err := imp.Import(p.ImportPath)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, name := range pkg.Scope().Names() {
+			obj := pkg.Scope().Lookup(name)
+			if !obj.Exported() {
+				continue
+			}
+			n++
+			tn, ok := obj.(*types.TypeName)
+			if !ok || tn.IsAlias() {
+				continue
+			}
+			named, ok := tn.Type().(*types.Named)
+			if !ok {
+				continue
+			}
+			if iface, ok := named.Underlying().(*types.Interface); ok {
+				for m := range iface.ExplicitMethods() {
+					if m.Exported() {
+						n++
+					}
+				}
+				continue
+			}
+			for m := range named.Methods() {
+				if m.Exported() {
+					n++
+				}
+			}
+		}
+		fmt.Fprintf(out, "%5d  %s\n", n, p.ImportPath)
+		total += n
+	}
+	fmt.Fprintf(out, "%5d  exported names in all\n", total)
+	return nil
+}
+
 // key names an object: "path.Name", or "path.Type.Method" for a method.
 func key(obj types.Object) string {
 	if f, ok := obj.(*types.Func); ok {
@@ -413,7 +485,7 @@ func isInterfaceMethod(f *types.Func) bool {
 }
 
 func goList() ([]listed, error) {
-	cmd := exec.Command("go", "list", "-e", "-export", "-deps", "-json=ImportPath,Dir,GoFiles,TestGoFiles,XTestGoFiles,Export,Standard,DepOnly,Module", "work")
+	cmd := exec.Command("go", "list", "-e", "-export", "-deps", "-json=ImportPath,Name,Dir,GoFiles,TestGoFiles,XTestGoFiles,Export,Standard,DepOnly,Module", "work")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
