@@ -1,5 +1,9 @@
 // Package localcache keeps each rule's per-key state in a lock-free map.
 //
+// This package is sluice's machinery, not its API: it exports what sluice's
+// other packages (and their tests) use of it, with no compatibility promise.
+// Programs import package sluice (and policy, httplimit).
+//
 // For every key a Table holds what this instance admitted per sub-window, the
 // merged totals pulled from the store, and a cached budget that lets a check
 // pass with one compare-and-swap.

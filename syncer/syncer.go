@@ -1,5 +1,9 @@
 // Package syncer converges a fleet through Redis: it pushes an instance's increments and pulls merged totals back.
 //
+// This package is sluice's machinery, not its API: it exports what sluice's
+// other packages (and their tests) use of it, with no compatibility promise.
+// Programs import package sluice (and policy, httplimit).
+//
 // It works one atomic step per key, batched in pipelines, and also runs the
 // live-instance registry and the store-clock offset. It knows a rule's keys
 // only through the Keys interface (package localcache implements it), and

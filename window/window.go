@@ -1,5 +1,9 @@
 // Package window is the counting math of sluice.
 //
+// This package is sluice's machinery, not its API: it exports what sluice's
+// other packages (and their tests) use of it, with no compatibility promise.
+// Programs import package sluice (and policy, httplimit).
+//
 // It holds sliding-window counters with sub-windows, fixed windows, the one
 // admit test (Estimate.Room) and an exact sliding log (log.go), and the
 // buckets: GCRA (gcra.go), the classic token bucket it is proven equal to
