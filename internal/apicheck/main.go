@@ -43,10 +43,28 @@ import (
 	"strings"
 )
 
-const library = "github.com/sluicehq/sluice"
+// library is the library module's path.
+var library = "github.com/sluicehq/sluice"
 
 // machinery are the packages checked.
 var machinery = []string{library + "/window", library + "/localcache", library + "/syncer"}
+
+// listDir, listPattern and listEnv say where and what go list lists: the
+// workspace of the current directory, unless a test says otherwise.
+var (
+	listDir     = ""
+	listPattern = "work"
+	listEnv     []string
+)
+
+// report is what the check found: the keys ("path.Name" or
+// "path.Type.Method") of the machinery's exported names used by no other
+// package, by the library's other packages' tests only, by other modules
+// only, and how many names it checked.
+type report struct {
+	unused, onlyTests, onlyOther []string
+	checked                      int
+}
 
 // conventional are methods the standard library calls through its own
 // interfaces (fmt, errors, encoding): exported whoever calls them.
@@ -87,9 +105,36 @@ func main() {
 }
 
 func run(out io.Writer) error {
-	pkgs, err := goList()
+	r, err := analyse()
 	if err != nil {
 		return err
+	}
+	section := func(title string, ks []string) {
+		if len(ks) == 0 {
+			return
+		}
+		fmt.Fprintf(out, "%s (%d):\n", title, len(ks))
+		for _, k := range ks {
+			fmt.Fprintln(out, "\t"+strings.TrimPrefix(k, library+"/"))
+		}
+	}
+	section("exported, used by other modules only (the load test, benchmarks, system tests)", r.onlyOther)
+	section("exported, used by the library's other packages' tests only", r.onlyTests)
+	section("exported, used by no other package", r.unused)
+	if len(r.unused) > 0 {
+		return errors.New("unexport these names (or move them to the package's export_test.go)")
+	}
+	fmt.Fprintf(out, "apicheck: every exported name of %d in %s is used by another package\n",
+		r.checked, strings.Join(trim(machinery), ", "))
+	return nil
+}
+
+// analyse finds where each exported name of the machinery is used.
+func analyse() (report, error) {
+	var r report
+	pkgs, err := goList()
+	if err != nil {
+		return r, err
 	}
 	exports := map[string]string{}
 	for _, p := range pkgs {
@@ -114,7 +159,7 @@ func run(out io.Writer) error {
 	for _, path := range machinery {
 		pkg, err := imp.Import(path)
 		if err != nil {
-			return err
+			return r, err
 		}
 		scope := pkg.Scope()
 		for _, n := range scope.Names() {
@@ -171,14 +216,14 @@ func run(out io.Writer) error {
 		for _, f := range p.GoFiles {
 			af, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, 0)
 			if err != nil {
-				return err
+				return r, err
 			}
 			files = append(files, af)
 		}
 		info := &types.Info{Uses: map[*ast.Ident]types.Object{}, Types: map[ast.Expr]types.TypeAndValue{}}
 		conf := types.Config{Importer: imp, Error: func(error) {}}
 		if _, err := conf.Check(p.ImportPath, fset, files, info); err != nil && len(info.Uses) == 0 {
-			return fmt.Errorf("type-checking %s: %w", p.ImportPath, err)
+			return r, fmt.Errorf("type-checking %s: %w", p.ImportPath, err)
 		}
 		other := func(q *types.Package) bool { return isMachinery(q) && q.Path() != p.ImportPath }
 		for _, obj := range info.Uses {
@@ -246,7 +291,7 @@ func run(out io.Writer) error {
 		for _, f := range append(append([]string{}, p.TestGoFiles...), p.XTestGoFiles...) {
 			af, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, 0)
 			if err != nil {
-				return err
+				return r, err
 			}
 			testUses(af, p.ImportPath, names)
 		}
@@ -289,37 +334,20 @@ func run(out io.Writer) error {
 		}
 	}
 
-	var unused, onlyTests, onlyOther []string
 	for _, k := range order {
 		u := names[k]
 		switch {
 		case u.lib:
 		case u.libTest:
-			onlyTests = append(onlyTests, k)
+			r.onlyTests = append(r.onlyTests, k)
 		case u.other:
-			onlyOther = append(onlyOther, k)
+			r.onlyOther = append(r.onlyOther, k)
 		default:
-			unused = append(unused, k)
+			r.unused = append(r.unused, k)
 		}
 	}
-	section := func(title string, ks []string) {
-		if len(ks) == 0 {
-			return
-		}
-		fmt.Fprintf(out, "%s (%d):\n", title, len(ks))
-		for _, k := range ks {
-			fmt.Fprintln(out, "\t"+strings.TrimPrefix(k, library+"/"))
-		}
-	}
-	section("exported, used by other modules only (the load test, benchmarks, system tests)", onlyOther)
-	section("exported, used by the library's other packages' tests only", onlyTests)
-	section("exported, used by no other package", unused)
-	if len(unused) > 0 {
-		return errors.New("unexport these names (or move them to the package's export_test.go)")
-	}
-	fmt.Fprintf(out, "apicheck: every exported name of %d in %s is used by another package\n",
-		len(order), strings.Join(trim(machinery), ", "))
-	return nil
+	r.checked = len(order)
+	return r, nil
 }
 
 // testUses marks the names that a test file of another package uses:
@@ -485,7 +513,11 @@ func isInterfaceMethod(f *types.Func) bool {
 }
 
 func goList() ([]listed, error) {
-	cmd := exec.Command("go", "list", "-e", "-export", "-deps", "-json=ImportPath,Name,Dir,GoFiles,TestGoFiles,XTestGoFiles,Export,Standard,DepOnly,Module", "work")
+	cmd := exec.Command("go", "list", "-e", "-export", "-deps", "-json=ImportPath,Name,Dir,GoFiles,TestGoFiles,XTestGoFiles,Export,Standard,DepOnly,Module", listPattern)
+	cmd.Dir = listDir
+	if listEnv != nil {
+		cmd.Env = append(os.Environ(), listEnv...)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
