@@ -36,10 +36,10 @@ func TestSlidingHoldsAgainstAdversary(t *testing.T) {
 				// w/7 for three windows: the burst is still inside the real
 				// window when the weighted estimate has already freed room.
 				phases := []float64{0, 0.1, 0.5, 0.9, 0.999}
-				if testing.Short() && int64(b)*limit >= 60000 {
-					// The largest geometry's sweep is millions of checks
-					// per phase: -short keeps one phase of it, the full run
-					// all five.
+				if testing.Short() && int64(b)*limit >= 6000 {
+					// The largest geometries' sweeps are a million checks
+					// or more per phase: -short keeps one phase of them,
+					// the full run all five.
 					phases = []float64{0.5}
 				}
 				for _, phase := range phases {
