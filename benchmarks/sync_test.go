@@ -103,7 +103,7 @@ func benchSync(b *testing.B, srv *Redis, n int, sc syncCase) {
 		keys[i] = Key(i)
 	}
 	if sc.full {
-		// syncer.Rule.KeyName's layout: "<prefix>:{<rule>:<key>}:<sub-window µs>".
+		// the layout of the syncer's Rule.keyName: "<prefix>:{<rule>:<key>}:<sub-window µs>".
 		sub := strconv.FormatInt(int64(window/policy.DefaultPrecision/time.Microsecond), 10)
 		names := make([]string, n)
 		for i, k := range keys {

@@ -55,10 +55,10 @@ func newGCRAEntry() *gcraEntry {
 // bound keys.
 func NewGCRATable(g window.GCRA, keys *Keys) (*GCRATable, error) {
 	if keys == nil {
-		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
+		return nil, fmt.Errorf("%w: Keys is nil", errConfig)
 	}
 	if g.Interval() < 1 {
-		return nil, fmt.Errorf("%w: zero GCRA", ErrConfig)
+		return nil, fmt.Errorf("%w: zero GCRA", errConfig)
 	}
 	return &GCRATable{g: g, keys: newKeyed(keys, newGCRAEntry)}, nil
 }

@@ -90,7 +90,9 @@ func TestKeyTablesCarry(t *testing.T) {
 						for j := i; j < len(evs); j++ {
 							sum += evs[j].n
 							span := float64(evs[j].t-evs[i].t+int64(3*time.Microsecond)*int64(j-i+1)) / float64(g.Interval())
-							require.LessOrEqual(t, float64(sum), float64(burst)+span, "key-%d admissions %d..%d", k, i, j)
+							if float64(sum) > float64(burst)+span { // require only on failure: it is O(n²) pairs
+								require.LessOrEqual(t, float64(sum), float64(burst)+span, "key-%d admissions %d..%d", k, i, j)
+							}
 						}
 					}
 				}

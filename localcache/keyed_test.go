@@ -137,7 +137,7 @@ func TestWarmPacking(t *testing.T) {
 		{"ahead by the horizon", us + tb.horizon, false},
 		// A state at its most debt (3·Burst·T), written by a check whose
 		// clock read 1ms later than this one's.
-		{"ahead by a cold burst, 1ms skewed", us + int64(math.Ceil(ColdBurst(w))) + 1000, false},
+		{"ahead by a cold burst, 1ms skewed", us + int64(math.Ceil(coldBurst(w))) + 1000, false},
 		{"behind by a minute", us - 60e6, false},
 		{"behind by 100 days", us - 100*86400e6, false},
 		{"ahead past the horizon", us + tb.horizon + 1, true},
@@ -164,7 +164,7 @@ func TestWarmPacking(t *testing.T) {
 	}
 	require.Equal(t, w.Fresh(now), tb.unpack(warmIdle, now))
 	// The stored permits' step is about 1/16 of a permit at the bound.
-	require.InDelta(t, 1.0/16, float64(MaxWarmPermits)/WarmSteps, 1e-5)
+	require.InDelta(t, 1.0/16, float64(maxWarmPermits)/WarmSteps, 1e-5)
 }
 
 // TestLogTableMatchesLog: the ring decides what window.Log, the exact

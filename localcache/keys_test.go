@@ -40,7 +40,7 @@ func TestKeyBound(t *testing.T) {
 			geo := window.NewFixed(time.Minute)
 			const bound, limit = 100, 5
 			keys := NewKeys(bound)
-			require.Equal(t, int64(bound), keys.Max())
+			require.Equal(t, int64(bound), keys.maxKeys())
 			tb, err := New(Config{Geometry: geo, Limit: limit, Eventual: eventual, ByNeed: eventual, Keys: keys})
 			require.NoError(t, err)
 			tb.SetLimits(Limits{Cap: NoCap, Share: limit})

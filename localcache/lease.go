@@ -1,5 +1,7 @@
 package localcache
 
+import "github.com/sluicehq/sluice/window"
+
 // Leases. The store can grant an Eventual key a lease with a sync: units of
 // the window's room that it counted at once, as admitted, in the bucket the
 // lease is for — the bucket of the grant, or the next one when the syncer
@@ -193,7 +195,7 @@ func (t *Table) used(e *hdr, k int64) int64 {
 // setLease records a grant of l.Count units in bucket l.Index: added to a
 // lease of the same bucket, or in place of none (the syncer releases a lease
 // of another bucket of the same parity first).
-func (t *Table) setLease(e *hdr, l Bucket) {
+func (t *Table) setLease(e *hdr, l window.Bucket) {
 	if l.Count <= 0 || !t.eventual {
 		return
 	}

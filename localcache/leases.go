@@ -53,10 +53,10 @@ func newLeaseEntry() *leaseEntry {
 // SetLease.
 func NewLeaseTable(g window.GCRA, keys *Keys) (*LeaseTable, error) {
 	if keys == nil {
-		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
+		return nil, fmt.Errorf("%w: Keys is nil", errConfig)
 	}
 	if g.Interval() < 1 {
-		return nil, fmt.Errorf("%w: zero GCRA", ErrConfig)
+		return nil, fmt.Errorf("%w: zero GCRA", errConfig)
 	}
 	return &LeaseTable{g: g, keys: newKeyed(keys, newLeaseEntry)}, nil
 }
@@ -69,8 +69,8 @@ func (t *LeaseTable) SetLease(most int64) { t.most.Store(max(most, 0)) }
 type Step uint8
 
 const (
-	// Taken: the cost was admitted on the units held.
-	Taken Step = iota
+	// taken: the cost was admitted on the units held.
+	taken Step = iota
 	// TakenLow: admitted, and the units held fell under half the lease
 	// with no check asking the store: time to ask for more (Ask with a
 	// cost of 0) before the next checks run out.
@@ -100,7 +100,7 @@ func (t *LeaseTable) Allow(key string, now, n int64) (Outcome, Step) {
 			if 2*(h-n) < t.most.Load() && !e.asking.Load() {
 				return o, TakenLow
 			}
-			return o, Taken
+			return o, taken
 		}
 		h = e.held.Load()
 	}
@@ -217,8 +217,8 @@ func (t *LeaseTable) entry(key string) *leaseEntry {
 	return e
 }
 
-// Held returns the units the table holds for key.
-func (t *LeaseTable) Held(key string) int64 {
+// held returns the units the table holds for key.
+func (t *LeaseTable) held(key string) int64 {
 	if e := t.entry(key); e != nil {
 		return max(e.held.Load(), 0)
 	}

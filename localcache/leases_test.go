@@ -87,7 +87,7 @@ func (f *leaseFleet) refill(tb *LeaseTable, key string, now int64) {
 // held returns what the fleet holds for key.
 func (f *leaseFleet) held(key string) (h int64) {
 	for _, tb := range f.tables {
-		h += tb.Held(key)
+		h += tb.held(key)
 	}
 	return h
 }
@@ -220,18 +220,18 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, 100, admitted)
-	require.Zero(t, tb.Held("k"))
+	require.Zero(t, tb.held("k"))
 	tk = tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want, "the next check asks again")
 	tb.Settle(tk, NoAnswer, NoAnswer, 0)
 	tk = tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want, "a failed ask gives its claim up")
 	tb.Refund("k", 3)
-	require.Equal(t, int64(3), tb.Held("k"), "a refund is held again")
+	require.Equal(t, int64(3), tb.held("k"), "a refund is held again")
 	tb.Refund("k", 1000)
-	require.Equal(t, int64(100), tb.Held("k"), "never more than the lease")
+	require.Equal(t, int64(100), tb.held("k"), "never more than the lease")
 	require.Zero(t, tb.Sweep(base+200*g.Interval()), "a key being asked about stays")
 	tb.Settle(tk, NoAnswer, NoAnswer, 0)
 	require.Equal(t, 1, tb.Sweep(base+200*g.Interval()), "the store's bucket is full again")
-	require.Zero(t, tb.Held("k"))
+	require.Zero(t, tb.held("k"))
 }

@@ -1,5 +1,9 @@
 // Package localcache keeps each rule's per-key state in a lock-free map.
 //
+// This package is sluice's machinery, not its API: it exports what sluice's
+// other packages (and their tests) use of it, with no compatibility promise.
+// Programs import package sluice (and policy, httplimit).
+//
 // For every key a Table holds what this instance admitted per sub-window, the
 // merged totals pulled from the store, and a cached budget that lets a check
 // pass with one compare-and-swap.
@@ -173,9 +177,6 @@ type Verdict struct {
 // name it in its own interface without importing this package.
 type Ref = any
 
-// Bucket is a count in one sub-window.
-type Bucket = window.Bucket
-
 // Limits are the parts of a table's behaviour that change while it runs.
 type Limits struct {
 	// Cap bounds this instance's unacknowledged count in the window (Eventual
@@ -252,19 +253,19 @@ type Config struct {
 	Now func() int64
 }
 
-// ErrConfig is wrapped by New's errors.
-var ErrConfig = errors.New("localcache: bad config")
+// errConfig is wrapped by New's errors.
+var errConfig = errors.New("localcache: bad config")
 
 // New returns a Table for cfg.
 func New(cfg Config) (*Table, error) {
 	if cfg.Keys == nil {
-		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
+		return nil, fmt.Errorf("%w: Keys is nil", errConfig)
 	}
 	if cfg.Limit < 1 || cfg.Limit > maxCount/4 {
-		return nil, fmt.Errorf("%w: limit %d out of range", ErrConfig, cfg.Limit)
+		return nil, fmt.Errorf("%w: limit %d out of range", errConfig, cfg.Limit)
 	}
 	if cfg.Geometry.Buckets() < 1 {
-		return nil, fmt.Errorf("%w: zero geometry", ErrConfig)
+		return nil, fmt.Errorf("%w: zero geometry", errConfig)
 	}
 	return newTable(cfg, max(cfg.Geometry.Span(), 2))
 }

@@ -1,5 +1,7 @@
 package localcache
 
+import "github.com/sluicehq/sluice/window"
+
 // What the syncer reads to rebuild a store that lost its data: each key's
 // window as last pulled (the glob words), which the loss did not touch, and
 // the leases this instance holds that no pull has brought into it.
@@ -8,7 +10,7 @@ package localcache
 // bucket inside the window at now that holds a count. A pull returns the
 // grants of the next bucket's leases within the current bucket's total,
 // so the view of the bucket a pull last saw as current holds them too.
-func (t *Table) View(r Ref, now int64, dst []Bucket) []Bucket {
+func (t *Table) View(r Ref, now int64, dst []window.Bucket) []window.Bucket {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return dst
@@ -17,7 +19,7 @@ func (t *Table) View(r Ref, now int64, dst []Bucket) []Bucket {
 	for i := 0; i < t.span; i++ {
 		j := k - int64(i)
 		if c := countAt(t.glob(e, t.slotOf(j)).Load(), j); c > 0 {
-			dst = append(dst, Bucket{Index: j, Count: c})
+			dst = append(dst, window.Bucket{Index: j, Count: c})
 		}
 	}
 	return dst
@@ -28,7 +30,7 @@ func (t *Table) View(r Ref, now int64, dst []Bucket) []Bucket {
 // that no pull since that bucket started has counted (a pull during the
 // bucket counts every lease of it, granted before). Only this instance
 // knows them: each instance restores its own.
-func (t *Table) Leased(r Ref, now int64, dst []Bucket) []Bucket {
+func (t *Table) Leased(r Ref, now int64, dst []window.Bucket) []window.Bucket {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return dst
@@ -37,7 +39,7 @@ func (t *Table) Leased(r Ref, now int64, dst []Bucket) []Bucket {
 	for j := k - int64(t.span) + 1; j <= k+1; j++ {
 		l := t.leaseAt(e, j)
 		if l > 0 && (j > k || tagOf(t.glob(e, t.slotOf(j)).Load()) != j&tagMask) {
-			dst = append(dst, Bucket{Index: j, Count: l})
+			dst = append(dst, window.Bucket{Index: j, Count: l})
 		}
 	}
 	return dst
@@ -49,7 +51,7 @@ func (t *Table) Viewed(dst []Ref, now int64) []Ref {
 	if !t.eventual {
 		return dst
 	}
-	var buf [1]Bucket
+	var buf [1]window.Bucket
 	t.m.Range(func(e *hdr) bool {
 		if len(t.View(e, now, buf[:0])) > 0 || len(t.Leased(e, now, buf[:0])) > 0 {
 			dst = append(dst, e)

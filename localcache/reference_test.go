@@ -287,7 +287,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			tb, err := New(c.cfg)
-			require.ErrorIs(t, err, ErrConfig)
+			require.ErrorIs(t, err, errConfig)
 			require.Nil(t, tb)
 		})
 	}
@@ -295,7 +295,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	require.NoError(t, err, "the largest limit is accepted")
 	require.Equal(t, Allowed, tb.AllowAt("k", base, maxCount/4).Status)
 	_, err = newTable(Config{Geometry: geo, Limit: 1, Keys: NewKeys(1)}, 66)
-	require.ErrorIs(t, err, ErrConfig, "no ring holds 66 slots")
+	require.ErrorIs(t, err, errConfig, "no ring holds 66 slots")
 }
 
 func TestStatusString(t *testing.T) {

@@ -83,10 +83,10 @@ const logSketchBuckets = 10
 // under the key bound keys.
 func NewLogTable(win time.Duration, limit int64, keys *Keys) (*LogTable, error) {
 	if keys == nil {
-		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
+		return nil, fmt.Errorf("%w: Keys is nil", errConfig)
 	}
 	if win <= 0 || limit < 1 || limit > policy.MaxLogLimit {
-		return nil, fmt.Errorf("%w: sliding log of %d per %v: the limit must be between 1 and %d", ErrConfig, limit, win, policy.MaxLogLimit)
+		return nil, fmt.Errorf("%w: sliding log of %d per %v: the limit must be between 1 and %d", errConfig, limit, win, policy.MaxLogLimit)
 	}
 	// Whole sub-windows of at least win/B: the sketch's window is at
 	// least the rule's, so it counts every unit still in the real one.

@@ -1,5 +1,7 @@
 package localcache
 
+import "github.com/sluicehq/sluice/window"
+
 // What the syncer calls: the table implements the syncer's view of a rule's
 // keys (drain the dirty keys, read their unacknowledged counts, settle what
 // the store acknowledged and returned). A Ref that this table did not hand
@@ -59,7 +61,7 @@ func (t *Table) Key(r Ref) string {
 
 // Pending appends r's unacknowledged counts in buckets still inside the
 // window at now.
-func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
+func (t *Table) Pending(r Ref, now int64, dst []window.Bucket) []window.Bucket {
 	e := entryOf(r)
 	if e == nil {
 		return dst
@@ -75,7 +77,7 @@ func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
 			j := k - d
 			c -= t.covered(e, j, c) // covered by a lease: the store has them
 			if c > 0 {
-				dst = append(dst, Bucket{Index: j, Count: c})
+				dst = append(dst, window.Bucket{Index: j, Count: c})
 			}
 		}
 	}
@@ -91,7 +93,7 @@ func (t *Table) Pending(r Ref, now int64, dst []Bucket) []Bucket {
 // counted that are no longer pending: taken back by a Refund (refund.go)
 // after the syncer read them, for the syncer to push back as a negative
 // correction (nil almost always).
-func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []int64, lease Bucket) (over []Bucket) {
+func (t *Table) Settle(r Ref, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket) {
 	t.publish(now)
 	e := entryOf(r)
 	if e == nil {
@@ -129,7 +131,7 @@ func (t *Table) Settle(r Ref, now int64, acked []Bucket, first int64, totals []i
 			c := countOf(w) - b.Count
 			if t.pend(e, si).CompareAndSwap(w, withCount(w, max(c, 0))) {
 				if c < 0 {
-					over = append(over, Bucket{Index: b.Index, Count: -c})
+					over = append(over, window.Bucket{Index: b.Index, Count: -c})
 				}
 				break
 			}

@@ -61,7 +61,7 @@ type Table struct {
 func newTable(cfg Config, slots int) (*Table, error) {
 	ring, alloc := entryAllocator(slots, cfg.Eventual)
 	if alloc == nil {
-		return nil, fmt.Errorf("%w: %d slots is more than the largest ring", ErrConfig, slots)
+		return nil, fmt.Errorf("%w: %d slots is more than the largest ring", errConfig, slots)
 	}
 	t := &Table{
 		m:        newKeyMap(),

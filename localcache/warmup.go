@@ -105,10 +105,10 @@ const (
 	WarmSteps = warmQMask - 3
 	warmTBits = 64 - warmQBits
 	warmTMask = 1<<warmTBits - 1
-	// MaxWarmPermits bounds window.WarmUp.MaxPermits (WarmUp/T, which
+	// maxWarmPermits bounds window.WarmUp.MaxPermits (WarmUp/T, which
 	// policy.Rule.Validate bounds by MaxWarmUpIntervals whole intervals) so
 	// that the step is about 1/16 of a permit.
-	MaxWarmPermits = policy.MaxWarmUpIntervals + 1
+	maxWarmPermits = policy.MaxWarmUpIntervals + 1
 	// maxWarmHorizon is the furthest ahead (µs) a packed next can be read:
 	// half the modulus.
 	maxWarmHorizon = 1<<(warmTBits-1) - 1
@@ -131,14 +131,14 @@ func newWarmEntry() *warmEntry {
 // bound keys.
 func NewWarmTable(w window.WarmUp, keys *Keys) (*WarmTable, error) {
 	if keys == nil {
-		return nil, fmt.Errorf("%w: Keys is nil", ErrConfig)
+		return nil, fmt.Errorf("%w: Keys is nil", errConfig)
 	}
-	if w.MaxPermits() > MaxWarmPermits {
-		return nil, fmt.Errorf("%w: %v stored permits is more than %d", ErrConfig, w.MaxPermits(), MaxWarmPermits)
+	if w.MaxPermits() > maxWarmPermits {
+		return nil, fmt.Errorf("%w: %v stored permits is more than %d", errConfig, w.MaxPermits(), maxWarmPermits)
 	}
-	h := math.Ceil(ColdBurst(w)) + 2 + warmSkew
+	h := math.Ceil(coldBurst(w)) + 2 + warmSkew
 	if !(h < maxWarmHorizon) {
-		return nil, fmt.Errorf("%w: a debt of %vµs does not fit the packed state", ErrConfig, h)
+		return nil, fmt.Errorf("%w: a debt of %vµs does not fit the packed state", errConfig, h)
 	}
 	t := &WarmTable{
 		w:       w,
@@ -158,9 +158,9 @@ func NewWarmTable(w window.WarmUp, keys *Keys) (*WarmTable, error) {
 	return t, nil
 }
 
-// ColdBurst returns the most debt (µs) a key of w can carry: a whole burst
+// coldBurst returns the most debt (µs) a key of w can carry: a whole burst
 // at the cold interval, 3·Burst·T.
-func ColdBurst(w window.WarmUp) float64 {
+func coldBurst(w window.WarmUp) float64 {
 	return window.ColdFactor * float64(w.Burst()) * w.Stable()
 }
 

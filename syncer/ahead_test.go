@@ -57,7 +57,7 @@ func TestLeaseAhead(t *testing.T) {
 	want := r.Table.NextWant(ref, s.Now(), 0)
 	require.Positive(t, want)
 
-	name := r.KeyName("k")
+	name := r.keyName("k")
 	var ahead int64
 	for geo.Index(s.Now()) == k && ahead == 0 {
 		ahead = buckets(t, c, name)[k+1]
@@ -66,7 +66,7 @@ func TestLeaseAhead(t *testing.T) {
 	require.Positive(t, ahead, "the next bucket's lease is in the store before the bucket starts")
 	assert.Equal(t, int64(2), s.Stats().EarlySyncs, "one early sync, one sync ahead")
 	assert.Zero(t, s.Stats().UrgentCycles, "no check waited")
-	_, ok = buckets(t, c, r.KeyName("quiet"))[k+1]
+	_, ok = buckets(t, c, r.keyName("quiet"))[k+1]
 	assert.False(t, ok, "a key without a lease is not leased ahead")
 
 	for geo.Index(s.Now()) == k {
@@ -122,8 +122,8 @@ func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
 		time.Sleep(time.Duration(due-s.Now()) + 30*time.Millisecond)
 		srv.Resume()
 		require.NoError(t, <-closed)
-		assert.Zero(t, buckets(t, c, r.KeyName("k"))[k+1], "close %d: nothing leased ahead after Close's flush", i)
-		assert.Equal(t, int64(45), total(t, c, r.KeyName("k")), "close %d: the store counts what was admitted", i)
+		assert.Zero(t, buckets(t, c, r.keyName("k"))[k+1], "close %d: nothing leased ahead after Close's flush", i)
+		assert.Equal(t, int64(45), total(t, c, r.keyName("k")), "close %d: the store counts what was admitted", i)
 	}
 }
 
@@ -292,10 +292,10 @@ func servedAmid(t *testing.T, h *orderHook, r *testRule, reserved <-chan error, 
 		t.Fatal("the reservation was not answered")
 	}
 	require.Eventually(t, func() bool {
-		before, after, _ := h.around(r.KeyName("u"))
+		before, after, _ := h.around(r.keyName("u"))
 		return before+after >= n
 	}, 5*time.Second, time.Millisecond, "every key was sent")
-	before, after, seen := h.around(r.KeyName("u"))
+	before, after, seen := h.around(r.keyName("u"))
 	require.True(t, seen, "the reservation's call was sent")
 	assert.Equal(t, n, before+after, "every key was sent once")
 	if amid {
@@ -347,7 +347,7 @@ func TestPassServesReservations(t *testing.T) {
 		const keys = 5 * urgentEvery
 		for i := range keys {
 			key := "p" + itoa(int64(i))
-			h.first[r.KeyName(key)] = true
+			h.first[r.keyName(key)] = true
 			busy(t, s, r, key)
 			admit(t, s, r, key, 5) // the fifth asks for an early sync, which brings a lease
 			require.Eventually(t, func() bool {
@@ -383,7 +383,7 @@ func TestCycleServesReservations(t *testing.T) {
 		const keys = 5 * urgentEvery
 		for i := range keys {
 			key := "p" + itoa(int64(i))
-			h.first[r.KeyName(key)] = true
+			h.first[r.keyName(key)] = true
 			admit(t, s, r, key, 1) // dirty: in the cycle
 		}
 		if warm {

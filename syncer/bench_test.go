@@ -66,7 +66,7 @@ func BenchmarkSyncPerKey(b *testing.B) {
 					seq := strconv.FormatInt(nowUs.UnixMicro()-int64(o), 10)
 					id := "o" + strconv.Itoa(o)
 					rec := seq + "::" + strconv.FormatInt(k, 10) + ":3:" + strconv.FormatInt(k, 10)
-					if err := c.HSet(ctx, r.KeyName(key), "i:"+id, seq, "r"+seq+":"+id, rec).Err(); err != nil {
+					if err := c.HSet(ctx, r.keyName(key), "i:"+id, seq, "r"+seq+":"+id, rec).Err(); err != nil {
 						b.Fatal(err)
 					}
 				}

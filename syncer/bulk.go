@@ -132,7 +132,7 @@ func (c *bulkCall) names() {
 	b := make([]byte, 0, n)
 	for i := range c.keys {
 		k := &c.keys[i]
-		b = c.rules[k.rule].AppendKeyName(b, k.it.id.key)
+		b = c.rules[k.rule].appendKeyName(b, k.it.id.key)
 		ends[i] = len(b)
 	}
 	all := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again

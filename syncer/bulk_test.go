@@ -25,20 +25,20 @@ func TestBulkPathWrongTypeKey(t *testing.T) {
 	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	require.True(t, s.bulk, "a standalone client takes the bulk path")
-	require.NoError(t, c.Set(ctxT(t, opTimeout), r.KeyName("bad"), "x", 0).Err())
+	require.NoError(t, c.Set(ctxT(t, opTimeout), r.keyName("bad"), "x", 0).Err())
 	admit(t, s, r, "bad", 2)
 	admit(t, s, r, "good", 3)
 	flush(t, s)
-	assert.Equal(t, int64(3), total(t, c, r.KeyName("good")))
+	assert.Equal(t, int64(3), total(t, c, r.keyName("good")))
 	_, own := estimate(t, r.Table, "bad", s.Now())
 	assert.Equal(t, int64(2), own, "not pushed: still pending")
 	_, own = estimate(t, r.Table, "good", s.Now())
 	assert.Zero(t, own)
 
 	// Once the key is free again, the counts arrive.
-	require.NoError(t, c.Del(ctxT(t, opTimeout), r.KeyName("bad")).Err())
+	require.NoError(t, c.Del(ctxT(t, opTimeout), r.keyName("bad")).Err())
 	flush(t, s)
-	assert.Equal(t, int64(2), total(t, c, r.KeyName("bad")))
+	assert.Equal(t, int64(2), total(t, c, r.keyName("bad")))
 	_, own = estimate(t, r.Table, "bad", s.Now())
 	assert.Zero(t, own)
 }
@@ -53,11 +53,11 @@ func TestBulkNoScript(t *testing.T) {
 	s := startSyncer(t, testConfig(c, "A"), r)
 	admit(t, s, r, "k", 4)
 	flush(t, s) // the first call gets NOSCRIPT, loads and resends
-	assert.Equal(t, int64(4), total(t, c, r.KeyName("k")))
+	assert.Equal(t, int64(4), total(t, c, r.keyName("k")))
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	admit(t, s, r, "k", 1)
 	flush(t, s)
-	assert.Equal(t, int64(5), total(t, c, r.KeyName("k")))
+	assert.Equal(t, int64(5), total(t, c, r.keyName("k")))
 	assert.Zero(t, s.Stats().Failures)
 	assert.Zero(t, s.Stats().Retried, "a call the store refused with NOSCRIPT did not run: not a retry")
 }
@@ -115,7 +115,7 @@ func TestReserveDuringBulkCycles(t *testing.T) {
 	flush(t, s)
 	var sum int64
 	for _, k := range keys {
-		sum += total(t, c, r.KeyName(k))
+		sum += total(t, c, r.keyName(k))
 		_, own := estimate(t, r.Table, k, s.Now())
 		assert.Zero(t, own, "%s: everything acknowledged", k)
 	}
@@ -134,7 +134,7 @@ func TestBulkPathKeepsHashesSmall(t *testing.T) {
 	r := newRule(t, "api", geo, 1_000_000, localcache.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	require.True(t, s.bulk)
-	name := r.KeyName("k")
+	name := r.keyName("k")
 	most := 0
 	for i := 0; i < 40; i++ {
 		admit(t, s, r, "k", 1)
@@ -159,7 +159,7 @@ func TestReserveAfterLostBulkReply(t *testing.T) {
 	loadScript(t, c)
 	r := newRule(t, "api", midGeometry(4), 100, 10)
 	s := startSyncer(t, testConfig(c, "A"), r)
-	name := r.KeyName("k")
+	name := r.keyName("k")
 
 	admit(t, s, r, "k", 4)
 	admit(t, s, r, "other", 2)
@@ -177,13 +177,13 @@ func TestReserveAfterLostBulkReply(t *testing.T) {
 	require.True(t, ok)
 	// The store is back (as a heartbeat would find it) but no cycle ran:
 	// the unanswered bulk call is still queued when the reservation comes.
-	require.False(t, s.Healthy())
+	require.False(t, s.isHealthy())
 	s.setHealth(true, nil)
 	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 3)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted)
 	assert.Equal(t, int64(7), total(t, c, name), "4 pushed once + 3 reserved")
-	assert.Equal(t, int64(2), total(t, c, r.KeyName("other")))
+	assert.Equal(t, int64(2), total(t, c, r.keyName("other")))
 	assert.Empty(t, s.unacked)
 	flush(t, s)
 	_, own = estimate(t, r.Table, "k", s.Now())
@@ -207,7 +207,7 @@ func TestEarlySyncLostReply(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
 	s.setHealth(true, nil)
-	name := r.KeyName("k")
+	name := r.keyName("k")
 
 	admit(t, s, r, "other", 2)
 	busy(t, s, r, "k")
@@ -222,7 +222,7 @@ func TestEarlySyncLostReply(t *testing.T) {
 		require.NoError(t, s.cycle())
 	}
 	assert.Equal(t, int64(6), total(t, c, name), "k counted once")
-	assert.Equal(t, int64(2), total(t, c, r.KeyName("other")))
+	assert.Equal(t, int64(2), total(t, c, r.keyName("other")))
 	_, own := estimate(t, r.Table, "k", s.Now())
 	assert.Zero(t, own)
 	assert.Equal(t, int64(1), s.Stats().EarlySyncs)
@@ -262,7 +262,7 @@ func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
 			cfg.Batch = 1 // one key per pipeline
 			cfg.perKey = path.perKey
 			s := startSyncer(t, cfg, r)
-			require.NoError(t, c.Set(ctxT(t, opTimeout), r.KeyName("bad"), "x", 0).Err())
+			require.NoError(t, c.Set(ctxT(t, opTimeout), r.keyName("bad"), "x", 0).Err())
 			// A reservation on the bad key fails (WRONGTYPE) and leaves a
 			// batch outstanding: from now on the key takes the per-key
 			// path, first in every cycle.
@@ -275,9 +275,9 @@ func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
 				admit(t, s, r, k, 2)
 			}
 			require.Error(t, s.Flush(ctxT(t, 30*time.Second)), "the bad key's call fails")
-			assert.True(t, s.Healthy(), "Redis answered: the store is healthy")
+			assert.True(t, s.isHealthy(), "Redis answered: the store is healthy")
 			for _, k := range []string{"a", "b", "c"} {
-				assert.Equal(t, int64(2), total(t, c, r.KeyName(k)), "%s synced despite the bad key", k)
+				assert.Equal(t, int64(2), total(t, c, r.keyName(k)), "%s synced despite the bad key", k)
 			}
 		})
 	}
@@ -332,7 +332,7 @@ func TestBulkPullReadsWindow(t *testing.T) {
 	require.True(t, s.bulk)
 	k := r.geo.Index(s.Now())
 	seq := itoa(s.Now() / 1000)
-	require.NoError(t, c.HSet(ctxT(t, opTimeout), r.KeyName("k"),
+	require.NoError(t, c.HSet(ctxT(t, opTimeout), r.keyName("k"),
 		itoa(k), "5", itoa(k-1), "7", itoa(k-2), "11",
 		itoa(k-int64(r.span)-3), "1000", // out of the window
 		itoa(k+1), "13", // granted ahead
@@ -343,7 +343,7 @@ func TestBulkPullReadsWindow(t *testing.T) {
 	est, own := estimate(t, r.Table, "k", s.Now())
 	assert.Equal(t, float64(5+7+11+1+13), est)
 	assert.Zero(t, own)
-	assert.Equal(t, int64(6), buckets(t, c, r.KeyName("k"))[k])
+	assert.Equal(t, int64(6), buckets(t, c, r.keyName("k"))[k])
 }
 
 // dupHook runs every pipeline twice and keeps the second reply, as when
@@ -394,7 +394,7 @@ func TestBulkRetries(t *testing.T) {
 			cfg.Prefix = "retry" + itoa(int64(len(tc.name)))
 			s := startSyncer(t, cfg, r1, r2)
 			require.True(t, s.bulk)
-			require.NoError(t, c.Set(ctxT(t, opTimeout), r1.KeyName("bad"), "x", 0).Err())
+			require.NoError(t, c.Set(ctxT(t, opTimeout), r1.keyName("bad"), "x", 0).Err())
 			now := s.Now()
 			pushes := []push{
 				{r1, "a", 0, 2}, {r1, "b", 0, 2}, {r1, "bad", 0, 2}, {r1, "c", 0, 3},
@@ -413,7 +413,7 @@ func TestBulkRetries(t *testing.T) {
 			}
 			flush(t, s) // the resend, or the pipeline run twice
 			dup.on.Store(false)
-			bad := r1.KeyName("bad")
+			bad := r1.keyName("bad")
 			for name, w := range want {
 				if name != bad {
 					assert.Equal(t, w, buckets(t, c, name), name)
@@ -457,7 +457,7 @@ func admitPushes(t *testing.T, now int64, pushes []push) map[string]map[int64]in
 		for range p.n {
 			require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
 		}
-		name := p.r.KeyName(p.key)
+		name := p.r.keyName(p.key)
 		if want[name] == nil {
 			want[name] = map[int64]int64{}
 		}

@@ -91,7 +91,7 @@ func TestFlushPushesWhatItsCycleQueued(t *testing.T) {
 			s, err := newSyncer(testConfig(c, "A"), r)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(ctxT(t, 20*time.Second)) })
-			hook := &refundHook{key: r.KeyName("k")}
+			hook := &refundHook{key: r.keyName("k")}
 			c.AddHook(hook)
 			require.NoError(t, s.Start(ctxT(t, opTimeout)))
 			admit(t, s, r, "k", 3)
@@ -107,7 +107,7 @@ func TestFlushPushesWhatItsCycleQueued(t *testing.T) {
 				flush(t, s)
 			}
 			require.Nil(t, hook.once.Load(), "the refund ran during the push")
-			assert.Equal(t, int64(2), total(t, c, r.KeyName("k")))
+			assert.Equal(t, int64(2), total(t, c, r.keyName("k")))
 		})
 	}
 }

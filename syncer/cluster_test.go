@@ -43,7 +43,7 @@ func TestCluster(t *testing.T) {
 		want[k] = int64(i%7 + 1)
 		admit(t, s, r, k, i%7+1)
 
-		name := r.KeyName(k)
+		name := r.keyName(k)
 		assert.Equal(t, "api:"+string(EncodeKey(nil, k)), hashTag(name), "the hash tag is the whole limiter key")
 		slot, err := cc.ClusterKeySlot(ctx, name).Result()
 		require.NoError(t, err)
@@ -57,10 +57,10 @@ func TestCluster(t *testing.T) {
 	require.Len(t, masters, 3, "the keys span every master")
 	flush(t, s)
 	for k, n := range want {
-		assert.Equal(t, n, total(t, cc, r.KeyName(k)), "total of %q", k)
+		assert.Equal(t, n, total(t, cc, r.keyName(k)), "total of %q", k)
 	}
 	assert.Zero(t, s.Stats().Failures)
-	assert.Equal(t, 1, s.Instances())
+	assert.Equal(t, 1, s.instanceCount())
 
 	// Reservations are decided on the key's node.
 	admitted := 0
@@ -72,7 +72,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 10, admitted)
-	assert.Equal(t, int64(10), total(t, cc, rs.KeyName("s")))
+	assert.Equal(t, int64(10), total(t, cc, rs.keyName("s")))
 
 	// Every node forgets the script: the next calls get NOSCRIPT, the
 	// script is loaded on every shard and the calls resent.
@@ -83,12 +83,12 @@ func TestCluster(t *testing.T) {
 	}
 	flush(t, s)
 	for k, n := range want {
-		assert.Equal(t, n, total(t, cc, r.KeyName(k)), "total of %q after SCRIPT FLUSH", k)
+		assert.Equal(t, n, total(t, cc, r.keyName(k)), "total of %q after SCRIPT FLUSH", k)
 	}
 	require.NoError(t, cc.ScriptFlush(ctx).Err())
 	res, err := rs.Reserve(ctxT(t, opTimeout), "s2", nil, 3)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted)
-	assert.Equal(t, int64(3), total(t, cc, rs.KeyName("s2")))
+	assert.Equal(t, int64(3), total(t, cc, rs.keyName("s2")))
 	assert.Zero(t, s.Stats().Failures)
 }

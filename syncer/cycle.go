@@ -215,7 +215,7 @@ const aliveEvery = 4096
 // item is one key to sync, with the reservations waiting on it.
 type item struct {
 	id    keyID
-	ref   Handle // nil: no local state to push or settle
+	ref   handle // nil: no local state to push or settle
 	ws    []*waiter
 	lease bool // ask the store for a lease (a key at its cap: rules with leases only)
 	// next asks for the lease in the bucket after the store's current one,
@@ -292,7 +292,7 @@ func (s *Syncer) collect(alive func()) []item {
 // under way: a key of an Eventual rule (one with leases) that does not need
 // a sync now (Keys.Need), unless the cycle is a flush, which takes every
 // key.
-func (s *Syncer) parked(r *Rule, ref Handle, now int64) bool {
+func (s *Syncer) parked(r *Rule, ref handle, now int64) bool {
 	if !r.leases || s.flushing || r.keys.Need(ref, now) {
 		return false
 	}

@@ -41,14 +41,14 @@ func TestStarvedSilenceIsNoHang(t *testing.T) {
 	quiet()
 	s.timedOut()
 	require.Eventually(t, func() bool { return !s.probing.Load() }, 5*time.Second, time.Millisecond)
-	require.True(t, s.Healthy(), "the probe got its answer: a live store is not judged down")
+	require.True(t, s.isHealthy(), "the probe got its answer: a live store is not judged down")
 
 	srv.Pause()
 	t.Cleanup(srv.Resume)
 	quiet()
 	s.timedOut()
 	require.True(t, s.probing.Load(), "a probe is out")
-	require.Eventually(t, func() bool { return !s.Healthy() }, 5*time.Second, time.Millisecond, "a hung store is judged down")
+	require.Eventually(t, func() bool { return !s.isHealthy() }, 5*time.Second, time.Millisecond, "a hung store is judged down")
 }
 
 // TestStarvedProbeIsNoHang: the probe that would judge a silent store down
@@ -86,7 +86,7 @@ func TestStarvedProbeIsNoHang(t *testing.T) {
 			s.timedOut()
 			require.True(t, s.probing.Load(), "a probe is out")
 			require.Eventually(t, func() bool { return !s.probing.Load() }, 5*time.Second, time.Millisecond)
-			require.Equal(t, tc.wantUp, s.Healthy())
+			require.Equal(t, tc.wantUp, s.isHealthy())
 			require.Equal(t, tc.wantStarv, s.starved.Load() > s.localNow(), "silence counts for nothing for a while")
 		})
 	}
@@ -111,7 +111,7 @@ func TestProbeDoubtsEnd(t *testing.T) {
 	for i := range doubtsDown + 1 {
 		require.True(t, s.probing.CompareAndSwap(false, true))
 		s.probe(timeoutsDown, s.silentDown())
-		require.Equal(t, i < doubtsDown, s.Healthy(), "after probe %d: %v", i+1, s.Fleet().Err)
+		require.Equal(t, i < doubtsDown, s.isHealthy(), "after probe %d: %v", i+1, s.Fleet().Err)
 	}
 }
 

@@ -100,7 +100,7 @@ func TestFlushGrantsNoLease(t *testing.T) {
 	s.releaseOver(s.Now(), true)
 	flushCycle(t, s)
 	assert.Equal(t, int64(1), s.Stats().EarlySyncs, "the flush served the early sync")
-	assert.Equal(t, int64(5), total(t, c, r.KeyName("k")), "no units leased")
+	assert.Equal(t, int64(5), total(t, c, r.keyName("k")), "no units leased")
 	assert.Empty(t, s.leases)
 }
 
@@ -131,18 +131,18 @@ func TestNeedDrivenCycle(t *testing.T) {
 	admit(t, s, r, "capped", 2)
 	r.Table.SetLimits(localcache.Limits{Cap: 2, Share: 1000, Mode: policy.FailLocal})
 	require.NoError(t, s.cycle())
-	assert.Zero(t, total(t, c, r.KeyName("quiet")), "deferred")
-	assert.Equal(t, int64(1), total(t, c, r.KeyName("near")), "half of the limit in view")
-	assert.Equal(t, int64(2), total(t, c, r.KeyName("capped")), "at its cap")
+	assert.Zero(t, total(t, c, r.keyName("quiet")), "deferred")
+	assert.Equal(t, int64(1), total(t, c, r.keyName("near")), "half of the limit in view")
+	assert.Equal(t, int64(2), total(t, c, r.keyName("capped")), "at its cap")
 	assert.Equal(t, int64(1), s.Stats().Deferred)
 	assert.Zero(t, s.Stats().EarlySyncs)
 
 	require.NoError(t, s.cycle())
-	assert.Zero(t, total(t, c, r.KeyName("quiet")), "still pending: no admission queued it again")
+	assert.Zero(t, total(t, c, r.keyName("quiet")), "still pending: no admission queued it again")
 	assert.Equal(t, int64(1), s.Stats().Deferred, "not asked again")
 
 	flushCycle(t, s)
-	assert.Equal(t, int64(1), total(t, c, r.KeyName("quiet")), "a flush finds and syncs every pending key")
+	assert.Equal(t, int64(1), total(t, c, r.keyName("quiet")), "a flush finds and syncs every pending key")
 	_, own := estimate(t, r.Table, "quiet", s.Now())
 	assert.Zero(t, own)
 }
@@ -187,23 +187,23 @@ func TestBornParkedKeys(t *testing.T) {
 	admit(t, s, r, "quiet", 1)
 	admit(t, s, r, "busy", 1)
 	require.NoError(t, s.cycle())
-	assert.Zero(t, total(t, c, r.KeyName("quiet")))
-	assert.Zero(t, total(t, c, r.KeyName("busy")))
+	assert.Zero(t, total(t, c, r.keyName("quiet")))
+	assert.Zero(t, total(t, c, r.keyName("busy")))
 	assert.Equal(t, d0, s.Stats().Deferred, "born parked: not even looked at")
 
 	admit(t, s, r, "busy", 1) // 2 of a cap of 4: half of its allowance
 	require.NoError(t, s.cycle())
-	assert.Zero(t, total(t, c, r.KeyName("busy")))
+	assert.Zero(t, total(t, c, r.keyName("busy")))
 	assert.Equal(t, d0+1, s.Stats().Deferred, "queued at half of its cap, parked again")
 	admit(t, s, r, "busy", 2)
 	require.NoError(t, s.cycle())
-	assert.GreaterOrEqual(t, total(t, c, r.KeyName("busy")), int64(4), "at its cap: synced (with a lease, counted too)")
+	assert.GreaterOrEqual(t, total(t, c, r.keyName("busy")), int64(4), "at its cap: synced (with a lease, counted too)")
 	_, own := estimate(t, r.Table, "busy", s.Now())
 	assert.Zero(t, own, "acknowledged")
-	assert.Zero(t, total(t, c, r.KeyName("quiet")))
+	assert.Zero(t, total(t, c, r.keyName("quiet")))
 
 	flushCycle(t, s)
-	assert.Equal(t, int64(1), total(t, c, r.KeyName("quiet")), "a flush finds and syncs every pending key")
+	assert.Equal(t, int64(1), total(t, c, r.keyName("quiet")), "a flush finds and syncs every pending key")
 }
 
 // TestDeferredCorrections: a correction of a key that needs no sync (the
@@ -219,7 +219,7 @@ func TestDeferredCorrections(t *testing.T) {
 
 	admit(t, s, r, "k", 3)
 	flushCycle(t, s)
-	require.Equal(t, int64(3), total(t, c, r.KeyName("k")))
+	require.Equal(t, int64(3), total(t, c, r.keyName("k")))
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
 	id := keyID{rule: r.Rule, key: "k"}
@@ -227,17 +227,17 @@ func TestDeferredCorrections(t *testing.T) {
 	s.correct(id, ref, k, -1)
 
 	require.NoError(t, s.cycle())
-	assert.Equal(t, int64(3), total(t, c, r.KeyName("k")), "deferred")
+	assert.Equal(t, int64(3), total(t, c, r.keyName("k")), "deferred")
 	require.NotNil(t, s.state[id], "kept")
 
 	flushCycle(t, s)
-	assert.Equal(t, int64(2), total(t, c, r.KeyName("k")), "a flush pushes it")
+	assert.Equal(t, int64(2), total(t, c, r.keyName("k")), "a flush pushes it")
 	assert.Nil(t, s.state[id])
 
 	s.correct(id, ref, k-int64(r.cfg.Geometry.Span()), -1) // a bucket out of the window
 	require.NoError(t, s.cycle())
 	assert.Nil(t, s.state[id], "dropped")
-	assert.Equal(t, int64(2), total(t, c, r.KeyName("k")))
+	assert.Equal(t, int64(2), total(t, c, r.keyName("k")))
 }
 
 // flushCycle runs one cycle of s as a flush runs it (every key, no lease).

@@ -38,13 +38,13 @@ func TestKillAndRestart(t *testing.T) {
 
 	admit(t, s, r, "k", 5)
 	flush(t, s)
-	require.Equal(t, int64(5), total(t, c, r.KeyName("k")))
+	require.Equal(t, int64(5), total(t, c, r.keyName("k")))
 	admit(t, s, r, "k", 3) // pending when the store dies
 
 	srv.Kill()
 	err := s.Flush(ctxT(t, 30*time.Second))
 	require.Error(t, err)
-	assert.False(t, s.Healthy())
+	assert.False(t, s.isHealthy())
 	assert.False(t, s.Stats().Healthy)
 	f := s.Fleet()
 	require.Equal(t, int64(2), f.Changes, "one change more: the store turned unhealthy")
@@ -69,7 +69,7 @@ func TestKillAndRestart(t *testing.T) {
 	srv.Restart()
 	r.Table.SetLimits(healthy)
 	flush(t, s)
-	assert.True(t, s.Healthy())
+	assert.True(t, s.isHealthy())
 	require.Equal(t, Fleet{Instances: 1, Healthy: true, Changes: 5}, s.Fleet(),
 		"three changes more: joining (the cycle back found the restarted store without the instance's entry), healthy again, and no longer joining (its heartbeat registered it, alone)")
 	assert.True(t, changed(s), "the change is signalled")
@@ -77,18 +77,18 @@ func TestKillAndRestart(t *testing.T) {
 	// restored from the instance's view; everything still pending (3 before
 	// the kill, 4 during the outage) is pushed once.
 	assert.Equal(t, int64(1), s.Stats().Rebuilds, "the loss is seen")
-	assert.Equal(t, int64(12), total(t, c, r.KeyName("k")))
-	assert.Equal(t, int64(2), total(t, c, r.KeyName("k2")))
+	assert.Equal(t, int64(12), total(t, c, r.keyName("k")))
+	assert.Equal(t, int64(2), total(t, c, r.keyName("k2")))
 	for _, k := range []string{"k", "k2"} {
 		_, own = estimate(t, r.Table, k, s.Now())
 		assert.Zero(t, own, "%s acknowledged", k)
 	}
 	flush(t, s)
 	flush(t, s)
-	assert.Equal(t, int64(12), total(t, c, r.KeyName("k")), "no double counting")
-	assert.Equal(t, int64(2), total(t, c, r.KeyName("k2")))
+	assert.Equal(t, int64(12), total(t, c, r.keyName("k")), "no double counting")
+	assert.Equal(t, int64(2), total(t, c, r.keyName("k2")))
 	assert.Positive(t, s.Stats().Failures)
-	assert.Equal(t, 1, s.Instances(), "re-registered")
+	assert.Equal(t, 1, s.instanceCount(), "re-registered")
 }
 
 // TestLostReplyWithPersistence loses the reply of a batch the store applied,
@@ -103,7 +103,7 @@ func TestLostReplyWithPersistence(t *testing.T) {
 	loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
 	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
-	name := r.KeyName("k")
+	name := r.keyName("k")
 
 	admit(t, s, r, "k", 5)
 	flush(t, s)
@@ -113,7 +113,7 @@ func TestLostReplyWithPersistence(t *testing.T) {
 	hook.dropReplies.Store(true)
 	require.ErrorIs(t, s.Flush(ctxT(t, 30*time.Second)), errLost)
 	hook.dropReplies.Store(false)
-	assert.False(t, s.Healthy(), "an ambiguous failure marks the store unhealthy")
+	assert.False(t, s.isHealthy(), "an ambiguous failure marks the store unhealthy")
 	require.Equal(t, int64(8), total(t, c, name), "the store applied the batch whose reply was lost")
 	_, own := estimate(t, r.Table, "k", s.Now())
 	assert.Equal(t, int64(3), own, "unacknowledged: still pending")
@@ -151,7 +151,7 @@ func TestLostReplyTwice(t *testing.T) {
 			cfg := testConfig(c, "A")
 			cfg.perKey = path.perKey
 			s := startSyncer(t, cfg, r)
-			name := r.KeyName("k")
+			name := r.keyName("k")
 
 			hook.dropReplies.Store(true)
 			admit(t, s, r, "k", 2)
@@ -206,7 +206,7 @@ func TestLostReservationReply(t *testing.T) {
 			cfg := testConfig(c, "A")
 			cfg.Prefix = "lost" + tc.name
 			s := startSyncer(t, cfg, r)
-			name := r.KeyName("k")
+			name := r.keyName("k")
 
 			ref := overCap(t, s, r, "k")
 			hook.dropReplies.Store(true)
@@ -244,7 +244,7 @@ func TestCorrectionBucket(t *testing.T) {
 	geo := window.NewSliding(4*time.Second, 20) // 200ms sub-windows
 	r := newRule(t, "strict", geo, 100, 0)
 	s := startSyncer(t, testConfig(c, "A"), r)
-	name := r.KeyName("k")
+	name := r.keyName("k")
 
 	ref := overCap(t, s, r, "k")
 	hook.dropReplies.Store(true)
@@ -284,14 +284,14 @@ func TestNoScriptLoadFails(t *testing.T) {
 	loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
 	r := newRule(t, "strict", midGeometry(5), 100, 0)
 	s := startSyncer(t, testConfig(c, "A"), r)
-	name := r.KeyName("k")
+	name := r.keyName("k")
 
 	ref := overCap(t, s, r, "k")
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	hook.failLoad.Store(true)
 	_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
 	require.ErrorIs(t, err, ErrUnavailable)
-	assert.True(t, s.Healthy(), "NOSCRIPT is an answer, not an outage")
+	assert.True(t, s.isHealthy(), "NOSCRIPT is an answer, not an outage")
 	require.Zero(t, total(t, c, name), "nothing executed")
 	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen).Status)
 
@@ -312,7 +312,7 @@ type settleSpy struct {
 	settles    atomic.Int32 // Settles once armed
 }
 
-func (k *settleSpy) Settle(h Handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) []window.Bucket {
+func (k *settleSpy) Settle(h handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) []window.Bucket {
 	if k.armed.Load() && len(acked) > 0 {
 		k.settles.Add(1)
 		if err := k.c.ZScore(context.Background(), "t:instances", k.id).Err(); err == nil {
@@ -337,7 +337,7 @@ func TestBackRegistersAfterPush(t *testing.T) {
 
 	srv.Kill()
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
-	require.False(t, s.Healthy())
+	require.False(t, s.isHealthy())
 	r.Table.SetLimits(failOpen)
 	admit(t, s, r, "k", 4)
 	admit(t, s, r, "k2", 2)
@@ -349,8 +349,8 @@ func TestBackRegistersAfterPush(t *testing.T) {
 	assert.Equal(t, int32(2), spy.settles.Load(), "both keys pushed")
 	assert.Zero(t, spy.registered.Load(), "not registered while the outage counts were pushed")
 	assert.NoError(t, c.ZScore(ctxT(t, opTimeout), "t:instances", "A").Err(), "registered at the end of the cycle")
-	assert.Equal(t, int64(4), total(t, c, r.KeyName("k")))
-	assert.True(t, s.Healthy())
+	assert.Equal(t, int64(4), total(t, c, r.keyName("k")))
+	assert.True(t, s.isHealthy())
 }
 
 // TestBackPushesParkedKeys: the first cycle back from an outage pushes the
@@ -372,11 +372,11 @@ func TestBackPushesParkedKeys(t *testing.T) {
 	admit(t, s, r, "before", 1)
 	admit(t, s, r, "during", 1)
 	require.NoError(t, s.cycle())
-	require.Zero(t, total(t, c, r.KeyName("before")), "parked before the outage")
+	require.Zero(t, total(t, c, r.keyName("before")), "parked before the outage")
 
 	srv.Kill()
 	require.Error(t, s.cycle())
-	require.False(t, s.Healthy())
+	require.False(t, s.isHealthy())
 	down := limits
 	down.Down = true
 	r.Table.SetLimits(down)
@@ -387,10 +387,10 @@ func TestBackPushesParkedKeys(t *testing.T) {
 	r.Table.SetLimits(limits)
 	spy.armed.Store(true)
 	require.NoError(t, s.cycle())
-	assert.Equal(t, int64(1), total(t, c, r.KeyName("before")), "pending since before the outage")
-	assert.Equal(t, int64(3), total(t, c, r.KeyName("during")), "admitted in the outage")
+	assert.Equal(t, int64(1), total(t, c, r.keyName("before")), "pending since before the outage")
+	assert.Equal(t, int64(3), total(t, c, r.keyName("during")), "admitted in the outage")
 	assert.Equal(t, int32(2), spy.settles.Load(), "both keys pushed")
 	assert.Zero(t, spy.registered.Load(), "not registered while they were pushed")
 	assert.NoError(t, c.ZScore(ctxT(t, opTimeout), "t:instances", "A").Err(), "registered at the end of the cycle")
-	assert.True(t, s.Healthy())
+	assert.True(t, s.isHealthy())
 }

@@ -15,7 +15,7 @@ type Fleet struct {
 	Instances int
 	// Joining reports that some live instance may not count this one in its
 	// N̂ yet: not every instance the registry holds has heartbeated since
-	// this one (re)registered (see Syncer.Joining).
+	// this one (re)registered (see Syncer.isJoining).
 	Joining bool
 	// Healthy reports whether the last round trip to the store succeeded.
 	Healthy bool
@@ -41,14 +41,14 @@ func (s *Syncer) Fleet() Fleet {
 // waits on it: a user who reads it late reads the newest Fleet.
 func (s *Syncer) Changed() <-chan struct{} { return s.changed }
 
-// Instances returns N̂, the number of live instances at the last heartbeat
+// instanceCount returns N̂, the number of live instances at the last heartbeat
 // (at least 1).
-func (s *Syncer) Instances() int { return int(s.instances.Load()) }
+func (s *Syncer) instanceCount() int { return int(s.instances.Load()) }
 
-// Healthy reports whether the last round trip to the store succeeded.
-func (s *Syncer) Healthy() bool { return s.healthy.Load() }
+// isHealthy reports whether the last round trip to the store succeeded.
+func (s *Syncer) isHealthy() bool { return s.healthy.Load() }
 
-// Joining reports that the fleet may not count this instance yet: a
+// isJoining reports that the fleet may not count this instance yet: a
 // heartbeat (re)registered it and some other instance the registry holds
 // has not heartbeated since, so that instance's N̂, and the divergence cap
 // sized on it, may leave this one out (an instance alone in the registry is
@@ -58,18 +58,18 @@ func (s *Syncer) Healthy() bool { return s.healthy.Load() }
 // this one's registration: at the next cycle when the others are on time,
 // within an InstanceTTL if one of them died without deregistering.
 // Meanwhile checks should take no local allowance the store has not counted
-// (a divergence cap of 0: see "Joining the fleet" in docs/design.md). A
+// (a divergence cap of 0: see "isJoining the fleet" in docs/design.md). A
 // syncer that never reached the store is not joining: its rules are on
 // their failure mode. An instance that registers under the id of one still
 // in the registry (a process restarted under the same InstanceID) is
 // already counted, and is not joining either.
-func (s *Syncer) Joining() bool { return s.joining.Load() }
+func (s *Syncer) isJoining() bool { return s.joining.Load() }
 
-// OldestHeartbeat returns the store time (ns) of the oldest heartbeat among
+// oldestHeartbeat returns the store time (ns) of the oldest heartbeat among
 // the live instances, as the last heartbeat of this one read the registry:
 // every live instance has started a sync cycle since. It assumes the fleet
 // shares one InstanceTTL (one SyncInterval); 0 before the first heartbeat.
-func (s *Syncer) OldestHeartbeat() int64 { return s.oldestBeat.Load() }
+func (s *Syncer) oldestHeartbeat() int64 { return s.oldestBeat.Load() }
 
 // publish records a change of the fleet view and signals it.
 func (s *Syncer) publish(change func(f *Fleet) bool) {

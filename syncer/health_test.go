@@ -30,12 +30,12 @@ func TestRefusalHysteresis(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Check(ctxT(t, opTimeout)))
 	s = startSyncerChecked(t, s)
-	require.True(t, s.Healthy())
+	require.True(t, s.isHealthy())
 
 	ctx := context.Background()
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "1").Err())
-	require.Eventually(t, func() bool { return !s.Healthy() }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !s.isHealthy() }, 5*time.Second, time.Millisecond)
 	f := s.Fleet()
 	require.ErrorIs(t, f.Err, ErrWritesRefused)
 	require.ErrorContains(t, f.Err, "OOM")
@@ -44,12 +44,12 @@ func TestRefusalHysteresis(t *testing.T) {
 	// Cycles go on, each a read that succeeds and a write refused.
 	cycles := s.Stats().Cycles
 	require.Eventually(t, func() bool { return s.Stats().Cycles >= cycles+20 }, 10*time.Second, time.Millisecond)
-	require.False(t, s.Healthy())
+	require.False(t, s.isHealthy())
 	require.Equal(t, changes, s.Fleet().Changes, "no change of health while the store refuses")
 
 	freed := s.Stats().Cycles // the cycle under way may be the first good one
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "0").Err())
-	require.Eventually(t, s.Healthy, 10*time.Second, time.Millisecond)
+	require.Eventually(t, s.isHealthy, 10*time.Second, time.Millisecond)
 	assert.GreaterOrEqual(t, s.Stats().Cycles-freed, s.okCycles()-1, "healthy only after okCycles cycles of accepted writes")
 	assert.Equal(t, changes+1, s.Fleet().Changes, "healthy again, once")
 	assert.NoError(t, s.Fleet().Err)

@@ -27,26 +27,26 @@ func TestJoining(t *testing.T) {
 	nextMs := func() { time.Sleep(2 * time.Millisecond) }
 
 	a := startSyncer(t, testConfig(c, "A"))
-	assert.False(t, a.Joining(), "A is alone: whoever registers later counts it")
+	assert.False(t, a.isJoining(), "A is alone: whoever registers later counts it")
 	assert.False(t, a.Fleet().Joining)
 	nextMs()
 	b := startSyncer(t, testConfig(c, "B"))
-	assert.True(t, b.Joining(), "A has not heartbeated since B registered")
+	assert.True(t, b.isJoining(), "A has not heartbeated since B registered")
 	assert.True(t, b.Fleet().Joining)
 	assert.Equal(t, 2, b.Fleet().Instances)
 	nextMs()
 	e := startSyncer(t, testConfig(c, "E"))
-	assert.True(t, e.Joining())
+	assert.True(t, e.isJoining())
 	nextMs()
 	flush(t, a)
-	assert.False(t, a.Joining())
+	assert.False(t, a.isJoining())
 	assert.Equal(t, 3, a.Fleet().Instances)
-	assert.True(t, b.Joining(), "B has not heartbeated since: it cannot know")
+	assert.True(t, b.isJoining(), "B has not heartbeated since: it cannot know")
 	flush(t, b)
-	assert.False(t, b.Joining(), "A heartbeated after B registered, and E registered after it")
+	assert.False(t, b.isJoining(), "A heartbeated after B registered, and E registered after it")
 	assert.False(t, b.Fleet().Joining)
 	flush(t, e)
-	assert.False(t, e.Joining(), "A and B heartbeated after E registered")
+	assert.False(t, e.isJoining(), "A and B heartbeated after E registered")
 
 	// A silent entry whose last heartbeat is older than D's registration: D
 	// stays joining while it lasts.
@@ -60,12 +60,12 @@ func TestJoining(t *testing.T) {
 	flush(t, e)
 	nextMs()
 	flush(t, d)
-	assert.True(t, d.Joining(), "the silent entry may not count D")
+	assert.True(t, d.isJoining(), "the silent entry may not count D")
 	assert.Equal(t, 5, d.Fleet().Instances)
 	require.NoError(t, c.ZRem(ctx, "t:instances", "dead").Err()) // as if it expired
 	nextMs()
 	flush(t, d)
-	assert.False(t, d.Joining(), "every live instance heartbeated since D registered")
+	assert.False(t, d.isJoining(), "every live instance heartbeated since D registered")
 
 	// The registry lost A's entry: A's look (a cycle back from an outage
 	// looks; called here between two of the loop's cycles) sees it, its
@@ -77,15 +77,15 @@ func TestJoining(t *testing.T) {
 	require.NoError(t, c.ZRem(ctx, "t:instances", "A").Err())
 	a.beatAt = 0
 	require.NoError(t, a.look(ctx))
-	assert.True(t, a.Joining(), "A's entry is gone")
+	assert.True(t, a.isJoining(), "A's entry is gone")
 	require.NoError(t, a.heartbeat(ctx))
-	assert.True(t, a.Joining(), "registered again: nobody has heartbeated since")
+	assert.True(t, a.isJoining(), "registered again: nobody has heartbeated since")
 	nextMs()
 	flush(t, b)
 	flush(t, d)
-	assert.True(t, a.Joining(), "E has not heartbeated since")
+	assert.True(t, a.isJoining(), "E has not heartbeated since")
 	flush(t, e)
 	nextMs()
 	flush(t, a)
-	assert.False(t, a.Joining())
+	assert.False(t, a.isJoining())
 }

@@ -129,28 +129,28 @@ func FuzzEncodeKey(f *testing.F) {
 // local state (and a table cannot hold every geometry named here).
 type noKeys struct{}
 
-func (noKeys) Drain(dst []Handle) []Handle                                    { return dst }
-func (noKeys) Key(Handle) string                                              { return "" }
-func (noKeys) Pending(_ Handle, _ int64, dst []window.Bucket) []window.Bucket { return dst }
-func (noKeys) Settle(Handle, int64, []window.Bucket, int64, []int64, window.Bucket) []window.Bucket {
+func (noKeys) Drain(dst []handle) []handle                                    { return dst }
+func (noKeys) Key(handle) string                                              { return "" }
+func (noKeys) Pending(_ handle, _ int64, dst []window.Bucket) []window.Bucket { return dst }
+func (noKeys) Settle(handle, int64, []window.Bucket, int64, []int64, window.Bucket) []window.Bucket {
 	return nil
 }
-func (noKeys) Release(Handle, int64, int64, bool) (int64, bool) { return 0, true }
-func (noKeys) Want(Handle, int64) int64                         { return 0 }
-func (noKeys) NextWant(Handle, int64, int64) int64              { return 0 }
-func (noKeys) MarkDirty(Handle)                                 {}
-func (noKeys) Early(dst []Handle) []Handle                      { return dst }
+func (noKeys) Release(handle, int64, int64, bool) (int64, bool) { return 0, true }
+func (noKeys) Want(handle, int64) int64                         { return 0 }
+func (noKeys) NextWant(handle, int64, int64) int64              { return 0 }
+func (noKeys) MarkDirty(handle)                                 {}
+func (noKeys) Early(dst []handle) []handle                      { return dst }
 func (noKeys) OnEarly(func())                                   {}
-func (noKeys) Need(Handle, int64) bool                          { return true }
-func (noKeys) Park(Handle)                                      {}
-func (noKeys) Unsynced(dst []Handle, _ int64) []Handle          { return dst }
-func (noKeys) View(_ Handle, _ int64, dst []window.Bucket) []window.Bucket {
+func (noKeys) Need(handle, int64) bool                          { return true }
+func (noKeys) Park(handle)                                      {}
+func (noKeys) Unsynced(dst []handle, _ int64) []handle          { return dst }
+func (noKeys) View(_ handle, _ int64, dst []window.Bucket) []window.Bucket {
 	return dst
 }
-func (noKeys) Leased(_ Handle, _ int64, dst []window.Bucket) []window.Bucket {
+func (noKeys) Leased(_ handle, _ int64, dst []window.Bucket) []window.Bucket {
 	return dst
 }
-func (noKeys) Viewed(dst []Handle, _ int64) []Handle { return dst }
+func (noKeys) Viewed(dst []handle, _ int64) []handle { return dst }
 
 // nameRule returns a rule of no keys, for naming them.
 func nameRule(name string, geo window.Sliding) *testRule {
@@ -180,7 +180,7 @@ func TestKeyName(t *testing.T) {
 		r := nameRule(tc.name, tc.geo)
 		_, err := newSyncer(cfg(tc.prefix), r)
 		require.NoError(t, err)
-		got := r.KeyName(tc.key)
+		got := r.keyName(tc.key)
 		assert.Equal(t, tc.want, got)
 		assert.Equal(t, tc.name+":"+string(EncodeKey(nil, tc.key)), hashTag(got),
 			"the hash tag holds the rule and the key, so one limiter key is one slot")
@@ -196,6 +196,6 @@ func TestKeyName(t *testing.T) {
 	require.NoError(t, err)
 	_, err = newSyncer(cfg("t"), r2)
 	require.NoError(t, err)
-	assert.NotEqual(t, r1.KeyName("k"), r2.KeyName("k"))
-	assert.Equal(t, hashTag(r1.KeyName("k")), hashTag(r2.KeyName("k")))
+	assert.NotEqual(t, r1.keyName("k"), r2.keyName("k"))
+	assert.Equal(t, hashTag(r1.keyName("k")), hashTag(r2.keyName("k")))
 }

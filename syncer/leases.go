@@ -4,7 +4,7 @@ package syncer
 // parity, the current bucket's and the next one's (a lease of bucket j in
 // slot j&1), as the local state keeps them, with the units granted in each.
 type leased struct {
-	ref    Handle
+	ref    handle
 	bucket [2]int64
 	units  [2]int64
 	held   [2]bool
@@ -14,7 +14,7 @@ type leased struct {
 // unless its slot holds a lease of another bucket that cannot end yet (the
 // checks may still admit on it): then it returns false and the caller gives
 // the grant back.
-func (s *Syncer) holdLease(id keyID, ref Handle, j, n int64) bool {
+func (s *Syncer) holdLease(id keyID, ref handle, j, n int64) bool {
 	slot := j & 1
 	if l, ok := s.leases[id]; ok && l.held[slot] && l.bucket[slot] != j && !s.release(id, slot, false) {
 		return false
@@ -80,7 +80,7 @@ func (s *Syncer) holds(id keyID, j int64) bool {
 // use is what a key granted a lease used of its leases: the most units used
 // in one bucket (peak, in bucket peakAt) and the last bucket it used any in.
 type use struct {
-	ref          Handle
+	ref          handle
 	peak, peakAt int64
 	last         int64
 }
@@ -88,7 +88,7 @@ type use struct {
 // used notes that id used n units of its lease of bucket j (0 on a grant:
 // the key enters the leases ahead). A peak that has left the window gives
 // way to the newest use.
-func (s *Syncer) used(id keyID, ref Handle, j, n int64) {
+func (s *Syncer) used(id keyID, ref handle, j, n int64) {
 	u, ok := s.uses[id]
 	if !ok {
 		u = use{peakAt: j, last: j}

@@ -115,9 +115,9 @@ func (s *Syncer) args(dst []any, c *call) []any {
 	}
 	var args []any
 	if s.standalone {
-		args = append(dst, "evalsha", syncHash, 2, r.KeyName(c.it.id.key), s.epochKey)
+		args = append(dst, "evalsha", syncHash, 2, r.keyName(c.it.id.key), s.epochKey)
 	} else {
-		args = append(dst, "evalsha", syncHash, 1, r.KeyName(c.it.id.key))
+		args = append(dst, "evalsha", syncHash, 1, r.keyName(c.it.id.key))
 	}
 	args = append(args, r.head[0], r.head[1], r.limitValue(), r.head[2], r.head[3], len(c.batches), r.weigh, lease, want, next, s.epochArg())
 	for _, b := range c.batches {
@@ -180,7 +180,7 @@ func (s *Syncer) syncPerKey(ctx context.Context, items []item) error {
 	if first != nil {
 		s.failed(first)
 		var rerr redis.Error
-		if !errors.As(first, &rerr) && !errors.Is(first, ErrStoreLost) {
+		if !errors.As(first, &rerr) && !errors.Is(first, errStoreLost) {
 			s.setHealth(false, first)
 		}
 	}

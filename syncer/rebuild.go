@@ -35,7 +35,7 @@ import (
 // and pulls as usual; the cycle heartbeats after it: the instance joins the
 // new registry once it has restored. Meanwhile its checks are decided on the
 // view it holds, which the loss did not touch; a check whose call was in
-// flight at the loss gets ErrStoreLost and is decided by the failure mode.
+// flight at the loss gets errStoreLost and is decided by the failure mode.
 // (Sending the checks queued meanwhile to the failure mode rather than
 // restoring first let a fixed window hold 112–122 for L = 100 in 3 of 15
 // runs, a loss right after the window started: each instance's part of the
@@ -54,10 +54,10 @@ import (
 // may have kept their keys, a restore only makes up what a bucket lacks of
 // the view: see restoreScript.)
 
-// ErrStoreLost means the store lost the data it held (its epoch changed):
+// errStoreLost means the store lost the data it held (its epoch changed):
 // the call ran nothing, and is decided by the failure mode (a check) or sent
 // again once the instance has restored what it saw (a push).
-var ErrStoreLost = errors.New("syncer: the store lost its data")
+var errStoreLost = errors.New("syncer: the store lost its data")
 
 // epochKey returns the epoch's key under prefix: it starts with the prefix,
 // as every key does, and its hash tag is the registry's name, so that it is
@@ -93,7 +93,7 @@ func (s *Syncer) lossSeen(ep string) bool {
 
 // lossErr is the error of a loss that made the epoch ep.
 func (s *Syncer) lossErr(ep string) error {
-	return fmt.Errorf("%w: epoch %s, the instance saw %s", ErrStoreLost, ep, s.epoch)
+	return fmt.Errorf("%w: epoch %s, the instance saw %s", errStoreLost, ep, s.epoch)
 }
 
 // epochArg returns the caller's epoch for a sync script call: "" on a
@@ -116,7 +116,7 @@ func (s *Syncer) restore(ctx context.Context) error {
 		return nil
 	}
 	now := s.Now()
-	var refs []Handle
+	var refs []handle
 	var buf []window.Bucket
 	for _, r := range s.ruleList() {
 		refs = r.keys.Viewed(refs[:0], now)
@@ -133,7 +133,7 @@ func (s *Syncer) restore(ctx context.Context) error {
 
 // restoreBatch sends one pipeline of restoreScript calls, loading the
 // script once if the store does not have it.
-func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now int64, buf *[]window.Bucket) error {
+func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []handle, now int64, buf *[]window.Bucket) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	defer cancel()
 	whole := "0"
@@ -151,7 +151,7 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []Handle, now i
 				continue
 			}
 			args := make([]any, 0, 9+2*len(*buf))
-			args = append(args, "evalsha", restoreScript.Hash(), 1, r.KeyName(r.keys.Key(h)), r.subUs, r.span, r.ttlMs, whole, nv)
+			args = append(args, "evalsha", restoreScript.Hash(), 1, r.keyName(r.keys.Key(h)), r.subUs, r.span, r.ttlMs, whole, nv)
 			for _, b := range *buf {
 				args = append(args, b.Index, b.Count)
 			}

@@ -58,7 +58,7 @@ func TestRebuildAfterLoss(t *testing.T) {
 			require.NoError(t, a.cycle())
 			require.NoError(t, b.cycle())
 			require.NoError(t, a.cycle()) // the follow-up pull: both views hold 8
-			name := ra.KeyName("k")
+			name := ra.keyName("k")
 			require.Equal(t, int64(8), total(t, c, name))
 			view := func(r *testRule) float64 {
 				est, _ := estimate(t, r.Table, "k", a.Now())
@@ -73,7 +73,7 @@ func TestRebuildAfterLoss(t *testing.T) {
 				ref, ok := ra.Table.Ref("k")
 				require.True(t, ok)
 				err := a.syncKeys(ctxT(t, opTimeout), []item{{id: keyID{rule: ra.Rule, key: "k"}, ref: ref}})
-				require.ErrorIs(t, err, ErrStoreLost)
+				require.ErrorIs(t, err, errStoreLost)
 				assert.Zero(t, total(t, c, name), "a call of the old epoch runs nothing")
 				assert.Equal(t, 10.0, view(ra), "nor is its pull taken: the view still holds 8, and the 2 pending")
 				assert.Equal(t, int64(1), a.Stats().Rebuilds)
@@ -88,7 +88,7 @@ func TestRebuildAfterLoss(t *testing.T) {
 				require.NoError(t, s.cycle())
 				assert.Equal(t, int64(1), s.Stats().Rebuilds, "one loss seen")
 				assert.Empty(t, s.lost)
-				assert.Equal(t, 2, s.Instances())
+				assert.Equal(t, 2, s.instanceCount())
 			}
 			assert.Equal(t, int64(10), total(t, c, name))
 			n, err := c.ZCard(ctxT(t, opTimeout), "t:instances").Result()
@@ -124,7 +124,7 @@ func TestRebuildAfterRollback(t *testing.T) {
 			rb := newRule(t, "api", geo, 1000, localcache.NoCap)
 			a := manualSyncer(t, c, "A", tc.perKey, ra)
 			b := manualSyncer(t, c, "B", tc.perKey, rb)
-			name := ra.KeyName("k")
+			name := ra.keyName("k")
 			sync3 := func() {
 				t.Helper()
 				require.NoError(t, a.cycle())
@@ -195,16 +195,16 @@ func TestLossHoldsInstances(t *testing.T) {
 	for _, s := range ss {
 		require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
 	}
-	require.Equal(t, 3, ss[0].Instances())
+	require.Equal(t, 3, ss[0].instanceCount())
 	require.NoError(t, c.FlushAll(ctxT(t, opTimeout)).Err())
 	require.NoError(t, ss[0].cycle())
-	assert.Equal(t, 3, ss[0].Instances(), "held while the registry refills")
+	assert.Equal(t, 3, ss[0].instanceCount(), "held while the registry refills")
 	n, err := c.ZCard(ctxT(t, opTimeout), "t:instances").Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "the registry holds the one instance back so far")
 	ss[0].holdUntil = ss[0].localNow() // the InstanceTTL has passed
 	require.NoError(t, ss[0].heartbeat(ctxT(t, opTimeout)))
-	assert.Equal(t, 1, ss[0].Instances(), "then the registry's count")
+	assert.Equal(t, 1, ss[0].instanceCount(), "then the registry's count")
 }
 
 // TestRegistryEpoch: the registry script starts an epoch when there is

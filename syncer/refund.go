@@ -3,7 +3,7 @@ package syncer
 // refund is a store admission taken back: n units of bucket j of a key.
 type refund struct {
 	id  keyID
-	ref Handle
+	ref handle
 	j   int64
 	n   int64
 }
@@ -13,7 +13,7 @@ type refund struct {
 // with the key's next sync. h is the key's local entry, or nil. It never
 // blocks on the store. Limiter.AllowAll uses it when a later check of the
 // same request is denied.
-func (r *Rule) Refund(key string, h Handle, at, n int64) {
+func (r *Rule) Refund(key string, h handle, at, n int64) {
 	if n < 1 || r.s.closed.Load() {
 		return
 	}

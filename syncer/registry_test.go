@@ -35,7 +35,7 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	cfgB.Interval = 20 * time.Millisecond
 	cfgB.InstanceTTL = ttl
 	b := startSyncer(t, cfgB, newRule(t, "api", geo, 1000, localcache.NoCap))
-	require.Eventually(t, func() bool { return b.Instances() == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.instanceCount() == 2 }, 5*time.Second, 5*time.Millisecond)
 
 	admitKeys := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -57,7 +57,7 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	// long cycle's first heartbeat and not the probe's entry about to expire
 	// (which B could see lapse just before that heartbeat). Then watch B's N̂
 	// from the moment that heartbeat has put A back.
-	require.Eventually(t, func() bool { return b.Instances() == 1 }, 10*ttl, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return b.instanceCount() == 1 }, 10*ttl, 5*time.Millisecond,
 		"A's registry entry expires while A does not cycle")
 	var low atomic.Int64
 	low.Store(2)
@@ -72,7 +72,7 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			n := int64(b.Instances())
+			n := int64(b.instanceCount())
 			back = back || n == 2
 			if back && n < low.Load() {
 				low.Store(n)

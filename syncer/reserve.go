@@ -47,7 +47,7 @@ const (
 
 type waiter struct {
 	id    keyID
-	ref   Handle
+	ref   handle
 	n     int64
 	state atomic.Int32
 	res   Answer
@@ -55,12 +55,12 @@ type waiter struct {
 	done  chan struct{}
 }
 
-// Reserve asks the store to decide cost n for key of the rule whose table is
+// reserve asks the store to decide cost n for key of the rule whose table is
 // t, and waits for the answer, at most Config.Timeout or until ctx is done.
 // ref is the key's local entry (nil if it has none): its pending counts travel
 // in the same call and its view is refreshed from the reply. On an error the
 // caller decides by its failure mode and counts what it admits locally.
-func (s *Syncer) Reserve(ctx context.Context, r *Rule, key string, ref Handle, n int64) (Answer, error) {
+func (s *Syncer) reserve(ctx context.Context, r *Rule, key string, ref handle, n int64) (Answer, error) {
 	if s.closed.Load() {
 		return Answer{}, ErrClosed
 	}
@@ -138,7 +138,7 @@ func (s *Syncer) finish(w *waiter, res Answer, err error) (abandoned bool) {
 
 // correct queues a count of n (negative: a reservation the store admitted but
 // the caller did not count on) in bucket k of a key, for its next call.
-func (s *Syncer) correct(id keyID, ref Handle, k, n int64) {
+func (s *Syncer) correct(id keyID, ref handle, k, n int64) {
 	ks := s.keyState(id, ref)
 	ks.corr = append(ks.corr, window.Bucket{Index: k, Count: n})
 	s.stats.corrections.Add(1)
@@ -147,12 +147,12 @@ func (s *Syncer) correct(id keyID, ref Handle, k, n int64) {
 // keyState is what the syncer remembers of a key between cycles: batches sent
 // without a reply, and corrections not yet pushed.
 type keyState struct {
-	ref     Handle
+	ref     handle
 	batches []*batch
 	corr    []window.Bucket
 }
 
-func (s *Syncer) keyState(id keyID, ref Handle) *keyState {
+func (s *Syncer) keyState(id keyID, ref handle) *keyState {
 	ks := s.state[id]
 	if ks == nil {
 		ks = &keyState{ref: ref}

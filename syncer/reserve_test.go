@@ -86,7 +86,7 @@ func TestReserveAdmitsExactlyLimit(t *testing.T) {
 			}
 			assert.Len(t, results, goroutines*each)
 			assert.Equal(t, limit, admitted, "exactly the limit is admitted")
-			assert.Equal(t, int64(limit), total(t, c, r.KeyName("k")))
+			assert.Equal(t, int64(limit), total(t, c, r.keyName("k")))
 			st := s.Stats()
 			assert.Equal(t, int64(goroutines*each), st.Reservations)
 			assert.Positive(t, st.UrgentCycles)
@@ -107,7 +107,7 @@ func TestReserveAdmitsExactlyLimit(t *testing.T) {
 			require.NoError(t, err)
 			assert.False(t, res.Admitted)
 			assert.Equal(t, time.Duration(-1), outcomeOf(r, res, limit+1).RetryAfter, "never")
-			assert.Zero(t, total(t, c, r.KeyName("other")))
+			assert.Zero(t, total(t, c, r.keyName("other")))
 		})
 	}
 }
@@ -127,7 +127,7 @@ func TestReservePushesPending(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Admitted, "6 pushed + 4 reserved = 10 fits")
 	assert.Zero(t, outcomeOf(r, res, 4).Remaining)
-	assert.Equal(t, int64(10), total(t, c, r.KeyName("k")))
+	assert.Equal(t, int64(10), total(t, c, r.keyName("k")))
 	// The waiter is answered before the table is settled with the same
 	// reply; a Flush waits for the loop to be done with it.
 	flush(t, s)
@@ -139,7 +139,7 @@ func TestReservePushesPending(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Admitted)
 	flush(t, s)
-	assert.Equal(t, int64(10), total(t, c, r.KeyName("k")))
+	assert.Equal(t, int64(10), total(t, c, r.keyName("k")))
 }
 
 // TestReserveErrors covers the errors that need no failing store.
@@ -154,9 +154,9 @@ func TestReserveErrors(t *testing.T) {
 	s2, err := newSyncer(testConfig(c, "B"), other)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s2.Close(context.Background()) })
-	_, err = s.Reserve(ctxT(t, opTimeout), other.Rule, "k", nil, 1)
+	_, err = s.reserve(ctxT(t, opTimeout), other.Rule, "k", nil, 1)
 	assert.Error(t, err, "a rule the syncer does not know")
-	_, err = s.Reserve(ctxT(t, opTimeout), nil, "k", nil, 1)
+	_, err = s.reserve(ctxT(t, opTimeout), nil, "k", nil, 1)
 	assert.Error(t, err, "no rule")
 
 	// A caller that gives up before the reservation is sent has it never
@@ -173,7 +173,7 @@ func TestReserveErrors(t *testing.T) {
 	}
 	flush(t, s)
 	flush(t, s)
-	assert.Equal(t, want, total(t, c, r.KeyName("k")))
+	assert.Equal(t, want, total(t, c, r.keyName("k")))
 
 	require.NoError(t, s.Close(ctxT(t, opTimeout)))
 	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
@@ -226,18 +226,18 @@ func TestReservePausedStore(t *testing.T) {
 			assert.Less(t, took, 5*cfg.Timeout)
 			if tc.waitFail {
 				require.Eventually(t, func() bool { return s.Stats().Failures > 0 }, 30*time.Second, 10*time.Millisecond)
-				assert.False(t, s.Healthy())
+				assert.False(t, s.isHealthy())
 			}
 			srv.Resume()
 
 			flush(t, s) // the late or lost reply is settled, a correction queued
 			flush(t, s) // the correction is pushed
-			assert.Equal(t, int64(told), total(t, c, r.KeyName("k")), "the store counts what callers were told")
+			assert.Equal(t, int64(told), total(t, c, r.keyName("k")), "the store counts what callers were told")
 			assert.Equal(t, int64(1), s.Stats().Corrections, "the store did admit the abandoned reservation")
 			est, own := estimate(t, r.Table, "k", s.Now())
 			assert.Equal(t, float64(told), est)
 			assert.Zero(t, own)
-			assert.True(t, s.Healthy())
+			assert.True(t, s.isHealthy())
 		})
 	}
 }

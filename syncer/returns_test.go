@@ -24,7 +24,7 @@ func TestReturnPass(t *testing.T) {
 	// The other instances admitted 450 in the bucket before: with the lease
 	// the key is near its limit (half of it or more), where the returns
 	// matter and a key cannot leave them for a later cycle.
-	name := r.KeyName("k")
+	name := r.keyName("k")
 	require.NoError(t, c.HIncrBy(ctxT(t, opTimeout), name, itoa(k-1), 450).Err())
 	busy(t, s, r, "k")
 	admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease

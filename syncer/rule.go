@@ -19,70 +19,70 @@ import (
 type Keys interface {
 	// Drain appends the keys admitted to since the last Drain. Only the
 	// syncer's loop calls it.
-	Drain(dst []Handle) []Handle
+	Drain(dst []handle) []handle
 	// Key returns h's key.
-	Key(h Handle) string
+	Key(h handle) string
 	// Pending appends h's unacknowledged counts in buckets still inside the
 	// window at now.
-	Pending(h Handle, now int64, dst []window.Bucket) []window.Bucket
+	Pending(h handle, now int64, dst []window.Bucket) []window.Bucket
 	// Settle records a sync of h: the totals of buckets first, first+1, …
 	// as the store returned them (a lease granted is in them), the counts it
 	// acknowledged, and the lease it granted: lease.Count units in bucket
 	// lease.Index (0 units: none). It returns acknowledged units that are
 	// no longer pending (refunded after Pending read them), for a negative
 	// correction.
-	Settle(h Handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket)
+	Settle(h handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket)
 	// Release ends h's lease of bucket j if that bucket is over at now (as
 	// the checks see the time too), or with force: the units it covered
 	// leave the pending counts (the store counted them at the grant), and
 	// the units it did not use are returned, for the syncer to push as a
 	// negative correction of bucket j. done is false while the bucket is
 	// not over (the lease stays); true once it is ended, or if h holds none.
-	Release(h Handle, j, now int64, force bool) (unused int64, done bool)
+	Release(h handle, j, now int64, force bool) (unused int64, done bool)
 	// Want returns how many units h should ask the store to lease it at
 	// now: in proportion to what it has admitted in the current bucket, so
 	// that unused units, which count in the window until they are given
 	// back, stay below what it used.
-	Want(h Handle, now int64) int64
+	Want(h handle, now int64) int64
 	// NextWant returns how many units h should ask the store to lease it
 	// at now in the bucket after the current one (ahead.go), given the
 	// most units of a lease it used in a bucket of the window: about what
 	// it admits in a bucket; 0 if a lease would not help it.
-	NextWant(h Handle, now, peak int64) int64
+	NextWant(h handle, now, peak int64) int64
 	// MarkDirty queues h for the next Drain again.
-	MarkDirty(h Handle)
+	MarkDirty(h handle)
 	// Need reports whether h, drained by a cycle, needs a sync at now. A key
 	// that does not keeps its counts pending, and is parked (Park).
-	Need(h Handle, now int64) bool
+	Need(h handle, now int64) bool
 	// Park takes h, which Need found in no need of a sync, off the dirty
 	// tracking until an admission takes it near its cap or its limit (or
 	// MarkDirty queues it).
-	Park(h Handle)
+	Park(h handle)
 	// Unsynced appends every key with unacknowledged counts in the window at
 	// now, queued or not: a Flush syncs them all.
-	Unsynced(dst []Handle, now int64) []Handle
+	Unsynced(dst []handle, now int64) []handle
 	// Early appends the keys that asked for an early sync since the last
 	// call: an admission left them half of their local allowance or less.
 	// Only the syncer's loop calls it.
-	Early(dst []Handle) []Handle
+	Early(dst []handle) []handle
 	// View appends h's window as last pulled from the store: the total of
 	// every bucket inside the window at now that holds a count, for a
 	// store that lost its data to be restored from (rebuild.go).
-	View(h Handle, now int64, dst []window.Bucket) []window.Bucket
+	View(h handle, now int64, dst []window.Bucket) []window.Bucket
 	// Leased appends the units of h's leases, of a bucket in the window at
 	// now or of the next one, that no pull has brought into its View.
-	Leased(h Handle, now int64, dst []window.Bucket) []window.Bucket
+	Leased(h handle, now int64, dst []window.Bucket) []window.Bucket
 	// Viewed appends every key whose View or Leased at now holds a count.
-	Viewed(dst []Handle, now int64) []Handle
+	Viewed(dst []handle, now int64) []handle
 	// OnEarly sets the function a key's request for an early sync calls,
 	// once the key is queued; the syncer sets it when it adds the rule.
 	OnEarly(wake func())
 }
 
-// Handle is an opaque reference to one key's local state: the syncer only
+// handle is an opaque reference to one key's local state: the syncer only
 // passes back what Keys gave it. It is an alias of any so that Keys can be
 // implemented without importing this package.
-type Handle = any
+type handle = any
 
 // RuleConfig describes one rule to the syncer.
 type RuleConfig struct {
@@ -248,23 +248,23 @@ func (s *Syncer) Rule(name string) *Rule {
 // Name returns the rule's name.
 func (r *Rule) Name() string { return r.name }
 
-// Healthy reports whether the rule's store is healthy (see Syncer.Healthy).
-func (r *Rule) Healthy() bool { return r.s.Healthy() }
+// Healthy reports whether the rule's store is healthy (see Syncer.isHealthy).
+func (r *Rule) Healthy() bool { return r.s.isHealthy() }
 
 // OldestHeartbeat is the rule's Syncer's OldestHeartbeat.
-func (r *Rule) OldestHeartbeat() int64 { return r.s.OldestHeartbeat() }
+func (r *Rule) OldestHeartbeat() int64 { return r.s.oldestHeartbeat() }
 
 // Joining is the rule's Syncer's Joining.
-func (r *Rule) Joining() bool { return r.s.Joining() }
+func (r *Rule) Joining() bool { return r.s.isJoining() }
 
 // InstanceTTL is how long a silent instance stays in the rule's Syncer's
 // registry (Config.InstanceTTL).
 func (r *Rule) InstanceTTL() time.Duration { return r.s.cfg.InstanceTTL }
 
 // Reserve asks the store to decide cost n for key and waits for the answer
-// (see Syncer.Reserve).
-func (r *Rule) Reserve(ctx context.Context, key string, h Handle, n int64) (Answer, error) {
-	return r.s.Reserve(ctx, r, key, h, n)
+// (see Syncer.reserve).
+func (r *Rule) Reserve(ctx context.Context, key string, h handle, n int64) (Answer, error) {
+	return r.s.reserve(ctx, r, key, h, n)
 }
 
 // Waited counts a check of the rule that had no local allowance left and is
@@ -275,17 +275,17 @@ func (r *Rule) Waited(why Why) {
 	}
 }
 
-// KeyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>",
+// keyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>",
 // with the key percent-encoded (see EncodeKey). The braces make it a Redis
 // Cluster hash tag, so everything of one limiter key lives in one slot; the
 // sub-window length keeps rules whose geometry changed from mixing buckets.
-func (r *Rule) KeyName(key string) string {
-	b := r.AppendKeyName(make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8), key)
+func (r *Rule) keyName(key string) string {
+	b := r.appendKeyName(make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8), key)
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 }
 
-// AppendKeyName appends the Redis key of a limiter key (see KeyName) to dst.
-func (r *Rule) AppendKeyName(dst []byte, key string) []byte {
+// appendKeyName appends the Redis key of a limiter key (see keyName) to dst.
+func (r *Rule) appendKeyName(dst []byte, key string) []byte {
 	dst = append(dst, r.prefix...)
 	dst = EncodeKey(dst, key)
 	return append(dst, r.suffix...)

@@ -182,11 +182,11 @@ func (r *GCRARule) Decide(ctx context.Context, key string, n int64, peek bool) (
 	return r.run(ctx, key, n, p, 0)
 }
 
-// Lease asks the store to decide cost n for key and, if it admits it, to
+// lease asks the store to decide cost n for key and, if it admits it, to
 // lease up to want more units (as many as the bucket holds after n): they
 // are taken from the key's bucket in the same step, and Leased says how
 // many. A call whose wait ends before the reply may still have taken them.
-func (r *GCRARule) Lease(ctx context.Context, key string, n, want int64) (GCRAAnswer, error) {
+func (r *GCRARule) lease(ctx context.Context, key string, n, want int64) (GCRAAnswer, error) {
 	return r.run(ctx, key, n, "0", max(want, 0))
 }
 
@@ -197,7 +197,7 @@ func (r *GCRARule) Lease(ctx context.Context, key string, n, want int64) (GCRAAn
 // hand out the same units again.
 func (r *GCRARule) LeaseAbove(ctx context.Context, key string, n, want, tat int64) (GCRAAnswer, error) {
 	if tat <= 0 {
-		return r.Lease(ctx, key, n, want)
+		return r.lease(ctx, key, n, want)
 	}
 	sec, ns := tat/int64(time.Second), tat%int64(time.Second)
 	return r.run(ctx, key, n, "0", max(want, 0), sec, ns)

@@ -57,7 +57,7 @@ func TestGCRAScriptMatchesReference(t *testing.T) {
 			tats := map[string]int64{}
 			var allowed, denied int
 			ctx := ctxT(t, opTimeout)
-			for step := 0; step < 400; step++ {
+			for step := 0; step < referenceSteps(); step++ {
 				time.Sleep(strictGap(rng, time.Duration(g.Interval())))
 				key := "k" + strconv.Itoa(rng.IntN(2))
 				n := 1 + rng.Int64N(min(g.Burst(), 3))
@@ -117,7 +117,7 @@ func TestLogScriptMatchesReference(t *testing.T) {
 			iv := tc.window / time.Duration(tc.limit)
 			var allowed, denied int
 			ctx := ctxT(t, opTimeout)
-			for step := 0; step < 400; step++ {
+			for step := 0; step < referenceSteps(); step++ {
 				time.Sleep(strictGap(rng, iv))
 				key := "k" + strconv.Itoa(rng.IntN(2))
 				n := 1 + rng.Int64N(min(tc.limit, 4))

@@ -1,5 +1,9 @@
 // Package syncer converges a fleet through Redis: it pushes an instance's increments and pulls merged totals back.
 //
+// This package is sluice's machinery, not its API: it exports what sluice's
+// other packages (and their tests) use of it, with no compatibility promise.
+// Programs import package sluice (and policy, httplimit).
+//
 // It works one atomic step per key, batched in pipelines, and also runs the
 // live-instance registry and the store-clock offset. It knows a rule's keys
 // only through the Keys interface (package localcache implements it), and
@@ -8,7 +12,7 @@
 //
 // # Protocol
 //
-// Every limiter key is one Redis hash (see KeyName) whose fields are bucket
+// Every limiter key is one Redis hash (see Rule.keyName) whose fields are bucket
 // indices. Once a SyncInterval, and at once when a check asks for it (urgent
 // syncs), the syncer drains the keys admitted to since its last pass and sends,
 // per key, one call of a Lua script that adds this instance's unacknowledged
@@ -211,7 +215,7 @@ type Syncer struct {
 	// and heartbeated: one that ended early (a resend Redis answered with
 	// an error) leaves the next cycle back too.
 	back bool
-	refs []Handle
+	refs []handle
 	buf  []window.Bucket
 	// calls, totals and acked are syncPerKey's scratch arrays: a
 	// pipeline's calls, and a reply's totals (when nobody waits on them)
@@ -449,7 +453,7 @@ func (s *Syncer) flush() error {
 			// A reply that said the store lost its data is no failure
 			// of the flush: the next cycle restores, then syncs
 			// (rebuild.go).
-			if !errors.Is(err, ErrStoreLost) || i == flushCycles-1 {
+			if !errors.Is(err, errStoreLost) || i == flushCycles-1 {
 				return err
 			}
 			continue

@@ -104,7 +104,7 @@ func TestFlushPushesAndPulls(t *testing.T) {
 				flush(t, s)
 				now := s.Now()
 				for k, n := range keys {
-					name := r.KeyName(k)
+					name := r.keyName(k)
 					assert.Equal(t, int64(n), total(t, c, name), "store total of %q", k)
 					bs := buckets(t, c, name)
 					assert.Equal(t, map[int64]int64{tc.geo.Index(now): int64(n)}, bs, "one bucket: the current one")
@@ -157,13 +157,13 @@ func TestFlushPushesAndPulls(t *testing.T) {
 				assert.Zero(t, st.LastCycleKeys)
 				assert.Equal(t, int64(3), st.Cycles)
 				for k, n := range keys {
-					assert.Equal(t, int64(n), total(t, c, r.KeyName(k)), "no double counting of %q", k)
+					assert.Equal(t, int64(n), total(t, c, r.keyName(k)), "no double counting of %q", k)
 				}
 
 				// More traffic is added on top.
 				admit(t, s, r, "a", 2)
 				flush(t, s)
-				assert.Equal(t, int64(keys["a"]+2), total(t, c, r.KeyName("a")))
+				assert.Equal(t, int64(keys["a"]+2), total(t, c, r.keyName("a")))
 			})
 		}
 	}
@@ -192,8 +192,8 @@ func TestTwoInstancesConverge(t *testing.T) {
 			cfgA.Prefix, cfgB.Prefix = prefix, prefix
 			a := startSyncer(t, cfgA, ra)
 			b := startSyncer(t, cfgB, rb)
-			require.Equal(t, ra.KeyName("k"), rb.KeyName("k"))
-			name := ra.KeyName("k")
+			require.Equal(t, ra.keyName("k"), rb.keyName("k"))
+			name := ra.keyName("k")
 
 			admit(t, a, ra, "k", 5)
 			admit(t, b, rb, "k", 7)
@@ -209,7 +209,7 @@ func TestTwoInstancesConverge(t *testing.T) {
 			est, own := estimate(t, rb.Table, "k", b.Now())
 			assert.Equal(t, 12.0, est, "B sees A's counts after its own flush")
 			assert.Zero(t, own)
-			assert.Equal(t, 2, b.Instances())
+			assert.Equal(t, 2, b.instanceCount())
 
 			flush(t, a) // follow-up pull
 			flush(t, b)
@@ -218,7 +218,7 @@ func TestTwoInstancesConverge(t *testing.T) {
 			eb, _ := estimate(t, rb.Table, "k", now)
 			assert.Equal(t, 12.0, ea)
 			assert.Equal(t, ea, eb, "both instances converge")
-			assert.Equal(t, 2, a.Instances())
+			assert.Equal(t, 2, a.instanceCount())
 			_, _, ok := ra.Table.Estimate("only-b", now)
 			assert.False(t, ok, "A never pulls a key it does not track")
 			assert.Equal(t, int64(12), total(t, c, name), "pulls count nothing")
@@ -229,7 +229,7 @@ func TestTwoInstancesConverge(t *testing.T) {
 			require.NoError(t, b.Close(ctxT(t, opTimeout)), "Close is idempotent")
 			assert.ErrorIs(t, b.Flush(ctxT(t, opTimeout)), ErrClosed)
 			flush(t, a)
-			assert.Equal(t, 1, a.Instances())
+			assert.Equal(t, 1, a.instanceCount())
 		})
 	}
 }
@@ -281,7 +281,7 @@ func TestConcurrentAdmissionsWhileSyncing(t *testing.T) {
 	for i, k := range keys {
 		n := admitted[i].Load()
 		assert.Equal(t, int64(8*400/len(keys)), n, "limit never binds")
-		assert.Equal(t, n, total(t, c, ra.KeyName(k)), "store total of %s", k)
+		assert.Equal(t, n, total(t, c, ra.keyName(k)), "store total of %s", k)
 		// Each table has its own counts acknowledged. It may lack what
 		// the other pushed after its own follow-up pull of the key: the
 		// loops run at different intervals here, so convergence is only
@@ -308,12 +308,12 @@ func TestNoScriptReload(t *testing.T) {
 	r.Table.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 100})
 	admit(t, s, r, "k", 3)
 	flush(t, s)
-	require.Equal(t, int64(3), total(t, c, r.KeyName("k")))
+	require.Equal(t, int64(3), total(t, c, r.keyName("k")))
 
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	admit(t, s, r, "k", 4)
 	flush(t, s)
-	assert.Equal(t, int64(7), total(t, c, r.KeyName("k")))
+	assert.Equal(t, int64(7), total(t, c, r.keyName("k")))
 
 	// A reservation whose first send gets NOSCRIPT is decided once, by the
 	// resend after the load.
@@ -326,10 +326,10 @@ func TestNoScriptReload(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Admitted)
 	assert.Equal(t, int64(100-9), outcomeOf(r, res, 2).Remaining)
-	assert.Equal(t, int64(9), total(t, c, r.KeyName("k")))
+	assert.Equal(t, int64(9), total(t, c, r.keyName("k")))
 	assert.Zero(t, s.Stats().Failures)
 	assert.Zero(t, s.Stats().Retried, "a NOSCRIPT reply is not an ambiguous failure")
-	recs := records(t, c, r.KeyName("k"), "A")
+	recs := records(t, c, r.keyName("k"), "A")
 	require.Len(t, recs, 1)
 	for _, rec := range recs {
 		assert.True(t, strings.HasPrefix(rec, "1:"), "stored results %q", rec)

@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/syncer"
 )
 
-// redisKey is the Redis key of a limiter key (see syncer.Rule.KeyName).
+// redisKey is the Redis key of a limiter key (see the syncer's Rule.keyName).
 func redisKey(prefix string, rule policy.Rule, key string) string {
 	return prefix + ":{" + rule.Name + ":" + string(syncer.EncodeKey(nil, key)) + "}:" + strconv.FormatInt(rule.SubWindow().Microseconds(), 10)
 }

@@ -5,13 +5,13 @@ import (
 	"math"
 )
 
-// Tolerance is the slack of the admit test, in units of count. Only the
+// tolerance is the slack of the admit test, in units of count. Only the
 // oldest bucket's share of an estimate is a float, (1−φ)·c[k−B]: the weight
 // rounds, so a share that is an integer in exact arithmetic can come out a
 // few ulps above it, and a check that fits exactly would be denied. The
 // tolerance absorbs that rounding; it admits nothing a whole unit beyond the
 // limit, because counts and costs are integers.
-const Tolerance = 1e-9
+const tolerance = 1e-9
 
 // Estimate is a sliding-window estimate in its two parts: Whole, the counts
 // of the buckets counted whole (exact, an integer), and Weighted, the oldest
@@ -30,13 +30,13 @@ type Estimate struct {
 func (e Estimate) Value() float64 { return float64(e.Whole) + e.Weighted }
 
 // Room returns how many units fit under limit: limit − Whole +
-// ⌊Tolerance − Weighted⌋. It is the admit test of every part of sluice: a
+// ⌊tolerance − Weighted⌋. It is the admit test of every part of sluice: a
 // cost n fits if and only if n ≤ Room(limit). The store's scripts run the
 // same test (LuaRoom). Because Whole is an integer, a part of it can move to
 // the other side: with Whole = a + b, n fits if and only if b + n ≤ Room of
 // the estimate without b, which is how a cached budget stays exact.
 func (e Estimate) Room(limit int64) int64 {
-	return limit - e.Whole + int64(math.Floor(Tolerance-e.Weighted))
+	return limit - e.Whole + int64(math.Floor(tolerance-e.Weighted))
 }
 
 // Admits reports whether cost n fits under limit: n ≤ Room(limit).
@@ -45,7 +45,7 @@ func (e Estimate) Admits(n, limit int64) bool { return n <= e.Room(limit) }
 // LuaRoom is Room as a Lua function, room(whole, weighted, limit), for the
 // store's scripts: they put it in front of their source, so that the store
 // admits exactly what the instances would.
-var LuaRoom = fmt.Sprintf("local function room(whole, weighted, limit) return limit - whole + math.floor(%.17g - weighted) end\n", Tolerance)
+var LuaRoom = fmt.Sprintf("local function room(whole, weighted, limit) return limit - whole + math.floor(%.17g - weighted) end\n", tolerance)
 
 // Bucket is a count in one sub-window.
 type Bucket struct {

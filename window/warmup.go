@@ -157,7 +157,7 @@ func (w WarmUp) Admit(s Warm, t, n int64) (Warm, bool) {
 func (w WarmUp) take(s Warm, now, n int64) Warm {
 	r := w.resync(s, now)
 	take := min(float64(n), r.Stored)
-	wait := w.WaitMicros(r.Stored, take) + int64((float64(n)-take)*w.stable)
+	wait := w.waitMicros(r.Stored, take) + int64((float64(n)-take)*w.stable)
 	r.Next += wait
 	r.Stored -= take
 	return r
@@ -191,10 +191,10 @@ func (w WarmUp) resync(s Warm, now int64) Warm {
 	return s
 }
 
-// WaitMicros is Guava's storedPermitsToWaitTime: the µs that taking take of
+// waitMicros is Guava's storedPermitsToWaitTime: the µs that taking take of
 // stored permits costs, the area under the interval function between
 // stored−take and stored, each of its two parts truncated to whole µs.
-func (w WarmUp) WaitMicros(stored, take float64) int64 {
+func (w WarmUp) waitMicros(stored, take float64) int64 {
 	var us int64
 	if above := stored - w.threshold; above > 0 {
 		k := min(above, take)

@@ -1,5 +1,9 @@
 // Package window is the counting math of sluice.
 //
+// This package is sluice's machinery, not its API: it exports what sluice's
+// other packages (and their tests) use of it, with no compatibility promise.
+// Programs import package sluice (and policy, httplimit).
+//
 // It holds sliding-window counters with sub-windows, fixed windows, the one
 // admit test (Estimate.Room) and an exact sliding log (log.go), and the
 // buckets: GCRA (gcra.go), the classic token bucket it is proven equal to
@@ -189,19 +193,19 @@ func (s Sliding) Parts(t int64, count func(j int64) int64) Estimate {
 // counted at time t: the end of the window for a fixed window, and for a
 // sliding window the moment bucket ⌊t/w⌋ has fully left it, (k+B+1)·w − t.
 // It is the ResetAfter of an admission at t; a check that admits nothing
-// resets when the newest bucket holding a count leaves (Leaves).
+// resets when the newest bucket holding a count leaves (leaves).
 func (s Sliding) ResetAfter(t int64) time.Duration {
-	return time.Duration(s.Leaves(s.Index(t)) - t)
+	return time.Duration(s.leaves(s.Index(t)) - t)
 }
 
-// Leaves returns the time at which bucket j's counts have left the
+// leaves returns the time at which bucket j's counts have left the
 // estimate: (j+1)·w for a fixed window (its only bucket ends), (j+B+1)·w
 // for a sliding or weighted one (the bucket was the oldest, weighted down
 // to 0 for a weighted window, for its last sub-window). The window holds
 // nothing counted in bucket j or before from then on: the time a key whose
 // newest count is in bucket j is whole again, which does not move while
 // nothing more is counted.
-func (s Sliding) Leaves(j int64) int64 {
+func (s Sliding) leaves(j int64) int64 {
 	if s.fixed {
 		return (j + 1) * s.sub
 	}
@@ -210,14 +214,14 @@ func (s Sliding) Leaves(j int64) int64 {
 
 // ResetAt returns how long from t until the estimate holds none of the
 // counts of the Span() buckets up to ⌊t/w⌋ (count gives them, as for
-// Estimate): until the newest bucket with a count leaves (Leaves), 0 if
+// Estimate): until the newest bucket with a count leaves (leaves), 0 if
 // none has one. While nothing more is counted, t+ResetAt(t) never moves
 // later.
 func (s Sliding) ResetAt(t int64, count func(j int64) int64) time.Duration {
 	k := s.Index(t)
 	for j := k; j >= s.Oldest(k); j-- {
 		if count(j) > 0 {
-			return time.Duration(max(s.Leaves(j)-t, 0))
+			return time.Duration(max(s.leaves(j)-t, 0))
 		}
 	}
 	return 0
@@ -282,8 +286,8 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	// Walk bucket boundaries forward: in bucket m (m ≥ k) with phase ψ the
 	// estimate is full(m) + (1−ψ)·c[m−B], where full(m) sums c[m−B+1..k].
 	// n fits once the weighted share is at most limit−n−full plus the admit
-	// test's Tolerance; the solved time is corrected against fits below.
-	room := float64(limit-n) + Tolerance
+	// test's tolerance; the solved time is corrected against fits below.
+	room := float64(limit-n) + tolerance
 	full := 0.0
 	for j := k - b + 1; j <= k; j++ {
 		full += float64(snap(j))
