@@ -51,7 +51,7 @@
 // then frees room while those events are still inside the window; an
 // adversary who packs L into the very end of one bucket and sends again
 // just before the end of the bucket B later reaches nearly 2L for any B.
-// docs/accuracy.md measures both.
+// docs/accuracy-algorithms.md measures both.
 //
 // A fixed window (B = 1, no weighting) estimates E(t) = c[k]: exact inside the
 // window, but 2L can pass in a span of W straddling a boundary.

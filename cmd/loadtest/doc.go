@@ -201,5 +201,6 @@
 // its call (a decision is made during its call: the admissions whose calls
 // lie within one window were decided in it, whatever the recovered times).
 //
-// docs/accuracy.md is generated from load-test runs by cmd/loadtest/accuracy.sh.
+// docs/accuracy.md and the pages it links to (docs/accuracy-*.md) are
+// generated from load-test runs by cmd/loadtest/accuracy.sh.
 package main
