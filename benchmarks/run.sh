@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every sluice benchmark side by side with the floor and the peers, and
-# writes docs/performance.md (and benchstat's output, which it links to, in
-# benchmarks/benchstat.md) from that one run.
+# writes docs/performance.md (with the sync tables on a page of their own,
+# docs/performance-sync.md, and benchstat's output in benchmarks/benchstat.md,
+# both linked from it) from that one run.
 #
 #   ./run.sh            full run (about 20 minutes on 2 idle cores)
 #   ./run.sh -quick     fewer repetitions and shorter runs (a few minutes)
@@ -9,7 +10,7 @@
 #                       `go tool pprof -top` of each into the output directory
 #   ./run.sh -out DIR   keep raw results, benchstat output and profiles in DIR
 #                       (default: benchmarks/out/<UTC date-time>)
-#   ./run.sh -no-doc    do not touch docs/performance.md (write it into DIR)
+#   ./run.sh -no-doc    do not touch docs/performance*.md (write them into DIR)
 #
 # Needs Go, redis-server and redis-benchmark in PATH. The benchmarks start
 # their own throwaway redis-server on a free loopback port (never 6379) and
@@ -172,5 +173,5 @@ target="${doc:-$out/performance.md}"
 bstarget="$here/benchstat.md"
 [ -n "$doc" ] || bstarget="$out/benchstat.md"
 go run ./cmd/perfreport -results "$results" -meta "$out/meta.txt" -benchstat "$out/benchstat.txt" \
-	-benchstat-o "$bstarget" -dist "$out/dist.txt" -o "$target"
-log "wrote $target and $bstarget (raw results in $out)"
+	-benchstat-o "$bstarget" -dist "$out/dist.txt" -o "$target" -sync-o "$(dirname "$target")/performance-sync.md"
+log "wrote $target, $(dirname "$target")/performance-sync.md and $bstarget (raw results in $out)"

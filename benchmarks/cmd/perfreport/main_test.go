@@ -113,3 +113,52 @@ func TestBenchstatPage(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncPage: with a page for the sync tables, the report links to it in
+// place of the section and the page holds the tables, with a link back;
+// without one, the report includes them (TestReport).
+func TestSyncPage(t *testing.T) {
+	t.Parallel()
+	d, err := Parse(strings.NewReader(sample), "sample")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Report{Data: d, Meta: map[string]string{"date": "today", "mode": "quick"}, SyncPage: "performance-sync.md", SyncBack: "performance.md"}
+	var doc, page bytes.Buffer
+	r.Write(&doc)
+	r.WriteSync(&page)
+	tables := []string{
+		"| dirty keys per cycle | cycle latency (Flush) |",
+		"| 10k | 4.6% |", // 59017 / 1278944
+		"dirty keys per 100 ms interval",
+		"they never overlap and nothing is lost",
+	}
+	for _, want := range tables {
+		if strings.Contains(doc.String(), want) {
+			t.Errorf("the report still holds %q, which belongs on the sync page", want)
+		}
+	}
+	for _, want := range append(tables, "| 10k | 169 ms |") { // 10k cycle (the targets cite it too)
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the sync page lacks %q", want)
+		}
+	}
+	for _, want := range []string{"## Sync against a real Redis", "[performance-sync.md](performance-sync.md)", "## Memory per tracked key"} {
+		if !strings.Contains(doc.String(), want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	for _, want := range []string{"# sluice performance: sync against a real Redis", "`benchmarks/run.sh -quick` on today", "[performance.md](performance.md)"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the sync page lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"tried", "issue"} {
+		if strings.Contains(page.String(), banned) {
+			t.Errorf("the sync page says %q; history belongs in benchmarks/HISTORY.md", banned)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s\nsync page:\n%s", doc.String(), page.String())
+	}
+}
