@@ -105,7 +105,7 @@ most `L·(1+ε)` in any real window across the fleet. The default sliding
 window admits at most `L` in every real window on its own; each instance
 adds at most its share of `ε·L` before it must ask Redis, so the fleet's
 part is bounded by ε. Keys never offered more than `0.9·L` in any window
-must see no denials. Every table below is judged against these (✓ or ✗ in
+must see no denials. Every table on these pages is judged against them (✓ or ✗ in
 the table, and a verdict under it); the conditions under which they stop
 holding are measured too.
 
