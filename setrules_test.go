@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -255,7 +256,7 @@ func TestWatchFile(t *testing.T) {
 		require.NoError(t, os.Rename(tmp, path)) // as editors and ConfigMaps do
 	}
 	write("rules:\n  - {name: api, limit: 5, window: 1m}\n")
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l, err := sluice.New(sluice.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -267,7 +268,7 @@ func TestWatchFileFIFO(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	require.NoError(t, syscall.Mkfifo(path, 0o600))
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l, err := sluice.New(sluice.Options{Logger: newTextLogger(&logs)}, policy.Rule{Name: "a", Limit: 1, Window: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -357,7 +358,7 @@ func TestWatchFileDropsRoutedRule(t *testing.T) {
 		require.NoError(t, os.Rename(tmp, path))
 	}
 	replace("rules:\n  - {name: a, limit: 5, window: 1m}\n  - {name: b, limit: 2, window: 1m}\n")
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l, err := sluice.New(sluice.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -429,7 +430,7 @@ func TestWatchFileHung(t *testing.T) {
 		}
 		return os.Stat(p)
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l, err := sluice.New(sluice.Options{Logger: newTextLogger(&logs)}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
