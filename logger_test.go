@@ -1,11 +1,9 @@
 package sluice_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,27 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/policy"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's and the test's
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLoggerStoreUnreachable: a limiter whose store cannot be reached says
 // so once through Options.Logger, with its failure mode and the cause, and
@@ -48,7 +28,7 @@ func TestLoggerStoreUnreachable(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
 
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	l, err := sluice.New(sluice.Options{
 		Redis:        rdb,
 		SyncInterval: 20 * time.Millisecond,

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -114,7 +115,7 @@ func TestSetRulesRemoveAndReAdd(t *testing.T) {
 // and the log says its counts were kept.
 func TestSetRulesRemoveAndReAddKept(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	a := policy.Rule{Name: "a", Limit: 3, Window: time.Minute}
 	b := policy.Rule{Name: "b", Limit: 3, Window: time.Minute}
 	l, err := sluice.New(sluice.Options{Logger: newTextLogger(&logs)}, a, b)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -255,14 +256,8 @@ func TestWatchFile(t *testing.T) {
 		require.NoError(t, os.Rename(tmp, path)) // as editors and ConfigMaps do
 	}
 	write("rules:\n  - {name: api, limit: 5, window: 1m}\n")
-	var logs syncBuffer
-	l, err := sluice.New(sluice.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	loaded := make(chan policy.Config, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	require.NoError(t, l.WatchFile(ctx, path, sluice.WatchOptions{Interval: 5 * time.Millisecond, Loaded: func(c policy.Config) { loaded <- c }}))
+	var logs logbuf.Buffer
+	l, loaded := watching(t, path, slog.New(slog.NewTextHandler(&logs, nil)), 0)
 	<-loaded
 	use(t, l, "api", "k", 3)
 
@@ -277,9 +272,9 @@ func TestWatchFile(t *testing.T) {
 	assert.Equal(t, int64(5), remaining(t, l, "api", "k"), "the new limit, the old counts")
 	use(t, l, "new", "k", 1)
 
-	_, err = os.Stat(path)
+	_, err := os.Stat(path)
 	require.NoError(t, err)
-	assert.Error(t, l.WatchFile(ctx, filepath.Join(dir, "missing.yaml"), sluice.WatchOptions{}))
+	assert.Error(t, l.WatchFile(t.Context(), filepath.Join(dir, "missing.yaml"), sluice.WatchOptions{}))
 }
 
 // TestSetRulesShared: with a store, an Eventual rule keeps its counts in

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -152,7 +153,7 @@ func TestNewRequireStore(t *testing.T) {
 		for _, required := range []bool{false, true} {
 			t.Run(fmt.Sprint(tc.name, "/require=", required), func(t *testing.T) {
 				t.Parallel()
-				var buf syncBuffer
+				var buf logbuf.Buffer
 				l, err := sluice.New(sluice.Options{
 					Redis:        userClient(t, tc.addr, "", ""),
 					RequireStore: required,
@@ -179,7 +180,7 @@ func TestNewRequireStore(t *testing.T) {
 // TestDefaultLogger: with Options.Logger nil, the store's failure reaches
 // slog.Default() (not parallel: it replaces the default logger).
 func TestDefaultLogger(t *testing.T) {
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })
@@ -203,7 +204,7 @@ func TestPermissionsRevoked(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	aclUser(t, admin, "app", syncer.ACLCommands, "~sluice:*")
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	l, err := sluice.New(sluice.Options{
 		Redis:        userClient(t, srv.Addr(), "app", "pw"),
 		SyncInterval: 20 * time.Millisecond,
@@ -290,9 +291,9 @@ func TestOutOfMemory(t *testing.T) {
 	const n = 2
 	rule := policy.Rule{Name: "api", Limit: 200, Window: time.Minute} // share 100
 	ls := make([]*sluice.Limiter, n)
-	logs := make([]*syncBuffer, n)
+	logs := make([]*logbuf.Buffer, n)
 	for i := range ls {
-		logs[i] = new(syncBuffer)
+		logs[i] = new(logbuf.Buffer)
 		l, err := sluice.New(sluice.Options{
 			Redis:        srv.Client(t),
 			SyncInterval: 20 * time.Millisecond,
@@ -442,7 +443,7 @@ func TestReadOnlyReplica(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return admin.Set(ctx, "probe", "x", 0).Err() != nil // READONLY once it replicates
 	}, 5*time.Second, 10*time.Millisecond)
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	l, err := sluice.New(sluice.Options{
 		Redis:        replica.Client(t),
 		SyncInterval: 20 * time.Millisecond,

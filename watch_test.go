@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -267,7 +268,7 @@ func TestWatchFileFIFO(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	require.NoError(t, syscall.Mkfifo(path, 0o600))
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l, err := sluice.New(sluice.Options{Logger: newTextLogger(&logs)}, policy.Rule{Name: "a", Limit: 1, Window: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -307,6 +308,23 @@ func bounded(t *testing.T, f func() error) error {
 	}
 }
 
+// watching starts a limiter (with logger, nil for none, and one boot rule)
+// that watches path every 5ms with settle (0 for the default), and returns
+// it with the channel its Loaded callback sends each loaded configuration
+// on, the first included.
+func watching(t *testing.T, path string, logger *slog.Logger, settle time.Duration) (*sluice.Limiter, <-chan policy.Config) {
+	t.Helper()
+	l, err := sluice.New(sluice.Options{Logger: logger}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	loaded := make(chan policy.Config, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, l.WatchFile(ctx, path, sluice.WatchOptions{Interval: 5 * time.Millisecond, Settle: settle,
+		Loaded: func(c policy.Config) { loaded <- c }}))
+	return l, loaded
+}
+
 // TestWatchFileInPlace: the real watching loop, polling every 5ms, follows
 // in-place rewrites that pause between their two parts: every
 // configuration it applies is whole.
@@ -314,16 +332,9 @@ func TestWatchFileInPlace(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(rulesFile(5)), 0o600))
-	l, err := sluice.New(sluice.Options{}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	loaded := make(chan policy.Config, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	// The parts are written 20ms apart: far below Settle, even on a busy
 	// machine, so that a half-written file is never settled.
-	require.NoError(t, l.WatchFile(ctx, path, sluice.WatchOptions{Interval: 5 * time.Millisecond, Settle: time.Second,
-		Loaded: func(c policy.Config) { loaded <- c }}))
+	_, loaded := watching(t, path, nil, time.Second)
 	require.Len(t, (<-loaded).Rules, 2)
 	for _, limit := range []int{7, 9} {
 		next := rulesFile(limit)
@@ -357,14 +368,8 @@ func TestWatchFileDropsRoutedRule(t *testing.T) {
 		require.NoError(t, os.Rename(tmp, path))
 	}
 	replace("rules:\n  - {name: a, limit: 5, window: 1m}\n  - {name: b, limit: 2, window: 1m}\n")
-	var logs syncBuffer
-	l, err := sluice.New(sluice.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	loaded := make(chan policy.Config, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	require.NoError(t, l.WatchFile(ctx, path, sluice.WatchOptions{Interval: 5 * time.Millisecond, Loaded: func(c policy.Config) { loaded <- c }}))
+	var logs logbuf.Buffer
+	l, loaded := watching(t, path, slog.New(slog.NewJSONHandler(&logs, nil)), 0)
 	<-loaded
 	mw, err := httplimit.New(httplimit.Config{Limiter: l, ErrorMode: httplimit.ErrorReject,
 		Routes: []httplimit.Route{{Pattern: "/b/", Rules: []httplimit.Rule{{Name: "b"}}}}})
@@ -429,7 +434,7 @@ func TestWatchFileHung(t *testing.T) {
 		}
 		return os.Stat(p)
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l, err := sluice.New(sluice.Options{Logger: newTextLogger(&logs)}, policy.Rule{Name: "boot", Limit: 1, Window: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })

@@ -9,13 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/keyfn"
 )
 
 // KeyFunc names the client of a call: the key it is limited under. It is
@@ -137,20 +137,7 @@ func User(id func(context.Context) (string, bool)) KeyFunc {
 // key.
 func Composite(fns ...KeyFunc) KeyFunc {
 	return func(ctx context.Context, method string) (string, error) {
-		var b strings.Builder
-		for _, fn := range fns {
-			k, err := fn(ctx, method)
-			if err != nil {
-				return "", err
-			}
-			b.WriteString(strconv.Itoa(len(k)))
-			b.WriteByte(':')
-			b.WriteString(k)
-		}
-		if b.Len() == 0 {
-			return "", fmt.Errorf("%w: Composite of no key functions", ErrNoIdentity)
-		}
-		return b.String(), nil
+		return keyfn.Composite(len(fns), func(i int) (string, error) { return fns[i](ctx, method) }, ErrNoIdentity)
 	}
 }
 
@@ -160,14 +147,7 @@ func Composite(fns ...KeyFunc) KeyFunc {
 // one's.
 func FirstOf(fns ...KeyFunc) KeyFunc {
 	return func(ctx context.Context, method string) (string, error) {
-		err := fmt.Errorf("%w: FirstOf of no key functions", ErrNoIdentity)
-		for _, fn := range fns {
-			var k string
-			if k, err = fn(ctx, method); err == nil {
-				return k, nil
-			}
-		}
-		return "", err
+		return keyfn.FirstOf(len(fns), func(i int) (string, error) { return fns[i](ctx, method) }, ErrNoIdentity)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,13 +23,9 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/vclock"
 	"github.com/sluicehq/sluice/policy"
 )
-
-// vclock is a settable sluice.Clock.
-type vclock struct{ ns atomic.Int64 }
-
-func (c *vclock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 
 // parityRules are the rules of the parity test for algorithm a and a
 // limit of "api": api, with a tier of 6 ("gold"), an Unlimited tier
@@ -207,8 +202,8 @@ func TestHTTPAndGRPCAgree(t *testing.T) {
 	for _, a := range []policy.Algorithm{policy.SlidingWindow, policy.WeightedWindow, policy.FixedWindow, policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
 		t.Run(a.String(), func(t *testing.T) {
 			t.Parallel()
-			c := &vclock{}
-			c.ns.Store(1_800_000_000 * int64(time.Second)) // whole minutes
+			c := &vclock.Clock{}
+			c.NS.Store(1_800_000_000 * int64(time.Second)) // whole minutes
 			var lims [2]*sluice.Limiter
 			for i := range lims {
 				lim, err := sluice.New(sluice.Options{Clock: c}, parityRules(a, 5)...)
@@ -291,7 +286,7 @@ func TestHTTPAndGRPCAgree(t *testing.T) {
 					ask(route, key)
 				}
 			}
-			advance := func(d time.Duration) { c.ns.Add(int64(d)) }
+			advance := func(d time.Duration) { c.NS.Add(int64(d)) }
 
 			times(7, "say", "plain")  // 5 admitted, then denied
 			times(8, "say", "gold-1") // its tier's 6, then denied
@@ -333,8 +328,8 @@ func TestHTTPAndGRPCAgree(t *testing.T) {
 // own, and an Unlimited tier nothing.
 func TestFieldsFollowReload(t *testing.T) {
 	t.Parallel()
-	c := &vclock{}
-	c.ns.Store(1_800_000_000 * int64(time.Second))
+	c := &vclock.Clock{}
+	c.NS.Store(1_800_000_000 * int64(time.Second))
 	lim, err := sluice.New(sluice.Options{Clock: c}, parityRules(policy.SlidingWindow, 5)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lim.Close() })

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/grpclimit"
+	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -23,19 +24,7 @@ import (
 // sf-strings and returns the names in order and the items by name.
 func sfItems(t *testing.T, md metadata.MD, key string) ([]string, map[string]httpsfv.Item) {
 	t.Helper()
-	list, err := httpsfv.UnmarshalList(md.Get(key))
-	require.NoError(t, err, "%s: %q", key, md.Get(key))
-	var names []string
-	items := map[string]httpsfv.Item{}
-	for _, m := range list {
-		it, ok := m.(httpsfv.Item)
-		require.True(t, ok)
-		s, ok := it.Value.(string)
-		require.True(t, ok)
-		names = append(names, s)
-		items[s] = it
-	}
-	return names, items
+	return sftest.Items(t, key, md.Get(key))
 }
 
 // violation returns the subject of a denial's QuotaFailure.

@@ -1,12 +1,10 @@
 package httplimit_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -74,30 +73,12 @@ func TestBroadIdentityRefused(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log destination for a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestNoIdentityBodyHidesDetail: the default 400 for a trusted proxy's bad
 // forwarding header names neither the proxy nor the header's content; the
 // detail is in the log. Not parallel: it swaps slog's default logger, while
 // no parallel test runs.
 func TestNoIdentityBodyHidesDetail(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(prev) })

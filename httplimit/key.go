@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
+
+	"github.com/sluicehq/sluice/internal/keyfn"
 )
 
 // KeyFunc names the client a request comes from: the key it is limited
@@ -68,20 +68,7 @@ func User(id func(context.Context) (string, bool)) KeyFunc {
 // length-prefixed, so two different lists of parts never make the same key.
 func Composite(fns ...KeyFunc) KeyFunc {
 	return func(r *http.Request) (string, error) {
-		var b strings.Builder
-		for _, fn := range fns {
-			k, err := fn(r)
-			if err != nil {
-				return "", err
-			}
-			b.WriteString(strconv.Itoa(len(k)))
-			b.WriteByte(':')
-			b.WriteString(k)
-		}
-		if b.Len() == 0 {
-			return "", fmt.Errorf("%w: Composite of no key functions", ErrNoIdentity)
-		}
-		return b.String(), nil
+		return keyfn.Composite(len(fns), func(i int) (string, error) { return fns[i](r) }, ErrNoIdentity)
 	}
 }
 
@@ -91,14 +78,7 @@ func Composite(fns ...KeyFunc) KeyFunc {
 // one's.
 func FirstOf(fns ...KeyFunc) KeyFunc {
 	return func(r *http.Request) (string, error) {
-		err := fmt.Errorf("%w: FirstOf of no key functions", ErrNoIdentity)
-		for _, fn := range fns {
-			var k string
-			if k, err = fn(r); err == nil {
-				return k, nil
-			}
-		}
-		return "", err
+		return keyfn.FirstOf(len(fns), func(i int) (string, error) { return fns[i](r) }, ErrNoIdentity)
 	}
 }
 

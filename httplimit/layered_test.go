@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -18,19 +19,7 @@ import (
 // and returns the items by name, in order.
 func sfList(t *testing.T, h http.Header, name string) ([]string, map[string]httpsfv.Item) {
 	t.Helper()
-	list, err := httpsfv.UnmarshalList(h.Values(name))
-	require.NoError(t, err, "%s: %q", name, h.Values(name))
-	var names []string
-	items := map[string]httpsfv.Item{}
-	for _, m := range list {
-		it, ok := m.(httpsfv.Item)
-		require.True(t, ok)
-		s, ok := it.Value.(string)
-		require.True(t, ok)
-		names = append(names, s)
-		items[s] = it
-	}
-	return names, items
+	return sftest.Items(t, name, h.Values(name))
 }
 
 // TestLayered: two rules on one route, one item each in both fields; the

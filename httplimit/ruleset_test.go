@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/vclock"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -30,8 +31,8 @@ func TestRuleSetIsTheMiddleware(t *testing.T) {
 	for _, names := range [][]string{{"ip"}, {"trial", "ip", "tenant"}} {
 		t.Run(strings.Join(names, "+"), func(t *testing.T) {
 			t.Parallel()
-			c := &vclock{}
-			c.ns.Store(1_800_000_000 * int64(time.Second))
+			c := &vclock.Clock{}
+			c.NS.Store(1_800_000_000 * int64(time.Second))
 			rs, err := httplimit.NewRuleSet(clockLimiter(t, c, rules...), names...)
 			require.NoError(t, err)
 			require.Equal(t, len(names), rs.Len())
@@ -71,7 +72,7 @@ func TestRuleSetIsTheMiddleware(t *testing.T) {
 				require.NotEmpty(t, f.Reset)
 				hdr := http.Header{"X-Ratelimit-Reset": {f.Reset}}
 				assert.InDelta(t, sfInteger(t, w.Header(), "X-RateLimit-Reset"), sfInteger(t, hdr, "X-RateLimit-Reset"), 1, "check %d", i+1)
-				c.ns.Add(int64(time.Second))
+				c.NS.Add(int64(time.Second))
 			}
 			assert.Positive(t, denied)
 

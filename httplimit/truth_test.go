@@ -13,17 +13,13 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/vclock"
 	"github.com/sluicehq/sluice/policy"
 )
 
-// vclock is a settable sluice.Clock.
-type vclock struct{ ns atomic.Int64 }
-
-func (c *vclock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
-
 // clockLimiter returns a local limiter of rules on clock c, closed at
 // cleanup.
-func clockLimiter(t *testing.T, c *vclock, rules ...policy.Rule) *sluice.Limiter {
+func clockLimiter(t *testing.T, c *vclock.Clock, rules ...policy.Rule) *sluice.Limiter {
 	t.Helper()
 	lim, err := sluice.New(sluice.Options{Clock: c}, rules...)
 	require.NoError(t, err)
@@ -173,20 +169,20 @@ func TestResetHeadersNeverRecede(t *testing.T) {
 	for _, a := range []policy.Algorithm{policy.SlidingWindow, policy.WeightedWindow, policy.FixedWindow, policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
 		t.Run(a.String(), func(t *testing.T) {
 			t.Parallel()
-			c := &vclock{}
-			c.ns.Store(1_800_000_000*int64(time.Second) + 123_456_789)
+			c := &vclock.Clock{}
+			c.NS.Store(1_800_000_000*int64(time.Second) + 123_456_789)
 			lim := clockLimiter(t, c, policy.Rule{Name: "api", Limit: 10, Window: time.Minute, Algorithm: a})
 			url, hc := limited(t, lim, httplimit.Config{Routes: oneRoute("api")})
 			for i := range 10 {
 				resp, _ := get(t, hc, url, nil)
 				require.Equal(t, http.StatusOK, resp.StatusCode, "admission %d", i+1)
-				c.ns.Add(int64(100 * time.Millisecond))
+				c.NS.Add(int64(100 * time.Millisecond))
 			}
 			var firstWhole, lastXReset int64 = -1, -1
 			whole := false // admitted again
 			for probe := 0; probe < 30 && !whole; probe++ {
-				c.ns.Add(int64(3 * time.Second))
-				now := c.ns.Load()
+				c.NS.Add(int64(3 * time.Second))
+				now := c.NS.Load()
 				resp, _ := get(t, hc, url, nil)
 				at := "probe " + strconv.Itoa(probe)
 				rl := sfItem(t, resp.Header, "RateLimit")
@@ -274,10 +270,10 @@ func TestSoftBandOnTheWire(t *testing.T) {
 func TestTimelineInDocs(t *testing.T) {
 	t.Parallel()
 	const t0 = 1_800_000_000 * int64(time.Second) // a multiple of the 6 s sub-window
-	c := &vclock{}
+	c := &vclock.Clock{}
 	lim := clockLimiter(t, c, policy.Rule{Name: "api", Limit: 10, Window: time.Minute, Precision: 10})
 	url, hc := limited(t, lim, httplimit.Config{Routes: oneRoute("api")})
-	at := func(s int64) { c.ns.Store(t0 + s*int64(time.Second)) }
+	at := func(s int64) { c.NS.Store(t0 + s*int64(time.Second)) }
 	type answer struct{ status, r, t, retry int64 }
 	ask := func() answer {
 		resp, _ := get(t, hc, url, nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -175,7 +176,7 @@ func sentinelFailover(t *testing.T, lag bool) {
 	span := int64(rule.Window / sub) // B: the store keeps the current bucket and B before it
 	// Each key is offered twice its limit, spread over the goroutines.
 	pace := time.Duration(n*g) * rule.Window / time.Duration(2*limit*nkeys)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	opts := sluice.Options{
 		Prefix:       "failover",
 		SyncInterval: 50 * time.Millisecond,

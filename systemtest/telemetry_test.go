@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -230,7 +230,7 @@ func TestTelemetryStoreKilled(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	sdk := newOtelSDK(t)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l, err := sluice.New(sdk.options(sluice.Options{
 		Redis: srv.Client(t), SyncInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
@@ -430,25 +430,6 @@ func TestTelemetryGlobalProvider(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, int64(2), checks("global-api"), "the three checks before the provider was set are not counted")
-}
-
-// syncBuffer is a strings.Builder safe for the logger's and the test's
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestTelemetryShaping: a soft rule's admissions past Limit count on the

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -104,7 +105,7 @@ func TestTLSWrongCA(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.WithTLS(redistest.NewCA(t, "the server's CA")))
 	wrong := redistest.NewCA(t, "another CA")
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	rule := policy.Rule{Name: "login", Limit: 5, Window: time.Minute, Mode: policy.Strict}
 	l, err := sluice.New(sluice.Options{
 		Redis:  tlsClient(t, srv.Addr(), wrong.CertFile()),

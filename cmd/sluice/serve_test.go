@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -63,7 +63,7 @@ type server struct {
 	http   string // the HTTP endpoints, with -http
 	stop   context.CancelFunc
 	code   chan int
-	stderr *syncBuffer
+	stderr *logbuf.Buffer
 	once   sync.Once
 	exit   int
 }
@@ -87,7 +87,7 @@ func (s *server) wait(t *testing.T) int {
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{stop: cancel, code: make(chan int, 1), stderr: &syncBuffer{}}
+	s := &server{stop: cancel, code: make(chan int, 1), stderr: &logbuf.Buffer{}}
 	ready := make(chan string, 1)
 	go func() {
 		s.code <- runServe(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), s.stderr, func(a string) { ready <- a })
@@ -622,22 +622,4 @@ func TestServeFleetUnderLoad(t *testing.T) {
 	t.Logf("%d of %d requests admitted by two servers, limit %d", admitted.Load(), requests, limit)
 	assert.LessOrEqual(t, admitted.Load(), int64(limit*(1+0.01)), "L(1+ε)")
 	assert.GreaterOrEqual(t, admitted.Load(), int64(limit*0.95))
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -35,21 +35,11 @@ type CA struct {
 // by NewCA never trust each other's certificates.
 func NewCA(tb testing.TB, name string) *CA {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatalf("redistest: CA key: %v", err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(tb),
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"redistest"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
+	key, tmpl := keyAndTemplate(tb, "CA", name)
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
+	tmpl.BasicConstraintsValid = true
+	tmpl.IsCA = true
+	tmpl.MaxPathLenZero = true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		tb.Fatalf("redistest: CA certificate: %v", err)
@@ -86,19 +76,9 @@ func (ca *CA) ClientTLS() *tls.Config {
 // key (PEM, the key in PKCS #8).
 func (ca *CA) Issue(tb testing.TB, name string, hosts ...string) (certFile, keyFile string) {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatalf("redistest: server key: %v", err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(tb),
-		Subject:      pkix.Name{CommonName: name, Organization: []string{"redistest"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certLifetime),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	key, tmpl := keyAndTemplate(tb, "server", name)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -130,6 +110,25 @@ func (ca *CA) Issue(tb testing.TB, name string, hosts ...string) (certFile, keyF
 // Client connect over TLS, trusting ca.
 func WithTLS(ca *CA) Option {
 	return func(c *config) { c.tlsCA = ca }
+}
+
+// keyAndTemplate makes a new ECDSA P-256 key and the part of a certificate
+// template that the CA's and a server's certificates share: a random
+// serial number, the subject named name, valid from an hour ago for
+// certLifetime. what names the certificate in a failure ("CA", "server").
+func keyAndTemplate(tb testing.TB, what, name string) (*ecdsa.PrivateKey, *x509.Certificate) {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatalf("redistest: %s key: %v", what, err)
+	}
+	now := time.Now()
+	return key, &x509.Certificate{
+		SerialNumber: serial(tb),
+		Subject:      pkix.Name{CommonName: name, Organization: []string{"redistest"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(certLifetime),
+	}
 }
 
 func serial(tb testing.TB) *big.Int {
