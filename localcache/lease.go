@@ -117,10 +117,10 @@ func (t *Table) held(e *hdr, k int64) int64 {
 // a key's traffic moves between instances, the units leased where it no
 // longer goes cannot make a check of it denied while it is offered at most
 // 0.9·L in the span the algorithm counts: the estimate holds what it was
-// admitted plus less than a tenth of the limit (docs/design.md, "Leases
-// that follow the traffic"). Below about 10·(N̂+2) (⌊L/10⌋ ≤ N̂+1) each
-// instance still holds one unit, so that a rule without a divergence cap
-// keeps a lease: up to N̂ units there.
+// admitted plus less than a tenth of the limit (docs/design-bound.md,
+// "Leases that follow the traffic"). Below about 10·(N̂+2) (⌊L/10⌋ ≤ N̂+1)
+// each instance still holds one unit, so that a rule without a divergence
+// cap keeps a lease: up to N̂ units there.
 func holdMost(limit, share int64) int64 {
 	n := int64(1)
 	if share > 0 {
@@ -154,7 +154,7 @@ func (t *Table) leaseLeft(e *hdr, j int64) int64 {
 // checks no longer see it), and for a key this instance admitted nothing of
 // in the current bucket: its traffic may have moved to another instance,
 // and units leased here and left unused would count against the key there
-// (docs/design.md, "Leases that follow the traffic").
+// (docs/design-bound.md, "Leases that follow the traffic").
 func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual || e.state.Load() == stGone {

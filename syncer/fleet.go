@@ -59,9 +59,9 @@ func (s *Syncer) isHealthy() bool { return s.healthy.Load() }
 // when the others are on time, within an InstanceTTL if one of them died
 // without deregistering.
 // Meanwhile checks should take no local allowance the store has not counted
-// (a divergence cap of 0: see "Joining the fleet" in docs/design.md). A
-// syncer that never reached the store is not joining: its rules are on
-// their failure mode. An instance that registers under the id of one still
+// (a divergence cap of 0: see "Joining the fleet" in
+// docs/design-bound.md). A syncer that never reached the store is not
+// joining: its rules are on their failure mode. An instance that registers under the id of one still
 // in the registry (a process restarted under the same InstanceID) is
 // already counted, and is not joining either.
 func (s *Syncer) isJoining() bool { return s.joining.Load() }
