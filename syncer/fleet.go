@@ -41,10 +41,6 @@ func (s *Syncer) Fleet() Fleet {
 // waits on it: a user who reads it late reads the newest Fleet.
 func (s *Syncer) Changed() <-chan struct{} { return s.changed }
 
-// instanceCount returns N̂, the number of live instances at the last heartbeat
-// (at least 1).
-func (s *Syncer) instanceCount() int { return int(s.instances.Load()) }
-
 // isHealthy reports whether the last round trip to the store succeeded.
 func (s *Syncer) isHealthy() bool { return s.healthy.Load() }
 
