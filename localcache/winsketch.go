@@ -155,7 +155,8 @@ func (s *winSketch) decide(key string, now, n, limit int64) Verdict {
 			for _, done := range b[:r] {
 				s.undo(done, k, n)
 			}
-			return Verdict{Status: OverLimit, RetryAfter: s.geo.ResetAfter(now), Reset: s.geo.ResetAfter(now)}
+			ra := s.geo.ResetAfter(now)
+			return Verdict{Status: OverLimit, RetryAfter: ra, Reset: ra}
 		}
 	}
 	est, bi := s.estimate(b, now)
