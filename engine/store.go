@@ -79,12 +79,12 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 		return Result{ResetAfter: max(w.table.ResetAt(key, w.now()), w.interval), RetryAfter: w.interval}, Receipt{}, nil
 	}
 	// An Eventual rule's check that the store did not answer in time under
-	// FailLocal is decided as if the store were down (docs/design.md, "When
-	// Redis does not answer in time"): a tracked key within this instance's
-	// part of the room its last pull left, its count pushed with the key's
-	// next sync; a key without local state on the rule's sketch of
-	// untracked keys, within the share L/N̂ (a first check is not denied
-	// for want of state). A reservation the store admitted after all is
+	// FailLocal is decided as if the store were down
+	// (docs/design-bound.md, "When Redis does not answer in time"): a
+	// tracked key within this instance's part of the room its last pull
+	// left, its count pushed with the key's next sync; a key without local
+	// state on the rule's sketch of untracked keys, within the share L/N̂
+	// (a first check is not denied for want of state). A reservation the store admitted after all is
 	// taken back by a correction.
 	return w.fallbackAt(key, n, err)
 }

@@ -4,7 +4,7 @@ import "hash/maphash"
 
 // The admission rule: which key not yet tracked gets an entry of its own.
 //
-// While fewer than half of Keys.Max keys are tracked, every key is admitted
+// While fewer than half of Keys.max keys are tracked, every key is admitted
 // at its first check, and nothing else happens: no hash, no sketch. Past
 // that high-water mark a key must earn its place, as in W-TinyLFU's
 // doorkeeper: each check of an untracked key counts a sighting in a

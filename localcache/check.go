@@ -10,10 +10,12 @@ import (
 // Allow checks cost n for key at the time of the last Tick, and counts it if
 // admitted. The fast path (a tracked key whose cached budget is valid and has
 // room, or whose cached denial still holds) costs one map load, two loads and
-// one compare-and-swap on the entry, and a load of its state; anything else
-// takes the slow path, which recomputes the budget from the ring. An
-// admission that leaves an Eventual key half of its local allowance or less
-// asks for an early sync (early.go).
+// one compare-and-swap on the entry, and a load of its state (a cached
+// denial reads its Reset too: the ring, from the current bucket back to the
+// newest holding a count of the key); anything else takes the slow path,
+// which recomputes the budget from the ring. An admission that leaves an
+// Eventual key half of its local allowance or less asks for an early sync
+// (early.go).
 func (t *Table) Allow(key string, n int64) Verdict {
 	p := t.pos.Load()
 	if e := t.m.Load(key); e != nil {

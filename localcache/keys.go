@@ -19,9 +19,6 @@ func NewKeys(max int64) *Keys { return &Keys{max: max} }
 // Len returns the number of tracked keys.
 func (k *Keys) Len() int64 { return k.n.Load() }
 
-// maxKeys returns the bound.
-func (k *Keys) maxKeys() int64 { return k.max }
-
 // Untracked returns how many checks found their key without an entry and
 // not let in by the admission rule, since NewKeys (across the Tables that
 // share k).

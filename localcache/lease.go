@@ -99,7 +99,13 @@ func (t *Table) Want(r Ref, now int64) int64 {
 	}
 	k := t.geo.Index(now)
 	want := clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
-	return max(min(want, t.hold.Load()-t.held(e, k)), 0)
+	return min(want, t.unheld(e, k))
+}
+
+// unheld returns how many more leased units e may hold unused at bucket k:
+// holdMost less what it holds (held), 0 if none.
+func (t *Table) unheld(e *hdr, k int64) int64 {
+	return max(t.hold.Load()-t.held(e, k), 0)
 }
 
 // held returns the leased units e holds unused at bucket k: what its lease
@@ -117,10 +123,10 @@ func (t *Table) held(e *hdr, k int64) int64 {
 // a key's traffic moves between instances, the units leased where it no
 // longer goes cannot make a check of it denied while it is offered at most
 // 0.9·L in the span the algorithm counts: the estimate holds what it was
-// admitted plus less than a tenth of the limit (docs/design.md, "Leases
-// that follow the traffic"). Below about 10·(N̂+2) (⌊L/10⌋ ≤ N̂+1) each
-// instance still holds one unit, so that a rule without a divergence cap
-// keeps a lease: up to N̂ units there.
+// admitted plus less than a tenth of the limit (docs/design-bound.md,
+// "Leases that follow the traffic"). Below about 10·(N̂+2) (⌊L/10⌋ ≤ N̂+1)
+// each instance still holds one unit, so that a rule without a divergence
+// cap keeps a lease: up to N̂ units there.
 func holdMost(limit, share int64) int64 {
 	n := int64(1)
 	if share > 0 {
@@ -154,7 +160,8 @@ func (t *Table) leaseLeft(e *hdr, j int64) int64 {
 // checks no longer see it), and for a key this instance admitted nothing of
 // in the current bucket: its traffic may have moved to another instance,
 // and units leased here and left unused would count against the key there
-// (docs/design.md, "Leases that follow the traffic").
+// (docs/design-bound.md, "Leases that follow the traffic"). Like Want, it
+// never takes what the key holds unused past holdMost.
 func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual || e.state.Load() == stGone {
@@ -169,7 +176,7 @@ func (t *Table) NextWant(r Ref, now, peak int64) int64 {
 	if want <= float64(aheadFit(t.capv.Load())) {
 		return 0
 	}
-	return max(min(clampCount(int64(want+0.5)), t.hold.Load()-t.held(e, k)), 0)
+	return min(clampCount(int64(want+0.5)), t.unheld(e, k))
 }
 
 // aheadFit is the most a bucket's need may be for the cap and the sync

@@ -217,14 +217,6 @@ func (t *LeaseTable) entry(key string) *leaseEntry {
 	return e
 }
 
-// held returns the units the table holds for key.
-func (t *LeaseTable) held(key string) int64 {
-	if e := t.entry(key); e != nil {
-		return max(e.held.Load(), 0)
-	}
-	return 0
-}
-
 // Peek returns what a check of one unit would see at now: the units held
 // and what the store's bucket had left at its last answer, refilled since.
 func (t *LeaseTable) Peek(key string, now int64) Outcome {

@@ -166,9 +166,10 @@ type Verdict struct {
 	// RetryAfter is, for OverLimit, how long until the same cost could pass
 	// if nothing else were admitted; -1 if it never can.
 	RetryAfter time.Duration
-	// Reset is, for an OverLimit decided on the key's entry, how long until
-	// the window holds nothing of the key (Table.ResetAt, read on the entry
-	// in hand); 0 when not computed: ask Table.ResetAt.
+	// Reset is, for an OverLimit, how long until the window holds nothing
+	// of the key (Table.ResetAt, read on the entry in hand, or for a key
+	// without one on the sketch of untracked keys that decided it); 0 when
+	// not computed: ask Table.ResetAt.
 	Reset time.Duration
 }
 

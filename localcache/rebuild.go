@@ -51,9 +51,13 @@ func (t *Table) Viewed(dst []Ref, now int64) []Ref {
 	if !t.eventual {
 		return dst
 	}
-	var buf [1]window.Bucket
+	var buf []window.Bucket // reused: it grows to a key's span once
 	t.m.Range(func(e *hdr) bool {
-		if len(t.View(e, now, buf[:0])) > 0 || len(t.Leased(e, now, buf[:0])) > 0 {
+		buf = t.View(e, now, buf[:0])
+		if len(buf) == 0 {
+			buf = t.Leased(e, now, buf)
+		}
+		if len(buf) > 0 {
 			dst = append(dst, e)
 		}
 		return true

@@ -205,7 +205,7 @@ func (t *Table) Room(key string, now int64) int64 {
 func (t *Table) RoomReset(key string, now int64) (int64, time.Duration) {
 	e := t.m.Load(key)
 	if e == nil {
-		return t.untrackedRoom(key, now), t.ResetAt(key, now)
+		return t.untrackedRoom(key, now), t.untrackedReset(key, now)
 	}
 	return t.roomOf(e, now), t.resetOf(e, now)
 }
@@ -244,12 +244,18 @@ func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool
 func (t *Table) ResetAt(key string, now int64) time.Duration {
 	e := t.m.Load(key)
 	if e == nil {
-		if s := t.strangers.Load(); s != nil {
-			return s.resetAt(key, now)
-		}
-		return 0
+		return t.untrackedReset(key, now)
 	}
 	return t.resetOf(e, now)
+}
+
+// untrackedReset is ResetAt for a key without an entry: read on the
+// sketch of untracked keys, 0 without one.
+func (t *Table) untrackedReset(key string, now int64) time.Duration {
+	if s := t.strangers.Load(); s != nil {
+		return s.resetAt(key, now)
+	}
+	return 0
 }
 
 // resetOf is ResetAt for the key of entry e.

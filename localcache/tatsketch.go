@@ -65,8 +65,8 @@ import (
 // Lock-free: a check is tatDepth loads, and an admission up to tatDepth−1
 // compare-and-swaps to raise and one to commit. No allocation.
 //
-// Size: tatDepth × width × 8 bytes, width = Keys.Max rounded up to a power
-// of two within [1024, 2^15]: 32 KiB for Max ≤ 1024, 1 MiB for the default
+// Size: tatDepth × width × 8 bytes, width = Keys.max rounded up to a power
+// of two within [1024, 2^15]: 32 KiB for max ≤ 1024, 1 MiB for the default
 // 1,000,000, allocated at the table's first decision on a key without an
 // entry.
 type tatSketch struct {

@@ -32,9 +32,9 @@ import (
 // limit (the last of them to read sees every admitted cost). Lock-free: one
 // compare-and-swap per row to add, loads to read.
 //
-// Size: 4 × width × ring words of 8 bytes, width = Keys.Max/64 rounded up to
+// Size: 4 × width × ring words of 8 bytes, width = Keys.max/64 rounded up to
 // a power of two, between 64 and 4096, ring = the entry's (B+1 slots, 2 for a
-// fixed window): at the default precision 22 KiB for Max = 1000 and 1.4 MiB
+// fixed window): at the default precision 22 KiB for max = 1000 and 1.4 MiB
 // for the default 1,000,000. A table allocates it at its first decision on
 // an untracked key.
 type winSketch struct {
@@ -155,7 +155,8 @@ func (s *winSketch) decide(key string, now, n, limit int64) Verdict {
 			for _, done := range b[:r] {
 				s.undo(done, k, n)
 			}
-			return Verdict{Status: OverLimit, RetryAfter: s.geo.ResetAfter(now), Reset: s.geo.ResetAfter(now)}
+			ra := s.geo.ResetAfter(now)
+			return Verdict{Status: OverLimit, RetryAfter: ra, Reset: ra}
 		}
 	}
 	est, bi := s.estimate(b, now)

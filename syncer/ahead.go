@@ -23,7 +23,7 @@ package syncer
 // view sees it. What it costs: a view counts the grants an eighth of a
 // sub-window early (its own up to twice until its next pull), unused units
 // count until their bucket ends, and one per-key call per such key and
-// bucket (docs/design.md, "Leases ahead").
+// bucket (docs/design-bound.md, "Leases ahead").
 
 // aheadLead is how long before the end of a bucket of r its keys are leased
 // the next bucket.

@@ -41,10 +41,6 @@ func (s *Syncer) Fleet() Fleet {
 // waits on it: a user who reads it late reads the newest Fleet.
 func (s *Syncer) Changed() <-chan struct{} { return s.changed }
 
-// instanceCount returns N̂, the number of live instances at the last heartbeat
-// (at least 1).
-func (s *Syncer) instanceCount() int { return int(s.instances.Load()) }
-
 // isHealthy reports whether the last round trip to the store succeeded.
 func (s *Syncer) isHealthy() bool { return s.healthy.Load() }
 
@@ -52,15 +48,16 @@ func (s *Syncer) isHealthy() bool { return s.healthy.Load() }
 // heartbeat (re)registered it and some other instance the registry holds
 // has not heartbeated since, so that instance's N̂, and the divergence cap
 // sized on it, may leave this one out (an instance alone in the registry is
-// not joining: those that register later count it); or, back from an outage, a look found no
-// entry of it (expired, or lost with the store's data). It ends at the first
-// heartbeat that finds every live instance's latest heartbeat later than
-// this one's registration: at the next cycle when the others are on time,
-// within an InstanceTTL if one of them died without deregistering.
+// not joining: those that register later count it); or, back from an
+// outage, a look found no entry of it (expired, or lost with the store's
+// data). It ends at the first heartbeat that finds every live instance's
+// latest heartbeat later than this one's registration: at the next cycle
+// when the others are on time, within an InstanceTTL if one of them died
+// without deregistering.
 // Meanwhile checks should take no local allowance the store has not counted
-// (a divergence cap of 0: see "isJoining the fleet" in docs/design.md). A
-// syncer that never reached the store is not joining: its rules are on
-// their failure mode. An instance that registers under the id of one still
+// (a divergence cap of 0: see "Joining the fleet" in
+// docs/design-bound.md). A syncer that never reached the store is not
+// joining: its rules are on their failure mode. An instance that registers under the id of one still
 // in the registry (a process restarted under the same InstanceID) is
 // already counted, and is not joining either.
 func (s *Syncer) isJoining() bool { return s.joining.Load() }

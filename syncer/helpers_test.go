@@ -300,3 +300,7 @@ func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return err
 	}
 }
+
+// instanceCount returns N̂, the number of live instances at the last
+// heartbeat (at least 1).
+func (s *Syncer) instanceCount() int { return int(s.instances.Load()) }

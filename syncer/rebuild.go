@@ -109,8 +109,11 @@ func (s *Syncer) epochArg() string {
 // every key of every rule it holds a view of, it raises the store's count of
 // each bucket still in the window to at least the view's (restoreScript), in
 // pipelines of Batch calls. Then the instance's view belongs to the new
-// epoch. An error leaves the restore to the next cycle, which does it again
-// (restoring is idempotent).
+// epoch. An error leaves the restore to the next cycle, which does it again:
+// a view's restore is idempotent (the store keeps the largest), but a lease
+// that a call of a failed pipeline restored already is added again (its
+// bucket's own field, HINCRBY), so that the store counts it twice: more
+// than was admitted, never less, until the bucket leaves the window.
 func (s *Syncer) restore(ctx context.Context) error {
 	if s.lost == "" {
 		return nil

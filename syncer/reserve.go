@@ -210,7 +210,7 @@ func (s *Syncer) earlyItems() []item {
 // pipeline, not behind a whole pass. Eight rather than 32: at 100/1m over a
 // thousand Zipf keys, the checks within their limit read a p99.9 of
 // 2.0–3.1 ms against 2.3–6.4 ms, for a few more round trips a second
-// (docs/design.md, "What a check does at the cap").
+// (docs/design-bound.md, "What a check does at the cap").
 const urgentEvery = 8
 
 // urgentRecent is how long after a reservation background work keeps to

@@ -251,10 +251,10 @@ func (r *Rule) Name() string { return r.name }
 // Healthy reports whether the rule's store is healthy (see Syncer.isHealthy).
 func (r *Rule) Healthy() bool { return r.s.isHealthy() }
 
-// OldestHeartbeat is the rule's Syncer's OldestHeartbeat.
+// OldestHeartbeat is the rule's Syncer's oldestHeartbeat.
 func (r *Rule) OldestHeartbeat() int64 { return r.s.oldestHeartbeat() }
 
-// Joining is the rule's Syncer's Joining.
+// Joining is the rule's Syncer's isJoining.
 func (r *Rule) Joining() bool { return r.s.isJoining() }
 
 // InstanceTTL is how long a silent instance stays in the rule's Syncer's

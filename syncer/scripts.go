@@ -99,7 +99,7 @@ local lease_want = tonumber(ARGV[9])
 local lease_next = ARGV[10] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
--- The store's epoch (see epochScript): a call made in another epoch than
+-- The store's epoch (epochKey, rebuild.go): a call made in another epoch than
 -- the store's runs nothing, so that nothing is decided on, or pulled from,
 -- a store that lost its data before the caller has rebuilt it.
 if #KEYS > 1 and ARGV[11] ~= '' then

@@ -190,7 +190,7 @@ func (r *GCRARule) lease(ctx context.Context, key string, n, want int64) (GCRAAn
 	return r.run(ctx, key, n, "0", max(want, 0))
 }
 
-// LeaseAbove is Lease with a floor: tat, the key's TAT as the store last
+// LeaseAbove is lease with a floor: tat, the key's TAT as the store last
 // told this instance (ns, store clock; 0 or less for none). A store whose
 // TAT for key is below it lost the key: it decides on tat instead and
 // records from it (gcraScript), so that a store that lost its data does not

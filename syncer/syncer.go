@@ -132,10 +132,10 @@ type Syncer struct {
 
 	offset    atomic.Int64
 	instances atomic.Int64
-	// oldestBeat is OldestHeartbeat.
+	// oldestBeat is oldestHeartbeat.
 	oldestBeat atomic.Int64
 	// joinedAt is the store time (ns, whole ms) of the heartbeat that last
-	// registered the instance (0: none yet); joining is Joining.
+	// registered the instance (0: none yet); joining is isJoining.
 	joinedAt   atomic.Int64
 	joining    atomic.Bool
 	healthy    atomic.Bool
