@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -74,6 +75,29 @@ func (l *Limiter) applyFleet() {
 		}
 	}
 	l.setFleet(l.set.Load(), n, !f.Healthy)
+}
+
+// awaitJoined syncs every few ms while the syncer says the instance is
+// joining, for at most 3·SyncInterval + Timeout if that is within a second
+// plus Timeout (see New): a joining instance decides each key's first check
+// on the store. With longer intervals, waiting would hold New for seconds.
+func (l *Limiter) awaitJoined() {
+	wait := 3 * l.opts.SyncInterval
+	if wait > time.Second || !l.sync.Fleet().Joining {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait+l.opts.Timeout)
+	defer cancel()
+	poll := time.NewTicker(min(max(l.opts.SyncInterval/10, time.Millisecond), 10*time.Millisecond))
+	defer poll.Stop()
+	for l.sync.Fleet().Joining {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		}
+		_ = l.sync.Flush(ctx) // a heartbeat: what ends joining
+	}
 }
 
 // The store's states as the log reports them (storeState).

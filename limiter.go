@@ -86,6 +86,15 @@ type rule struct {
 // reached, or refuses writes, New still returns a working Limiter, on its
 // failure mode, that keeps trying — unless Options.RequireStore is set: then
 // it returns an error wrapping ErrStoreUnavailable.
+//
+// When other instances are live and SyncInterval is at most a third of a
+// second, New then waits until the fleet counts the new one (it is no
+// longer joining: every other instance has synced twice since it
+// registered), at most 3·SyncInterval + Timeout: while an instance is
+// joining each key's first check waits for the store. The wait is one to
+// two sync intervals; if the registry holds an instance that died without
+// closing, New returns at the bound and the new instance decides on the
+// store until that entry expires.
 func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -153,6 +162,8 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 	l.tel.start(l)
 	if l.sync != nil {
 		_ = l.sync.Start(context.Background()) // after Check: no round trip; a failure is in the fleet view, the rules start on their failure mode
+		l.awaitJoined()
+		l.tick() // the time published before the wait is stale: checks would count in its bucket
 		l.applyFleet()
 	}
 	l.wg.Add(1)

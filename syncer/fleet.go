@@ -14,8 +14,9 @@ type Fleet struct {
 	// Instances is N̂, the live instances at the last heartbeat (at least 1).
 	Instances int
 	// Joining reports that some live instance may not count this one in its
-	// N̂ yet: not every instance the registry holds has heartbeated since
-	// this one (re)registered (see Syncer.isJoining).
+	// N̂ yet, or may hold counts it admitted on a cap sized without it: not
+	// every instance the registry holds has heartbeated twice since this
+	// one (re)registered (see Syncer.isJoining).
 	Joining bool
 	// Healthy reports whether the last round trip to the store succeeded.
 	Healthy bool
@@ -50,16 +51,16 @@ func (s *Syncer) isHealthy() bool { return s.healthy.Load() }
 // sized on it, may leave this one out (an instance alone in the registry is
 // not joining: those that register later count it); or, back from an
 // outage, a look found no entry of it (expired, or lost with the store's
-// data). It ends at the first heartbeat that finds every live instance's
-// latest heartbeat later than this one's registration: at the next cycle
-// when the others are on time, within an InstanceTTL if one of them died
-// without deregistering.
-// Meanwhile checks should take no local allowance the store has not counted
-// (a divergence cap of 0: see "Joining the fleet" in
-// docs/design-bound.md). A syncer that never reached the store is not
-// joining: its rules are on their failure mode. An instance that registers under the id of one still
-// in the registry (a process restarted under the same InstanceID) is
-// already counted, and is not joining either.
+// data). It ends once every other live instance has heartbeated twice
+// since this one's registration, the second time after pushing what it
+// admitted before it counted this one (uncounted): within two of their
+// cycles when they are on time, within an InstanceTTL if one of them died
+// without deregistering. Meanwhile checks should take no local allowance
+// the store has not counted (a divergence cap of 0: see "Joining the fleet"
+// in docs/design-bound.md). A syncer that never reached the store is not
+// joining: its rules are on their failure mode. An instance that registers
+// under the id of one still in the registry (a process restarted under the
+// same InstanceID) is already counted, and is not joining either.
 func (s *Syncer) isJoining() bool { return s.joining.Load() }
 
 // oldestHeartbeat returns the store time (ns) of the oldest heartbeat among
@@ -191,11 +192,12 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		if absent == 1 {
 			s.joinedAt.Store(at)
 		}
-		// Alone in the registry, the instance is counted by every one
-		// that registers after it. Otherwise the oldest heartbeat is
-		// another's (this one's entry was just refreshed) and must be
-		// later than the registration.
-		joining = n > 1 && s.oldestBeat.Load() <= s.joinedAt.Load()
+		if n <= 1 {
+			// Alone in the registry: every instance that registers
+			// later counts this one.
+			s.joinedAt.Store(0)
+		}
+		joining = n > 1 && s.uncounted(at)
 	case regLook:
 		// Back from an outage the instance only looks: if its entry is
 		// gone (expired, lost with the store's data, or never made), the
@@ -212,6 +214,34 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		return true
 	})
 	return nil
+}
+
+// uncounted reports, after a heartbeat at store time at that found other
+// live instances, whether some of them may not count this one yet or may
+// still hold counts they admitted on caps sized without it. The oldest
+// heartbeat is another's (this one's entry was just refreshed). Once every
+// other instance has heartbeated since the registration, each counts this
+// one in its N̂ from that heartbeat on; but what it admitted before, on a
+// wider cap, reaches the store only with the pushes of the cycle that
+// heartbeat began. So the instance stays joining until each has heartbeated
+// once more after this one saw them all counting it (countedAt): a cycle
+// pushes after its heartbeat, and the next heartbeat comes after those
+// pushes. An instance found alone since its registration, or that never
+// registered under a new entry (a restart under a live id), is already
+// counted (joinedAt 0).
+func (s *Syncer) uncounted(at int64) bool {
+	joined := s.joinedAt.Load()
+	if joined == 0 {
+		return false
+	}
+	oldest := s.oldestBeat.Load()
+	if oldest <= joined {
+		return true
+	}
+	if s.countedAt.Load() <= joined {
+		s.countedAt.Store(at)
+	}
+	return oldest <= s.countedAt.Load()
 }
 
 // offsetFilter keeps the clock offsets of the last few heartbeats and

@@ -13,7 +13,8 @@ import (
 
 // TestJoining: an instance is joining from its registration until a
 // heartbeat finds that every other live instance has heartbeated since (so
-// that every N̂ counts it), however many instances registered after it, and
+// that every N̂ counts it) and again after an earlier heartbeat of its own
+// saw that (so that each has pushed what it admitted before), however many instances registered after it, and
 // not at all if it registers alone; an entry
 // that stays silent (an instance that died without deregistering) holds it
 // joining until the entry leaves the registry; a look that finds the
@@ -43,10 +44,20 @@ func TestJoining(t *testing.T) {
 	assert.Equal(t, 3, a.Fleet().Instances)
 	assert.True(t, b.isJoining(), "B has not heartbeated since: it cannot know")
 	flush(t, b)
-	assert.False(t, b.isJoining(), "A heartbeated after B registered, and E registered after it")
-	assert.False(t, b.Fleet().Joining)
+	assert.True(t, b.isJoining(), "A counts B since its last heartbeat, but what it admitted before may not be pushed")
+	nextMs()
 	flush(t, e)
-	assert.False(t, e.isJoining(), "A and B heartbeated after E registered")
+	assert.True(t, e.isJoining(), "A and B heartbeated after E registered, once")
+	nextMs()
+	flush(t, a)
+	flush(t, b)
+	assert.False(t, b.isJoining(), "A heartbeated again after B saw it count B (its cycle before pushed), and E registered after B")
+	assert.False(t, b.Fleet().Joining)
+	assert.True(t, e.isJoining(), "E has not heartbeated since")
+	nextMs()
+	flush(t, a)
+	flush(t, e)
+	assert.False(t, e.isJoining(), "A and B heartbeated again after E saw them count it")
 
 	// A silent entry whose last heartbeat is older than D's registration: D
 	// stays joining while it lasts.
@@ -65,7 +76,14 @@ func TestJoining(t *testing.T) {
 	require.NoError(t, c.ZRem(ctx, "t:instances", "dead").Err()) // as if it expired
 	nextMs()
 	flush(t, d)
-	assert.False(t, d.isJoining(), "every live instance heartbeated since D registered")
+	assert.True(t, d.isJoining(), "every live instance heartbeated since D registered, once")
+	nextMs()
+	flush(t, a)
+	flush(t, b)
+	flush(t, e)
+	nextMs()
+	flush(t, d)
+	assert.False(t, d.isJoining(), "every live instance heartbeated again")
 
 	// The registry lost A's entry: A's look (a cycle back from an outage
 	// looks; called here between two of the loop's cycles) sees it, its
@@ -84,6 +102,13 @@ func TestJoining(t *testing.T) {
 	flush(t, b)
 	flush(t, d)
 	assert.True(t, a.isJoining(), "E has not heartbeated since")
+	flush(t, e)
+	nextMs()
+	flush(t, a)
+	assert.True(t, a.isJoining(), "every other instance heartbeated since, once")
+	nextMs()
+	flush(t, b)
+	flush(t, d)
 	flush(t, e)
 	nextMs()
 	flush(t, a)

@@ -135,8 +135,11 @@ type Syncer struct {
 	// oldestBeat is oldestHeartbeat.
 	oldestBeat atomic.Int64
 	// joinedAt is the store time (ns, whole ms) of the heartbeat that last
-	// registered the instance (0: none yet); joining is isJoining.
+	// registered the instance (0: none yet); countedAt that of its first
+	// heartbeat since that found every other live instance's latest
+	// heartbeat later (at most joinedAt: none yet); joining is isJoining.
 	joinedAt   atomic.Int64
+	countedAt  atomic.Int64
 	joining    atomic.Bool
 	healthy    atomic.Bool
 	timeouts   atomic.Int64 // checks in a row not answered within Timeout

@@ -282,14 +282,25 @@ func (in *instance) run(stop <-chan struct{}, budget *record.Budget, newBuf func
 	var states []workerState
 	var streams []*traffic.Stream
 	for si, span := range spans {
-		if !in.clk.sleepUntil(cfg.T0+span.From, stop) {
-			break
-		}
 		if in.lim == nil {
+			// As behind a readiness probe, the instance starts before
+			// traffic reaches it: New returns once the fleet counts it
+			// (at most 3·SyncInterval + Timeout), a replacement once its
+			// predecessor has closed.
+			from := span.From - min(3*int64(cfg.SyncInterval), int64(time.Second)) - int64(cfg.Timeout)
+			if si > 0 {
+				from = max(from, spans[si-1].To)
+			}
+			if !in.clk.sleepUntil(cfg.T0+from, stop) {
+				break
+			}
 			if err := in.open(); err != nil {
 				in.res.Err = err.Error()
 				break
 			}
+		}
+		if !in.clk.sleepUntil(cfg.T0+span.From, stop) {
+			break
 		}
 		if bufs == nil {
 			join, leave := tp.Lifetime(in.idx)
