@@ -2,6 +2,7 @@ package systemtest
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -222,4 +223,66 @@ func restartEmpty(t *testing.T, srv *redistest.Server) time.Time {
 	srv.Kill()
 	srv.Restart()
 	return at
+}
+
+// TestStoreLossAfterOperations: what an operator does before a store loses
+// its data — a key's traffic moving between two instances, each restarted
+// under a new id, a reload raising the limit — leaves the instances' views
+// able to restore it: a FLUSHALL then lets the fleet admit only what the
+// raised limit has left, within the budget. Every instance that admitted the
+// key's counts is gone but the last ones, which pulled them.
+func TestStoreLossAfterOperations(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const eps = 0.01
+	rule := policy.Rule{Name: "api", Limit: 100, Window: time.Minute}
+	raised := rule
+	raised.Limit = 150
+	open := func(rules ...policy.Rule) *sluice.Limiter {
+		l, err := sluice.New(sluice.Options{Redis: srv.Client(t), ErrorBudget: eps, Logger: slog.New(slog.DiscardHandler)}, rules...)
+		require.NoError(t, err)
+		return l
+	}
+	ctx := context.Background()
+	admitted := 0
+	offer := func(l *sluice.Limiter, n int) (got int) {
+		for range n {
+			d, err := l.Allow(ctx, "api", "k")
+			require.NoError(t, err)
+			if d.Allowed {
+				got++
+			}
+		}
+		require.NoError(t, l.Flush(ctx))
+		admitted += got
+		return got
+	}
+	restart := func(l *sluice.Limiter, rules ...policy.Rule) *sluice.Limiter {
+		require.NoError(t, l.Close())
+		return open(rules...)
+	}
+	a, b := open(rule), open(rule)
+	// Up to 0.9·L, moving between instances: nothing is denied.
+	assert.Equal(t, 30, offer(a, 30))
+	assert.Equal(t, 20, offer(b, 20))
+	a = restart(a, rule)
+	assert.Equal(t, 20, offer(a, 20))
+	b = restart(b, rule)
+	assert.Equal(t, 10, offer(b, 10))
+	require.NoError(t, a.SetRules(raised))
+	require.NoError(t, b.SetRules(raised))
+	assert.Equal(t, 30, offer(a, 30))
+	assert.Equal(t, 20, offer(b, 20))
+	require.Equal(t, 130, admitted)
+
+	require.NoError(t, srv.Client(t).FlushAll(ctx).Err())
+	for range 5 {
+		offer(a, 10)
+		offer(b, 10)
+	}
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	bound := int(float64(raised.Limit) * (1 + eps))
+	t.Logf("admitted %d in the window (bound %d)", admitted, bound)
+	assert.LessOrEqual(t, admitted, bound, "the store's loss does not reopen the window")
+	assert.Positive(t, admitted-130, "the fleet goes on admitting what the raised limit has left")
 }
