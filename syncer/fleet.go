@@ -167,7 +167,9 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		// the expiry it wrote, which the next call checks is still there.
 		s.beatAt = sec*1000 + usec/1000 + s.cfg.InstanceTTL.Milliseconds()
 	}
-	s.lossSeen(ep)
+	if s.lossSeen(ep) {
+		s.failed(s.lossErr(ep))
+	}
 	if first, err := strconv.ParseInt(fmt.Sprint(v[3]), 10, 64); err == nil && first > 0 {
 		// Every live instance heartbeated at or after its expiry less
 		// the TTL (the fleet's instances share it: it follows SyncInterval).

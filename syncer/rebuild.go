@@ -73,7 +73,8 @@ func epochKey(prefix string) string {
 // records it (s.lost), for the cycle to restore at once, and holds N̂ at
 // its value before the loss for an InstanceTTL, while the instances
 // heartbeat into the new registry. The first epoch an instance sees is its
-// own.
+// own. The caller counts the failure (Stats.Failures), once: a push by the
+// lossErr it returns, a heartbeat itself.
 func (s *Syncer) lossSeen(ep string) bool {
 	switch {
 	case ep == "" || ep == s.epoch || ep == s.lost:
@@ -87,7 +88,6 @@ func (s *Syncer) lossSeen(ep string) bool {
 	s.stats.rebuilds.Add(1)
 	s.held = max(s.held, s.instances.Load())
 	s.holdUntil = s.localNow() + int64(s.cfg.InstanceTTL)
-	s.failed(s.lossErr(ep))
 	return true
 }
 

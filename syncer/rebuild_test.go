@@ -32,7 +32,8 @@ func manualSyncer(t *testing.T, c redis.UniversalClient, id string, perKey bool,
 // heartbeat or from a call that ran nothing, restores the key from its view
 // and pushes what it admitted since; the second restores too, and the store
 // counts every admission once: the views overlap, the restore keeps the
-// largest. Both join the new registry, each sees the loss once.
+// largest. Both join the new registry, each sees the loss once and counts
+// it as one failure.
 func TestRebuildAfterLoss(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -87,6 +88,7 @@ func TestRebuildAfterLoss(t *testing.T) {
 			for _, s := range []*Syncer{a, b} {
 				require.NoError(t, s.cycle())
 				assert.Equal(t, int64(1), s.Stats().Rebuilds, "one loss seen")
+				assert.Equal(t, int64(1), s.Stats().Failures, "and counted as one failure")
 				assert.Empty(t, s.lost)
 				assert.Equal(t, 2, s.instanceCount())
 			}
