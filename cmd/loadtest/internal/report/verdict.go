@@ -179,6 +179,13 @@ func Verdict(s *Scenario) []Check {
 		}
 		checks = append(checks, errs)
 	}
+	if busy := s.Machine.Busy(); busy != "" {
+		for i := range checks {
+			if checks[i].Cause == FleetFault {
+				checks[i].Why += "; the machine was busy meanwhile (" + busy + "), which delays the instances' syncs with Redis"
+			}
+		}
+	}
 	return checks
 }
 

@@ -70,6 +70,22 @@ func TestVerdictCause(t *testing.T) {
 	}
 }
 
+// TestVerdictCauseBusy: a ✗ of the fleet's on a busy machine stays the
+// fleet's, and says the machine was busy.
+func TestVerdictCauseBusy(t *testing.T) {
+	t.Parallel()
+	s := scenario("throughput", "")
+	s.Settings.Algorithm = "sliding"
+	s.Accuracy = oracle.Summary{LimitedKeys: 2, ExcessMax: 0.006, HotKeys: 2, UtilizationMin: 0.898, AlgoUtilizationMin: 0.925}
+	s.Machine = &Machine{CPUs: 2, Load1: 7.5}
+	use := Verdict(&s)[2]
+	require.Equal(t, PromiseUtilization, use.Promise)
+	assert.Equal(t, FleetFault, use.Cause)
+	assert.Contains(t, use.Why, "the fleet's fault: 0.2 points below 90.0% (the sliding run centrally on the same checks gets 92.5% at its lowest); "+
+		"the machine was busy meanwhile (load average 7.5 on 2 CPUs)")
+	assert.NotContains(t, Verdict(&s)[0].Why, "busy", "a check that held has no why")
+}
+
 // TestLatencyCause: a p99.9 above the target is the machine's when it was
 // busy or bare local limiters were slow too, else Redis waits when most
 // slow checks ran during a round trip, else the machine's (a CPU).
