@@ -77,7 +77,7 @@ const (
 	StoreWaits
 )
 
-// String names the cause, as the verdict's cells show it.
+// String names the cause, as the verdict's summary counts the slow p99.9.
 func (c Cause) String() string {
 	switch c {
 	case FleetFault:
@@ -175,7 +175,7 @@ func Verdict(s *Scenario) []Check {
 		errs := Check{Promise: PromiseNoErrors, Exercised: true, Held: n == 0}
 		errs.Figure = count(n) + " errors"
 		if n > 0 {
-			errs.Cause, errs.Why = FleetFault, "the fleet's fault: a check is answered with a decision through a reload, a deploy, moving traffic or a store that lost its state"
+			errs.Cause, errs.Why = FleetFault, "the fleet's fault: sluice answers every check with a decision, not an error, through a reload, a deploy, moving traffic or a store that lost its state"
 		}
 		checks = append(checks, errs)
 	}
@@ -189,8 +189,8 @@ func Verdict(s *Scenario) []Check {
 	return checks
 }
 
-// algorithm names the scenario's algorithm, "the rule's algorithm" if the
-// settings do not say.
+// algorithm names the scenario's algorithm (after "the"), "rule's
+// algorithm" if the settings do not say.
 func algorithm(s *Scenario) string {
 	if s.Settings.Algorithm == "" {
 		return "rule's algorithm"
