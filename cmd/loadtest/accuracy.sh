@@ -52,8 +52,18 @@ if [ -z "${REDIS:-}" ]; then
 	store="a throwaway \`redis-server\` ($(redis-server --version | cut -d' ' -f3 | cut -d= -f2)) on loopback, \`--save \"\" --appendonly no\`"
 fi
 
-# run DIR ARGS...: writes the command and its Markdown report; plots go to
-# docs/img/DIR (if DIR is not "-"). $REDIS is shown as is.
+# took SECONDS: how long a run took, as its command's comment says it.
+took() {
+	if [ "$1" -lt 60 ]; then
+		echo "under a minute"
+	else
+		echo "about $((($1 + 30) / 60)) min"
+	fi
+}
+
+# run DIR ARGS...: writes the command (with how long it took) and its
+# Markdown report; plots go to docs/img/DIR (if DIR is not "-"). $REDIS is
+# shown as is.
 run() {
 	local dir=$1
 	shift
@@ -65,9 +75,11 @@ run() {
 		shown="$shown -out $img/$dir"
 		args+=(-out "$img/$dir")
 	fi
-	printf '```sh\n%s\n```\n\n' "${shown//$REDIS/\$REDIS}" >>"$cur.tmp"
 	echo "accuracy.sh: $shown" >&2
-	"$tmp/loadtest" "${args[@]}" -markdown -quiet >>"$cur.tmp"
+	local start=$SECONDS
+	"$tmp/loadtest" "${args[@]}" -markdown -quiet >"$tmp/report.md"
+	printf '```sh\n%s  # %s\n```\n\n' "${shown//$REDIS/\$REDIS}" "$(took $((SECONDS - start)))" >>"$cur.tmp"
+	cat "$tmp/report.md" >>"$cur.tmp"
 	printf '\n' >>"$cur.tmp"
 	if [ "$dir" != "-" ]; then rm -f "$img/$dir/report.json"; fi
 }

@@ -170,8 +170,14 @@
 // 50 µs target (✓ or ✗, a target on the machine, not a promise) and, under
 // the table, why each p99.9 above 50 µs was slow (how many slow checks ran
 // during a round trip of their instance to Redis, how many waited for a CPU,
-// and what Redis decided), and a last line saying whether all held. JSON with
-// -json. With -out DIR: plots (SVG, or PNG with -png) and
+// and what Redis decided). Under the table each ✗ says whose it is: the
+// fleet's, a broken promise (the fleet did worse than the rule's algorithm
+// run centrally on the same checks); the algorithm's documented limit (run
+// centrally on the same checks it falls as short, as a sliding window's
+// utilization does: shown, not counted as broken); or, for p99.9, the
+// machine's (a load average above 2 per CPU or CPU steal above 5 % while the
+// scenario ran, or bare local limiters slow too) or Redis waits. A last line
+// counts the promises the fleet broke. JSON with -json. With -out DIR: plots (SVG, or PNG with -png) and
 // report.json: admitted per sliding window against the limit over time for
 // each scenario; with -sweep (sync=…, instances=…, budget=…, precision=…,
 // rate=…, keys=…) over-admission and sync traffic against the swept

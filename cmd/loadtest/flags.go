@@ -250,7 +250,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.Keys, "keys", 0, "number of keys (0 = the profile's own: 20; zipf 1000; boundary 10; startup 4; churn 20 alive at a time)")
 	fs.Float64Var(&o.Zipf, "zipf", 1.0, "Zipf exponent of the key popularity (0 = uniform); boundary and churn use uniform keys")
 	fs.StringVar(&profiles, "profile", "", "traffic `profiles`, comma-separated, or \"all\": "+strings.Join(traffic.Profiles, ", ")+" (default all; "+traffic.Steady+","+traffic.SyncBurst+" with -sweep; all but "+traffic.Throughput+" with -sim); also, when named, the operations profiles "+strings.Join(traffic.Operations, ", ")+" (\""+opsAlias+"\" names all four; not with -sim) and the composition profiles "+strings.Join(composeProfiles, ", "))
-	fs.Var(durationFlag{&o.Duration}, "duration", fmt.Sprintf("length `D` of each scenario (default %s; %s with -sim)", durText(defaultDuration), durText(defaultSimDur)))
+	fs.Var(durationFlag{&o.Duration}, "duration", fmt.Sprintf("length `D` of each scenario: every profile and sweep point runs for D (throughput at most %s), so a run takes about D times their number (default %s; %s with -sim)", durText(traffic.ThroughputDuration), durText(defaultDuration), durText(defaultSimDur)))
 	fs.Var(floatFlag{&o.Rate}, "rate", fmt.Sprintf("`N` offered checks per second, whole fleet; 0 = as fast as possible (default %d; with -sim 20 × the limit per window: 2000/min for %s)", defaultRate, defaultSimRule))
 	fs.IntVar(&o.Cost, "cost", 1, "each check costs 1..`N` units, uniformly (AllowN)")
 	fs.Uint64Var(&seed, "seed", 1, "random seed: the same seed offers the same checks")

@@ -95,7 +95,9 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		hooks = append(hooks, more...)
 		opsNotes = done
 	}
+	before := sampleCPU()
 	res, err := fleet.Run(ctx, cfg, progress, hooks...)
+	machine := machineBetween(before, sampleCPU())
 	var notes []string
 	if opsNotes != nil {
 		notes = opsNotes()
@@ -114,7 +116,8 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 			Rate: cfg.Traffic.Rate, Duration: cfg.Traffic.Duration, Seed: cfg.Traffic.Seed, Sweep: sweep,
 			Paced: cfg.Traffic.Paced(), Operation: traffic.IsOperation(profile),
 		},
-		Notes: notes,
+		Notes:   notes,
+		Machine: machine,
 	}
 	if !target.Embedded {
 		sc.Cost.RedisBytesPerKey = redisBytesPerKey(target, prefix, cfg.Rule, res.Records)
@@ -487,18 +490,13 @@ func dump(file string, recs []record.Record) {
 	}
 }
 
-// ownLoss is how far below the algorithm's own utilization the fleet's may
-// read and still be called the algorithm's: the two runs decide the same
-// checks at slightly different times.
-const ownLoss = 0.01
-
 // utilizationNote explains a lowest utilization, fleet, below the promise
 // when the algorithm run centrally on the same checks, algo, is below it
-// too: the fleet's loss is the algorithm's own if fleet is within ownLoss
+// too: the fleet's loss is the algorithm's own if fleet is within report.OwnLoss
 // of algo; else the points between are the fleet's.
 func utilizationNote(fleet, algo float64, alg policy.Algorithm) string {
 	note := fmt.Sprintf("the lowest utilization, %s, is the algorithm's own: the %v run centrally on the same checks gets %s", pctText(fleet), alg, pctText(algo))
-	if fleet < algo-ownLoss {
+	if fleet < algo-report.OwnLoss {
 		note = fmt.Sprintf("the lowest utilization, %s, is below the algorithm's own: the %v run centrally on the same checks gets %s, so %.1f points are the fleet's", pctText(fleet), alg, pctText(algo), 100*(algo-fleet))
 	}
 	if alg == policy.SlidingWindow {

@@ -125,6 +125,9 @@ type Scenario struct {
 	// Peers are bare local limiters checked right after the scenario by
 	// the same kind of workers on the same schedule and keys.
 	Peers []Peer `json:"peers,omitempty"`
+	// Machine says how busy the machine was while the scenario ran (nil:
+	// not measured).
+	Machine *Machine `json:"machine,omitempty"`
 }
 
 // Peer is a bare local limiter's cost beside sluice's (fleet.RunPeer).

@@ -196,16 +196,21 @@ func TestVerdictText(t *testing.T) {
 	low := held
 	low.Name, low.Settings.Profile = "boundary", "boundary"
 	low.Accuracy.UtilizationMin, low.Accuracy.AlgoUtilizationMin = 0.766, 0.761
+	lower := low
+	lower.Accuracy.UtilizationMin = 0.70
 	for _, c := range []struct {
 		name string
 		ss   []Scenario
 		last string
 	}{
-		{"held", []Scenario{held}, "Verdict: all promises held (3 judged over 1 profile); Allow p99.9 of the keys within their limit ≤ 50µs on 0 of 1 profile."},
+		{"held", []Scenario{held}, "Verdict: all promises held (3 judged over 1 profile); Allow p99.9 of the keys within their limit ≤ 50µs on 0 of 1 profile (a target, not a promise: 1 ✗ the machine's)."},
 		{"held, one idle", []Scenario{held, idle}, "Verdict: all promises held (4 judged over 2 profiles; 2 had nothing to judge, marked –); Allow p99.9"},
-		{"one broken", []Scenario{held, denied}, "Verdict: 1 promise broken: join-leave: no false denials (2 of 18 denied); Allow p99.9"},
-		{"two broken", []Scenario{over, denied}, "Verdict: 2 promises broken: sync-burst: fleet's over-admission ≤ ε (+1.08% (algorithm's own"},
-		{"utilization, with the algorithm's own", []Scenario{low}, "Verdict: 1 promise broken: boundary: utilization ≥ 90 % (lowest 76.6%; the algorithm alone, run centrally: 76.1%); Allow p99.9"},
+		{"one broken", []Scenario{held, denied}, "Verdict: 1 promise broken by the fleet: join-leave: no false denials (2 of 18 denied); Allow p99.9"},
+		{"two broken", []Scenario{over, denied}, "Verdict: 2 promises broken by the fleet: sync-burst: fleet's over-admission ≤ ε (+1.08% (algorithm's own"},
+		{"utilization, the algorithm's own", []Scenario{low}, "Verdict: all promises held by the fleet (3 judged over 1 profile); 1 ✗ is the algorithm's documented limit, " +
+			"as the algorithm run centrally falls as short, not a broken promise: boundary: utilization ≥ 90 % (lowest 76.6%; the algorithm alone, run centrally: 76.1%); Allow p99.9"},
+		{"utilization, the fleet's", []Scenario{lower}, "Verdict: 1 promise broken by the fleet: boundary: utilization ≥ 90 % (lowest 70.0%; the algorithm alone, run centrally: 76.1%); Allow p99.9"},
+		{"one broken, one the algorithm's", []Scenario{denied, low}, "Verdict: 1 promise broken by the fleet: join-leave: no false denials (2 of 18 denied); 1 ✗ is the algorithm's documented limit"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -387,7 +392,7 @@ func TestVerdictOperations(t *testing.T) {
 	VerdictText(&b, Style{}, []Scenario{steady, failed})
 	out := b.String()
 	assert.Contains(t, out, PromiseNoErrors)
-	assert.Contains(t, out, "1 promise broken: reload: no check errors (86 errors)")
+	assert.Contains(t, out, "1 promise broken by the fleet: reload: no check errors (86 errors)")
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "steady ") {
 			assert.Contains(t, l, " – ", "steady's row leaves the errors unjudged")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/syncer"
@@ -46,7 +47,56 @@ type Check struct {
 	// of the loss that is the algorithm's own, which the summary line
 	// gives beside the figure.
 	Alone string
+	// Cause says whose a ✗ is (NoCause, for a check that held or had
+	// nothing to judge), and Why says it in words.
+	Cause Cause
+	Why   string
 }
+
+// Cause is whose a ✗ is.
+type Cause int
+
+const (
+	// NoCause: nobody's, the check held or had nothing to judge.
+	NoCause Cause = iota
+	// FleetFault: sluice's fleet fell short of the rule's algorithm run
+	// centrally on the same checks: a broken promise.
+	FleetFault
+	// AlgorithmLimit: the rule's algorithm run centrally on the same
+	// checks falls as short, a limit of the algorithm the docs state (a
+	// sliding window frees a sub-window only once all of it has left the
+	// window), not the fleet's doing: not a broken promise.
+	AlgorithmLimit
+	// MachineLimit: the machine, for Allow's latency: it was busy (load
+	// average, CPU steal) or bare local limiters checked in the same run
+	// were slow too.
+	MachineLimit
+	// StoreWaits: for Allow's latency, the slow checks waited for a round
+	// trip of their instance to Redis (keys at their divergence cap): the
+	// price of the fleet's bound, not a promise.
+	StoreWaits
+)
+
+// String names the cause, as the verdict's summary counts the slow p99.9.
+func (c Cause) String() string {
+	switch c {
+	case FleetFault:
+		return "the fleet's"
+	case AlgorithmLimit:
+		return "the algorithm's"
+	case MachineLimit:
+		return "the machine's"
+	case StoreWaits:
+		return "Redis waits"
+	}
+	return ""
+}
+
+// OwnLoss is how far below the algorithm's own utilization (run centrally
+// on the same checks) the fleet's may read and still be called the
+// algorithm's: the two runs decide the same checks at slightly different
+// times.
+const OwnLoss = 0.01
 
 // Mark is the check's sign: ✓ held, ✗ broken, – not exercised.
 func (c Check) Mark() string {
@@ -74,6 +124,13 @@ func (c Check) Mark() string {
 //     every check returned a decision, none an error (ErrUnknownRule while
 //     a reload is half applied, for example).
 //
+// A false denial or a utilization below MinUtilization is the fleet's
+// (FleetFault, a broken promise) only where the rule's algorithm run
+// centrally on the same checks does better: where it denies as many quiet
+// keys, or its lowest utilization is within OwnLoss of the fleet's, the ✗
+// is the algorithm's own limit (AlgorithmLimit), shown and explained but
+// not counted as broken.
+//
 // Allow's latency is not among the promises: sluice bounds only how long a
 // check waits for the store (Options.Timeout); the measured latency also
 // holds the load generator's scheduling on a shared machine. VerdictText
@@ -87,6 +144,11 @@ func Verdict(s *Scenario) []Check {
 	} else {
 		over.Figure = "no key offered above L"
 	}
+	if over.Exercised && !over.Held {
+		over.Cause = FleetFault
+		over.Why = fmt.Sprintf("the fleet's fault: it admitted %s of L more than the %s run centrally on the same checks, over the error budget ε = %s",
+			pct1(a.ExcessMax), algorithm(s), pct(eps))
+	}
 	deny := Check{Promise: PromiseNoFalseDenial, Exercised: a.QuietKeys > 0, Held: a.FalseDenialKeys == 0}
 	switch {
 	case !deny.Exercised:
@@ -95,12 +157,14 @@ func Verdict(s *Scenario) []Check {
 		deny.Figure = fmt.Sprintf("0 of %d denied", a.QuietKeys)
 	default:
 		deny.Figure = fmt.Sprintf("%d of %d denied", a.FalseDenialKeys, a.QuietKeys)
+		deny.Cause, deny.Why = denialCause(s)
 	}
 	use := Check{Promise: PromiseUtilization, Exercised: a.HotKeys > 0, Held: a.UtilizationMin >= MinUtilization}
 	if use.Exercised {
 		use.Figure = "lowest " + pct1(a.UtilizationMin)
 		if !use.Held {
 			use.Alone = pct1(a.AlgoUtilizationMin)
+			use.Cause, use.Why = utilizationCause(s)
 		}
 	} else {
 		use.Figure = "no key offered ≥ 2·L"
@@ -110,9 +174,74 @@ func Verdict(s *Scenario) []Check {
 		n := s.Cost.Errors
 		errs := Check{Promise: PromiseNoErrors, Exercised: true, Held: n == 0}
 		errs.Figure = count(n) + " errors"
+		if n > 0 {
+			errs.Cause, errs.Why = FleetFault, "the fleet's fault: sluice answers every check with a decision, not an error, through a reload, a deploy, moving traffic or a store that lost its state"
+		}
 		checks = append(checks, errs)
 	}
+	if busy := s.Machine.Busy(); busy != "" {
+		for i := range checks {
+			if checks[i].Cause == FleetFault {
+				checks[i].Why += "; the machine was busy meanwhile (" + busy + "), which delays the instances' syncs with Redis"
+			}
+		}
+	}
 	return checks
+}
+
+// algorithm names the scenario's algorithm (after "the"), "rule's
+// algorithm" if the settings do not say.
+func algorithm(s *Scenario) string {
+	if s.Settings.Algorithm == "" {
+		return "rule's algorithm"
+	}
+	return s.Settings.Algorithm
+}
+
+// sliding reports whether the scenario's rule is a sliding window, whose
+// documented limits (a sub-window counted whole until all of it has left
+// the window) the verdict names.
+func sliding(s *Scenario) bool { return s.Settings.Algorithm == "sliding" }
+
+// denialCause says whose false denials are: the algorithm's when, run
+// centrally on the same checks, it denies at least as many quiet keys, or
+// (a sliding window) when every denied key was offered above 0.9·L in W
+// plus one sub-window, which a sliding window counts; else the fleet's.
+func denialCause(s *Scenario) (Cause, string) {
+	a := &s.Accuracy
+	alg := algorithm(s)
+	switch {
+	case a.AlgoFalseDenialKeys >= a.FalseDenialKeys:
+		why := fmt.Sprintf("the algorithm's documented limit, not the fleet's: the %s run centrally on the same checks denies %d of the %d quiet keys too", alg, a.AlgoFalseDenialKeys, a.QuietKeys)
+		if sliding(s) {
+			why += " (it counts a sub-window whole until all of it has left the window)"
+		}
+		return AlgorithmLimit, why
+	case sliding(s) && a.SpanQuietKeys > 0 && a.SpanFalseDenialKeys == 0:
+		return AlgorithmLimit, fmt.Sprintf("the algorithm's documented limit, not the fleet's: each denied key was offered above 0.9·L in W plus one sub-window, "+
+			"which a sliding window counts (a sub-window whole until all of it has left the window); of the %d keys never offered that, none was denied", a.SpanQuietKeys)
+	}
+	return FleetFault, fmt.Sprintf("the fleet's fault: it denied %d quiet keys, the %s run centrally on the same checks %d", a.FalseDenialKeys, alg, a.AlgoFalseDenialKeys)
+}
+
+// utilizationCause says whose a lowest utilization below MinUtilization
+// is: the algorithm's when, run centrally on the same checks, its own
+// lowest is below the promise too and the fleet's is within OwnLoss of it;
+// else the fleet's, by the points between.
+func utilizationCause(s *Scenario) (Cause, string) {
+	a := &s.Accuracy
+	alg := algorithm(s)
+	if a.AlgoUtilizationMin < MinUtilization && a.UtilizationMin >= a.AlgoUtilizationMin-OwnLoss {
+		why := fmt.Sprintf("the algorithm's documented limit, not the fleet's: the %s run centrally on the same checks gets %s at its lowest, the fleet %s",
+			alg, pct1(a.AlgoUtilizationMin), pct1(a.UtilizationMin))
+		if sliding(s) {
+			why += " (a sliding window frees a sub-window only once all of it has left the window; an exact log frees each request as it leaves)"
+		}
+		return AlgorithmLimit, why
+	}
+	central := min(a.AlgoUtilizationMin, MinUtilization)
+	return FleetFault, fmt.Sprintf("the fleet's fault: %.1f points below %s (the %s run centrally on the same checks gets %s at its lowest)",
+		100*(central-a.UtilizationMin), pct1(central), alg, pct1(a.AlgoUtilizationMin))
 }
 
 // verdictLegend explains the verdict's columns, one line each.
@@ -125,6 +254,9 @@ var verdictLegend = []string{
 	"p99.9 (≤ L): Allow's p99.9 over the checks of keys not offered above L in a window holding the check, whose target " +
 		"is 50 µs (✓, ✗: a target on this machine, not a promise; –: no such check); under the table, why a p99.9 (theirs, " +
 		"or all checks') above 50 µs was slow.",
+	"whose a ✗ is, under the table: the fleet's (a broken promise: it did worse than the algorithm run centrally on the same " +
+		"checks), the algorithm's documented limit (run centrally on the same checks it falls as short: not a broken promise), " +
+		"or, for p99.9, the machine's (busy: load average or CPU steal, or bare local limiters slow too) or Redis waits.",
 }
 
 // LatencyTarget is Allow's p99.9 target for the checks of keys within
@@ -136,6 +268,47 @@ const LatencyTarget = lat.Slow
 func LatencyMet(s *Scenario) (met, any bool) {
 	l := &s.Waits.Latency
 	return l.Within.P999 <= LatencyTarget, l.Within.N > 0
+}
+
+// LatencyCause says whose a p99.9 of the checks of keys within their
+// limit above LatencyTarget is (NoCause if it met the target or there were
+// no such checks), in words: the machine's when it was busy (Machine.Busy)
+// or bare local limiters checked in the same run, with no store, were slow
+// too (peers: their slowest p99.9, 0 if none ran); else Redis waits when
+// most slow checks ran during a round trip of their instance to Redis;
+// else the machine's, the checks having waited for a CPU.
+func LatencyCause(s *Scenario, peers time.Duration) (Cause, string) {
+	if met, any := LatencyMet(s); met || !any {
+		return NoCause, ""
+	}
+	l := &s.Waits.Latency
+	var busy []string
+	if b := s.Machine.Busy(); b != "" {
+		busy = append(busy, "it was busy: "+b)
+	}
+	if peers > LatencyTarget {
+		busy = append(busy, fmt.Sprintf("bare local limiters, with no store, checked in the same run were slow too (p99.9 %v)", peers))
+	}
+	switch {
+	case len(busy) > 0:
+		return MachineLimit, "the machine's: " + strings.Join(busy, "; ")
+	case l.Within.Slow > 0 && 2*l.SlowTripWithin > l.Within.Slow:
+		return StoreWaits, fmt.Sprintf("Redis waits: %d of the %d slow checks ran while their instance waited for Redis (keys at their divergence cap), "+
+			"which the fleet's bound costs: not a promise (sluice bounds how long a check waits, Options.Timeout)", l.SlowTripWithin, l.Within.Slow)
+	}
+	return MachineLimit, "the machine's: the slow checks waited for a CPU, not for Redis"
+}
+
+// slowestPeer is the largest p99.9 of the bare local limiters checked in
+// the run, 0 if none ran.
+func slowestPeer(ss []Scenario) time.Duration {
+	var p time.Duration
+	for i := range ss {
+		for _, peer := range ss[i].Peers {
+			p = max(p, peer.Latency.P999)
+		}
+	}
+	return p
 }
 
 // Why says why a scenario's Allow p99.9 (all checks, or those of keys
@@ -262,9 +435,11 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 	}
 	head = append(head, "p99.9 (≤ L)")
 	var rows [][]string
-	var broken, whys []string
+	var broken, limits, whys []string
 	judged, idle := 0, 0
 	fast, timed := 0, 0
+	slowBy := map[Cause]int{}
+	peers := slowestPeer(ss)
 	for i := range ss {
 		s := &ss[i]
 		row := []string{label(s)}
@@ -275,12 +450,21 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 				continue
 			}
 			judged++
-			if !c.Held {
-				figure := c.Figure
-				if c.Alone != "" {
-					figure += "; the algorithm alone, run centrally: " + c.Alone
-				}
-				broken = append(broken, fmt.Sprintf("%s: %s (%s)", label(s), c.Promise, figure))
+			if c.Held {
+				continue
+			}
+			figure := c.Figure
+			if c.Alone != "" {
+				figure += "; the algorithm alone, run centrally: " + c.Alone
+			}
+			line := fmt.Sprintf("%s: %s (%s)", label(s), c.Promise, figure)
+			if c.Cause == AlgorithmLimit {
+				limits = append(limits, line)
+			} else {
+				broken = append(broken, line)
+			}
+			if c.Why != "" {
+				whys = append(whys, fmt.Sprintf("%s, %s ✗: %s.", label(s), c.Promise, c.Why))
 			}
 		}
 		if ops && !s.Settings.Operation {
@@ -288,6 +472,7 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 		}
 		l := &s.Waits.Latency
 		cell := "–"
+		cause, causeWhy := LatencyCause(s, peers)
 		if met, any := LatencyMet(s); any {
 			cell = dur(Dur(l.Within.P999))
 			timed++
@@ -296,28 +481,29 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 				cell += " ✓"
 			} else {
 				cell += " ✗"
+				slowBy[cause]++
 			}
 		}
 		rows = append(rows, append(row, cell))
 		if why := Why(s); why != "" {
+			if causeWhy != "" {
+				why = causeWhy + "; " + why
+			}
 			whys = append(whys, fmt.Sprintf("%s, p99.9 %s: %s.", label(s), p999Text(l), why))
 		}
 	}
-	var summary string
-	switch {
-	case len(broken) == 1:
-		summary = "1 promise broken: " + broken[0]
-	case len(broken) > 1:
-		summary = fmt.Sprintf("%d promises broken: %s", len(broken), strings.Join(broken, "; "))
-	case judged == 0:
-		summary = "nothing to judge: no key was offered above L, below 0.9·L or at 2·L"
-	case idle > 0:
-		summary = fmt.Sprintf("all promises held (%d judged over %s; %d had nothing to judge, marked –)", judged, profiles(len(ss)), idle)
-	default:
-		summary = fmt.Sprintf("all promises held (%d judged over %s)", judged, profiles(len(ss)))
-	}
+	summary := verdictSummary(broken, limits, judged, idle, len(ss))
 	if timed > 0 {
 		summary += fmt.Sprintf("; Allow p99.9 of the keys within their limit ≤ %v on %d of %s", LatencyTarget, fast, profiles(timed))
+		var parts []string
+		for _, c := range []Cause{MachineLimit, StoreWaits} {
+			if n := slowBy[c]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d ✗ %s", n, c))
+			}
+		}
+		if len(parts) > 0 {
+			summary += " (a target, not a promise: " + strings.Join(parts, ", ") + ")"
+		}
 	}
 	if st.Markdown {
 		fmt.Fprintf(w, "\n**%s:**\n\n", title)
@@ -346,6 +532,34 @@ func VerdictText(w io.Writer, st Style, ss []Scenario) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprint(w, wrap("Verdict: "+summary+".", Width, "", "  "))
+}
+
+// verdictSummary is the verdict's summary line but for latency: the
+// promises broken by the fleet, or all held, and the ✗ that are the
+// algorithms' documented limits, not counted as broken.
+func verdictSummary(broken, limits []string, judged, idle, scenarios int) string {
+	var summary string
+	switch {
+	case len(broken) == 1:
+		summary = "1 promise broken by the fleet: " + broken[0]
+	case len(broken) > 1:
+		summary = fmt.Sprintf("%d promises broken by the fleet: %s", len(broken), strings.Join(broken, "; "))
+	case judged == 0:
+		return "nothing to judge: no key was offered above L, below 0.9·L or at 2·L"
+	case len(limits) > 0:
+		summary = fmt.Sprintf("all promises held by the fleet (%d judged over %s)", judged, profiles(scenarios))
+	case idle > 0:
+		summary = fmt.Sprintf("all promises held (%d judged over %s; %d had nothing to judge, marked –)", judged, profiles(scenarios), idle)
+	default:
+		summary = fmt.Sprintf("all promises held (%d judged over %s)", judged, profiles(scenarios))
+	}
+	switch {
+	case len(limits) == 1:
+		summary += "; 1 ✗ is the algorithm's documented limit, as the algorithm run centrally falls as short, not a broken promise: " + limits[0]
+	case len(limits) > 1:
+		summary += fmt.Sprintf("; %d ✗ are the algorithm's documented limits, as the algorithm run centrally falls as short, not broken promises: %s", len(limits), strings.Join(limits, "; "))
+	}
+	return summary
 }
 
 // profiles says "1 profile", "8 profiles".

@@ -1,0 +1,47 @@
+package httplimit_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// A transport other than HTTP decides as the middleware does with a
+// RuleSet: the rules checked together, all or none, and the fields that
+// tell the client about them.
+func ExampleRuleSet() {
+	limiter, err := sluice.New(sluice.Options{},
+		policy.Rule{Name: "per-client", Limit: 2, Window: time.Minute},
+		policy.Rule{Name: "per-tenant", Limit: 100, Window: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	rs, err := httplimit.NewRuleSet(limiter, "per-client", "per-tenant")
+	if err != nil {
+		log.Fatal(err)
+	}
+	keys := []string{"198.51.100.7", "acme"} // one per rule, in order
+	for range 3 {
+		res, err := rs.Check(context.Background(), keys, 1, httplimit.HeaderRateLimit)
+		if err != nil {
+			log.Fatal(err) // the check could not be made
+		}
+		f := res.Fields() // RateLimit: "per-client";r=1;t=…, "per-tenant";r=99;t=…
+		_ = f.RateLimit   // send it as the transport's header
+		if res.Denied >= 0 {
+			fmt.Println("denied by", rs.Name(res.Denied))
+			continue
+		}
+		fmt.Println("allowed, remaining", res.Decision.Remaining)
+	}
+	// Output:
+	// allowed, remaining 1
+	// allowed, remaining 0
+	// denied by per-client
+}
