@@ -67,6 +67,10 @@ func TestReport(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+	// The measurements sit between the markers docs_test.go looks for.
+	if !strings.HasPrefix(doc, "# sluice performance\n\n"+generatedBegin+"\n\n") || !strings.HasSuffix(doc, "\n\n"+generatedEnd+"\n") {
+		t.Errorf("the report is not between the generated markers: begins %q, ends %q", doc[:min(80, len(doc))], doc[max(0, len(doc)-80):])
+	}
 	memory, setup := strings.Index(doc, "## Memory"), strings.Index(doc, "## Setup")
 	if memory < 0 || setup < 0 || memory > setup {
 		t.Errorf("the memory table comes before the setup (at %d, setup at %d)", memory, setup)
