@@ -190,12 +190,12 @@ text <<'EOF'
 
 The promise: a rule of `L` per window `W` with an error budget ε admits at
 most `L·(1+ε)` in any real window across the fleet. The default sliding
-window admits at most `L` in every real window on its own; each instance
+window admits at most `L` in every real window on its own. Each instance
 adds at most its share of `ε·L` before it must ask Redis, so the fleet's
 part is bounded by ε. Keys never offered more than `0.9·L` in any window
-must see no denials. Every table on these pages is judged against them (✓ or ✗ in
-the table, and a verdict under it); the conditions under which they stop
-holding are measured too.
+must see no denials. Every table on these pages is judged against these
+promises (✓ or ✗ in the table, and a verdict under it). The conditions
+under which they stop holding are measured too.
 
 ## The pages
 
@@ -223,30 +223,37 @@ Each page answers one question, with the commands that produced its tables:
 - [Everyday operations](accuracy-operations.md): layered limits, elastic
   throttling, traffic that moves, deploys, reloads, a lost store.
 
-## The columns
+## How to read the tables
 
-EOF
-text <<EOF
-How to read the tables:
+Each run is summed up by its verdict, one row per traffic profile:
 
-- **over-adm** — per key, the largest cost admitted in any window \`(t−W, t]\`,
-  divided by \`L\`, minus 1; max and p99 over the keys
-  offered more than \`L\` in some window ("limited keys").
-- **algorithm alone** — the same checks replayed through the rule's own algorithm
-  run centrally (\`window.Counter\`, same geometry): the algorithm's own error
-  against an exact sliding log (\`window.Log\`).
-- **fleet excess** — per key, fleet over-admission minus the central algorithm's:
-  the part the fleet adds.
-- **fleet in own estimate** — the fleet's admissions counted the way the algorithm
-  counts (the sliding-window estimate \`E(t)\`, max over \`t\`, ÷ \`L\` − 1). This is
-  what the error budget bounds: ✓ when it is at most ε.
-- **false denials** — denials of keys never offered more than 0.9·L in any window.
-- **wrong decisions** — checks decided differently from an exact central sliding
-  log replaying the same stream; **fleet≠central** — differently from the same
-  algorithm run centrally.
+- **fleet's over-admission ≤ ε**: per key, the most admitted in any real
+  window `(t−W, t]`, over `L`, minus 1, less what the rule's own algorithm
+  run centrally admits on the same checks: the part the fleet adds. The
+  algorithm's own error is in brackets.
+- **no false denials**: denials of keys never offered more than `0.9·L` in
+  any window.
+- **utilization ≥ 90 %**: the lowest share of `L` admitted to a key offered
+  at least `2·L`.
+- **p99.9 (≤ L)**: the latency of `Allow` for the keys within their limit.
+
+The whole report of a run, linked under its verdict, has the rest:
+
+- **over-adm** and **algorithm alone**: the over-admission of the fleet, and
+  of the same checks replayed through the rule's algorithm run centrally
+  (`window.Counter`, same geometry), both against an exact sliding log
+  (`window.Log`); **fleet excess** is the first less the second, per key.
+- **fleet in own estimate**: the fleet's admissions counted the way the
+  algorithm counts (the sliding-window estimate `E(t)`, max over `t`, ÷ `L`
+  − 1). This is what the error budget bounds: ✓ when it is at most ε.
+- **wrong decisions**: checks decided differently from an exact central
+  sliding log replaying the same stream; **fleet≠central**: differently
+  from the same algorithm run centrally.
+- The cost: checks per second, `Allow` latency, Redis traffic, which checks
+  waited for Redis and why, and memory per key.
 
 Decision times are the limiters' own (recovered exactly from
-\`Decision.ResetAfter\`), on each instance's store clock.
+`Decision.ResetAfter`), on each instance's store clock.
 
 EOF
 page accuracy-algorithms "Measured accuracy: the algorithm's own error"
@@ -257,22 +264,21 @@ How far does each counting algorithm, run centrally with no fleet and no
 Redis, stray from an exact sliding log? The fixed window and every weighted
 window let nearly `2L` through one real window under the boundary attack,
 however many sub-windows they have. The sliding window, sluice's default,
-admits at most `L` in every real window whatever `B`, and pays for it by
+admits at most `L` in every real window whatever `B`. It pays for that by
 counting the oldest sub-window whole until it has left the window.
 
-EOF
-text <<EOF
-## (a) The algorithm's own error
+## Counting and limiting without a fleet
 
-The simulation runs the counting algorithms of package \`window\` on a virtual
-clock (one central limiter per key, no fleet, no Redis), deterministic under the
-seed. It first reproduces the comparison of the seed article ("Rate Limiting in
-a Distributed System": 100 requests per minute, random traffic): what each
-algorithm *counts* against the perfect sliding window, without limiting. The
-article's "five 15 s windows" is \`B = 4\` here (four whole 15 s sub-windows plus
-the oldest one: five counters read). "sliding" is sluice's default, which
-counts the oldest sub-window whole until it has left the window; "weighted"
-weighs it by the part still inside the window (Cloudflare's estimate).
+The simulation runs the counting algorithms of package `window` on a virtual
+clock (one central limiter per key, no fleet, no Redis), deterministic under
+the seed. It first reproduces the comparison of the article "Rate Limiting
+in a Distributed System" (100 requests per minute, random traffic): what
+each algorithm *counts* against the perfect sliding window, without
+limiting. The article's "five 15 s windows" is `B = 4` here: four whole
+15 s sub-windows plus the oldest one, five counters read. "sliding" is
+sluice's default, which counts the oldest sub-window whole until it has left
+the window; "weighted" weighs it by the part still inside the window
+(Cloudflare's estimate).
 
 EOF
 run sim -sim -seed 1
@@ -282,21 +288,22 @@ text <<'EOF'
 |---|---|---|---|---|
 | ![](img/sim/sim-count-fixed.svg) | ![](img/sim/sim-count-weighted-b1.svg) | ![](img/sim/sim-count-weighted-b4.svg) | ![](img/sim/sim-count-weighted-b10.svg) | ![](img/sim/sim-count-b10.svg) |
 
-As in the article, the fixed window forgets everything at each minute mark; the
-weighted previous window follows the exact count closely, over and under; more
-sub-windows shrink the error roughly as `L/B`. The sliding window never counts
-less than the exact count: it is above it by what the oldest sub-window holds
-outside the window.
+As in the article, the fixed window forgets everything at each minute mark;
+the weighted previous window follows the exact count closely, over and
+under; more sub-windows shrink the error roughly as `L/B`. The sliding
+window never counts less than the exact count: it is above it by what the
+oldest sub-window holds outside the window.
 
 Limiting is another matter. Under Poisson traffic the over-admission of the
-weighted window falls with `B` (one sub-window's worth, at most), but the
-**boundary attack** — `L` in the last 10 ms of a window, `L` again at the start
-of the next, then steady pressure — gets nearly `2L` through the fixed window at
-once and through every weighted window as the packed sub-window becomes the
-oldest and its weight decays while its requests are all still inside the exact
-window; more sub-windows do not help against an attacker who packs a full limit
-into one instant. The sliding window admits at most `L` in every real window,
-whatever `B` (`docs/design.md` says why; this measures it):
+weighted window falls with `B` (one sub-window's worth, at most). The
+**boundary attack** sends `L` in the last 10 ms of a window, `L` again at
+the start of the next, then steady pressure. It gets nearly `2L` through
+the fixed window at once. It gets as much through every weighted window as
+the packed sub-window becomes the oldest: its weight decays while its
+requests are all still inside the exact window. More sub-windows do not help
+against an attacker who packs a full limit into one instant. The sliding
+window admits at most `L` in every real window, whatever `B`
+([design.md](design.md) says why; this measures it):
 
 ![boundary attack](img/sim/sim-boundary.svg)
 
@@ -308,26 +315,22 @@ text <<'EOF'
 ## In one minute
 
 How far over `L` does a fleet of 8 instances go on each traffic profile,
-syncing every 100 ms with ε = 1 %? Read "fleet in own estimate" (what ε
-bounds: ✓ when within it) and "fleet excess" (the fleet's part in real
-windows); the verdict under each table lists which promises held. The two
-tables differ only in the Redis timeout: 1 s isolates the fleet's algorithm,
-the default 50 ms shows what a check that outlives it costs on a shared
-machine (a denial: [Where the guarantees end](accuracy-limits.md)).
+syncing every 100 ms with ε = 1 %? Read the first column of each verdict:
+the fleet's part of the over-admission, which ε bounds. The two tables
+differ only in the Redis timeout. A 1 s timeout isolates the fleet's
+algorithm; the default 50 ms shows what a check that outlives it costs on a
+shared machine (a denial: [Where the guarantees end](accuracy-limits.md)).
 
-EOF
-text <<'EOF'
-## (b) The fleet's error
+## Every profile on 8 instances, 100 ms sync, ε = 1 %
 
-### Every profile on 8 instances, 100 ms sync, ε = 1 %
-
-A rule of 10000/1s gives ε·L = 100 requests: each of the 8 instances may hold
-`⌊100/9⌋ = 11` unsynced admissions per key, and past that a check is decided by
-Redis. The first table waits up to 1 s for Redis (`-timeout 1s`): on this shared
-machine goroutines are sometimes descheduled for tens of milliseconds, and a
-check that outlives the timeout is denied instead (see (d)); the long timeout
-isolates the fleet's algorithm from that. The second
-table is the same run with the library's default 50 ms timeout.
+A rule of 10000/1s gives ε·L = 100 requests: each of the 8 instances may
+hold `⌊100/9⌋ = 11` unsynced admissions per key, and past that a check is
+decided by Redis. The first run waits up to 1 s for Redis (`-timeout 1s`).
+On a shared machine goroutines are sometimes descheduled for tens of
+milliseconds, and a check that outlives the timeout is denied instead
+([a slow store](accuracy-limits.md#a-slow-store)); the long timeout
+isolates the fleet's algorithm from that. The second run is the same with
+the library's default 50 ms timeout.
 
 EOF
 run fleet8 -redis "$REDIS" -instances 8 -sync 100ms -budget 1% -duration "$dur" -rule 10000/1s -rate 60000 -keys 10 -timeout 1s
@@ -338,16 +341,14 @@ text <<'EOF'
 ## In one minute
 
 Does the window algorithm change what the fleet admits? First the default
-rule, 1000/1s, on the same 8-instance fleet, where the cap is 1 and nearly
-every check of a busy key goes to Redis; then the sliding, weighted and fixed
+rule, 1000/1s, on the same 8-instance fleet: the cap is 1 and nearly every
+check of a busy key goes to Redis. Then the sliding, weighted and fixed
 windows on 400/1s with ε = 5 %, on the profiles that hurt a window most.
-Compare "fleet excess" (the fleet's part) with "algorithm alone" (the
-algorithm's own error, which the fleet cannot remove).
+Compare the fleet's part of the over-admission with the algorithm's own
+error, which the fleet cannot remove.
 
 ## Every profile on 8 instances, the default rule
 
-EOF
-text <<'EOF'
 With the default rule, 1000/1s, ε·L is 10 requests and the cap `⌊10/9⌋ = 1`:
 nearly every check of a busy key goes to Redis.
 
@@ -355,7 +356,9 @@ EOF
 run - -redis "$REDIS" -instances 8 -sync 100ms -budget 1% -duration "$dur" -timeout 1s
 
 text <<'EOF'
-The admitted-per-window plots of these runs (the worst key of each scenario):
+The admitted-per-window plots of the runs of
+[the fleet on every profile](accuracy-fleet.md) (the worst key of each
+scenario):
 
 | | | |
 |---|---|---|
@@ -367,17 +370,17 @@ The admitted-per-window plots of these runs (the worst key of each scenario):
 The same 8-instance fleet on a rule of 400/1s with ε = 5 %, on the profiles
 that hurt a window most: a cold start that bursts 2L per key 90 % into a
 sub-window (startup), the boundary attack, steady and on/off traffic. The
-"over-adm fleet" column is the most admitted in any real second.
+over-admission is the most admitted in any real second.
 
 EOF
 for algo in sliding weighted fixed; do
 	run - -redis "$REDIS" -instances 8 -sync 100ms -budget 5% -duration "$dur" -rule 400/1s -profile startup,boundary,steady,bursty -algorithm "$algo"
 done
 text <<'EOF'
-The sliding window's price shows in the boundary profile's utilization: the
+The sliding window's price shows in the boundary profile's utilization. The
 attack's second burst and the pressure that follows fall while the first
-burst's sub-window still counts whole, where the exact log frees it request by
-request.
+burst's sub-window still counts whole, where the exact log frees it request
+by request.
 
 EOF
 page accuracy-buckets "Measured accuracy: token bucket and GCRA, Eventual"
@@ -386,26 +389,25 @@ text <<'EOF'
 
 How accurate are `TokenBucket` and `GCRA` shared across a fleet in
 `Eventual` mode, through leases? The fleet admits at most `Burst` +
-⌊ε·`Burst`⌋ + r·τ in any interval τ; "over-adm fleet" measures the
-excess over that refill against ε, on 8 instances, 400/1s, ε = 5 %. What it
-shows includes the load test's timing error for the checks the store decides.
+⌊ε·`Burst`⌋ + r·τ in any interval τ. The over-admission below is the excess
+over that refill, against ε, on 8 instances, 400/1s, ε = 5 %. It includes
+the load test's timing error for the checks the store decides.
 
-EOF
-text <<'EOF'
-### The buckets, Eventual: token bucket, GCRA
+## The buckets, Eventual: token bucket, GCRA
 
 `TokenBucket` and `GCRA` share a key across the fleet in `Eventual` mode
-(the default with a store) through leases: the store keeps the key's exact
-bucket, of capacity `Store` = `Burst` + ⌊ε·`Burst`⌋ − `Pool`, and each
-instance admits on its own the few units the store leased it, at most
-⌊`Pool`/(N̂+1)⌋ (docs/design.md, "Eventual buckets"). The fleet admits at
-most `Burst` + ⌊ε·`Burst`⌋ + r·τ in any interval τ. The same 8-instance
-fleet on 400/1s with `Burst` = 400 and ε = 5 %. The references are one exact
-bucket (`window.GCRA`) replaying the merged stream; "over-adm fleet" is the
-most admitted in any interval τ less its refill r·τ, over `Burst`, minus 1,
-which the bound keeps at most ε. A check the store decides is dated at the
-middle of its call (see below), so what the tables show is the fleet's own
-error plus that timing error.
+(the default with a store) through leases. The store keeps the key's exact
+bucket, of capacity `Store` = `Burst` + ⌊ε·`Burst`⌋ − `Pool`. Each instance
+admits on its own the few units the store leased it, at most ⌊`Pool`/(N̂+1)⌋
+([design.md](design.md), "Eventual buckets"). The fleet admits at most
+`Burst` + ⌊ε·`Burst`⌋ + r·τ in any interval τ. The runs use the same
+8-instance fleet on 400/1s with `Burst` = 400 and ε = 5 %. The reference is
+one exact bucket (`window.GCRA`) replaying the merged stream. The
+over-admission is the most admitted in any interval τ less its refill r·τ,
+over `Burst`, minus 1, which the bound keeps at most ε. A check the store
+decides is dated at the middle of its call ([Strict mode](accuracy-strict.md)
+says why that errs), so the tables show the fleet's own error plus that
+timing error.
 
 EOF
 for algo in tokenbucket gcra; do
@@ -418,27 +420,27 @@ text <<'EOF'
 How exact is `Strict` mode, where every check of a `TokenBucket`, `GCRA`
 or `SlidingLog` is one script call that decides it in Redis? The store
 decides exactly (its scripts are tested against the same references to the
-nanosecond); what the tables show above 0 is the load test's own timing
+nanosecond). What the tables show above 0 is the load test's own timing
 error in dating each check, a few units of 400.
 
-EOF
-text <<'EOF'
-### The per-key algorithms, Strict: token bucket, GCRA, sliding log
+## The per-key algorithms, Strict: token bucket, GCRA, sliding log
 
 In `Strict` mode every check of a `TokenBucket`, `GCRA` or `SlidingLog` is
-one script call that decides it on the key's state in Redis (docs/design.md,
-"The per-key algorithms"); it is the `SlidingLog`'s only fleet-wide mode.
-The same 8-instance fleet on 400/1s (the buckets with `Burst` = 400), two
-workers per instance at 2000 checks/s. The references are the algorithm
-itself, exact and central: one exact bucket (`window.GCRA`) or the exact log
-replaying the merged stream. For the log, "over-adm fleet" is the most
-admitted in any real second over L. The store decides exactly (its scripts
-are checked against the same references to the nanosecond,
-`syncer/strict_test.go`); what the tables show above 0 is the load test's
-own timing error: a Strict check's decision time is taken as the middle of
-its call, which errs by up to half the call's latency (its p99 is in the
-cost table), so checks decided a few ms apart can be replayed out of order
-— a few units of 400 here.
+one script call that decides it on the key's state in Redis
+([design.md](design.md), "The per-key algorithms"); it is the
+`SlidingLog`'s only fleet-wide mode. The runs use the same 8-instance fleet
+on 400/1s (the buckets with `Burst` = 400), two workers per instance at
+2000 checks/s. The reference is the algorithm itself, exact and central:
+one exact bucket (`window.GCRA`) or the exact log replaying the merged
+stream. For the log, the over-admission is the most admitted in any real
+second over L.
+
+The store decides exactly: its scripts are checked against the same
+references to the nanosecond (`syncer/strict_test.go`). What the tables show
+above 0 is the load test's own timing error. A Strict check's decision time
+is taken as the middle of its call, which errs by up to half the call's
+latency (its p99 is in the whole report's cost table). So checks decided a
+few ms apart can be replayed out of order, a few units of 400 here.
 
 EOF
 for algo in tokenbucket gcra slidinglog; do
@@ -451,19 +453,17 @@ text <<'EOF'
 How do the sync interval and the number of instances change accuracy and
 cost? The default rule on 4 instances (the instance sweep from 2 to 16). The
 cap, not the interval, bounds what an instance adds: a longer interval keeps
-the bound and pays in urgent syncs; more instances share ε·L among more, so
+the bound and pays in urgent syncs. More instances share ε·L among more, so
 each decides less alone. The plots show both sides: over-admission against
 ε, and Redis traffic.
 
-EOF
-text <<'EOF'
-### Against the sync interval
+## Against the sync interval
 
 The sweeps run the default 1000/1s rule on 4 instances with `-timeout 1s`.
-With ε = 1 % and W = 1 s, a key evenly loaded at its full rate needs no urgent
-sync only when `SyncInterval ≤ ε·W` = 10 ms. Longer intervals keep the bound —
-the cap, not the interval, bounds what an instance adds — and pay for it in
-urgent syncs.
+With ε = 1 % and W = 1 s, a key evenly loaded at its full rate needs no
+urgent sync only when `SyncInterval ≤ ε·W` = 10 ms. Longer intervals keep
+the bound (the cap, not the interval, bounds what an instance adds) and pay
+for it in urgent syncs.
 
 EOF
 run sweep-sync -redis "$REDIS" -sweep sync=10ms,25ms,50ms,100ms,250ms,1s -profile steady,sync-burst -duration "$dur" -timeout 1s
@@ -471,7 +471,7 @@ text <<'EOF'
 ![](img/sweep-sync/sweep-sync-accuracy.svg)
 ![](img/sweep-sync/sweep-sync-cost.svg)
 
-### Against the number of instances
+## Against the number of instances
 
 EOF
 run sweep-instances -redis "$REDIS" -sweep instances=2,4,8,16 -profile steady,sync-burst -duration "$dur" -timeout 1s
@@ -489,9 +489,7 @@ What does the error budget ε buy? The default rule on 4 instances at
 and the fewer checks wait for Redis, for a bounded over-admission of at most
 ε. At 0.1 % every check is decided by Redis, exact, at one round trip each.
 
-EOF
-text <<'EOF'
-### Against the error budget
+## Against the error budget
 
 At ε = 0.1 % of a 1000/1s rule the cap is `⌊1/(N̂+1)⌋ = 0`: every check is
 decided by Redis (batched), exact, at one round trip each.
@@ -511,30 +509,29 @@ How often does the fleet decide a check differently from an exact central
 limiter? That depends on the traffic mix more than on the limiter: a key far
 below its limit is never decided wrongly, a key near it often is. Three
 mixes of steady Poisson traffic on 4 instances, to read next to the 0.003 %
-Cloudflare reports for real traffic.
+Cloudflare reports for real traffic. The wrong-decision rates are in the
+whole reports, linked under each verdict.
 
-EOF
-text <<'EOF'
-## (c) Wrong decisions on steady Poisson traffic
+## Wrong decisions on steady Poisson traffic
 
 Cloudflare reports that 0.003 % of requests were wrongly allowed or rate
 limited by its sliding-window approximation on real traffic (400 million
-requests from 270 000 sources), where most sources stay far below their limits.
-The wrong-decision rate is not a property of the limiter alone: it is the
-share of checks on keys near their limit times how often those are decided
-differently. A key far below its limit is never decided wrongly; a key at
-several times its limit is denied most of the time by both, and every
-admission slot the two place differently counts twice. So the figure must be
-read with the traffic mix. Three mixes, all steady Poisson at 8000 checks/s on
-4 instances:
+requests from 270 000 sources), where most sources stay far below their
+limits. The wrong-decision rate is not a property of the limiter alone: it
+is the share of checks on keys near their limit times how often those are
+decided differently. A key far below its limit is never decided wrongly. A
+key at several times its limit is denied most of the time by both, and
+every admission slot the two place differently counts twice. So the figure
+must be read with the traffic mix. Three mixes, all steady Poisson at 8000
+checks/s on 4 instances:
 
 EOF
 run - -redis "$REDIS" -profile steady -keys 5000 -zipf 1.2 -duration "$long"
 run - -redis "$REDIS" -profile steady -keys 1000 -duration "$long"
 run - -redis "$REDIS" -profile steady -duration "$long"
 text <<'EOF'
-The simulation above gives the algorithm alone under Poisson traffic, without
-a fleet (its "steady" rows).
+[The algorithm's own error](accuracy-algorithms.md) gives the algorithm
+alone under Poisson traffic, without a fleet (its "steady" rows).
 
 EOF
 page accuracy-limits "Measured accuracy: where the guarantees end"
@@ -543,68 +540,69 @@ text <<'EOF'
 
 When does `L·(1+ε)` stop holding, or cost denials below the limit? When the
 instances count fewer of themselves than there are (N̂ below the real fleet
-size), during a store outage (each instance enforces `L/N̂` alone), when
-the store is slow (a check past `Options.Timeout` is denied), and through
-the error in each instance's view of the store clock. Each is measured here,
-or argued where a measurement cannot show it.
+size). During a store outage, when each instance enforces `L/N̂` alone.
+When the store is slow, since a check past `Options.Timeout` is denied. And
+through the error in each instance's view of the store clock. Each is
+measured here, or argued where a measurement cannot show it.
 
-EOF
-text <<'EOF'
-## (d) Where the guarantees end
+## N̂ below the real fleet size
 
-The bound `L·(1+ε)` is conditional. Measured here, or argued where a
-measurement cannot show it:
+The cap is `ε·L/(N̂+1)`. An instance counts the fleet from the registry at
+its heartbeats. One that joins is known to the others only at their next
+heartbeat, and an instance that never registers (a different prefix, a
+partitioned Redis) is never counted. With `N` real instances and an
+estimate `N̂ < N` the fleet can hold `N·cap` unsynced admissions, so the
+bound becomes `L·(1 + ε·(N+1)/(N̂+1))`: halve `N̂` and the excess roughly
+doubles. The join-leave profile of [the fleet on every
+profile](accuracy-fleet.md) (N̂ moving between 4 and 8) shows what a
+heartbeat's lag costs; `Options.MinInstances` puts a floor under `N̂` for
+fleets that scale faster than that.
 
-**N̂ below the real fleet size.** The cap is `ε·L/(N̂+1)`. An instance counts
-the fleet from the registry at its heartbeats; one that joins is known to the
-others only at their next heartbeat, and an instance that never registers (a
-different prefix, a partitioned Redis) is never counted. With `N` real
-instances and an estimate `N̂ < N` the fleet can hold `N·cap` unsynced
-admissions, so the bound becomes `L·(1 + ε·(N+1)/(N̂+1))`: halve `N̂` and the
-excess roughly doubles. The join-leave profile above (N̂ moving between 4 and 8)
-shows what a heartbeat's lag costs; `Options.MinInstances` puts a floor under
-`N̂` for fleets that scale faster than that.
+## A store outage
 
-**Store outage.** While Redis is unreachable each instance enforces `L/N̂` on its
-own count (fail-local), so the fleet can admit up to `L` (its shares) on top of
-what the window already held, and a key whose traffic is not spread evenly over
-the instances is denied below its limit. A 1.5 s outage of the embedded store in
-a 6 s run (the store stops at 40 % of the run):
+While Redis is unreachable each instance enforces `L/N̂` on its own count
+(fail-local). So the fleet can admit up to `L` (its shares) on top of what
+the window already held. A key whose traffic is not spread evenly over the
+instances is denied below its limit. A 1.5 s outage of the embedded store
+in a 6 s run (the store stops at 40 % of the run):
 
 EOF
 run - -profile steady -duration 6s -outage 1500ms
 text <<'EOF'
-**A slow store is treated like a dead one.** A check that reaches its
-instance's cap waits for Redis at most `Options.Timeout` (50 ms), then gives up
-on it — with the store healthy but slow, or the process
-merely descheduled. How often that happens depends on the machine: in quiet
-moments no check times out (the second 8-instance table above); on a busy one
-a fraction of a percent do. Under fail-local such a check is denied outright
-(`limiter.go`, `reserve`: "deny, and let the caller retry once the store has
-caught up", with `RetryAfter = SyncInterval`), which keeps the bound but denies
-keys offered far below their limit — false denials, which our target excludes:
-none for keys never offered more than 0.9·L in any window. Forcing timeouts
-with a 1 ms timeout, every quiet key is denied some of the time:
+## A slow store
+
+A slow store is treated like a dead one. A check that reaches its
+instance's cap waits for Redis at most `Options.Timeout` (50 ms), then gives
+up on it, whether the store is healthy but slow or the process merely
+descheduled. How often that happens depends on the machine: in quiet
+moments no check times out; on a busy one a fraction of a percent do. Under
+fail-local such a check is decided on the instance's share of the room its
+last pull left, which keeps the bound; a check of a key without local state
+is decided on the rule's sketch of untracked keys. A 1 ms timeout forces
+timeouts; the verdict says whether the bound and the quiet keys survive
+them:
 
 EOF
 run - -redis "$REDIS" -profile steady -duration "$dur" -timeout 1ms
 text <<'EOF'
-**Clocks.** Window boundaries come from Redis `TIME`; each instance measures its
-offset at every heartbeat from the midpoint of one round trip. Instances with
+## Clocks
+
+Window boundaries come from Redis `TIME`; each instance measures its offset
+at every heartbeat from the midpoint of one round trip. Instances with
 skewed wall clocks therefore agree (`-skew 300ms` below skews instance i by
-i × 300 ms), but each offset is only as good as one round trip's symmetry: the
-"clock spread" column shows how far apart the instances' views of the store
-clock were during each run (all instances share one wall clock, so the spread
-is pure measurement error). On a busy machine it reaches milliseconds to tens of
-milliseconds. For a weighted window a clock error `δ` shifts the weight of the
-oldest sub-window by `δ/w`: with a burst of `c` requests in that sub-window the
-instances disagree about the window's content by up to `c·δ/w`; for the
+i × 300 ms). But each offset is only as good as one round trip's symmetry.
+The "clock spread" column of the whole report shows how far apart the
+instances' views of the store clock were during each run. All instances
+share one wall clock, so the spread is pure measurement error; on a busy
+machine it reaches milliseconds to tens of milliseconds.
+
+For a weighted window a clock error `δ` shifts the weight of the oldest
+sub-window by `δ/w`. With a burst of `c` requests in that sub-window the
+instances disagree about the window's content by up to `c·δ/w`. For the
 sliding window only requests within `δ` of a sub-window boundary can land in
-the neighbouring sub-window. This is why the
-"fleet in own estimate" column can exceed ε by a few tenths of a percent on the
-bursty profiles while the fixed window (one boundary per second) stays within
-it. Keeping the offset from the fastest of several heartbeats (as NTP does)
-instead of the last one would shrink it.
+the neighbouring sub-window. This is why the fleet's own estimate can
+exceed ε by a few tenths of a percent on the bursty profiles, while the
+fixed window (one boundary per second) stays within it.
 
 EOF
 run - -redis "$REDIS" -profile steady,sync-burst -duration "$dur" -skew 300ms
@@ -618,79 +616,80 @@ Do the promises hold while rules are composed and the fleet is operated?
 Layered limits (`AllowAll`) and elastic throttling (`Ceiling`); then
 traffic that moves between instances, instances replaced one by one, a rules
 file rewritten under the fleet, and a store that loses its data, at 4 and at
-8 instances. Judged like the other profiles (the fleet's over-admission
-within ε, no false denials, utilization) and on errors: every check must get
-a decision.
+8 instances. They are judged like the other profiles (the fleet's
+over-admission within ε, no false denials, utilization) and on errors:
+every check must get a decision.
 
-EOF
-text <<'EOF'
-## (e) Composition: layered limits and elastic throttling
+## Composition: layered limits and elastic throttling
 
-Two profiles that build their own rules (`cmd/loadtest/compose.go`), from
-`-limit` and a window of a fifth of `-duration`. **layered**: every check is
-`AllowAll` against a tight rule (`L` per `W`) and a wide one that never
-binds, half of the workers with the tight rule first, keys offered far
-above `L`: whether the store counts under the wide rule exactly what was
-admitted (a denial by the tight rule consumed nothing: judged), and the
-fleet's over-admission in any real interval of `W`, timed on the wall clock
-when `AllowAll` returned (a loaded machine delays that; reported next to ε,
-not judged). **elastic**:
-clients with `Limit` `L` and `Ceiling` `10·L` under a capacity of `10·L`
-per `W`; a heavy client offered twice the capacity all the run, and from
-half-time 20 others, each offered `0.8·L` per window: the heavy client gets
-the capacity alone and falls to its own `Limit` once the others arrive.
+Two profiles build their own rules (`cmd/loadtest/compose.go`), from
+`-limit` and a window of a fifth of `-duration`.
+
+- **layered**: every check is `AllowAll` against a tight rule (`L` per `W`)
+  and a wide one that never binds. Half of the workers put the tight rule
+  first, and keys are offered far above `L`. Judged: the store counts under
+  the wide rule exactly what was admitted (a denial by the tight rule
+  consumed nothing). Reported next to ε, not judged: the fleet's
+  over-admission in any real interval of `W`, timed on the wall clock when
+  `AllowAll` returned, which a loaded machine delays.
+- **elastic**: clients with `Limit` `L` and `Ceiling` `10·L` under a
+  capacity of `10·L` per `W`. A heavy client is offered twice the capacity
+  all the run, and from half-time 20 others each offered `0.8·L` per window.
+  The heavy client gets the capacity alone and falls to its own `Limit` once
+  the others arrive.
 
 EOF
 run - -redis "$REDIS" -profile layered,elastic -duration 10s -timeout 1s
 
 text <<'EOF'
-## (f) Everyday operations: traffic that moves, deploys, reloads, a lost store
+## Everyday operations: traffic that moves, deploys, reloads, a lost store
 
-Four profiles act on the running fleet the way an operator does, and are
-judged like the others (the fleet's part of the over-admission in real
-windows within ε, no false denials, utilization), and also on check errors:
-every check must get a decision, none an error. They run only when named
-(`-profile ops` names all four): below, at four instances and at eight. Each
-offers a few keys on a regular schedule whatever `-rate`: half of them quiet
-(never above `0.8·L` in a window, so that any denial of theirs is a false
-denial), half hot (`2.2·L` per window, for the over-admission). The notes
-under the report give, per key, its pattern and how many of its checks were
-denied.
+Four profiles act on the running fleet the way an operator does. They are
+judged like the others: the fleet's part of the over-admission in real
+windows within ε, no false denials, utilization. They are also judged on
+check errors: every check must get a decision, none an error. They run only
+when named (`-profile ops` names all four), below at four instances and at
+eight. Each offers a few keys on a regular schedule whatever `-rate`. Half
+of them are quiet (never above `0.8·L` in a window, so that any denial of
+theirs is a false denial), half hot (`2.2·L` per window, for the
+over-admission). The whole report gives, per key, its pattern and how many
+of its checks were denied.
 
-- **shift**: a key's traffic moves between instances: all at once (a quiet
-  key uses `0.3·L` on one instance within a tenth of a window and then
-  `0.5·L` within the next tenth on another, at every cycle), round robin
-  (each check on the next instance), draining (one instance's share of the
-  key falls to nothing over a third of the run while another's grows), and
-  sticky, a control that never moves: a false denial of a moving key where
-  the sticky one has none is the move's.
-- **deploy**: the instances are replaced one by one: each is drained (its
-  traffic goes to the others), closed half a window later (`Close` pushes
-  its last counts and gives back its leases), and a new limiter with a new
-  `InstanceID` starts in its place and takes its traffic back. A sticky
+- **shift**: a key's traffic moves between instances. All at once: a quiet
+  key uses `0.3·L` on one instance within a tenth of a window, then `0.5·L`
+  within the next tenth on another, at every cycle. Round robin: each check
+  on the next instance. Draining: one instance's share of the key falls to
+  nothing over a third of the run while another's grows. Sticky, a control,
+  never moves: a false denial of a moving key where the sticky one has none
+  is the move's.
+- **deploy**: the instances are replaced one by one. Each is drained (its
+  traffic goes to the others) and closed half a window later (`Close`
+  pushes its last counts and gives back its leases). A new limiter with a
+  new `InstanceID` starts in its place and takes its traffic back. A sticky
   quiet key bursts as its home instance is drained; a spread key goes round
   robin over the instances up.
 - **reload**: every instance watches one rules file (`WatchFile`, polled
-  every 100 ms) that holds another rule before the load test's; the file is
-  rewritten in place every quarter second, the way a shell's `>` does
-  (truncated, then written in two parts, the first ending before the load
-  test's rule), with the same rules, and from the middle of the run with
-  the other rule's limit changed. Judged besides: no check returns an error,
+  every 100 ms) that holds another rule before the load test's. The file is
+  rewritten in place every quarter second, the way a shell's `>` does:
+  truncated, then written in two parts, the first ending before the load
+  test's rule. It holds the same rules, and from the middle of the run the
+  other rule's limit changes. Judged besides: no check returns an error,
   such as `ErrUnknownRule` while a part of the file is in force.
-- **store-loss**: `FLUSHALL` at 30 % of the run, and again every fifth of
-  it (at least a window and a sub-window apart) until 80 %, as a Redis
-  restarted empty or a failover to a replica that lost writes does: whether
-  every real window still holds at most `L(1+ε)`. On `-redis` it runs only on a Redis
-  that holds nothing but the load test's keys.
+- **store-loss**: `FLUSHALL` at 30 % of the run, and again every fifth of it
+  (at least a window and a sub-window apart) until 80 %, as a Redis
+  restarted empty or a failover to a replica that lost writes does. Judged:
+  every real window still holds at most `L(1+ε)`. On `-redis` it runs only
+  on a Redis that holds nothing but the load test's keys.
 
 EOF
 run - -redis "$REDIS" -profile ops -duration "$dur"
 run - -redis "$REDIS" -profile ops -instances 8 -duration "$dur"
 
 text <<'EOF'
-**Cost of the local path.** Allow latencies above are measured by the load test
-on a shared 2-CPU machine with the load generator in the same process; see the
-benchmarks for the hot path in isolation.
+**Cost of the local path.** The `Allow` latencies of these pages are
+measured by the load test on a shared machine, with the load generator in
+the same process; [performance.md](performance.md) has the hot path in
+isolation.
 EOF
 
 cat >"$results/README.md.tmp" <<EOF
