@@ -292,6 +292,12 @@ var (
 // (≤ 50µs), an approximate figure (~2 µs), a fractional speed-up (3.2×),
 // figures per op, thousands or millions per second, and a count of runs.
 func bareFigures(line string) []string {
+	return bareFiguresAfter("", line)
+}
+
+// bareFiguresAfter is bareFigures of a line that follows prev in its
+// paragraph: "≤" at the end of prev bounds a figure that opens line.
+func bareFiguresAfter(prev, line string) []string {
 	var found []string
 	for _, m := range figure.FindAllStringSubmatchIndex(line, -1) {
 		start, sign := m[6], ""
@@ -299,7 +305,7 @@ func bareFigures(line string) []string {
 			start, sign = m[4], line[m[4]:m[5]]
 		}
 		number, unit := line[m[6]:m[7]], line[m[8]:m[9]]
-		if measured(sign, number, unit, strings.TrimSpace(line[:start])) {
+		if measured(sign, number, unit, strings.TrimSpace(prev+" "+line[:start])) {
 			found = append(found, line[start:m[9]])
 		}
 	}
@@ -343,13 +349,17 @@ func TestDocsFigures(t *testing.T) {
 		require.NoError(t, err)
 		lines, err := docLines(string(src))
 		require.NoError(t, err, page)
+		prev := ""
 		for _, l := range lines {
 			if l.fenced || l.generated {
+				prev = ""
 				continue
 			}
 			text := codeSpan.ReplaceAllString(l.text, "")
 			text = inlineLink.ReplaceAllString(text, "]")
-			for _, f := range bareFigures(text) {
+			figures := bareFiguresAfter(prev, text)
+			prev = text
+			for _, f := range figures {
 				t.Errorf("%s:%d: %q reads as a measurement: generate it (between a script's markers) or drop it", page, l.n, f)
 			}
 		}
