@@ -378,7 +378,6 @@ var longSentencesLeft = map[string]int{
 	"docs/design-bound.md":    46,
 	"docs/design-failures.md": 20,
 	"docs/design-local.md":    43,
-	"docs/failure-modes.md":   12,
 }
 
 // TestDocsSentences: no sentence of the prose of README.md and docs/*.md
