@@ -511,3 +511,18 @@ func TestBareFigures(t *testing.T) {
 		assert.Equal(t, tc.want, bareFigures(tc.line), "%q", tc.line)
 	}
 }
+
+// maxPageBytes bounds a page of the manual: a longer one holds a lab
+// notebook or raw measurements, which belong in benchmarks/HISTORY.md or in
+// the results files the scripts write outside docs/.
+const maxPageBytes = 40 << 10
+
+// TestDocsPageSize: no page of README.md and docs/*.md exceeds maxPageBytes.
+func TestDocsPageSize(t *testing.T) {
+	t.Parallel()
+	for _, page := range docPages(t) {
+		info, err := os.Stat(page)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, info.Size(), int64(maxPageBytes), "%s: %d bytes, at most %d", page, info.Size(), maxPageBytes)
+	}
+}
