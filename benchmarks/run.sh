@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every sluice benchmark side by side with the floor and the peers, and
 # writes docs/performance.md (with the sync tables on a page of their own,
-# docs/performance-sync.md, and benchstat's output in benchmarks/benchstat.md,
-# both linked from it) from that one run.
+# docs/performance-sync.md, the per-key tables, ratios, algorithms and setup
+# in benchmarks/performance-detail.md, and benchstat's output in
+# benchmarks/benchstat.md, all linked from it) from that one run.
 #
 #   ./run.sh            full run (about 20 minutes on 2 idle cores)
 #   ./run.sh -quick     fewer repetitions and shorter runs (a few minutes)
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
 	-profile | --profile) profile=1 ;;
 	-out | --out) out="$2"; shift ;;
 	-no-doc | --no-doc) doc="" ;;
-	-h | -help | --help) sed -n '2,16p' "$0"; exit 0 ;;
+	-h | -help | --help) sed -n '2,18p' "$here/$(basename "$0")"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (try -help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -171,7 +172,9 @@ fi
 
 target="${doc:-$out/performance.md}"
 bstarget="$here/benchstat.md"
-[ -n "$doc" ] || bstarget="$out/benchstat.md"
+detailtarget="$here/performance-detail.md"
+[ -n "$doc" ] || { bstarget="$out/benchstat.md"; detailtarget="$out/performance-detail.md"; }
 go run ./cmd/perfreport -results "$results" -meta "$out/meta.txt" -benchstat "$out/benchstat.txt" \
-	-benchstat-o "$bstarget" -dist "$out/dist.txt" -o "$target" -sync-o "$(dirname "$target")/performance-sync.md"
-log "wrote $target, $(dirname "$target")/performance-sync.md and $bstarget (raw results in $out)"
+	-benchstat-o "$bstarget" -dist "$out/dist.txt" -o "$target" -sync-o "$(dirname "$target")/performance-sync.md" \
+	-detail-o "$detailtarget"
+log "wrote $target, $(dirname "$target")/performance-sync.md, $detailtarget and $bstarget (raw results in $out)"

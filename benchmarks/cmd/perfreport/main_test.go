@@ -67,6 +67,10 @@ func TestReport(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+	// The measurements sit between the markers docs_test.go looks for.
+	if !strings.HasPrefix(doc, "# sluice performance\n\n"+generatedBegin+"\n\n") || !strings.HasSuffix(doc, "\n\n"+generatedEnd+"\n") {
+		t.Errorf("the report is not between the generated markers: begins %q, ends %q", doc[:min(80, len(doc))], doc[max(0, len(doc)-80):])
+	}
 	memory, setup := strings.Index(doc, "## Memory"), strings.Index(doc, "## Setup")
 	if memory < 0 || setup < 0 || memory > setup {
 		t.Errorf("the memory table comes before the setup (at %d, setup at %d)", memory, setup)
@@ -160,5 +164,45 @@ func TestSyncPage(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s\nsync page:\n%s", doc.String(), page.String())
+	}
+}
+
+// TestDetailPage: with DetailPage set, the per-key tables, the ratios, the
+// algorithms, the telemetry cost and the setup go to their own page, and
+// the report keeps the targets, the many-keys table and the machine.
+func TestDetailPage(t *testing.T) {
+	t.Parallel()
+	d, err := Parse(strings.NewReader(sample), "sample")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Report{Data: d, Meta: map[string]string{"date": "today", "CPU": "Test CPU"},
+		DetailPage: "../benchmarks/performance-detail.md", DetailBack: "../docs/performance.md"}
+	var doc, page bytes.Buffer
+	r.Write(&doc)
+	r.WriteDetail(&page)
+	moved := []string{"## Per-key check: allow path", "## Ratios (same run)", "## Telemetry cost", "## Setup",
+		"| 1 hot key | serial | 1.82× | 0.60× |", "| 1 hot key | serial | 20.0 ns | 20.5 ns | 20.8 ns | 1.04× | 0, 0, 0 |"}
+	for _, want := range moved {
+		if strings.Contains(doc.String(), want) {
+			t.Errorf("the report still holds %q, which belongs on the detail page", want)
+		}
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the detail page lacks %q", want)
+		}
+	}
+	for _, want := range []string{"## Targets", "## Many keys", "## Memory per tracked key", "| Test CPU |",
+		"[performance-detail.md](../benchmarks/performance-detail.md)"} {
+		if !strings.Contains(doc.String(), want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	for _, want := range []string{"# sluice performance: the whole run", "[performance.md](../docs/performance.md)"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the detail page lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s\ndetail page:\n%s", doc.String(), page.String())
 	}
 }
