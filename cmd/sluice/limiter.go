@@ -61,22 +61,8 @@ func (c *common) open(logger *slog.Logger, mp metric.MeterProvider) (policy.Conf
 	opts := sluice.Options{Prefix: c.prefix, SyncInterval: c.syncInterval, MaxKeyLength: maxKeyLength, Logger: logger, MeterProvider: mp}
 	var rdb redis.UniversalClient
 	if c.redisURL != "" {
-		u := c.redisURL
-		if !strings.Contains(u, "://") {
-			u = "redis://" + u
-		}
-		if c.cluster {
-			co, err := redis.ParseClusterURL(u)
-			if err != nil {
-				return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
-			}
-			rdb = redis.NewClusterClient(co)
-		} else {
-			ro, err := redis.ParseURL(u)
-			if err != nil {
-				return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
-			}
-			rdb = redis.NewClient(ro)
+		if rdb, err = newRedis(c.redisURL, c.cluster); err != nil {
+			return policy.Config{}, nil, nil, err
 		}
 		opts.Redis = rdb
 	}
@@ -88,4 +74,25 @@ func (c *common) open(logger *slog.Logger, mp metric.MeterProvider) (policy.Conf
 		return policy.Config{}, nil, nil, err
 	}
 	return cfg, l, rdb, nil
+}
+
+// newRedis is a client of the Redis at url (redis://... or host:port), a
+// Redis Cluster if cluster is set.
+func newRedis(url string, cluster bool) (redis.UniversalClient, error) {
+	u := url
+	if !strings.Contains(u, "://") {
+		u = "redis://" + u
+	}
+	if cluster {
+		co, err := redis.ParseClusterURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("-redis %q: %w", url, err)
+		}
+		return redis.NewClusterClient(co), nil
+	}
+	ro, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("-redis %q: %w", url, err)
+	}
+	return redis.NewClient(ro), nil
 }
