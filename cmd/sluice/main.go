@@ -28,6 +28,8 @@ const usage = `sluice: rate limiting across a fleet, outside Go.
 Usage:
   sluice serve -config FILE [-redis URL [-redis-cluster]] [-listen ADDR]
                [-http ADDR] [-headers SET] [-prefix P]
+  sluice serve -runtime-root DIR [-runtime-subdirectory SUB]
+               [-runtime-appdirectory APP] [...as above]
   sluice validate FILE...
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] KEY=VALUE...
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] RULE KEY
@@ -58,6 +60,17 @@ serve
   bad request), GET /healthcheck (200 "OK" until it stops, then 503) and
   GET /metrics (the limiter's OpenTelemetry metrics, docs/observability.md,
   in Prometheus' text format).
+  Instead of -config, serve reads envoyproxy/ratelimit's runtime layout:
+  every *.yaml and *.yml file of DIR/SUB/APP (APP default config), one
+  domain per file (two files of one domain are an error), named by the
+  flags or by envoyproxy/ratelimit's environment variables RUNTIME_ROOT,
+  RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY, RUNTIME_IGNOREDOTFILES (true:
+  skip files whose name starts with '.') and RUNTIME_WATCH_ROOT; a flag
+  wins over its variable. The directory is polled every second: a change
+  of its files, or DIR (a symbolic link) swapped to another tree, is
+  applied once it has settled, whatever RUNTIME_WATCH_ROOT says; a change
+  that does not load keeps the rules in force, and is logged. A sluice
+  file in the directory answers every domain no envoy file names.
   A descriptor's own limit override (its "limit" field) is not supported:
   the file's limit applies.
   A request is refused with InvalidArgument when it has no domain, no
@@ -110,6 +123,10 @@ Flags:
   -redis-cluster -redis is a Redis Cluster: a node's address, or
                  redis://host:port?addr=host2:port2 to name more
   -prefix P      the Redis key prefix the fleet shares (default sluice)
+  -runtime-root DIR, -runtime-subdirectory SUB, -runtime-appdirectory APP,
+  -runtime-ignoredotfiles BOOL, -runtime-watch-root BOOL
+                 serve's envoyproxy/ratelimit runtime layout (above); default
+                 the environment variables RUNTIME_ROOT... of the same names
   -json          inspect prints JSON
   -domain D      inspect's envoy domain of a KEY=VALUE descriptor
   -sync-interval D
