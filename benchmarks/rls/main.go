@@ -14,6 +14,9 @@
 //
 //	rlsbench -free-port            prints a free loopback TCP port
 //	rlsbench -wait-tcp ADDR        waits (at most 30 s) until ADDR accepts
+//	rlsbench -serve-noop ADDR      serves the API on ADDR, answering OK to
+//	                               every request without deciding anything:
+//	                               the floor of gRPC alone, until SIGTERM
 package main
 
 import (
@@ -23,10 +26,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	extrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -76,9 +81,15 @@ func main() {
 	label := flag.String("label", "", "the run's name in the output")
 	freePort := flag.Bool("free-port", false, "print a free loopback TCP port and exit")
 	waitTCP := flag.String("wait-tcp", "", "wait until `ADDR` accepts TCP connections (at most 30 s) and exit")
+	noop := flag.String("serve-noop", "", "serve the API on `ADDR`, answering OK without deciding, until SIGTERM")
 	flag.Parse()
 
 	switch {
+	case *noop != "":
+		if err := serveNoop(*noop); err != nil {
+			fail(err)
+		}
+		return
 	case *freePort:
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -220,4 +231,35 @@ func pct(sorted []time.Duration, q float64) float64 {
 	}
 	i := min(int(q*float64(len(sorted))), len(sorted)-1)
 	return float64(sorted[i].Nanoseconds()) / 1000
+}
+
+// noopService answers every request OK, with one OK status per
+// descriptor: what gRPC and protobuf cost with no decision at all.
+type noopService struct {
+	rlspb.UnimplementedRateLimitServiceServer
+}
+
+func (noopService) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+	}
+	return resp, nil
+}
+
+// serveNoop serves noopService on addr until SIGINT or SIGTERM.
+func serveNoop(addr string) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer()
+	rlspb.RegisterRateLimitServiceServer(srv, noopService{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		srv.Stop()
+	}()
+	return srv.Serve(lis)
 }

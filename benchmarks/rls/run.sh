@@ -11,7 +11,8 @@
 #
 # Two measurements, each for both servers:
 #   - one server, 8 callers, 1000 keys whose limit is never reached:
-#     decisions/s and latency percentiles (what a check costs);
+#     decisions/s and latency percentiles (what a check costs), and the
+#     same against a server that answers OK without deciding (gRPC alone);
 #   - two servers of each sharing the Redis, 8 callers split between them,
 #     10 keys of limit 1000 per hour asked until long past it: how many of
 #     each key the fleet admitted past its limit (over-admission).
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
 	-duration | --duration) duration="$2"; shift ;;
 	-out | --out) out="$2"; shift ;;
 	-no-doc | --no-doc) doc="" ;;
-	-h | -help | --help) sed -n '2,23p' "$0"; exit 0 ;;
+	-h | -help | --help) sed -n '2,24p' "$0"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (try -help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -119,6 +120,15 @@ start_sluice() {
 	"$bench" -wait-tcp "127.0.0.1:$grpc"
 	addr="127.0.0.1:$grpc"
 }
+start_noop() {
+	local grpc
+	grpc=$("$bench" -free-port)
+	"$bench" -serve-noop "127.0.0.1:$grpc" >>"$out/noop.log" 2>&1 &
+	servers+=($!)
+	pids+=($!)
+	"$bench" -wait-tcp "127.0.0.1:$grpc"
+	addr="127.0.0.1:$grpc"
+}
 stop_servers() {
 	for p in "${servers[@]}"; do
 		kill "$p" 2>/dev/null || true
@@ -139,6 +149,7 @@ run() { # label targets args...
 nonce=$(date +%s)
 start_ratelimit; run "envoyproxy/ratelimit, 1 server" "$addr" -descriptor bench -keys 1000 -key-prefix "t$nonce-"; stop_servers
 start_sluice; run "sluice serve, 1 server" "$addr" -descriptor bench -keys 1000 -key-prefix "t$nonce-"; stop_servers
+start_noop; run "no decision (gRPC alone)" "$addr" -descriptor bench -keys 1000 -key-prefix "t$nonce-"; stop_servers
 start_ratelimit; a=$addr; start_ratelimit
 run "envoyproxy/ratelimit, 2 servers" "$a,$addr" -descriptor fleet -keys 10 -key-prefix "r$nonce-" -limit 1000 -window 1h
 stop_servers
@@ -168,7 +179,10 @@ $(cat "$out/runtime/ratelimit/config/bench.yaml")
 \`\`\`
 
 The client is \`benchmarks/rls\` (envoy's generated Go client): 8
-concurrent callers, $duration per run, one descriptor per request.
+concurrent callers, $duration per run, one descriptor per request. The row
+"no decision" is a server of the same API that answers OK without deciding
+anything: what gRPC and protobuf alone cost on this machine, the ceiling of
+any rate limit service behind this API here.
 
 ## Decisions: one server, 1000 keys under their limit
 
