@@ -520,7 +520,7 @@ func printReport(w io.Writer, rep report) {
 		if st.OK {
 			fmt.Fprintf(w, "instances: %d live\n", len(rep.Instances))
 			for _, i := range rep.Instances {
-				fmt.Fprintf(w, "  %s\texpires in %.1fs\n", i.ID, i.ExpiresInSeconds)
+				fmt.Fprintf(w, "  %s  expires in %.1fs\n", i.ID, i.ExpiresInSeconds)
 			}
 		}
 	}
