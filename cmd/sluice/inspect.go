@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,6 +129,12 @@ func (s *stringsFlag) Set(v string) error {
 // runInspect prints the rules in force, the fleet's registry and store
 // health, and one key's fleet count.
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runInspectEnv(ctx, args, os.LookupEnv, stdout, stderr)
+}
+
+// runInspectEnv is runInspect with the environment variables env gives
+// (the runtime layout's).
+func runInspectEnv(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
 	var configs stringsFlag
 	fs := newFlagSet("inspect", stderr)
 	fs.Var(&configs, "config", "a configuration `FILE` (envoy's format or sluice's); more than one: repeat the flag")
@@ -135,11 +143,32 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	prefix := fs.String("prefix", sluice.DefaultPrefix, "the Redis key prefix the fleet shares")
 	domain := fs.String("domain", "", "the envoy `DOMAIN` of a KEY=VALUE descriptor (default: the first file that matches it)")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	rf := registerRuntime(fs, env)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	if len(configs) == 0 {
-		fmt.Fprintln(stderr, "sluice inspect: -config FILE is required")
+	rt, isRuntime, err := rf.dir()
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice inspect:", err)
+		return exitUsage
+	}
+	switch {
+	case len(configs) == 0 && isRuntime:
+		// serve's runtime layout: the files it would read.
+		st, err := rt.poll()
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice inspect:", err)
+			return exitError
+		}
+		for _, f := range st.files {
+			configs = append(configs, filepath.Join(st.target, f.name))
+		}
+		if len(configs) == 0 {
+			fmt.Fprintf(stderr, "sluice inspect: no configuration file (*.yaml, *.yml) in %s\n", rt.path())
+			return exitError
+		}
+	case len(configs) == 0:
+		fmt.Fprintln(stderr, "sluice inspect: -config FILE is required (or the runtime directory: -runtime-root DIR, env RUNTIME_ROOT)")
 		return exitUsage
 	}
 	rest := fs.Args()
@@ -469,7 +498,11 @@ func printReport(w io.Writer, rep report) {
 		if f.Domain != "" {
 			fmt.Fprintf(w, ", domain %q", f.Domain)
 		}
-		fmt.Fprintf(w, ", %d rules\n", len(f.Rules))
+		if len(f.Rules) == 1 {
+			fmt.Fprintln(w, ", 1 rule")
+		} else {
+			fmt.Fprintf(w, ", %d rules\n", len(f.Rules))
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, r := range f.Rules {
 			limit := fmt.Sprintf("%d per %v", r.Limit, r.Window)

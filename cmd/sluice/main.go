@@ -35,6 +35,7 @@ Usage:
   sluice check -config FILE [-redis URL] [-prefix P] [-n COST] RULE KEY
   sluice inspect -config FILE [-config FILE...] [-redis URL [-redis-cluster]]
                  [-prefix P] [-domain D] [-json] [KEY=VALUE... | RULE KEY]
+  sluice inspect -runtime-root DIR [-runtime-subdirectory SUB] [...as above]
 
 serve
   Answers envoy's rate limit service (gRPC envoy.service.ratelimit.v3.
@@ -93,8 +94,9 @@ check
   error.
 
 inspect
-  Prints the rules of each FILE (name, algorithm, mode, limit per window)
-  and, with -redis, what the fleet's store holds under the prefix: its
+  Prints the rules of each FILE (name, algorithm, mode, limit per window;
+  without -config, of the files of the runtime layout serve reads, from the
+  same flags and environment variables) and, with -redis, what the fleet's store holds under the prefix: its
   health (three PINGs' fastest and slowest round trip, its version and
   clock), the live instances of the registry (each with the time until it
   expires unless it heartbeats), and, given a key, the key's fleet count in

@@ -157,3 +157,29 @@ func TestServeRuntimeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectRuntime: inspect reads the files serve would, from the same
+// flags and environment variables.
+func TestInspectRuntime(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	writeTree(t, base, map[string]string{
+		"rl/config/a.yaml": domainConfig("a", "3"),
+		"rl/config/b.yaml": domainConfig("b", "4"),
+	})
+	env := map[string]string{"RUNTIME_ROOT": base, "RUNTIME_SUBDIRECTORY": "rl"}
+	lookup := func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
+	var out, errOut bytes.Buffer
+	code := runInspectEnv(context.Background(), nil, lookup, &out, &errOut)
+	require.Equal(t, exitOK, code, errOut.String())
+	assert.Contains(t, out.String(), filepath.Join(base, "rl", "config", "a.yaml")+`: envoy configuration, domain "a", 1 rule`+"\n")
+	assert.Contains(t, out.String(), `domain "b"`)
+
+	out.Reset()
+	code = runInspectEnv(context.Background(), []string{"-runtime-root", base, "-runtime-subdirectory", "none"}, lookup, &out, &errOut)
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errOut.String(), "no such file")
+}
