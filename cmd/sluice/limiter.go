@@ -51,41 +51,60 @@ func (c *common) open(logger *slog.Logger, mp metric.MeterProvider) (policy.Conf
 	if c.config == "" {
 		return policy.Config{}, nil, nil, fmt.Errorf("-config FILE is required")
 	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
 	cfg, err := policy.LoadFile(c.config)
 	if err != nil {
 		return policy.Config{}, nil, nil, err
 	}
+	l, rdb, err := c.limiter(cfg.Rules, logger, mp)
+	if err != nil {
+		return policy.Config{}, nil, nil, err
+	}
+	return cfg, l, rdb, nil
+}
+
+// limiter builds a limiter of rules, with the Redis client it made (nil
+// without -redis): Close both. mp receives the limiter's metrics; nil:
+// none.
+func (c *common) limiter(rules []policy.Rule, logger *slog.Logger, mp metric.MeterProvider) (*sluice.Limiter, redis.UniversalClient, error) {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
 	opts := sluice.Options{Prefix: c.prefix, SyncInterval: c.syncInterval, MaxKeyLength: maxKeyLength, Logger: logger, MeterProvider: mp}
 	var rdb redis.UniversalClient
 	if c.redisURL != "" {
-		u := c.redisURL
-		if !strings.Contains(u, "://") {
-			u = "redis://" + u
-		}
-		if c.cluster {
-			co, err := redis.ParseClusterURL(u)
-			if err != nil {
-				return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
-			}
-			rdb = redis.NewClusterClient(co)
-		} else {
-			ro, err := redis.ParseURL(u)
-			if err != nil {
-				return policy.Config{}, nil, nil, fmt.Errorf("-redis %q: %w", c.redisURL, err)
-			}
-			rdb = redis.NewClient(ro)
+		var err error
+		if rdb, err = newRedis(c.redisURL, c.cluster); err != nil {
+			return nil, nil, err
 		}
 		opts.Redis = rdb
 	}
-	l, err := sluice.New(opts, cfg.Rules...)
+	l, err := sluice.New(opts, rules...)
 	if err != nil {
 		if rdb != nil {
 			_ = rdb.Close()
 		}
-		return policy.Config{}, nil, nil, err
+		return nil, nil, err
 	}
-	return cfg, l, rdb, nil
+	return l, rdb, nil
+}
+
+// newRedis is a client of the Redis at url (redis://... or host:port), a
+// Redis Cluster if cluster is set.
+func newRedis(url string, cluster bool) (redis.UniversalClient, error) {
+	u := url
+	if !strings.Contains(u, "://") {
+		u = "redis://" + u
+	}
+	if cluster {
+		co, err := redis.ParseClusterURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("-redis %q: %w", url, err)
+		}
+		return redis.NewClusterClient(co), nil
+	}
+	ro, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("-redis %q: %w", url, err)
+	}
+	return redis.NewClient(ro), nil
 }

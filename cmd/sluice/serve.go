@@ -9,12 +9,14 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	extrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
@@ -58,7 +60,7 @@ type service struct {
 	rlspb.UnimplementedRateLimitServiceServer
 	l       *sluice.Limiter
 	headers headerSet               // the response headers to add
-	rules   atomic.Pointer[ruleSet] // the configuration in force
+	rules   atomic.Pointer[domains] // the configuration in force
 }
 
 // ruleSet is a loaded configuration with, for each rule, the limit a
@@ -160,7 +162,7 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	rs := s.rules.Load()
+	rs := s.rules.Load().lookup(req.Domain)
 	ms := make([]match, len(req.Descriptors))
 	if rs.cfg.Format != policy.FormatEnvoy || req.Domain == rs.cfg.Domain {
 		entries := make([]policy.Entry, 0, maxEntries)
@@ -331,9 +333,15 @@ func checkDescriptor(d *extrl.RateLimitDescriptor) error {
 // limiter (pushing the last counts). ready, if not nil, gets the address
 // once the server listens.
 func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) int {
+	return runServeEnv(ctx, args, os.LookupEnv, stderr, ready)
+}
+
+// runServeEnv is runServe with the environment variables env gives.
+func runServeEnv(ctx context.Context, args []string, env func(string) (string, bool), stderr io.Writer, ready func(addr string)) int {
 	var c common
 	fs := newFlagSet("serve", stderr)
 	c.register(fs)
+	rf := registerRuntime(fs, env)
 	listen := fs.String("listen", DefaultListen, "the gRPC `ADDR`ess to listen on")
 	httpListen := fs.String("http", "", "the `ADDR`ess of the HTTP endpoints (/json, /healthcheck, /metrics); none without it")
 	headersFlag := fs.String("headers", "none", "the response `HEADERS` envoy adds: ratelimit, x-ratelimit, both comma-separated, or none")
@@ -349,8 +357,21 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return exitUsage
 	}
+	rt, isRuntime, err := rf.dir()
+	switch {
+	case err != nil:
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return exitUsage
+	case isRuntime && c.config != "":
+		fmt.Fprintln(stderr, "sluice serve: -config and a runtime directory (-runtime-root, RUNTIME_ROOT) both given: one or the other")
+		return exitUsage
+	}
+	var dir *runtimeDir
+	if isRuntime {
+		dir = &rt
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := serve(ctx, c, *listen, *httpListen, hs, logger, ready); err != nil {
+	if err := serve(ctx, c, dir, *listen, *httpListen, hs, logger, ready); err != nil {
 		logger.Error("sluice serve: " + err.Error())
 		return exitError
 	}
@@ -359,8 +380,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 
 // serve serves gRPC on listen and, if httpListen is set, the HTTP
 // endpoints on it; ready gets the gRPC address, and the HTTP one after a
-// space if any.
-func serve(ctx context.Context, c common, listen, httpListen string, headers headerSet, logger *slog.Logger, ready func(string)) (err error) {
+// space if any. The configuration is c.config, or the files of dir if it
+// is not nil.
+func serve(ctx context.Context, c common, dir *runtimeDir, listen, httpListen string, headers headerSet, logger *slog.Logger, ready func(string)) (err error) {
 	var mp *sdkmetric.MeterProvider
 	var metricsHandler http.Handler
 	if httpListen != "" {
@@ -373,10 +395,34 @@ func serve(ctx context.Context, c common, listen, httpListen string, headers hea
 	if mp != nil {
 		lmp = mp
 	}
-	cfg, l, rdb, err := c.open(logger, lmp)
-	if err != nil {
-		return err
+	s := &service{headers: headers}
+	var l *sluice.Limiter
+	var rdb redis.UniversalClient
+	var applied state // dir's files in force
+	var summary []any // the configuration, for the log
+	if dir != nil {
+		if applied, err = dir.poll(); err != nil {
+			return err
+		}
+		doms, rules, err := dir.load(applied)
+		if err != nil {
+			return err
+		}
+		if l, rdb, err = c.limiter(rules, logger, lmp); err != nil {
+			return err
+		}
+		s.rules.Store(doms)
+		summary = []any{"runtime", dir.path(), "files", len(applied.files), "rules", len(rules)}
+	} else {
+		var cfg policy.Config
+		if cfg, l, rdb, err = c.open(logger, lmp); err != nil {
+			return err
+		}
+		doms, _, _ := newDomains([]policy.Config{cfg}, []string{c.config})
+		s.rules.Store(doms)
+		summary = []any{"config", c.config, "format", cfg.Format.String(), "domain", cfg.Domain, "rules", len(cfg.Rules)}
 	}
+	s.l = l
 	defer func() {
 		if cerr := l.Close(); cerr != nil && err == nil {
 			err = cerr
@@ -385,15 +431,28 @@ func serve(ctx context.Context, c common, listen, httpListen string, headers hea
 			_ = rdb.Close()
 		}
 	}()
-	s := &service{l: l, headers: headers}
-	s.rules.Store(newRuleSet(cfg))
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	err = l.WatchFile(watchCtx, c.config, sluice.WatchOptions{
-		Loaded: func(cfg policy.Config) { s.rules.Store(newRuleSet(cfg)) },
-	})
-	if err != nil {
-		return err
+	if dir != nil {
+		watched := make(chan struct{})
+		defer func() {
+			stopWatch()
+			<-watched
+		}()
+		go func() {
+			defer close(watched)
+			dir.watch(watchCtx, applied, l, s.rules.Store, logger)
+		}()
+	} else {
+		err = l.WatchFile(watchCtx, c.config, sluice.WatchOptions{
+			Loaded: func(cfg policy.Config) {
+				doms, _, _ := newDomains([]policy.Config{cfg}, []string{c.config})
+				s.rules.Store(doms)
+			},
+		})
+		if err != nil {
+			return err
+		}
 	}
 	lis, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -422,7 +481,7 @@ func serve(ctx context.Context, c common, listen, httpListen string, headers hea
 		addrs += " " + hlis.Addr().String()
 		logger.Info("sluice serve: HTTP listening", "addr", hlis.Addr().String())
 	}
-	logger.Info("sluice serve: listening", "addr", lis.Addr().String(), "config", c.config, "format", cfg.Format.String(), "domain", cfg.Domain, "rules", len(cfg.Rules), "redis", c.redisURL != "")
+	logger.Info("sluice serve: listening", append([]any{"addr", lis.Addr().String(), "redis", c.redisURL != ""}, summary...)...)
 	if ready != nil {
 		ready(addrs)
 	}

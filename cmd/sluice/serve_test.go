@@ -86,11 +86,21 @@ func (s *server) wait(t *testing.T) int {
 // test ends (its exit status must then be 0).
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startServeEnv(t, nil, args...)
+}
+
+// startServeEnv is startServe with the environment variables env.
+func startServeEnv(t *testing.T, env map[string]string, args ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{stop: cancel, code: make(chan int, 1), stderr: &logbuf.Buffer{}}
 	ready := make(chan string, 1)
+	lookup := func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
 	go func() {
-		s.code <- runServe(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), s.stderr, func(a string) { ready <- a })
+		s.code <- runServeEnv(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), lookup, s.stderr, func(a string) { ready <- a })
 	}()
 	select {
 	case a := <-ready:
