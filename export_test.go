@@ -39,7 +39,7 @@ func (l *Limiter) WatchFileStat(ctx context.Context, path string, o WatchOptions
 
 // RenewInFlight renews l's fleet leases and removes those queued for
 // removal now, as its renewal loop does every third of a lease. Tests only.
-func RenewInFlight(l *Limiter) { l.inf.renew() }
+func RenewInFlight(l *Limiter) { l.inf.renew(true) }
 
 // InFlightHeld returns the slots of key under the InFlight rule this
 // process counts as held (-1 for an unknown rule). Tests only.

@@ -127,7 +127,9 @@ type inflight struct {
 	mu       sync.Mutex
 	held     map[*holder]lease // fleet slots held: renewed every ttl/3
 	gone     []lease           // leases to remove at the next renewal
-	renewing bool              // a renewal is in flight: leases released meanwhile go to gone too
+	late     []lease           // leases to remove again at the next full renewal
+	renewing int               // renewals in flight: leases released meanwhile go to gone too
+	kick     chan struct{}     // asks the renewal loop to remove gone now
 }
 
 // lease is one slot's member in the store.
@@ -202,6 +204,7 @@ func newInflight(l *Limiter, rules []policy.Rule) *inflight {
 		seed: maphash.MakeSeed(),
 		ttl:  max(3*l.opts.SyncInterval, MinInFlightTTL),
 		held: map[*holder]lease{},
+		kick: make(chan struct{}, 1),
 	}
 	f.pool.New = func() any { return &holder{inf: f} }
 	f.setRules(rules)
@@ -341,6 +344,8 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 		if ctx.Err() != nil {
 			return Slot{}, Decision{Limit: limit}, ctx.Err()
 		}
+		// A fresh lease: the one the script may hold is being removed.
+		member = l.opts.InstanceID + ":" + strconv.FormatUint(f.seq.Add(1), 10)
 		return f.fallback(r, key, limit, zkey, member, err)
 	}
 	if res[0] == 0 {
@@ -375,11 +380,25 @@ func (f *inflight) keyTTL() int64 { return (f.ttl + time.Second).Milliseconds() 
 // long) the rest are left to lapse on their own, within a lease.
 const maxGone = 1 << 16
 
-// forget queues a lease for removal at the next renewal.
+// forget queues a lease for removal, and asks the renewal loop to remove
+// it now: an Acquire cancelled while the store decided it may hold a slot
+// nobody will release.
+//
+// The lease is removed twice: at once, and again at the next full renewal,
+// in case the store ran the script after the first removal (the cancelled
+// call and the removal come on different connections, which the store
+// may serve in either order).
 func (f *inflight) forget(zkey, member string) {
 	f.mu.Lock()
 	f.queue(lease{zkey, member})
+	if len(f.late) < maxGone {
+		f.late = append(f.late, lease{zkey, member})
+	}
 	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
 }
 
 // queue adds a lease to remove (f.mu held).
@@ -393,7 +412,7 @@ func (f *inflight) queue(x lease) {
 func (f *inflight) unhold(h *holder, zkey, member string) {
 	f.mu.Lock()
 	delete(f.held, h)
-	if f.renewing {
+	if f.renewing > 0 {
 		// The renewal in flight may add it back: remove it again after.
 		f.queue(lease{zkey, member})
 	}
@@ -426,25 +445,37 @@ func (f *inflight) renewLoop() {
 		select {
 		case <-l.stop:
 			return
+		case <-f.kick:
+			if !l.degraded.Load() {
+				f.renew(false)
+			}
+			continue
 		case <-t.C:
 		}
-		f.renew()
+		f.renew(true)
 	}
 }
 
 // renew extends every held lease by a TTL (adding those the store does not
-// hold: admitted by the failure mode, or lapsed) and removes the leases
-// queued for removal, in one pipeline.
-func (f *inflight) renew() {
+// hold: admitted by the failure mode, or lapsed), if all, and removes the
+// leases queued for removal, in one pipeline.
+func (f *inflight) renew(all bool) {
 	l := f.l
 	f.mu.Lock()
 	byKey := map[string][]lease{}
 	for _, ls := range f.held {
+		if !all {
+			break
+		}
 		byKey[ls.zkey] = append(byKey[ls.zkey], ls)
 	}
 	gone := f.gone
 	f.gone = nil
-	f.renewing = true
+	if all {
+		gone = append(gone, f.late...)
+		f.late = nil
+	}
+	f.renewing++
 	f.mu.Unlock()
 	var err error
 	if len(byKey)+len(gone) > 0 {
@@ -467,7 +498,7 @@ func (f *inflight) renew() {
 		cancel()
 	}
 	f.mu.Lock()
-	f.renewing = false
+	f.renewing--
 	if err != nil {
 		for _, x := range gone {
 			f.queue(x)

@@ -1,0 +1,227 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// inflightFleet starts n limiters on srv, each with its own client, closed
+// at cleanup.
+func inflightFleet(t *testing.T, n int, srv *redistest.Server, opts sluice.Options, rules ...policy.Rule) []*sluice.Limiter {
+	t.Helper()
+	ls := make([]*sluice.Limiter, n)
+	for i := range ls {
+		o := opts
+		o.Redis = srv.Client(t)
+		l, err := sluice.New(o, rules...)
+		require.NoError(t, err)
+		ls[i] = l
+		t.Cleanup(func() { _ = l.Close() })
+	}
+	return ls
+}
+
+// inflightKeys returns the store's in-flight keys under prefix.
+func inflightKeys(t *testing.T, c redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	keys, err := c.Keys(context.Background(), prefix+":inflight:*").Result()
+	require.NoError(t, err)
+	return keys
+}
+
+// fill acquires key on ls in turn until every instance is denied, and
+// returns the slots.
+func fill(t *testing.T, ls []*sluice.Limiter, key string) []sluice.Slot {
+	t.Helper()
+	var held []sluice.Slot
+	for _, l := range ls {
+		for {
+			s, d, err := l.Acquire(context.Background(), "uploads", key)
+			require.NoError(t, err)
+			if !d.Allowed {
+				break
+			}
+			held = append(held, s)
+		}
+	}
+	return held
+}
+
+// Eight instances share a limit of 20 slots: the slots the test holds
+// across the fleet at any moment never exceed 20, and none is left held.
+func TestInFlightFleetBound(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ls := inflightFleet(t, 8, srv, sluice.Options{Prefix: "bound", Timeout: time.Second}, uploads(20, policy.ModeDefault))
+
+	held := fill(t, ls, "k")
+	require.Len(t, held, 20, "the fleet admits exactly the limit")
+	for _, s := range held {
+		s.Release()
+	}
+
+	rounds := 100
+	if testing.Short() {
+		rounds = 30
+	}
+	var in, most, admitted, denied atomic.Int64
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for range 8 {
+			wg.Go(func() {
+				for range rounds {
+					s, d, err := l.Acquire(context.Background(), "uploads", "k")
+					if !assert.NoError(t, err) || !d.Allowed {
+						denied.Add(1)
+						continue
+					}
+					// Counted inside the slot's lease: between the
+					// admission and the release.
+					n := in.Add(1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					admitted.Add(1)
+					time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+					in.Add(-1)
+					s.Release()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("admitted %d, denied %d, most held at once %d", admitted.Load(), denied.Load(), most.Load())
+	assert.LessOrEqual(t, most.Load(), int64(20))
+	assert.Positive(t, admitted.Load())
+	for _, l := range ls {
+		sluice.RenewInFlight(l)
+		assert.Zero(t, sluice.InFlightLeases(l))
+		assert.Zero(t, sluice.InFlightHeld(l, "uploads", "k"))
+	}
+	assert.Empty(t, inflightKeys(t, srv.Client(t), "bound"))
+}
+
+// An instance that stops without releasing its 5 slots (a crash: its
+// renewals stop) holds them until their lease lapses, then the fleet gets
+// them back.
+func TestInFlightFleetCrash(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	// A lease of 3s, renewed every second: the 5 slots are held at least
+	// 2s after the crash.
+	ls := inflightFleet(t, 4, srv, sluice.Options{Prefix: "crash", SyncInterval: time.Second, Timeout: time.Second}, uploads(20, policy.ModeDefault))
+	require.Equal(t, 3*time.Second, sluice.InFlightTTL(ls[0]))
+	crashed, live := ls[0], ls[1:]
+	for range 5 {
+		_, d, err := crashed.Acquire(context.Background(), "uploads", "k")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	require.NoError(t, crashed.Close()) // Close renews no more and releases nothing
+
+	held := fill(t, live, "k")
+	require.Len(t, held, 15, "the crashed instance's slots are held until their lease lapses")
+	var more []sluice.Slot
+	require.Eventually(t, func() bool {
+		more = append(more, fill(t, live, "k")...)
+		return len(more) == 5
+	}, 10*sluice.InFlightTTL(ls[0]), 50*time.Millisecond, "the slots came back within the lease")
+	assert.Empty(t, fill(t, live, "k"), "never more than the limit")
+	for _, s := range append(held, more...) {
+		s.Release()
+	}
+	assert.Empty(t, inflightKeys(t, srv.Client(t), "crash"))
+}
+
+// 10k acquire/release cycles across the fleet, with contexts cancelled
+// before and during the acquire and holders that panic (the release in a
+// defer), leave no slot held and no key in the store.
+func TestInFlightFleetChurn(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ls := inflightFleet(t, 8, srv, sluice.Options{Prefix: "churn", Timeout: time.Second}, uploads(20, policy.ModeDefault))
+	before, err := c.DBSize(context.Background()).Result() // the registry's keys
+	require.NoError(t, err)
+	cycles := 10_000
+	if testing.Short() {
+		cycles = 2_000
+	}
+	var next, admitted, cancelled, panicked atomic.Int64
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for range 4 {
+			wg.Go(func() {
+				for next.Add(1) <= int64(cycles) {
+					switch rand.IntN(4) {
+					case 0: // cancelled before
+						ctx, cancel := context.WithCancel(context.Background())
+						cancel()
+						s, _, err := l.Acquire(ctx, "uploads", "k")
+						assert.ErrorIs(t, err, context.Canceled)
+						assert.False(t, s.Held())
+					case 1: // cancelled while the store decides, or not
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(200))*time.Microsecond)
+						s, d, err := l.Acquire(ctx, "uploads", "k")
+						cancel()
+						if err != nil {
+							cancelled.Add(1)
+							assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+						}
+						if d.Allowed {
+							admitted.Add(1)
+							s.Release()
+						}
+					default: // a holder that may panic
+						func() {
+							defer func() {
+								if recover() != nil {
+									panicked.Add(1)
+								}
+							}()
+							s, d, err := l.Acquire(context.Background(), "uploads", "k")
+							if !assert.NoError(t, err) || !d.Allowed {
+								return
+							}
+							defer s.Release()
+							admitted.Add(1)
+							if rand.IntN(2) == 0 {
+								panic("holder fails")
+							}
+						}()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("admitted %d, cancelled in flight %d, panicked %d", admitted.Load(), cancelled.Load(), panicked.Load())
+	assert.Positive(t, admitted.Load())
+	assert.Positive(t, panicked.Load())
+	for _, l := range ls {
+		sluice.RenewInFlight(l) // removes the leases of acquires cancelled in flight
+		assert.Zero(t, sluice.InFlightLeases(l))
+		assert.Zero(t, sluice.InFlightHeld(l, "uploads", "k"))
+	}
+	assert.Empty(t, inflightKeys(t, c, "churn"))
+	after, err := c.DBSize(context.Background()).Result()
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "the store holds the keys it held before the cycles")
+	held := fill(t, ls, "k")
+	assert.Len(t, held, 20, "no slot leaked")
+	for _, s := range held {
+		s.Release()
+	}
+}
