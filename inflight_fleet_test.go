@@ -225,3 +225,62 @@ func TestInFlightFleetChurn(t *testing.T) {
 		s.Release()
 	}
 }
+
+// While the store is down an Acquire is decided by the failure mode:
+// FailLocal admits this instance's share ⌊Limit/N̂⌋, FailClosed denies with
+// an error, FailOpen admits. Once the store is back the next renewal adds
+// the slots admitted meanwhile, which the fleet then counts.
+func TestInFlightStoreDown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	opts := sluice.Options{Prefix: "down", Timeout: 200 * time.Millisecond, MinInstances: 2}
+	local := inflightFleet(t, 1, srv, opts, uploads(10, policy.ModeDefault))[0]
+	opts.FailureMode = sluice.FailClosed
+	closed := inflightFleet(t, 1, srv, opts, uploads(10, policy.ModeDefault))[0]
+	opts.FailureMode = sluice.FailOpen
+	open := inflightFleet(t, 1, srv, opts, uploads(10, policy.ModeDefault))[0]
+
+	srv.Kill()
+	require.Eventually(t, func() bool {
+		return local.Stats().Degraded && closed.Stats().Degraded && open.Stats().Degraded
+	}, 20*time.Second, 10*time.Millisecond)
+	n := local.Stats().Instances
+	require.GreaterOrEqual(t, n, int64(2))
+
+	var held []sluice.Slot
+	for {
+		s, d, err := local.Acquire(context.Background(), "uploads", "k")
+		require.NoError(t, err)
+		if !d.Allowed {
+			break
+		}
+		held = append(held, s)
+	}
+	assert.Len(t, held, int(10/n), "FailLocal: the share ⌊Limit/N̂⌋")
+
+	_, d, err := closed.Acquire(context.Background(), "uploads", "k")
+	require.ErrorIs(t, err, sluice.ErrStoreUnavailable)
+	assert.False(t, d.Allowed)
+
+	for range 15 {
+		s, d, err := open.Acquire(context.Background(), "uploads", "k")
+		require.NoError(t, err)
+		require.True(t, d.Allowed, "FailOpen admits every Acquire")
+		s.Release() // queued for the store
+	}
+
+	srv.Restart()
+	require.Eventually(t, func() bool { return !local.Stats().Degraded && !open.Stats().Degraded }, 20*time.Second, 10*time.Millisecond)
+	sluice.RenewInFlight(local)
+	sluice.RenewInFlight(open)
+	keys := inflightKeys(t, c, "down")
+	require.Len(t, keys, 1)
+	held2, err := c.ZCard(context.Background(), keys[0]).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(held)), held2, "the store counts the slots admitted while it was down")
+	for _, s := range held {
+		s.Release()
+	}
+	assert.Empty(t, inflightKeys(t, c, "down"))
+}
