@@ -38,8 +38,9 @@ func (l *Limiter) WatchFileStat(ctx context.Context, path string, o WatchOptions
 }
 
 // RenewInFlight renews l's fleet leases and removes those queued for
-// removal now, as its renewal loop does every third of a lease. Tests only.
-func RenewInFlight(l *Limiter) { l.inf.renew(true) }
+// removal now, as its renewal loop does every third of a lease, and returns
+// the store's error. Tests only.
+func RenewInFlight(l *Limiter) error { return l.inf.renew(true) }
 
 // InFlightHeld returns the slots of key under the InFlight rule this
 // process counts as held (-1 for an unknown rule). Tests only.

@@ -359,6 +359,7 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 // An admitted slot gets a lease that the next renewal adds to the store.
 func (f *inflight) fallback(r *inflightRule, key string, limit int64, zkey, member string, cause error) (Slot, Decision, error) {
 	l := f.l
+	d := Decision{Allowed: true, Limit: limit}
 	switch l.opts.FailureMode {
 	case FailClosed:
 		return Slot{}, Decision{Limit: limit}, fmt.Errorf("%w: in-flight rule %q: %w", ErrStoreUnavailable, r.name, cause)
@@ -366,11 +367,13 @@ func (f *inflight) fallback(r *inflightRule, key string, limit int64, zkey, memb
 		r.add(key)
 	default:
 		share := limit / max(l.nhat.Load(), 1)
-		if _, ok := r.take(key, share); !ok {
+		n, ok := r.take(key, share)
+		if !ok {
 			return Slot{}, Decision{Limit: limit}, nil
 		}
+		d.Remaining = share - n
 	}
-	return f.slot(r, key, zkey, member), Decision{Allowed: true, Limit: limit}, nil
+	return f.slot(r, key, zkey, member), d, nil
 }
 
 // keyTTL is the TTL of a key's sorted set, in ms: past its last lease.
@@ -447,19 +450,19 @@ func (f *inflight) renewLoop() {
 			return
 		case <-f.kick:
 			if !l.degraded.Load() {
-				f.renew(false)
+				_ = f.renew(false) // what fails is queued again
 			}
 			continue
 		case <-t.C:
 		}
-		f.renew(true)
+		_ = f.renew(true) // what fails is queued again; the store's health is the syncer's
 	}
 }
 
 // renew extends every held lease by a TTL (adding those the store does not
 // hold: admitted by the failure mode, or lapsed), if all, and removes the
-// leases queued for removal, in one pipeline.
-func (f *inflight) renew(all bool) {
+// leases queued for removal, in one pipeline. It returns the store's error.
+func (f *inflight) renew(all bool) error {
 	l := f.l
 	f.mu.Lock()
 	byKey := map[string][]lease{}
@@ -505,6 +508,7 @@ func (f *inflight) renew(all bool) {
 		}
 	}
 	f.mu.Unlock()
+	return err
 }
 
 // startRenewal starts the renewal of fleet leases, with a store.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,7 +107,7 @@ func TestInFlightFleetBound(t *testing.T) {
 	assert.LessOrEqual(t, most.Load(), int64(20))
 	assert.Positive(t, admitted.Load())
 	for _, l := range ls {
-		sluice.RenewInFlight(l)
+		require.NoError(t, sluice.RenewInFlight(l))
 		assert.Zero(t, sluice.InFlightLeases(l))
 		assert.Zero(t, sluice.InFlightHeld(l, "uploads", "k"))
 	}
@@ -211,7 +212,7 @@ func TestInFlightFleetChurn(t *testing.T) {
 	assert.Positive(t, admitted.Load())
 	assert.Positive(t, panicked.Load())
 	for _, l := range ls {
-		sluice.RenewInFlight(l) // removes the leases of acquires cancelled in flight
+		require.NoError(t, sluice.RenewInFlight(l)) // removes the leases of acquires cancelled in flight
 		assert.Zero(t, sluice.InFlightLeases(l))
 		assert.Zero(t, sluice.InFlightHeld(l, "uploads", "k"))
 	}
@@ -272,8 +273,8 @@ func TestInFlightStoreDown(t *testing.T) {
 
 	srv.Restart()
 	require.Eventually(t, func() bool { return !local.Stats().Degraded && !open.Stats().Degraded }, 20*time.Second, 10*time.Millisecond)
-	sluice.RenewInFlight(local)
-	sluice.RenewInFlight(open)
+	require.NoError(t, sluice.RenewInFlight(local))
+	require.NoError(t, sluice.RenewInFlight(open))
 	keys := inflightKeys(t, c, "down")
 	require.Len(t, keys, 1)
 	held2, err := c.ZCard(context.Background(), keys[0]).Result()
@@ -283,4 +284,44 @@ func TestInFlightStoreDown(t *testing.T) {
 		s.Release()
 	}
 	assert.Empty(t, inflightKeys(t, c, "down"))
+}
+
+// On a cluster every key's leases sit in one slot (the key is hash-tagged)
+// and the renewal's pipeline is split by node.
+func TestInFlightCluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a 3-master cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	var ls []*sluice.Limiter
+	for range 2 {
+		l, err := sluice.New(sluice.Options{Redis: cl.Client(t), Prefix: "cl", Timeout: time.Second}, uploads(5, policy.ModeDefault))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		ls = append(ls, l)
+	}
+	var held []sluice.Slot
+	for i := range 30 {
+		key := "tenant-" + strconv.Itoa(i)
+		got := fill(t, ls, key)
+		require.Len(t, got, 5, key)
+		held = append(held, got...)
+	}
+	leases := 0
+	for _, l := range ls {
+		require.NoError(t, sluice.RenewInFlight(l), "one pipeline, split by node")
+		leases += sluice.InFlightLeases(l)
+	}
+	assert.Equal(t, 150, leases)
+	for _, s := range held {
+		s.Release()
+	}
+	c := cl.Client(t)
+	err := c.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+		keys, err := m.Keys(ctx, "cl:inflight:*").Result()
+		assert.Empty(t, keys)
+		return err
+	})
+	require.NoError(t, err)
 }
