@@ -125,10 +125,12 @@ func TestInFlightFleetCrash(t *testing.T) {
 	ls := inflightFleet(t, 4, srv, sluice.Options{Prefix: "crash", SyncInterval: time.Second, Timeout: time.Second}, uploads(20, policy.ModeDefault))
 	require.Equal(t, 3*time.Second, sluice.InFlightTTL(ls[0]))
 	crashed, live := ls[0], ls[1:]
+	var lost []sluice.Slot
 	for range 5 {
-		_, d, err := crashed.Acquire(context.Background(), "uploads", "k")
+		s, d, err := crashed.Acquire(context.Background(), "uploads", "k")
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
+		lost = append(lost, s)
 	}
 	require.NoError(t, crashed.Close()) // Close renews no more and releases nothing
 
@@ -140,6 +142,10 @@ func TestInFlightFleetCrash(t *testing.T) {
 		return len(more) == 5
 	}, 10*sluice.InFlightTTL(ls[0]), 50*time.Millisecond, "the slots came back within the lease")
 	assert.Empty(t, fill(t, live, "k"), "never more than the limit")
+	for _, s := range lost {
+		s.Release() // after Close, of a lapsed lease: harmless
+	}
+	assert.Empty(t, fill(t, live, "k"), "a lapsed lease's release frees nothing")
 	for _, s := range append(held, more...) {
 		s.Release()
 	}
@@ -324,4 +330,29 @@ func TestInFlightCluster(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
+}
+
+// SetRules refuses a fleet InFlight rule on a limiter that runs no sync,
+// and takes one on a limiter that does.
+func TestSetRulesInFlightFleet(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	local, err := sluice.New(sluice.Options{Redis: srv.Client(t), Prefix: "setl"}, policy.Rule{Name: "api", Limit: 10, Window: time.Second, Mode: policy.Local})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = local.Close() })
+	err = local.SetRules(policy.Rule{Name: "api", Limit: 10, Window: time.Second, Mode: policy.Local}, uploads(2, policy.ModeDefault))
+	require.ErrorIs(t, err, policy.ErrInvalidRule)
+	assert.Contains(t, err.Error(), "runs no sync")
+	require.NoError(t, local.SetRules(policy.Rule{Name: "api", Limit: 10, Window: time.Second, Mode: policy.Local}, uploads(2, policy.Local)))
+
+	ls := inflightFleet(t, 2, srv, sluice.Options{Prefix: "setf", Timeout: time.Second}, rateRule("api", 10))
+	for _, l := range ls {
+		require.NoError(t, l.SetRules(rateRule("api", 10), uploads(3, policy.ModeDefault)))
+	}
+	held := fill(t, ls, "k")
+	assert.Len(t, held, 3)
+	for _, s := range held {
+		s.Release()
+	}
+	assert.Empty(t, inflightKeys(t, srv.Client(t), "setf"))
 }
