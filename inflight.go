@@ -2,6 +2,8 @@ package sluice
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -123,6 +125,7 @@ type inflight struct {
 	pool  sync.Pool // *holder
 	ttl   time.Duration
 	seq   atomic.Uint64
+	who   string // a lease's member is who + seq: the InstanceID and a random tag
 
 	mu       sync.Mutex
 	held     map[*holder]lease // fleet slots held: renewed every ttl/3
@@ -206,6 +209,11 @@ func newInflight(l *Limiter, rules []policy.Rule) *inflight {
 		held: map[*holder]lease{},
 		kick: make(chan struct{}, 1),
 	}
+	var tag [4]byte
+	_, _ = rand.Read(tag[:])
+	// The tag keeps the leases of a limiter apart from those of another
+	// with the same InstanceID (a restart, before its leases lapse).
+	f.who = l.opts.InstanceID + ":" + hex.EncodeToString(tag[:]) + ":"
 	f.pool.New = func() any { return &holder{inf: f} }
 	f.setRules(rules)
 	return f
@@ -324,7 +332,7 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 		ctx = context.Background()
 	}
 	zkey := string(syncer.EncodeKey([]byte(r.zkey), key)) + "}"
-	member := l.opts.InstanceID + ":" + strconv.FormatUint(f.seq.Add(1), 10)
+	member := f.member()
 	if l.degraded.Load() {
 		return f.fallback(r, key, limit, zkey, member, errors.New("store unreachable"))
 	}
@@ -345,7 +353,7 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 			return Slot{}, Decision{Limit: limit}, ctx.Err()
 		}
 		// A fresh lease: the one the script may hold is being removed.
-		member = l.opts.InstanceID + ":" + strconv.FormatUint(f.seq.Add(1), 10)
+		member = f.member()
 		return f.fallback(r, key, limit, zkey, member, err)
 	}
 	if res[0] == 0 {
@@ -374,6 +382,11 @@ func (f *inflight) fallback(r *inflightRule, key string, limit int64, zkey, memb
 		d.Remaining = share - n
 	}
 	return f.slot(r, key, zkey, member), d, nil
+}
+
+// member returns a new lease's member in the store.
+func (f *inflight) member() string {
+	return f.who + strconv.FormatUint(f.seq.Add(1), 10)
 }
 
 // keyTTL is the TTL of a key's sorted set, in ms: past its last lease.
@@ -461,7 +474,8 @@ func (f *inflight) renewLoop() {
 
 // renew extends every held lease by a TTL (adding those the store does not
 // hold: admitted by the failure mode, or lapsed), if all, and removes the
-// leases queued for removal, in one pipeline. It returns the store's error.
+// leases queued for removal, in pipelines of at most Options.BatchSize
+// keys. It returns the store's error.
 func (f *inflight) renew(all bool) error {
 	l := f.l
 	f.mu.Lock()
@@ -480,26 +494,50 @@ func (f *inflight) renew(all bool) error {
 	}
 	f.renewing++
 	f.mu.Unlock()
-	var err error
-	if len(byKey)+len(gone) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), max(l.opts.Timeout, f.ttl/3))
-		now := l.now() / int64(time.Millisecond)
-		_, err = l.opts.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for zkey, ls := range byKey {
-				zs := make([]redis.Z, len(ls))
-				for i, x := range ls {
-					zs[i] = redis.Z{Score: float64(now + f.ttl.Milliseconds()), Member: x.member}
-				}
-				p.ZAdd(ctx, zkey, zs...)
-				p.PExpire(ctx, zkey, time.Duration(f.keyTTL())*time.Millisecond)
-			}
-			for _, x := range gone {
-				p.ZRem(ctx, x.zkey, x.member)
-			}
-			return nil
-		})
-		cancel()
+	// Pipelines of at most BatchSize keys, as the syncer sends.
+	batch := l.opts.BatchSize
+	if batch == 0 {
+		batch = 256
 	}
+	end := (l.now()/int64(time.Millisecond) + f.ttl.Milliseconds())
+	var err error
+	var p redis.Pipeliner
+	n := 0
+	send := func() {
+		if n == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(l.opts.Timeout, f.ttl/3))
+		if _, e := p.Exec(ctx); e != nil && err == nil {
+			err = fmt.Errorf("sluice: renewing in-flight leases: %w", e)
+		}
+		cancel()
+		n = 0
+	}
+	add := func(cmd func(p redis.Pipeliner)) {
+		if n == 0 {
+			p = l.opts.Redis.Pipeline()
+		}
+		cmd(p)
+		if n++; n == batch {
+			send()
+		}
+	}
+	ctx := context.Background() // each Exec has its deadline
+	for zkey, ls := range byKey {
+		zs := make([]redis.Z, len(ls))
+		for i, x := range ls {
+			zs[i] = redis.Z{Score: float64(end), Member: x.member}
+		}
+		add(func(p redis.Pipeliner) {
+			p.ZAdd(ctx, zkey, zs...)
+			p.PExpire(ctx, zkey, time.Duration(f.keyTTL())*time.Millisecond)
+		})
+	}
+	for _, x := range gone {
+		add(func(p redis.Pipeliner) { p.ZRem(ctx, x.zkey, x.member) })
+	}
+	send()
 	f.mu.Lock()
 	f.renewing--
 	if err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -47,4 +49,24 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkAcquireReleaseFleet is an Acquire and its Release of a fleet
+// rule: two round trips to a local redis-server.
+func BenchmarkAcquireReleaseFleet(b *testing.B) {
+	srv := redistest.Start(b)
+	l, err := sluice.New(sluice.Options{Redis: srv.Client(b), Timeout: time.Second}, policy.Rule{Name: "uploads", Limit: 1 << 20, InFlight: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, d, err := l.Acquire(ctx, "uploads", "k")
+		if err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+		s.Release()
+	}
 }

@@ -293,7 +293,7 @@ func TestInFlightStoreDown(t *testing.T) {
 }
 
 // On a cluster every key's leases sit in one slot (the key is hash-tagged)
-// and the renewal's pipeline is split by node.
+// and the renewal's pipelines (of BatchSize keys) are split by node.
 func TestInFlightCluster(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -302,7 +302,7 @@ func TestInFlightCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	var ls []*sluice.Limiter
 	for range 2 {
-		l, err := sluice.New(sluice.Options{Redis: cl.Client(t), Prefix: "cl", Timeout: time.Second}, uploads(5, policy.ModeDefault))
+		l, err := sluice.New(sluice.Options{Redis: cl.Client(t), Prefix: "cl", Timeout: time.Second, BatchSize: 4}, uploads(5, policy.ModeDefault))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
 		ls = append(ls, l)
