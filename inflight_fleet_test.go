@@ -62,7 +62,9 @@ func fill(t *testing.T, ls []*sluice.Limiter, key string) []sluice.Slot {
 }
 
 // Eight instances share a limit of 20 slots: the slots the test holds
-// across the fleet at any moment never exceed 20, and none is left held.
+// across the fleet at any moment never exceed 20, also while 10 of them are
+// held for one and a half leases (renewed, they do not lapse), and none is
+// left held.
 func TestInFlightFleetBound(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -74,26 +76,38 @@ func TestInFlightFleetBound(t *testing.T) {
 		s.Release()
 	}
 
-	rounds := 100
-	if testing.Short() {
-		rounds = 30
-	}
 	var in, most, admitted, denied atomic.Int64
+	count := func() {
+		n := in.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+	}
+	// 10 long holders, two on each of five instances.
+	var long []sluice.Slot
+	for _, l := range ls[:5] {
+		for range 2 {
+			s, d, err := l.Acquire(context.Background(), "uploads", "k")
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			count()
+			long = append(long, s)
+		}
+	}
+	stop := time.Now().Add(sluice.InFlightTTL(ls[0]) * 3 / 2)
 	var wg sync.WaitGroup
 	for _, l := range ls {
 		for range 8 {
 			wg.Go(func() {
-				for range rounds {
+				for time.Now().Before(stop) {
 					s, d, err := l.Acquire(context.Background(), "uploads", "k")
 					if !assert.NoError(t, err) || !d.Allowed {
 						denied.Add(1)
+						time.Sleep(time.Millisecond)
 						continue
 					}
 					// Counted inside the slot's lease: between the
 					// admission and the release.
-					n := in.Add(1)
-					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-					}
+					count()
 					admitted.Add(1)
 					time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 					in.Add(-1)
@@ -106,6 +120,11 @@ func TestInFlightFleetBound(t *testing.T) {
 	t.Logf("admitted %d, denied %d, most held at once %d", admitted.Load(), denied.Load(), most.Load())
 	assert.LessOrEqual(t, most.Load(), int64(20))
 	assert.Positive(t, admitted.Load())
+	for _, s := range long {
+		assert.True(t, s.Held())
+		in.Add(-1)
+		s.Release()
+	}
 	for _, l := range ls {
 		require.NoError(t, sluice.RenewInFlight(l))
 		assert.Zero(t, sluice.InFlightLeases(l))
