@@ -51,12 +51,15 @@ type Slot struct {
 // A fleet rule (ModeDefault or Strict, with a store) is decided in the
 // store on every Acquire, in one round trip bounded by Options.Timeout and
 // ctx: each slot is a lease in a sorted set per key, which the limiter
-// renews in the background (one pipeline every third of the lease, for all
-// the slots it holds) while the slot is held. The fleet holds at most Limit
-// per key; a slot whose instance died without releasing it comes back when
-// its lease lapses, within max(3·SyncInterval, MinInFlightTTL). Release
-// removes the lease in one round trip. While the store is down (or does
-// not answer in time) Acquire is decided by Options.FailureMode: FailLocal
+// renews in the background while the slot is held (every third of the
+// lease, all the slots it holds in pipelines of Options.BatchSize keys).
+// There is no local allowance: while the store answers, the fleet holds at
+// most Limit per key. A slot whose instance died without releasing it (or
+// was cut off from the store longer than a lease) comes back when its
+// lease lapses, within max(3·SyncInterval, MinInFlightTTL). Close stops the
+// renewals and releases nothing. Release removes the lease in one round
+// trip. While the store is down (or does not answer within
+// Options.Timeout) Acquire is decided by Options.FailureMode: FailLocal
 // admits up to ⌊Limit/N̂⌋ slots per key on this instance (counting those it
 // already holds), FailOpen admits every Acquire, FailClosed denies with an
 // error wrapping ErrStoreUnavailable. Slots admitted that way are added to
