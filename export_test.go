@@ -36,3 +36,28 @@ func (l *Limiter) WatchFileStat(ctx context.Context, path string, o WatchOptions
 	w.stat, w.stall = stat, stall
 	return l.watchFile(ctx, w)
 }
+
+// RenewInFlight renews l's fleet leases and removes those queued for
+// removal now, as its renewal loop does every third of a lease, and returns
+// the store's error. Tests only.
+func RenewInFlight(l *Limiter) error { return l.inf.renew(true) }
+
+// InFlightHeld returns the slots of key under the InFlight rule this
+// process counts as held (-1 for an unknown rule). Tests only.
+func InFlightHeld(l *Limiter, rule, key string) int64 {
+	r := l.inf.rule(rule)
+	if r == nil {
+		return -1
+	}
+	return r.heldLocal(key)
+}
+
+// InFlightLeases returns the number of fleet leases l renews. Tests only.
+func InFlightLeases(l *Limiter) int {
+	l.inf.mu.Lock()
+	defer l.inf.mu.Unlock()
+	return len(l.inf.held)
+}
+
+// InFlightTTL returns the lease of l's fleet slots. Tests only.
+func InFlightTTL(l *Limiter) time.Duration { return l.inf.ttl }

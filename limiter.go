@@ -53,6 +53,8 @@ type Limiter struct {
 	waiters atomic.Int64           // callers queued in Wait, across keys
 
 	uses map[string]map[string]int // rule name → user → holds (Require); under setMu
+
+	inf *inflight // the InFlight rules and their slots (inflight.go)
 }
 
 // rule is one rule of the limiter: its name, limit and engine, and the
@@ -102,10 +104,15 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 	if len(rules) == 0 {
 		return nil, fmt.Errorf("%w: no rules: pass at least one policy.Rule", ErrInvalidOptions)
 	}
+	rules, inRules, inFleet, err := splitInFlight(rules, opts.Redis != nil)
+	if err != nil {
+		return nil, err
+	}
 	resolved, shared, err := resolveRules(rules, opts.Redis != nil)
 	if err != nil {
 		return nil, err
 	}
+	shared = shared || inFleet
 	l := &Limiter{
 		opts:  opts,
 		keys:  localcache.NewKeys(int64(opts.MaxKeys)),
@@ -113,6 +120,7 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 		stop:  make(chan struct{}),
 	}
 	l.tel = newTelemetry(&l.opts)
+	l.inf = newInflight(l, inRules)
 	l.base = time.Now()
 	l.baseN = l.base.UnixNano()
 	l.nhat.Store(int64(max(opts.MinInstances, 1)))
@@ -168,6 +176,7 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 	}
 	l.wg.Add(1)
 	go l.background()
+	l.inf.startRenewal()
 	return l, nil
 }
 

@@ -45,6 +45,13 @@ func (l *Limiter) SetRules(rules ...policy.Rule) error {
 	if len(rules) == 0 {
 		return fmt.Errorf("%w: no rules: pass at least one policy.Rule", ErrInvalidOptions)
 	}
+	rules, inRules, inFleet, err := splitInFlight(rules, l.opts.Redis != nil)
+	if err != nil {
+		return err
+	}
+	if inFleet && l.sync == nil {
+		return fmt.Errorf("%w: an InFlight rule shares its slots through the store, but this limiter was created with Local rules only and runs no sync: create it with at least one shared rule, or use policy.Local", policy.ErrInvalidRule)
+	}
 	resolved, shared, err := resolveRules(rules, l.opts.Redis != nil)
 	if err != nil {
 		return err
@@ -89,6 +96,7 @@ func (l *Limiter) SetRules(rules ...policy.Rule) error {
 	l.set.Store(next)
 	l.fleetMu.Unlock()
 	retire(gone)
+	l.inf.setRules(inRules)
 	l.logChanges(old, next)
 	return nil
 }

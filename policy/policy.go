@@ -213,6 +213,12 @@ type Rule struct {
 	// allow-listed service, a blocked client (see Override). A key in no
 	// override gets the rule's Limit.
 	Overrides []Override
+	// InFlight makes the rule a concurrency limit instead of a rate: at
+	// most Limit slots held at once per key, taken by Limiter.Acquire and
+	// given back by Slot.Release. It has no Window; only Name, Limit and
+	// Mode apply (Local: this process; ModeDefault or Strict: across the
+	// fleet when the limiter has a store).
+	InFlight bool
 }
 
 // ErrInvalidRule is wrapped by every error Validate returns.
@@ -269,6 +275,9 @@ func (r Rule) Validate() error {
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %q: %s", ErrInvalidRule, r.Name, fmt.Sprintf(format, args...))
+	}
+	if r.InFlight {
+		return r.validateInFlight(bad)
 	}
 	if r.Deny {
 		return r.validateDeny(bad)

@@ -15,7 +15,7 @@ const MaxRules = 10_000
 
 var (
 	sluiceTop      = []string{"rules"}
-	sluiceRule     = []string{"name", "limit", "window", "algorithm", "precision", "burst", "warm_up", "mode", "soft", "ceiling", "capacity", "shadow", "deny", "overrides"}
+	sluiceRule     = []string{"name", "limit", "window", "algorithm", "precision", "burst", "warm_up", "mode", "soft", "ceiling", "capacity", "shadow", "deny", "overrides", "in_flight"}
 	sluiceOverride = []string{"tier", "keys", "limit", "burst", "unlimited", "deny"}
 	algorithms     = []Algorithm{SlidingWindow, FixedWindow, WeightedWindow, TokenBucket, GCRA, SlidingLog}
 	modes          = []Mode{ModeDefault, Eventual, Local, Strict}
@@ -94,6 +94,8 @@ func decodeRule(n *yaml.Node, at string) (Rule, error) {
 			r.Shadow, err = boolean(v, field)
 		case "deny":
 			r.Deny, err = boolean(v, field)
+		case "in_flight":
+			r.InFlight, err = boolean(v, field)
 		case "overrides":
 			err = list(v, field, func(_ int, on *yaml.Node, field string) error {
 				o, err := decodeOverride(on, field)
@@ -166,7 +168,9 @@ func (c Config) Encode(w io.Writer) error {
 		if r.Limit != 0 || !r.Deny {
 			add(m, "limit", integerNode(r.Limit))
 		}
-		add(m, "window", scalar(durationString(r.Window), "!!str"))
+		if !r.InFlight {
+			add(m, "window", scalar(durationString(r.Window), "!!str"))
+		}
 		if r.Algorithm != SlidingWindow {
 			add(m, "algorithm", scalar(r.Algorithm.String(), "!!str"))
 		}
@@ -196,6 +200,9 @@ func (c Config) Encode(w io.Writer) error {
 		}
 		if r.Deny {
 			add(m, "deny", scalar("true", "!!bool"))
+		}
+		if r.InFlight {
+			add(m, "in_flight", scalar("true", "!!bool"))
 		}
 		if len(r.Overrides) > 0 {
 			os := &yaml.Node{Kind: yaml.SequenceNode}
