@@ -92,6 +92,9 @@ type keyReport struct {
 	Key      string `json:"key"`
 	RedisKey string `json:"redis_key,omitempty"`
 	Limit    int64  `json:"limit"`
+	// InFlight reports a key of an in-flight rule: Count is the slots held
+	// across the fleet (leases not expired), and nothing resets.
+	InFlight bool `json:"in_flight,omitempty"`
 	// Count is the fleet's count in the window: the buckets counted whole.
 	Count int64 `json:"count"`
 	// Weighted is the oldest bucket's share of a weighted window (0
@@ -264,7 +267,14 @@ func describeFile(path string, cfg policy.Config, store bool) fileReport {
 			Burst: r.Burst, Shadow: r.Shadow, Deny: r.Deny, Overrides: len(r.Overrides),
 			Capacity: r.Capacity, Ceiling: r.Ceiling, SoftFraction: r.Soft,
 		}
-		if r.Algorithm == policy.SlidingWindow || r.Algorithm == policy.WeightedWindow {
+		if r.InFlight {
+			// A limit on requests in flight, not on a window.
+			rr.Algorithm, rr.Window, rr.WindowSeconds = "in-flight", "", 0
+			if mode == policy.Eventual {
+				mode = policy.Strict // fleet-wide: every acquire is decided in the store
+			}
+			rr.Mode = mode.String()
+		} else if r.Algorithm == policy.SlidingWindow || r.Algorithm == policy.WeightedWindow {
 			rr.Precision = r.Buckets()
 		}
 		if note := storeNote(r, mode); note != "" {
@@ -411,6 +421,9 @@ func (in inspector) key(ctx context.Context, r policy.Rule, key string, now int6
 			}
 		}
 	}
+	if r.InFlight {
+		return in.inFlight(ctx, r, kr, now)
+	}
 	mode := r.Mode
 	if mode == policy.ModeDefault {
 		mode = policy.Eventual // with a store
@@ -439,6 +452,25 @@ func (in inspector) key(ctx context.Context, r policy.Rule, key string, now int6
 	kr.Count, kr.Weighted = e.Whole, e.Weighted
 	kr.Remaining = max(e.Room(r.Limit), 0)
 	kr.ResetAfterSeconds = geo.ResetAt(now, count).Seconds()
+	return kr, nil
+}
+
+// inFlight fills kr with the slots of an in-flight rule's key the store
+// holds at now (ns): its leases not yet expired, as the acquire script
+// counts them. Count is the slots held across the fleet; nothing resets.
+func (in inspector) inFlight(ctx context.Context, r policy.Rule, kr *keyReport, now int64) (*keyReport, error) {
+	if r.Mode == policy.Local {
+		kr.Note = "a local in-flight rule: each instance counts its own slots, the store holds nothing"
+		return kr, nil
+	}
+	b := []byte(in.prefix + ":inflight:{" + r.Name + ":")
+	kr.RedisKey = string(syncer.EncodeKey(b, kr.Key)) + "}"
+	n, err := in.rdb.ZCount(ctx, kr.RedisKey, "("+strconv.FormatInt(now/int64(time.Millisecond), 10), "+inf").Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", kr.RedisKey, err)
+	}
+	kr.InFlight, kr.Count = true, n
+	kr.Remaining = max(r.Limit-n, 0)
 	return kr, nil
 }
 
@@ -507,6 +539,8 @@ func printReport(w io.Writer, rep report) {
 		for _, r := range f.Rules {
 			limit := fmt.Sprintf("%d per %v", r.Limit, r.Window)
 			switch {
+			case r.Algorithm == "in-flight":
+				limit = fmt.Sprintf("%d in flight", r.Limit)
 			case r.Deny:
 				limit = "deny all"
 			case r.Limit == 0:
@@ -560,6 +594,10 @@ func printReport(w io.Writer, rep report) {
 	if k := rep.Key; k != nil {
 		if k.Note != "" {
 			fmt.Fprintf(w, "key %q: %s\n", k.Key, k.Note)
+			return
+		}
+		if k.InFlight {
+			fmt.Fprintf(w, "key %q of rule %s: %d in flight across the fleet of %d, remaining %d\n  %s\n", k.Key, k.Rule, k.Count, k.Limit, k.Remaining, k.RedisKey)
 			return
 		}
 		fmt.Fprintf(w, "key %q of rule %s: fleet count %d", k.Key, k.Rule, k.Count)

@@ -202,3 +202,44 @@ func TestInspectEnvoy(t *testing.T) {
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, out, "unavailable")
 }
+
+// TestInspectInFlight: a key of an in-flight rule shows the slots the fleet
+// holds in the store (leases not expired), and a local in-flight rule says
+// the store holds none.
+func TestInspectInFlight(t *testing.T) {
+	t.Parallel()
+	const prefix = "inf"
+	rdb := redistest.Start(t)
+	cfg := writeFile(t, "rules.yaml", "rules:\n  - name: reports\n    limit: 5\n    in_flight: true\n  - name: mine\n    limit: 5\n    in_flight: true\n    mode: local\n")
+	loaded, err := policy.LoadFile(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	var slots []sluice.Slot
+	for i := range 2 {
+		l, err := sluice.New(sluice.Options{Redis: rdb.Client(t), Prefix: prefix, InstanceID: fmt.Sprintf("node-%d", i)}, loaded.Rules...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		for range 2 {
+			s, d, err := l.Acquire(ctx, "reports", "alice")
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			slots = append(slots, s)
+		}
+	}
+	rep := inspectJSON(t, "-config", cfg, "-redis", rdb.Addr(), "-prefix", prefix, "reports", "alice")
+	require.NotNil(t, rep.Key)
+	assert.True(t, rep.Key.InFlight)
+	assert.Equal(t, int64(4), rep.Key.Count, "four slots held across two instances")
+	assert.Equal(t, int64(1), rep.Key.Remaining)
+	assert.Equal(t, "in-flight", rep.Files[0].Rules[0].Algorithm)
+	slots[0].Release()
+	rep = inspectJSON(t, "-config", cfg, "-redis", rdb.Addr(), "-prefix", prefix, "reports", "alice")
+	assert.Equal(t, int64(3), rep.Key.Count, "a released slot leaves the store")
+
+	code, out, errOut := runCLI("inspect", "-config", cfg, "-redis", rdb.Addr(), "-prefix", prefix, "reports", "alice")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `\n  reports +in-flight +strict +5 in flight\n`, out)
+	assert.Contains(t, out, `key "alice" of rule reports: 3 in flight across the fleet of 5, remaining 2`)
+	rep = inspectJSON(t, "-config", cfg, "-redis", rdb.Addr(), "-prefix", prefix, "mine", "alice")
+	assert.Contains(t, rep.Key.Note, "local in-flight rule")
+}
