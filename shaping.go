@@ -3,7 +3,7 @@ package sluice
 import (
 	"errors"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Soft and shadow rules (policy.Rule.Soft, policy.Rule.Shadow) are shaped

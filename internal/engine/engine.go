@@ -1,5 +1,9 @@
 // Package engine decides checks: one Engine per rule, chosen by the rule's algorithm and mode, owns the whole decision.
 //
+// This package is sluice's machinery, internal to the module, with no
+// compatibility promise. Programs import package sluice (and policy,
+// httplimit).
+//
 // A check goes down once: the limiter finds the rule's Engine, the Engine
 // asks the rule's per-key state (package localcache) with the counting math
 // of package window, and, when the state says the store must decide, it
