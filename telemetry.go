@@ -376,7 +376,7 @@ func errKind(err error) int {
 	var rerr redis.Error
 	var nerr net.Error
 	switch {
-	case errors.Is(err, syncer.ErrStoreConfig):
+	case errors.Is(err, ErrStoreConfig):
 		return errConfig
 	case errors.Is(err, syncer.ErrWritesRefused):
 		return errRefused

@@ -26,8 +26,7 @@ func ExampleNew() {
 	}
 	for i := 0; i < 3; i++ {
 		res, _ := eng.Check(context.Background(), "alice", 1)
-		d := res.Decision(rule.Limit)
-		fmt.Printf("allowed=%v remaining=%d retry=%v\n", d.Allowed, d.Remaining, d.RetryAfter)
+		fmt.Printf("allowed=%v remaining=%d retry=%v\n", res.Allowed, res.Remaining, res.RetryAfter)
 	}
 	// Output:
 	// allowed=true remaining=1 retry=0s
