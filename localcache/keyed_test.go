@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -167,7 +168,7 @@ func TestWarmPacking(t *testing.T) {
 	require.InDelta(t, 1.0/16, float64(maxWarmPermits)/WarmSteps, 1e-5)
 }
 
-// TestLogTableMatchesLog: the ring decides what window.Log, the exact
+// TestLogTableMatchesLog: the ring decides what reference.Log, the exact
 // oracle, decides, with Remaining = Limit − InWindow; a denial's RetryAfter
 // is exact on the oracle (denied 1ns before, admitted at it).
 func TestLogTableMatchesLog(t *testing.T) {
@@ -180,11 +181,11 @@ func TestLogTableMatchesLog(t *testing.T) {
 			t.Parallel()
 			tb, err := NewLogTable(tc.win, tc.limit, NewKeys(10))
 			require.NoError(t, err)
-			ref := window.NewLog(tc.win, tc.limit)
+			ref := reference.NewLog(tc.win, tc.limit)
 			type ev struct{ t, n int64 }
 			var events []ev
-			replay := func() *window.Log {
-				l := window.NewLog(tc.win, tc.limit)
+			replay := func() *reference.Log {
+				l := reference.NewLog(tc.win, tc.limit)
 				for _, e := range events {
 					l.Add(e.t, e.n)
 				}

@@ -145,8 +145,8 @@ How to read the tables:
   divided by \`L\`, minus 1; max and p99 over the keys
   offered more than \`L\` in some window ("limited keys").
 - **algorithm alone** — the same checks replayed through the rule's own algorithm
-  run centrally (\`window.Counter\`, same geometry): the algorithm's own error
-  against an exact sliding log (\`window.Log\`).
+  run centrally (\`reference.Counter\`, same geometry): the algorithm's own error
+  against an exact sliding log (\`reference.Log\`).
 - **fleet excess** — per key, fleet over-admission minus the central algorithm's:
   the part the fleet adds.
 - **fleet in own estimate** — the fleet's admissions counted the way the algorithm

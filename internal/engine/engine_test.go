@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -49,7 +50,7 @@ func newEngine(t *testing.T, rule policy.Rule, c *clock, mode policy.FailureMode
 }
 
 // TestLocalMatchesReference: a Local engine's decisions and every Result
-// field follow window.Counter, the exact reference of the sliding and fixed
+// field follow reference.Counter, the exact reference of the sliding and fixed
 // window, on random arrivals.
 func TestLocalMatchesReference(t *testing.T) {
 	t.Parallel()
@@ -69,7 +70,7 @@ func TestLocalMatchesReference(t *testing.T) {
 			if tc.rule.Algorithm == policy.FixedWindow {
 				geo = window.NewFixed(tc.rule.Window)
 			}
-			ref := window.NewCounter(geo, tc.rule.Limit)
+			ref := reference.NewCounter(geo, tc.rule.Limit)
 			rng := rand.New(rand.NewPCG(1, uint64(tc.rule.Limit)))
 			var allowed, denied int
 			for i := 0; i < 3000; i++ {
