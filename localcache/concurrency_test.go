@@ -108,7 +108,7 @@ func TestConcurrentManyKeysFixedTime(t *testing.T) {
 				require.Equal(t, int64(limit), admitted[k].Load(), key)
 				require.Equal(t, int64(limit), ownCount(tb, key, now), key)
 			}
-			require.Equal(t, keys, tb.Len())
+			require.Equal(t, keys, tb.size())
 		})
 	}
 }

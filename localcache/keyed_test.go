@@ -278,21 +278,21 @@ func TestKeyTablesSweep(t *testing.T) {
 			now := base
 			require.True(t, tb.Allow("busy", now, 10).Allowed || name == "warm")
 			require.True(t, tb.Allow("idle", now, 1).Allowed)
-			require.Equal(t, 2, tb.Len())
+			require.Equal(t, 2, sizeOf(tb))
 			require.Zero(t, tb.Sweep(now), "nothing is idle yet")
 			// 1.5s later "idle" is idle (its one unit is long gone; warm:
 			// 1s warm-up, cold again); "busy" is checked again at 1.5s.
 			later := now + int64(1500*time.Millisecond)
 			require.True(t, tb.Allow("busy", later, 1).Allowed)
 			require.Equal(t, 1, tb.Sweep(later))
-			require.Equal(t, 1, tb.Len())
+			require.Equal(t, 1, sizeOf(tb))
 			// Evicted: it starts over with its whole capacity.
 			require.Equal(t, tb.Peek("fresh", later), tb.Peek("idle", later))
 			require.True(t, tb.Allow("idle", later, 1).Allowed)
-			require.Equal(t, 2, tb.Len())
+			require.Equal(t, 2, sizeOf(tb))
 			// Much later, everything is idle.
 			require.Equal(t, 2, tb.Sweep(later+int64(time.Hour)))
-			require.Zero(t, tb.Len())
+			require.Zero(t, sizeOf(tb))
 		})
 	}
 }

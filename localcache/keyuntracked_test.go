@@ -93,7 +93,7 @@ func TestGCRASketchNeverOverAdmits(t *testing.T) {
 						}
 					}
 				}
-				require.Zero(t, tb.Len()-1, "no key got in")
+				require.Zero(t, tb.size()-1, "no key got in")
 				require.Positive(t, admitted)
 				if sc.crowded {
 					assert.Positive(t, falseDenials, "a crowded sketch denies some keys under their limit")

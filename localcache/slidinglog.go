@@ -229,6 +229,3 @@ func (t *LogTable) Sweep(now int64) (removed int) {
 	})
 	return removed
 }
-
-// Len returns the number of keys tracked.
-func (t *LogTable) Len() int { return t.keys.Len() }
