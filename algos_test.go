@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/reference"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -48,7 +49,7 @@ func algoGap(r *rand.Rand, iv int64) int64 {
 }
 
 // TestBucketsMatchReference: through Allow/AllowN, a TokenBucket rule
-// decides what the classic two-number token bucket (window.TokenBucket)
+// decides what the classic two-number token bucket (reference.TokenBucket)
 // decides and a GCRA rule what window.GCRA decides, on random arrivals and
 // costs over a few keys; every Decision field is the reference's.
 func TestBucketsMatchReference(t *testing.T) {
@@ -64,9 +65,9 @@ func TestBucketsMatchReference(t *testing.T) {
 			c := newFakeClock(1_800_000_000 * int64(time.Second))
 			l := newAlgoLimiter(t, c, tc)
 			g := window.NewGCRA(tc.Window, tc.Limit, tc.Burst)
-			b := window.NewTokenBucket(tc.Window, tc.Limit, tc.Burst)
+			b := reference.NewTokenBucket(tc.Window, tc.Limit, tc.Burst)
 			tats := map[string]int64{}
-			tokens := map[string]window.Tokens{}
+			tokens := map[string]reference.Tokens{}
 			rng := rand.New(rand.NewPCG(41, uint64(i)))
 			var allowed, denied int
 			for step := 0; step < 3000; step++ {
@@ -168,7 +169,7 @@ func TestWarmUpMatchesReference(t *testing.T) {
 }
 
 // TestSlidingLogMatchesOracle: a SlidingLog rule decides what the exact
-// window.Log decides; Remaining is Limit less the units in the window;
+// reference.Log decides; Remaining is Limit less the units in the window;
 // ResetAfter is the Window after an admission; a denial's RetryAfter is
 // exact on the oracle (denied 1ns before, admitted at it).
 func TestSlidingLogMatchesOracle(t *testing.T) {
@@ -182,7 +183,7 @@ func TestSlidingLogMatchesOracle(t *testing.T) {
 			t.Parallel()
 			c := newFakeClock(1_800_000_000 * int64(time.Second))
 			l := newAlgoLimiter(t, c, tc)
-			ref := window.NewLog(tc.Window, tc.Limit)
+			ref := reference.NewLog(tc.Window, tc.Limit)
 			type ev struct{ t, n int64 }
 			var events []ev
 			rng := rand.New(rand.NewPCG(43, uint64(i)))
@@ -206,7 +207,7 @@ func TestSlidingLogMatchesOracle(t *testing.T) {
 				}
 				denied++
 				if denied%7 == 0 {
-					o := window.NewLog(tc.Window, tc.Limit)
+					o := reference.NewLog(tc.Window, tc.Limit)
 					for _, e := range events {
 						o.Add(e.t, e.n)
 					}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Check names one limit of a request: a rule and the key it is counted
@@ -99,7 +99,7 @@ func (l *Limiter) AllowAll(ctx context.Context, n int64, checks ...Check) (Decis
 		} else {
 			var res engine.Result
 			res, t.el.rc, err = t.r.eng.Take(ctx, t.key, n)
-			d = res.Decision(t.r.limit)
+			d = decision(res, t.r.limit)
 			t.r.count(d, err)
 			t.el.counted = d.Allowed
 			if t.r.extra|boolInt(t.r.shadow) != 0 {

@@ -113,7 +113,7 @@ func stateOf(f syncer.Fleet) int {
 	switch {
 	case f.Healthy:
 		return storeHealthy
-	case errors.Is(f.Err, syncer.ErrStoreConfig):
+	case errors.Is(f.Err, ErrStoreConfig):
 		return storeRefusesClient
 	case errors.Is(f.Err, syncer.ErrWritesRefused):
 		return storeRefusesWrites

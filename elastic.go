@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -110,7 +110,7 @@ func (l *Limiter) takeElastic(ctx context.Context, r *rule, key string, n int64)
 	var et elasticTake
 	res, rc, err := r.eng.Take(ctx, key, n)
 	r.counts.Check(engine.OutcomeOf(res.Allowed, err))
-	d := res.Decision(r.limit)
+	d := decision(res, r.limit)
 	if err != nil || !res.Allowed {
 		d, err = r.shape(d, err)
 		return d, et, err

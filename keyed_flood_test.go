@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -19,7 +20,7 @@ import (
 // algorithm, through sluice.New and Allow, while keys in use are checked:
 //
 //   - a victim hammered at ten times its rate from a tenth into the flood
-//     (past half of the bound) gets no more than its own exact state admits (window.GCRA, window.Log replayed on its
+//     (past half of the bound) gets no more than its own exact state admits (window.GCRA, reference.Log replayed on its
 //     admissions; Burst + r·τ at the stable rate for a warm-up);
 //   - steady keys, tracked before the flood and offered 0.9 of their rate,
 //     are never denied;
@@ -111,7 +112,7 @@ func TestKeyedFlood(t *testing.T) {
 			}
 			switch rule.Algorithm {
 			case policy.SlidingLog:
-				ref := window.NewLog(rule.Window, limit)
+				ref := reference.NewLog(rule.Window, limit)
 				for i, at := range victim {
 					require.True(t, ref.Allow(at, 1), "victim admission %d: past its own log", i)
 				}

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -156,10 +156,10 @@ func New(opts Options, rules ...policy.Rule) (*Limiter, error) {
 	if l.sync != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Second))
 		err := l.sync.Check(ctx)
-		if err != nil && (errors.Is(err, syncer.ErrStoreConfig) || opts.RequireStore) {
+		if err != nil && (errors.Is(err, ErrStoreConfig) || opts.RequireStore) {
 			_ = l.sync.Close(ctx)
 			cancel()
-			if errors.Is(err, syncer.ErrStoreConfig) {
+			if errors.Is(err, ErrStoreConfig) {
 				return nil, err // it names the fix
 			}
 			return nil, fmt.Errorf("%w: at start (Options.RequireStore): %w", ErrStoreUnavailable, err)
@@ -373,7 +373,7 @@ func (l *Limiter) Peek(rule, key string) (Decision, error) {
 	if l.closed.Load() {
 		return Decision{Limit: r.limit}, ErrClosed
 	}
-	d, _ := r.shape(r.eng.Peek(key).Decision(r.limit), nil)
+	d, _ := r.shape(decision(r.eng.Peek(key), r.limit), nil)
 	return d, nil
 }
 

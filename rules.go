@@ -5,7 +5,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/policy"
 )
 

@@ -1,10 +1,6 @@
 package sluice
 
-import (
-	"errors"
-
-	"github.com/sluicehq/sluice/engine"
-)
+import "errors"
 
 // Soft and shadow rules (policy.Rule.Soft, policy.Rule.Shadow) are shaped
 // here, after the engine decided: the engine of a soft rule counts to
@@ -18,7 +14,7 @@ import (
 func (r *rule) shape(d Decision, err error) (Decision, error) {
 	if d.Allowed && d.Remaining < r.extra {
 		// The admission took the count past Limit: into the band.
-		d = engine.SoftBand(d)
+		d.soft = true
 	}
 	d.Remaining = max(d.Remaining-r.extra, 0)
 	if !r.shadow || d.Allowed {

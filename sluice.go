@@ -4,8 +4,8 @@
 // converges the fleet through Redis, and a declared error budget bounds how
 // far the fleet may over-admit.
 //
-// A Limiter holds rules (package policy), each decided by its engine
-// (package engine), chosen by the rule's algorithm and mode. For an Eventual
+// A Limiter holds rules (package policy), each decided by an engine chosen
+// by the rule's algorithm and mode. For an Eventual
 // rule, a check finds the key's entry in a lock-free local cache (package
 // localcache) and admits the cost if the key's sliding-window estimate
 // (package window) has room and this instance's unsynced count for the key
@@ -28,9 +28,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // Errors returned by New, Allow, AllowN, Flush and Close. A denial is not an
@@ -47,46 +46,18 @@ var (
 	// ErrKeyTooLong means the key is longer than Options.MaxKeyLength.
 	ErrKeyTooLong = errors.New("sluice: key too long")
 	// ErrClosed means the limiter was closed.
-	ErrClosed = engine.ErrClosed
+	ErrClosed = apierr.Closed
 	// ErrStoreUnavailable means the check needed the store, the store failed,
 	// and the failure mode is FailClosed. The Decision is a denial. New
 	// wraps it too, with Options.RequireStore, when the store cannot be
 	// reached or refuses writes at start.
-	ErrStoreUnavailable = engine.ErrStoreUnavailable
+	ErrStoreUnavailable = apierr.StoreUnavailable
 	// ErrStoreConfig is wrapped by New's errors about a store that refuses
 	// this client: wrong or missing credentials, an ACL user without the
 	// commands or the keys sluice needs, scripting disabled. The error says
 	// what to change.
-	ErrStoreConfig = syncer.ErrStoreConfig
+	ErrStoreConfig = apierr.StoreConfig
 )
-
-// Decision is the result of a check (the fields are documented on
-// engine.Decision):
-//
-//   - Allowed: whether the cost was admitted and counted.
-//   - Limit: the limit per window in force for the key: its override
-//     tier's, else the rule's, as the rules are now (after SetRules or a
-//     WatchFile reload); 0 for an Unlimited tier and a Deny rule or tier.
-//   - Remaining: what the window has left as this instance sees it: its own
-//     admissions plus the fleet's totals as of its last sync; never above
-//     the exact room, and at most the error budget away from the fleet's.
-//   - ResetAfter: until the key's quota is whole again if nothing more is
-//     admitted (0 if it is whole now): while nothing is admitted,
-//     now+ResetAfter never moves later, and on a denial it is never before
-//     RetryAfter. For a sliding window, after an admission, that is the
-//     window plus the rest of the current sub-window, so it can exceed
-//     Window (a 1-minute rule with 10 sub-windows can say up to 1m6s).
-//   - RetryAfter: 0 when allowed; otherwise until a retry of the same cost
-//     can succeed, if nothing else is admitted meanwhile (round it up to
-//     whole seconds for Retry-After).
-//
-// Its methods: Shadowed (a shadow rule would have denied), InSoftBand
-// (admitted past Limit, in the soft band), Unlimited and Blocked (an
-// Unlimited or Deny tier decided it).
-//
-// Every check ends in an engine's Result, which AllowN turns into a Decision
-// by adding the rule's Limit.
-type Decision = engine.Decision
 
 // FailureMode says how checks that need the store are decided while it is
 // unreachable or too slow (policy.FailureMode).

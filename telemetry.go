@@ -19,7 +19,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/syncer"
 )
 
@@ -376,7 +376,7 @@ func errKind(err error) int {
 	var rerr redis.Error
 	var nerr net.Error
 	switch {
-	case errors.Is(err, syncer.ErrStoreConfig):
+	case errors.Is(err, ErrStoreConfig):
 		return errConfig
 	case errors.Is(err, syncer.ErrWritesRefused):
 		return errRefused

@@ -36,7 +36,7 @@ func TestErrKind(t *testing.T) {
 		{"redis reply", reply, "reply"},
 		{"wrapped reply", fmt.Errorf("syncer: push: %w", reply), "reply"},
 		{"other", errors.New("unexpected reply of 2 values"), "other"},
-		{"store config", fmt.Errorf("%w: grant it ~sluice:*: %w", syncer.ErrStoreConfig, reply), "config"},
+		{"store config", fmt.Errorf("%w: grant it ~sluice:*: %w", ErrStoreConfig, reply), "config"},
 		{"writes refused", fmt.Errorf("syncer: push: %w: %w", syncer.ErrWritesRefused, reply), "refused"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -208,7 +208,7 @@ func (l *Limiter) take(ctx context.Context, r *rule, key string, n int64) (Decis
 		return l.allowElastic(ctx, r, key, n)
 	}
 	res, _, err := r.eng.Take(ctx, key, n)
-	d := res.Decision(r.limit)
+	d := decision(res, r.limit)
 	r.count(d, err)
 	return r.shape(d, err)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -107,7 +108,7 @@ func TestConcurrentManyKeysFixedTime(t *testing.T) {
 				require.Equal(t, int64(limit), admitted[k].Load(), key)
 				require.Equal(t, int64(limit), ownCount(tb, key, now), key)
 			}
-			require.Equal(t, keys, tb.Len())
+			require.Equal(t, keys, tb.size())
 		})
 	}
 }
@@ -138,7 +139,7 @@ func TestConcurrentTickAllow(t *testing.T) {
 
 // TestConcurrentPhases advances time in steps (crossing bucket boundaries at
 // exactly representable phases) with all goroutines checking at the same time
-// within a step: each step admits exactly what window.Counter says fits.
+// within a step: each step admits exactly what reference.Counter says fits.
 func TestConcurrentPhases(t *testing.T) {
 	t.Parallel()
 	for _, g := range referenceGeometries {
@@ -146,7 +147,7 @@ func TestConcurrentPhases(t *testing.T) {
 			t.Parallel()
 			const limit = 120
 			tb := mkTable(t, g.geo, limit, false)
-			ref := window.NewCounter(g.geo, limit)
+			ref := reference.NewCounter(g.geo, limit)
 			now := bucketStart(g.geo, 0)
 			step := g.geo.Sub() * 3 / 8 // φ stays a multiple of 1/8: E is exact
 			steps := 3 * g.geo.Span() * 8 / 3

@@ -94,7 +94,7 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	_, own, _ := tb.Estimate("gone", now)
 	require.Equal(t, int64(3), own)
 	require.Equal(t, int64(2), keys.Len())
-	require.Equal(t, 2, tb.Len())
+	require.Equal(t, 2, tb.size())
 }
 
 // TestEntrySize pins the documented entry layout: the key (24 or 64 bytes

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -91,7 +92,7 @@ func TestEventualOtherInstances(t *testing.T) {
 	v = tb.AllowAt("k", now, 16)
 	require.Equal(t, OverLimit, v.Status, "only 15 left")
 	require.Equal(t, int64(15), v.Remaining)
-	ref := window.NewCounter(geo, limit)
+	ref := reference.NewCounter(geo, limit)
 	ref.Add((k-1)*geo.Sub(), 30)
 	ref.Add(now, 55)
 	require.Equal(t, ref.RetryAfter(now, 16), int64(v.RetryAfter), "until enough of bucket k−1's 30 has left")

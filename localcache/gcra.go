@@ -140,6 +140,3 @@ func (t *GCRATable) Sweep(now int64) (removed int) {
 	})
 	return removed
 }
-
-// Len returns the number of keys tracked.
-func (t *GCRATable) Len() int { return t.keys.Len() }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -28,7 +29,7 @@ func TestHealth(t *testing.T) {
 		require.Equal(t, OverLimit, v.Status)
 		require.Equal(t, int64(70), v.Remaining, "Remaining is the window's")
 		// Only a share's worth: retry when the share's own window frees up.
-		ref := window.NewCounter(geo, 30)
+		ref := reference.NewCounter(geo, 30)
 		ref.Add(t0, 30)
 		require.Equal(t, ref.RetryAfter(t0, 1), int64(v.RetryAfter))
 		// Half a bucket later, half of the old bucket still counts.

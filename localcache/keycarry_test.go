@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -17,7 +18,7 @@ import (
 // bound fills and frees under them, sweeps evict idle keys) while random
 // arrivals check a few of them, colliding in a small sketch: every key's
 // admissions, sketch and table together, are what its own exact state
-// admits — window.GCRA's, window.Log's — and for a warm-up key they stay
+// admits — window.GCRA's, reference.Log's — and for a warm-up key they stay
 // within Burst + r·τ at the stable rate over every interval.
 func TestKeyTablesCarry(t *testing.T) {
 	t.Parallel()
@@ -78,7 +79,7 @@ func TestKeyTablesCarry(t *testing.T) {
 						tat = next
 					}
 				case "log":
-					ref := window.NewLog(win, limit)
+					ref := reference.NewLog(win, limit)
 					for i, e := range evs {
 						require.True(t, ref.Allow(e.t, e.n), "key-%d admission %d: past its own log", k, i)
 					}

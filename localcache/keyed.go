@@ -39,8 +39,6 @@ type KeyTable interface {
 	// Sweep evicts the keys whose state at now is that of a key never
 	// seen, and returns how many.
 	Sweep(now int64) int
-	// Len returns the number of keys tracked.
-	Len() int
 }
 
 var (

@@ -83,14 +83,14 @@ func TestKeyTablesKeyBound(t *testing.T) {
 			}
 			require.Greater(t, keys.Untracked(), untracked)
 			require.True(t, keys.Full(), "a refused key asks for a sweep")
-			require.Equal(t, 4, tb.Len())
+			require.Equal(t, 4, sizeOf(tb))
 			// Much later everything is idle: a sweep frees the bound, and
 			// keys get in at once again.
 			later := now + int64(time.Hour)
 			require.Equal(t, 4, tb.Sweep(later))
 			require.True(t, tb.Allow("e", later, 1).Allowed)
 			require.True(t, keyTracked(tb, "e"))
-			require.Equal(t, 1, tb.Len())
+			require.Equal(t, 1, sizeOf(tb))
 		})
 	}
 }

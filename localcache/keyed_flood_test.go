@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -22,7 +23,7 @@ type floodEvent struct{ t, n int64 }
 //     the flood (past half of the bound: it is decided on the sketch until
 //     the admission rule lets it in) and after it, past what its own exact
 //     state admits (window.GCRA and
-//     window.Log replayed on its admissions; for a warm-up key, Burst + r·τ
+//     reference.Log replayed on its admissions; for a warm-up key, Burst + r·τ
 //     over every interval at the stable rate): it was never decided on a
 //     shared entry;
 //   - deny steady keys, in use before the flood and offered 0.9 of their
@@ -165,7 +166,7 @@ func TestKeyTablesFlood(t *testing.T) {
 					tat = n
 				}
 			case "log":
-				ref := window.NewLog(win, limit)
+				ref := reference.NewLog(win, limit)
 				for i, e := range victim {
 					require.True(t, ref.Allow(e.t, e.n), "victim admission %d: past its own log", i)
 				}

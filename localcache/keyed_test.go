@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -167,7 +168,7 @@ func TestWarmPacking(t *testing.T) {
 	require.InDelta(t, 1.0/16, float64(maxWarmPermits)/WarmSteps, 1e-5)
 }
 
-// TestLogTableMatchesLog: the ring decides what window.Log, the exact
+// TestLogTableMatchesLog: the ring decides what reference.Log, the exact
 // oracle, decides, with Remaining = Limit − InWindow; a denial's RetryAfter
 // is exact on the oracle (denied 1ns before, admitted at it).
 func TestLogTableMatchesLog(t *testing.T) {
@@ -180,11 +181,11 @@ func TestLogTableMatchesLog(t *testing.T) {
 			t.Parallel()
 			tb, err := NewLogTable(tc.win, tc.limit, NewKeys(10))
 			require.NoError(t, err)
-			ref := window.NewLog(tc.win, tc.limit)
+			ref := reference.NewLog(tc.win, tc.limit)
 			type ev struct{ t, n int64 }
 			var events []ev
-			replay := func() *window.Log {
-				l := window.NewLog(tc.win, tc.limit)
+			replay := func() *reference.Log {
+				l := reference.NewLog(tc.win, tc.limit)
 				for _, e := range events {
 					l.Add(e.t, e.n)
 				}
@@ -277,21 +278,21 @@ func TestKeyTablesSweep(t *testing.T) {
 			now := base
 			require.True(t, tb.Allow("busy", now, 10).Allowed || name == "warm")
 			require.True(t, tb.Allow("idle", now, 1).Allowed)
-			require.Equal(t, 2, tb.Len())
+			require.Equal(t, 2, sizeOf(tb))
 			require.Zero(t, tb.Sweep(now), "nothing is idle yet")
 			// 1.5s later "idle" is idle (its one unit is long gone; warm:
 			// 1s warm-up, cold again); "busy" is checked again at 1.5s.
 			later := now + int64(1500*time.Millisecond)
 			require.True(t, tb.Allow("busy", later, 1).Allowed)
 			require.Equal(t, 1, tb.Sweep(later))
-			require.Equal(t, 1, tb.Len())
+			require.Equal(t, 1, sizeOf(tb))
 			// Evicted: it starts over with its whole capacity.
 			require.Equal(t, tb.Peek("fresh", later), tb.Peek("idle", later))
 			require.True(t, tb.Allow("idle", later, 1).Allowed)
-			require.Equal(t, 2, tb.Len())
+			require.Equal(t, 2, sizeOf(tb))
 			// Much later, everything is idle.
 			require.Equal(t, 2, tb.Sweep(later+int64(time.Hour)))
-			require.Zero(t, tb.Len())
+			require.Zero(t, sizeOf(tb))
 		})
 	}
 }

@@ -70,6 +70,3 @@ func (t *Table) Ref(key string) (Ref, bool) {
 	}
 	return nil, false
 }
-
-// Len returns the number of keys tracked by this table.
-func (t *Table) Len() int { return t.m.Len() }

@@ -85,7 +85,7 @@ func TestKeyBound(t *testing.T) {
 			r, ok := tb.Ref("new-a")
 			require.False(t, ok)
 			require.Nil(t, r, "no local state to sync")
-			require.Equal(t, bound, tb.Len())
+			require.Equal(t, bound, tb.size())
 			if eventual {
 				require.Len(t, tb.Unsynced(tb.Drain(nil), t0), bound, "only tracked keys have counts to sync")
 			}
@@ -132,8 +132,8 @@ func TestKeyBoundShared(t *testing.T) {
 	require.Equal(t, Allowed, b.AllowAt("x", base, 1).Status)
 	require.True(t, tracked(b, "x"), "b's second sighting")
 	require.Equal(t, int64(51), keys.Len())
-	require.Equal(t, 40, a.Len())
-	require.Equal(t, 11, b.Len())
+	require.Equal(t, 40, a.size())
+	require.Equal(t, 11, b.size())
 }
 
 // TestFloodKeepsRoomForKeysInUse: a flood of keys used once cannot fill the
@@ -200,7 +200,7 @@ func TestKeyBoundConcurrent(t *testing.T) {
 			go func() { // monitor, and sweeper
 				defer wg.Done()
 				for !stop.Load() {
-					peak.Store(max(peak.Load(), int64(tb.Len()), keys.Len()))
+					peak.Store(max(peak.Load(), int64(tb.size()), keys.Len()))
 					if sweeping {
 						tb.Sweep(clock.Load())
 						if keys.Len() >= bound/2 {
@@ -232,9 +232,9 @@ func TestKeyBoundConcurrent(t *testing.T) {
 			})
 			stop.Store(true)
 			wg.Wait()
-			require.LessOrEqual(t, int64(tb.Len()), int64(bound+hammerers))
+			require.LessOrEqual(t, int64(tb.size()), int64(bound+hammerers))
 			require.LessOrEqual(t, peak.Load(), int64(bound+hammerers))
-			require.Equal(t, int64(tb.Len()), keys.Len())
+			require.Equal(t, int64(tb.size()), keys.Len())
 			require.Positive(t, untracked.Load())
 			if sweeping {
 				require.Greater(t, ontable.Load(), int64(bound), "sweeps made room for new keys")

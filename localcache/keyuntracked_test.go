@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -92,7 +93,7 @@ func TestGCRASketchNeverOverAdmits(t *testing.T) {
 						}
 					}
 				}
-				require.Zero(t, tb.Len()-1, "no key got in")
+				require.Zero(t, tb.size()-1, "no key got in")
 				require.Positive(t, admitted)
 				if sc.crowded {
 					assert.Positive(t, falseDenials, "a crowded sketch denies some keys under their limit")
@@ -177,7 +178,7 @@ func TestWarmSketchNeverOverAdmits(t *testing.T) {
 }
 
 // TestLogSketchNeverOverAdmits: every admission a LogTable makes for a key
-// it does not track is one window.Log, the exact log of that key's own
+// it does not track is one reference.Log, the exact log of that key's own
 // admissions, makes too. Crowded, some keys are denied under their limit;
 // alone, a key offered 0.9·Limit per window, evenly, is never denied.
 func TestLogSketchNeverOverAdmits(t *testing.T) {
@@ -193,9 +194,9 @@ func TestLogSketchNeverOverAdmits(t *testing.T) {
 				require.NoError(t, err)
 				fill(t, tb)
 				tb.strangers.Store(newWinSketch(tb.geo, sc.width, tb.geo.Span()))
-				refs := make([]*window.Log, sc.keys)
+				refs := make([]*reference.Log, sc.keys)
 				for k := range refs {
-					refs[k] = window.NewLog(tc.win, tc.limit)
+					refs[k] = reference.NewLog(tc.win, tc.limit)
 				}
 				rng := rand.New(rand.NewPCG(43, uint64(i)))
 				iv := int64(tc.win) / tc.limit

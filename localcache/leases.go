@@ -244,6 +244,3 @@ func (t *LeaseTable) Sweep(now int64) (removed int) {
 	})
 	return removed
 }
-
-// Len returns the number of keys tracked.
-func (t *LeaseTable) Len() int { return t.keys.Len() }

@@ -117,7 +117,7 @@ func TestPark(t *testing.T) {
 		assert.Zero(t, tb.Sweep(later), "idle: clean, then dead")
 		assert.Zero(t, tb.Sweep(later))
 		assert.Equal(t, 1, tb.Sweep(later), "then gone")
-		assert.Zero(t, tb.Len())
+		assert.Zero(t, tb.size())
 	})
 }
 

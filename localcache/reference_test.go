@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -27,7 +28,7 @@ var referenceGeometries = []struct {
 	{"fixed", window.NewFixed(time.Minute)},
 }
 
-// TestLocalMatchesCounter drives a Local table and window.Counter (one per
+// TestLocalMatchesCounter drives a Local table and reference.Counter (one per
 // key) with the same random single-goroutine streams of AllowAt calls at
 // monotone times and checks every verdict against the reference.
 func TestLocalMatchesCounter(t *testing.T) {
@@ -59,9 +60,9 @@ func checkStream(t *testing.T, geo window.Sliding, seed uint64, grid int64, step
 	limit := []int64{1, 2, 7, 10, 100, 1000}[rng.IntN(6)]
 	tb := mkTable(t, geo, limit, false)
 	keys := []string{"alpha", "beta", "gamma"}
-	ref := map[string]*window.Counter{}
+	ref := map[string]*reference.Counter{}
 	for _, k := range keys {
-		ref[k] = window.NewCounter(geo, limit)
+		ref[k] = reference.NewCounter(geo, limit)
 	}
 	now := base + rng.Int64N(geo.Sub())
 	var admitted, denied int
@@ -130,7 +131,7 @@ func checkStream(t *testing.T, geo window.Sliding, seed uint64, grid int64, step
 }
 
 // TestFloatBoundary: at the float boundary E+n = L the table decides
-// exactly as window.Counter. Both run the one admit test
+// exactly as reference.Counter. Both run the one admit test
 // (window.Estimate.Room) on the estimate split into its whole and weighted
 // parts, so a cached budget (room of the window without the current bucket's
 // pend) admits exactly what the test on the whole estimate admits. Before
@@ -144,7 +145,7 @@ func TestFloatBoundary(t *testing.T) {
 		geo := window.NewWeighted(time.Minute, 1)
 		t0 := bucketStart(geo, 0)
 		tb := mkTable(t, geo, 10, false)
-		c := window.NewCounter(geo, 10)
+		c := reference.NewCounter(geo, 10)
 		for _, s := range []struct{ at, n int64 }{{t0, 1}, {t0 + geo.Sub(), 9}} {
 			require.True(t, c.Allow(s.at, s.n))
 			require.Equal(t, Allowed, tb.AllowAt("k", s.at, s.n).Status)
@@ -161,7 +162,7 @@ func TestFloatBoundary(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/B=%d", w, b), func(t *testing.T) {
 				t.Parallel()
 				d := boundarySweep(t, geo, 3000, func(c boundaryCase) {
-					t.Errorf("the table and window.Counter disagree: %+v", c)
+					t.Errorf("the table and reference.Counter disagree: %+v", c)
 				})
 				assert.Zero(t, d)
 			})
@@ -207,7 +208,7 @@ func boundarySweep(t *testing.T, geo window.Sliding, iters int, f func(boundaryC
 		}
 		first := bucketStart(geo, 0)
 		tb := mkTable(t, geo, limit, false)
-		c := window.NewCounter(geo, limit)
+		c := reference.NewCounter(geo, limit)
 		for i, cnt := range counts {
 			if cnt > 0 {
 				at := first + int64(i)*sub
@@ -230,7 +231,7 @@ func boundarySweep(t *testing.T, geo window.Sliding, iters int, f func(boundaryC
 
 // TestNewEveryPrecision checks that New accepts every B from 1 to 64 and the
 // fixed window, and that each table's ring covers the window: estimates follow
-// window.Counter through two windows of per-bucket traffic.
+// reference.Counter through two windows of per-bucket traffic.
 func TestNewEveryPrecision(t *testing.T) {
 	t.Parallel()
 	type tc struct {
@@ -248,7 +249,7 @@ func TestNewEveryPrecision(t *testing.T) {
 			const limit = 1000
 			tb, err := New(Config{Geometry: c.geo, Limit: limit, Keys: NewKeys(10)})
 			require.NoError(t, err)
-			ref := window.NewCounter(c.geo, limit)
+			ref := reference.NewCounter(c.geo, limit)
 			sub := c.geo.Sub()
 			t0 := bucketStart(c.geo, 0)
 			for i := int64(0); i < int64(2*c.geo.Span()+2); i++ {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -28,7 +29,7 @@ func TestBudgetTagAfterSetLimits(t *testing.T) {
 		geo := window.NewFixed(time.Minute)
 		const limit = 10
 		tb := mkTable(t, geo, limit, false)
-		ref := window.NewCounter(geo, limit)
+		ref := reference.NewCounter(geo, limit)
 		tk := bucketStart(geo, 0) + geo.Sub() - 1 // last ns of bucket k
 		require.Equal(t, Allowed, tb.AllowAt("a", tk+1, 1).Status)
 		require.True(t, ref.Allow(tk+1, 1))

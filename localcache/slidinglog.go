@@ -11,7 +11,7 @@ import (
 )
 
 // LogTable is the per-key state of a SlidingLog rule: the exact sliding log
-// (window.Log is its reference), one timestamp per admitted unit still in
+// (reference.Log is its reference), one timestamp per admitted unit still in
 // the window, in a per-key ring of at most Limit timestamps.
 //
 // Cost n is admitted at t if the units admitted in (t−W, t] plus n are at
@@ -229,6 +229,3 @@ func (t *LogTable) Sweep(now int64) (removed int) {
 	})
 	return removed
 }
-
-// Len returns the number of keys tracked.
-func (t *LogTable) Len() int { return t.keys.Len() }

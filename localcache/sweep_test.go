@@ -27,7 +27,7 @@ func TestSweepTwoPasses(t *testing.T) {
 			sub := g.geo.Sub()
 			t0 := bucketStart(g.geo, 0) + sub/2
 			require.Equal(t, Allowed, tb.AllowAt("a", t0, 3).Status)
-			require.Equal(t, 1, tb.Len())
+			require.Equal(t, 1, tb.size())
 			require.Equal(t, int64(1), keys.Len())
 
 			// Bucket k is in the window until bucket k+span starts.
@@ -39,15 +39,15 @@ func TestSweepTwoPasses(t *testing.T) {
 				for i := 0; i < 3; i++ {
 					require.Zero(t, tb.Sweep(at), "at +%v", time.Duration(at-t0))
 				}
-				require.Equal(t, 1, tb.Len())
+				require.Equal(t, 1, tb.size())
 				est, _, ok := tb.Estimate("a", at)
 				require.True(t, ok)
 				require.Positive(t, est)
 			}
 			require.Zero(t, tb.Sweep(gone), "the first idle sweep only marks")
-			require.Equal(t, 1, tb.Len())
+			require.Equal(t, 1, tb.size())
 			require.Equal(t, 1, tb.Sweep(gone))
-			require.Zero(t, tb.Len())
+			require.Zero(t, tb.size())
 			require.Zero(t, keys.Len())
 			_, _, ok := tb.Estimate("a", gone)
 			require.False(t, ok)
@@ -61,7 +61,7 @@ func TestSweepTwoPasses(t *testing.T) {
 			require.Equal(t, Allowed, v.Status)
 			require.Zero(t, tb.Sweep(later))
 			require.Zero(t, tb.Sweep(later))
-			require.Equal(t, 1, tb.Len())
+			require.Equal(t, 1, tb.size())
 			_, own, _ := tb.Estimate("b", later)
 			require.Equal(t, int64(2), own)
 
@@ -93,7 +93,7 @@ func TestSweepEventual(t *testing.T) {
 	// Acknowledged: only glob holds it now, which still counts.
 	require.Zero(t, tb.Sweep(gone-1))
 	require.Zero(t, tb.Sweep(gone-1))
-	require.Equal(t, 1, tb.Len())
+	require.Equal(t, 1, tb.size())
 	require.Zero(t, tb.Sweep(gone))
 
 	// A dead key that is checked is revived and queued for the syncer.
@@ -113,7 +113,7 @@ func TestSweepEventual(t *testing.T) {
 	require.Equal(t, []string{"dirty"}, drainKeys(tb))
 	require.Zero(t, tb.Sweep(far))
 	require.Equal(t, 1, tb.Sweep(far))
-	require.Zero(t, tb.Len())
+	require.Zero(t, tb.size())
 }
 
 // TestSweepRace checks keys while another goroutine sweeps in a loop, at a
@@ -176,11 +176,11 @@ func TestSweepRace(t *testing.T) {
 					require.Equal(t, float64(limit), est, "phase %d %s", phase, name)
 					require.Equal(t, int64(limit), own, "phase %d %s", phase, name)
 				}
-				require.Equal(t, keys, tb.Len())
+				require.Equal(t, keys, tb.size())
 			}
 			stop.Store(true)
 			wg.Wait()
-			require.Equal(t, int64(tb.Len()), kb.Len(), "the key count matches the map")
+			require.Equal(t, int64(tb.size()), kb.Len(), "the key count matches the map")
 			t.Logf("%d entries swept", swept.Load())
 		})
 	}
@@ -220,7 +220,7 @@ func TestSweepGoneEntry(t *testing.T) {
 
 	// The sweeper's removal (as in Sweep) only removes the entry it marked.
 	tb.m.Delete("a", old)
-	require.Equal(t, 1, tb.Len())
+	require.Equal(t, 1, tb.size())
 	_, own, _ = tb.Estimate("a", t1)
 	require.Equal(t, int64(3), own)
 
@@ -229,9 +229,9 @@ func TestSweepGoneEntry(t *testing.T) {
 	fresh.state.Store(stGone)
 	keys.n.Add(-1)
 	tb.m.Delete("a", fresh)
-	require.Equal(t, 0, tb.Len())
+	require.Equal(t, 0, tb.size())
 	tb.replace(fresh, "a")
-	require.Equal(t, 1, tb.Len())
+	require.Equal(t, 1, tb.size())
 	require.Equal(t, int64(1), keys.Len())
 	again := tb.m.Load("a")
 	require.NotSame(t, fresh, again)

@@ -308,6 +308,3 @@ func (t *WarmTable) Sweep(now int64) (removed int) {
 	})
 	return removed
 }
-
-// Len returns the number of keys tracked.
-func (t *WarmTable) Len() int { return t.keys.Len() }

@@ -10,11 +10,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/window"
 )
 
 // TestWinSketchNeverOverAdmits offers many keys random costs over several
-// windows, against a reference counter per key (window.Counter, the key
+// windows, against a reference counter per key (reference.Counter, the key
 // alone): the sketch admits nothing the key's own counter would not, however
 // crowded it is. A roomy sketch admits each key exactly what its counter
 // admits; a crowded one denies some keys under their limit (it over-counts).
@@ -44,9 +45,9 @@ func TestWinSketchNeverOverAdmits(t *testing.T) {
 			t.Run(g.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				s := newWinSketch(g.geo, tc.width, max(g.geo.Span(), 2))
-				ref := make([]*window.Counter, tc.keys) // each key alone
+				ref := make([]*reference.Counter, tc.keys) // each key alone
 				for i := range ref {
-					ref[i] = window.NewCounter(g.geo, tc.limit)
+					ref[i] = reference.NewCounter(g.geo, tc.limit)
 				}
 				rng := rand.New(rand.NewPCG(3, uint64(tc.keys)))
 				now := bucketStart(g.geo, 0)

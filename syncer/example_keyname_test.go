@@ -36,7 +36,7 @@ func Example_keyName() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(s.Rule("api").keyName("user:42"))
+	fmt.Println(s.rule("api").keyName("user:42"))
 	// Output:
 	// sluice:{api:user%3A42}:100000
 }

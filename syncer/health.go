@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/apierr"
 )
 
 // A store can fail in three ways that the failure mode covers, and the
@@ -26,19 +28,17 @@ import (
 //     row (at least refusedCycles, spanning refusedFor) whose writes the
 //     store accepted (every push of the cycle and its closing heartbeat, a
 //     write), with no failure between them.
-//   - it refuses this client (ErrStoreConfig): authentication (NOAUTH,
+//   - it refuses this client (apierr.StoreConfig): authentication (NOAUTH,
 //     WRONGPASS), permissions (NOPERM, an ACL that forbids a command or a
 //     key inside a script), an unknown command (scripting disabled or
 //     renamed), protected mode (DENIED). Check reports it at start-up with
 //     what to change; later (permissions revoked) it is handled as a
 //     refusal of writes, with the same hysteresis.
 
-// Errors that Fleet.Err and Check wrap.
+// Errors that Fleet.Err and Check wrap, besides apierr.StoreConfig (the
+// store refuses this client: authentication, ACL permissions, or scripting
+// disabled; the error says what to change).
 var (
-	// ErrStoreConfig means the store refuses this client: authentication,
-	// ACL permissions, or scripting disabled. The error says what to
-	// change.
-	ErrStoreConfig = errors.New("sluice: the store refuses this client")
 	// ErrWritesRefused means the store answers but refuses writes: out of
 	// memory (maxmemory with noeviction), a read-only replica, or a failed
 	// snapshot (MISCONF).
@@ -63,11 +63,11 @@ func (s *Syncer) okCycles() int64 {
 	return max(refusedCycles, int64((refusedFor+s.cfg.Interval-1)/s.cfg.Interval))
 }
 
-// classify wraps err, a round trip's error, with ErrStoreConfig (and what to
+// classify wraps err, a round trip's error, with apierr.StoreConfig (and what to
 // change) or ErrWritesRefused if it is one of those; else it returns err.
 func (s *Syncer) classify(err error) error {
 	var rerr redis.Error
-	if err == nil || errors.Is(err, ErrStoreConfig) || errors.Is(err, ErrWritesRefused) || !errors.As(err, &rerr) {
+	if err == nil || errors.Is(err, apierr.StoreConfig) || errors.Is(err, ErrWritesRefused) || !errors.As(err, &rerr) {
 		return err
 	}
 	msg := rerr.Error()
@@ -80,17 +80,17 @@ func (s *Syncer) classify(err error) error {
 	case word == "MISCONF":
 		return fmt.Errorf("%w (it cannot persist to disk: fix its snapshot or AOF, see its log): %w", ErrWritesRefused, err)
 	case word == "NOAUTH":
-		return fmt.Errorf("%w: it requires authentication: set Password (and Username for an ACL user) in the client's options (redis.Options): %w", ErrStoreConfig, err)
+		return fmt.Errorf("%w: it requires authentication: set Password (and Username for an ACL user) in the client's options (redis.Options): %w", apierr.StoreConfig, err)
 	case word == "WRONGPASS":
-		return fmt.Errorf("%w: wrong credentials: set the right Username and Password in the client's options (redis.Options): %w", ErrStoreConfig, err)
+		return fmt.Errorf("%w: wrong credentials: set the right Username and Password in the client's options (redis.Options): %w", apierr.StoreConfig, err)
 	case word == "DENIED":
-		return fmt.Errorf("%w: protected mode: set a password on the store (requirepass or an ACL user) and in the client's options: %w", ErrStoreConfig, err)
+		return fmt.Errorf("%w: protected mode: set a password on the store (requirepass or an ACL user) and in the client's options: %w", apierr.StoreConfig, err)
 	case strings.Contains(msg, "can't access at least one of the keys"), word == "NOPERM" && strings.Contains(msg, "keys"):
-		return fmt.Errorf("%w: the ACL user may not use the keys under Prefix: grant it ~%s:* (ACL SETUSER <user> ~%s:*): %w", ErrStoreConfig, s.cfg.Prefix, s.cfg.Prefix, err)
+		return fmt.Errorf("%w: the ACL user may not use the keys under Prefix: grant it ~%s:* (ACL SETUSER <user> ~%s:*): %w", apierr.StoreConfig, s.cfg.Prefix, s.cfg.Prefix, err)
 	case word == "NOPERM", strings.Contains(msg, "can't run this command"):
-		return fmt.Errorf("%w: the ACL user may not run a command sluice needs: grant it the commands and keys (ACL SETUSER <user> %s ~%s:*): %w", ErrStoreConfig, ACLCommands, s.cfg.Prefix, err)
+		return fmt.Errorf("%w: the ACL user may not run a command sluice needs: grant it the commands and keys (ACL SETUSER <user> %s ~%s:*): %w", apierr.StoreConfig, ACLCommands, s.cfg.Prefix, err)
 	case strings.HasPrefix(msg, "ERR unknown command"):
-		return fmt.Errorf("%w: a command sluice needs is disabled or renamed (rename-command): sluice needs EVALSHA, EVAL and SCRIPT LOAD (Lua scripting): %w", ErrStoreConfig, err)
+		return fmt.Errorf("%w: a command sluice needs is disabled or renamed (rename-command): sluice needs EVALSHA, EVAL and SCRIPT LOAD (Lua scripting): %w", apierr.StoreConfig, err)
 	}
 	return err
 }
@@ -101,7 +101,7 @@ func causeOf(err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, ErrStoreConfig):
+	case errors.Is(err, apierr.StoreConfig):
 		return 3
 	case errors.Is(err, ErrWritesRefused):
 		return 2
@@ -112,7 +112,7 @@ func causeOf(err error) int {
 // refused reports whether err puts the store in the refusal state: it
 // refuses writes or this client.
 func refused(err error) bool {
-	return errors.Is(err, ErrWritesRefused) || errors.Is(err, ErrStoreConfig)
+	return errors.Is(err, ErrWritesRefused) || errors.Is(err, apierr.StoreConfig)
 }
 
 // refuse enters the refusal state for err (classified): the store is down
@@ -151,7 +151,7 @@ func (s *Syncer) accepted(mark int64) bool {
 // Check checks the store once, bounded by ctx: it registers the instance (a
 // script call on a key under Prefix, which writes), sends a PING and reads a
 // key under Prefix (HGETALL) as the syncer does outside its scripts, and
-// loads the scripts (SCRIPT LOAD). Its error wraps ErrStoreConfig if the
+// loads the scripts (SCRIPT LOAD). Its error wraps apierr.StoreConfig if the
 // store refuses this client (credentials, ACL permissions on the commands
 // or the keys, scripting disabled), with what to change; ErrWritesRefused if
 // it refuses writes; else it is a failure to reach the store. The syncer's

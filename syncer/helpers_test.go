@@ -90,7 +90,7 @@ func newSyncer(cfg Config, rules ...*testRule) (*Syncer, error) {
 		return nil, err
 	}
 	for _, r := range rules {
-		r.Rule = s.Rule(r.cfg.Name)
+		r.Rule = s.rule(r.cfg.Name)
 	}
 	return s, nil
 }

@@ -3,7 +3,7 @@ package syncer
 import "github.com/redis/go-redis/v9"
 
 // logScript decides one check of a Strict SlidingLog rule on the store's
-// clock, with the test of window.Log: cost n is admitted at t if the units
+// clock, with the test of reference.Log: cost n is admitted at t if the units
 // admitted in (t − W, t] plus n are at most the limit.
 //
 // The key is a list of timestamps in µs, one per admitted unit, oldest

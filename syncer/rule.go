@@ -235,19 +235,6 @@ func (s *Syncer) drainList() []*Rule {
 	return out
 }
 
-// Rule returns the rule named name, or nil.
-func (s *Syncer) Rule(name string) *Rule {
-	for _, r := range s.ruleList() {
-		if r.name == name {
-			return r
-		}
-	}
-	return nil
-}
-
-// Name returns the rule's name.
-func (r *Rule) Name() string { return r.name }
-
 // Healthy reports whether the rule's store is healthy (see Syncer.isHealthy).
 func (r *Rule) Healthy() bool { return r.s.isHealthy() }
 

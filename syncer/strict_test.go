@@ -90,7 +90,7 @@ func TestGCRAScriptMatchesReference(t *testing.T) {
 
 // TestLogScriptMatchesReference: on random arrivals and costs over a few
 // keys, the store's sliding log decides what the exact in-process log
-// (localcache.LogTable, itself checked against window.Log) decides at the
+// (localcache.LogTable, itself checked against reference.Log) decides at the
 // store's time of each decision, and its answer gives the same Remaining,
 // ResetAfter and RetryAfter.
 func TestLogScriptMatchesReference(t *testing.T) {

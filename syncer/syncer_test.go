@@ -53,7 +53,7 @@ func TestNewValidates(t *testing.T) {
 	require.Nil(t, ok.Clock)
 	s, err := New(ok, rule)
 	require.NoError(t, err)
-	require.NotNil(t, s.Rule("api"))
+	require.NotNil(t, s.rule("api"))
 	assert.Equal(t, max(time.Second, 2*ok.Interval), s.cfg.OpTimeout)
 	assert.Equal(t, 256, s.cfg.Batch)
 	assert.Equal(t, max(3*time.Second, 10*ok.Interval), s.cfg.InstanceTTL)

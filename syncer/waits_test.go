@@ -20,7 +20,7 @@ func TestWaited(t *testing.T) {
 	s, err := New(Config{Client: c, Prefix: "t", InstanceID: "A", Interval: time.Hour, Timeout: time.Second},
 		RuleConfig{Name: "api", Geometry: window.NewSliding(time.Minute, 6), Limit: 100, Keys: noKeys{}})
 	require.NoError(t, err)
-	r := s.Rule("api")
+	r := s.rule("api")
 	for why, n := range map[Why]int{WaitNear: 1, WaitNew: 2, WaitStart: 3, WaitLease: 4, WaitCap: 5, numWhy: 6} {
 		for range n {
 			r.Waited(why)

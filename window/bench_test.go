@@ -1,8 +1,11 @@
-package window
+package window_test
 
 import (
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/window"
 )
 
 // BenchmarkCounterAllow measures one Allow decision on a busy counter: time
@@ -11,16 +14,16 @@ import (
 func BenchmarkCounterAllow(b *testing.B) {
 	for _, bc := range []struct {
 		name string
-		geo  Sliding
+		geo  window.Sliding
 	}{
-		{"fixed", NewFixed(time.Second)},
-		{"B=1", NewWeighted(time.Second, 1)},
-		{"B=10", NewWeighted(time.Second, 10)},
-		{"B=60", NewWeighted(time.Minute, 60)},
+		{"fixed", window.NewFixed(time.Second)},
+		{"B=1", window.NewWeighted(time.Second, 1)},
+		{"B=10", window.NewWeighted(time.Second, 10)},
+		{"B=60", window.NewWeighted(time.Minute, 60)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const limit = 1000
-			c := NewCounter(bc.geo, limit)
+			c := reference.NewCounter(bc.geo, limit)
 			step := int64(bc.geo.Window()) / (2 * limit)
 			var t int64
 			admitted := 0
@@ -43,22 +46,22 @@ func BenchmarkCounterAllow(b *testing.B) {
 func BenchmarkCounterRetryAfter(b *testing.B) {
 	for _, bc := range []struct {
 		name string
-		geo  Sliding
+		geo  window.Sliding
 	}{
-		{"fixed", NewFixed(time.Second)},
-		{"B=1", NewWeighted(time.Second, 1)},
-		{"B=10", NewWeighted(time.Second, 10)},
-		{"B=60", NewWeighted(time.Minute, 60)},
+		{"fixed", window.NewFixed(time.Second)},
+		{"B=1", window.NewWeighted(time.Second, 1)},
+		{"B=10", window.NewWeighted(time.Second, 10)},
+		{"B=60", window.NewWeighted(time.Minute, 60)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const limit = 1000
-			c := NewCounter(bc.geo, limit)
+			c := reference.NewCounter(bc.geo, limit)
 			W := int64(bc.geo.Window())
 			for i := range int64(3 * limit) {
 				c.Add(i*W/limit, 2) // twice the limit, evenly: over full
 			}
 			now := 3*W - W/7
-			if c.clone().Allow(now, 5) {
+			if c.Clone().Allow(now, 5) {
 				b.Fatal("state not denied")
 			}
 			b.ReportAllocs()

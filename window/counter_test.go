@@ -1,4 +1,4 @@
-package window
+package window_test
 
 import (
 	"fmt"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/window"
 )
 
 // TestCounterTimeGoesBack checks the Counter's promise that times may go
@@ -24,16 +27,16 @@ import (
 // overwritten by newer ones), so Allow there over-admitted.
 func TestCounterTimeGoesBack(t *testing.T) {
 	t.Parallel()
-	geos := []Sliding{
-		NewWeighted(time.Second, 1), NewWeighted(time.Second, 2), NewWeighted(time.Second, 10),
-		NewWeighted(time.Minute, 60), NewFixed(time.Second),
+	geos := []window.Sliding{
+		window.NewWeighted(time.Second, 1), window.NewWeighted(time.Second, 2), window.NewWeighted(time.Second, 10),
+		window.NewWeighted(time.Minute, 60), window.NewFixed(time.Second),
 	}
 	for gi, geo := range geos {
 		t.Run(geoName(geo), func(t *testing.T) {
 			t.Parallel()
 			r := rand.New(rand.NewPCG(14, uint64(gi)))
 			W, w, B := int64(geo.Window()), geo.Sub(), int64(geo.Buckets())
-			c := NewCounter(geo, math.MaxInt64)
+			c := reference.NewCounter(geo, math.MaxInt64)
 			buckets := map[int64]int64{}
 			newest := r.Int64N(1<<40) - 1<<39
 			for i := range 20000 {
@@ -73,12 +76,12 @@ func TestCounterTimeGoesBack(t *testing.T) {
 // TestCounterBackOneWindowCase is the smallest case of TestCounterTimeGoesBack.
 func TestCounterBackOneWindowCase(t *testing.T) {
 	t.Parallel()
-	geo := NewWeighted(time.Second, 10) // w = 100ms
+	geo := window.NewWeighted(time.Second, 10) // w = 100ms
 	w := geo.Sub()
 	for back := int64(0); back <= 10; back++ {
 		t.Run(fmt.Sprint("back ", back, " sub-windows"), func(t *testing.T) {
 			t.Parallel()
-			c := NewCounter(geo, 100)
+			c := reference.NewCounter(geo, 100)
 			for j := int64(0); j <= 20; j++ {
 				c.Add(j*w+w/2, 1) // one event in the middle of each bucket 0..20
 			}
@@ -90,8 +93,8 @@ func TestCounterBackOneWindowCase(t *testing.T) {
 
 func TestCounterCount(t *testing.T) {
 	t.Parallel()
-	geo := NewWeighted(time.Second, 2) // w = 500ms, ring of 5 slots
-	c := NewCounter(geo, 10)
+	geo := window.NewWeighted(time.Second, 2) // w = 500ms, ring of 5 slots
+	c := reference.NewCounter(geo, 10)
 	assert.Zero(t, c.Count(0), "empty")
 	assert.Zero(t, c.Count(-1<<62), "empty slots hold no real bucket")
 	c.Add(0, 3)
@@ -116,22 +119,22 @@ func TestCounterAllowCost(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		geo  Sliding
+		geo  window.Sliding
 		reqs []event
 		want []bool
 	}{
-		{"n > limit", NewWeighted(time.Second, 10), []event{{0, 11}}, []bool{false}},
-		{"n = limit", NewWeighted(time.Second, 10), []event{{0, 10}, {1, 1}}, []bool{true, false}},
-		{"denied does not count", NewWeighted(time.Second, 10), []event{{0, 6}, {1, 5}, {2, 4}}, []bool{true, false, true}},
-		{"zero cost", NewWeighted(time.Second, 10), []event{{0, 10}, {1, 0}}, []bool{true, true}},
+		{"n > limit", window.NewWeighted(time.Second, 10), []event{{0, 11}}, []bool{false}},
+		{"n = limit", window.NewWeighted(time.Second, 10), []event{{0, 10}, {1, 1}}, []bool{true, false}},
+		{"denied does not count", window.NewWeighted(time.Second, 10), []event{{0, 6}, {1, 5}, {2, 4}}, []bool{true, false, true}},
+		{"zero cost", window.NewWeighted(time.Second, 10), []event{{0, 10}, {1, 0}}, []bool{true, true}},
 		// B=1: 10 at 0; at 1.5s E = 5.
-		{"weighted room", NewWeighted(time.Second, 1), []event{{0, 10}, {3 * sec / 2, 6}, {3 * sec / 2, 5}}, []bool{true, false, true}},
-		{"fixed resets", NewFixed(time.Second), []event{{sec - 1, 10}, {sec - 1, 1}, {sec, 10}}, []bool{true, false, true}},
+		{"weighted room", window.NewWeighted(time.Second, 1), []event{{0, 10}, {3 * sec / 2, 6}, {3 * sec / 2, 5}}, []bool{true, false, true}},
+		{"fixed resets", window.NewFixed(time.Second), []event{{sec - 1, 10}, {sec - 1, 1}, {sec, 10}}, []bool{true, false, true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := NewCounter(tt.geo, 10)
+			c := reference.NewCounter(tt.geo, 10)
 			for i, q := range tt.reqs {
 				assert.Equal(t, tt.want[i], c.Allow(q.t, q.n), "request %d %+v", i, q)
 			}

@@ -1,4 +1,4 @@
-package window
+package window_test
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/window"
 )
 
 // boundEps is the float slack allowed in the two-sided bound: the estimate
@@ -25,10 +28,10 @@ func boundEps(e float64) float64 { return 1e-9 * max(1, math.Abs(e)) }
 //   - fixed: E is exactly the count of [k·W, t], and c[k] ≤ exact ≤ c[k]+c[k−1].
 //
 // It returns the number of queries checked.
-func checkEstimates(t testing.TB, geo Sliding, ev []event, queries []int64) int {
+func checkEstimates(t testing.TB, geo window.Sliding, ev []event, queries []int64) int {
 	t.Helper()
 	set := newEventSet(ev)
-	c := NewCounter(geo, math.MaxInt64)
+	c := reference.NewCounter(geo, math.MaxInt64)
 	w, W, B := geo.Sub(), int64(geo.Window()), int64(geo.Buckets())
 	next := 0
 	for _, q := range queries {
@@ -91,20 +94,20 @@ func TestEventSet(t *testing.T) {
 	}
 }
 
-var estimateGeometries = func() []Sliding {
-	var geos []Sliding
+var estimateGeometries = func() []window.Sliding {
+	var geos []window.Sliding
 	for _, b := range []int{1, 2, 5, 10, 60} {
 		for _, w := range []time.Duration{3 * time.Millisecond, 6 * time.Second, time.Hour} {
-			geos = append(geos, NewWeighted(w, b), NewSliding(w, b))
+			geos = append(geos, window.NewWeighted(w, b), window.NewSliding(w, b))
 		}
 	}
 	for _, w := range []time.Duration{3 * time.Millisecond, 6 * time.Second, time.Hour} {
-		geos = append(geos, NewFixed(w))
+		geos = append(geos, window.NewFixed(w))
 	}
 	return geos
 }()
 
-func geoName(geo Sliding) string {
+func geoName(geo window.Sliding) string {
 	switch {
 	case geo.Fixed():
 		return fmt.Sprintf("fixed/W=%v", geo.Window())
@@ -155,16 +158,16 @@ func TestEstimateBoundTight(t *testing.T) {
 	for _, b := range []int{1, 2, 5, 10, 60} {
 		t.Run(fmt.Sprint("B=", b), func(t *testing.T) {
 			t.Parallel()
-			geo := NewWeighted(time.Duration(b)*time.Second, b) // w = 1s
+			geo := window.NewWeighted(time.Duration(b)*time.Second, b) // w = 1s
 			const n = 100
 			q := int64(b)*sec + sec/4 // k = B, φ = 1/4: bucket 0 is the oldest
-			late := NewCounter(geo, math.MaxInt64)
+			late := reference.NewCounter(geo, math.MaxInt64)
 			late.Add(sec-1, n) // last ns of bucket 0: still inside (q−W, q]
 			e := late.Estimate(q)
 			require.InDelta(t, 0.75*n, e, 1e-9)
 			require.InDelta(t, e+0.25*n, float64(n), 1e-9, "upper end attained: exact = E + φ·c")
 
-			early := NewCounter(geo, math.MaxInt64)
+			early := reference.NewCounter(geo, math.MaxInt64)
 			early.Add(0, n) // first ns of bucket 0: already out of (q−W, q]
 			e = early.Estimate(q)
 			require.InDelta(t, 0.75*n, e, 1e-9)
@@ -185,14 +188,14 @@ func FuzzEstimateBound(f *testing.F) {
 	f.Add(uint64(6), uint8(137), uint16(1000), uint16(700))
 	f.Fuzz(func(t *testing.T, seed uint64, b uint8, windowMs uint16, n uint16) {
 		W := time.Duration(max(1, int(windowMs))) * time.Millisecond
-		var geo Sliding
+		var geo window.Sliding
 		if b == 0 {
-			geo = NewFixed(W)
+			geo = window.NewFixed(W)
 		} else {
 			B := int(b)%64 + 1
-			geo = NewSliding(W-W%time.Duration(B), B)
+			geo = window.NewSliding(W-W%time.Duration(B), B)
 			if b >= 128 {
-				geo = NewWeighted(W-W%time.Duration(B), B)
+				geo = window.NewWeighted(W-W%time.Duration(B), B)
 			}
 		}
 		r := rand.New(rand.NewPCG(seed, seed>>32|1))

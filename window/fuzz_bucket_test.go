@@ -1,9 +1,11 @@
-package window
+package window_test
 
 import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/window"
 )
 
 // validBucket reports whether window, limit and burst are a rule that
@@ -35,7 +37,7 @@ func FuzzGCRA(f *testing.F) {
 		if !validBucket(win, limit, burst) {
 			return
 		}
-		g := NewGCRA(time.Duration(win), limit, burst)
+		g := window.NewGCRA(time.Duration(win), limit, burst)
 		rem := g.Remaining(tat, now)
 		if rem < 0 || rem > g.Burst() {
 			t.Fatalf("Remaining %d out of [0, %d]", rem, g.Burst())
@@ -89,7 +91,7 @@ func FuzzWarmUp(f *testing.F) {
 		if warmup < int64(time.Microsecond) || warmup > 65536*tn || warmup > int64(366*24*time.Hour) {
 			return
 		}
-		w := NewWarmUp(time.Duration(win), time.Duration(warmup), limit, burst)
+		w := window.NewWarmUp(time.Duration(win), time.Duration(warmup), limit, burst)
 		if burst == 0 {
 			burst = limit
 		}
@@ -122,7 +124,7 @@ func FuzzWarmUp(f *testing.F) {
 			if s.Stored < 0 || s.Stored > w.MaxPermits() || math.IsNaN(s.Stored) {
 				t.Fatalf("stored permits %v out of [0, %v]", s.Stored, w.MaxPermits())
 			}
-			if d := s.Next - micros(now); float64(d) > 3*float64(w.Burst())*w.Stable()+1 {
+			if d := s.Next - window.Micros(now); float64(d) > 3*float64(w.Burst())*w.Stable()+1 {
 				t.Fatalf("debt %dµs beyond 3·Burst·T", d)
 			}
 			if rem := w.Remaining(s, now); rem < 0 || rem > w.Burst() {

@@ -24,8 +24,9 @@ import (
 // n ≤ Burst: exactly Burst units at once, and after that one more every T.
 // The debt max(TAT − t, 0) is how much of the tolerance is in use; the
 // bucket holds (τ − debt)/T tokens. This is the classic token bucket of
-// capacity Burst refilled by one token every T (TokenBucket), on one number
-// instead of two; see TokenBucket for the correspondence.
+// capacity Burst refilled by one token every T, on one number instead of
+// two; see the reference model TokenBucket (sluice's internal/reference) for
+// the correspondence.
 //
 // Everything is exact integer arithmetic on nanoseconds: RetryAfter is the
 // first nanosecond at which the same cost is admitted if nothing else is,

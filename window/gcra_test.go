@@ -1,4 +1,4 @@
-package window
+package window_test
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/window"
 )
 
 // gcraCases are the rules the GCRA and token bucket tests run on: exact
@@ -104,7 +107,7 @@ func TestGCRAMatchesExactBucket(t *testing.T) {
 	for i, tc := range gcraCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := NewGCRA(tc.window, tc.limit, tc.burst)
+			g := window.NewGCRA(tc.window, tc.limit, tc.burst)
 			rng := rand.New(rand.NewPCG(11, uint64(i)))
 			now := int64(1_800_000_000) * int64(time.Second)
 			ref := newRatBucket(g.Interval(), g.Burst(), now)
@@ -145,7 +148,7 @@ func TestGCRAConvention(t *testing.T) {
 	for _, tc := range gcraCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := NewGCRA(tc.window, tc.limit, tc.burst)
+			g := window.NewGCRA(tc.window, tc.limit, tc.burst)
 			const now = int64(1e18)
 			tat := int64(0)
 			for i := int64(0); i < g.Burst(); i++ {
@@ -184,7 +187,7 @@ func TestGCRARetryAfterExact(t *testing.T) {
 	for i, tc := range gcraCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := NewGCRA(tc.window, tc.limit, tc.burst)
+			g := window.NewGCRA(tc.window, tc.limit, tc.burst)
 			rng := rand.New(rand.NewPCG(12, uint64(i)))
 			now := int64(1e18)
 			tat := int64(0)
@@ -222,8 +225,8 @@ func TestTokenBucketSameAdmissionAsGCRA(t *testing.T) {
 	for i, tc := range gcraCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := NewGCRA(tc.window, tc.limit, tc.burst)
-			b := NewTokenBucket(tc.window, tc.limit, tc.burst)
+			g := window.NewGCRA(tc.window, tc.limit, tc.burst)
+			b := reference.NewTokenBucket(tc.window, tc.limit, tc.burst)
 			rng := rand.New(rand.NewPCG(13, uint64(i)))
 			now := int64(1_800_000_000) * int64(time.Second)
 			tat, s := int64(0), b.Full(now)
@@ -246,7 +249,7 @@ func TestTokenBucketSameAdmissionAsGCRA(t *testing.T) {
 // panic nor admit past the tolerance.
 func TestGCRAHostileState(t *testing.T) {
 	t.Parallel()
-	g := NewGCRA(time.Second, 10, 0)
+	g := window.NewGCRA(time.Second, 10, 0)
 	const maxI, minI = int64(^uint64(0) >> 1), -int64(^uint64(0)>>1) - 1
 	for _, tc := range []struct{ tat, t int64 }{
 		{maxI, 0}, {minI, 0}, {0, maxI}, {0, minI}, {maxI, minI}, {minI, maxI}, {maxI - 5, maxI - 10},

@@ -1,4 +1,4 @@
-package window
+package window_test
 
 import (
 	"fmt"
@@ -9,26 +9,29 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/window"
 )
 
 func TestNewGeometry(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		geo     Sliding
+		geo     window.Sliding
 		sub     int64
 		buckets int
 		fixed   bool
 		span    int
 		window  time.Duration
 	}{
-		{"sliding 1s/10", NewWeighted(time.Second, 10), 100 * msec, 10, false, 11, time.Second},
-		{"sliding 1s/1", NewWeighted(time.Second, 1), sec, 1, false, 2, time.Second},
-		{"sliding 1m/60", NewWeighted(time.Minute, 60), sec, 60, false, 61, time.Minute},
-		{"sliding 7ns/7", NewWeighted(7, 7), 1, 7, false, 8, 7},
-		{"sliding 1ns/1", NewWeighted(1, 1), 1, 1, false, 2, 1},
-		{"fixed 1s", NewFixed(time.Second), sec, 1, true, 1, time.Second},
-		{"fixed 1ns", NewFixed(1), 1, 1, true, 1, 1},
+		{"sliding 1s/10", window.NewWeighted(time.Second, 10), 100 * msec, 10, false, 11, time.Second},
+		{"sliding 1s/1", window.NewWeighted(time.Second, 1), sec, 1, false, 2, time.Second},
+		{"sliding 1m/60", window.NewWeighted(time.Minute, 60), sec, 60, false, 61, time.Minute},
+		{"sliding 7ns/7", window.NewWeighted(7, 7), 1, 7, false, 8, 7},
+		{"sliding 1ns/1", window.NewWeighted(1, 1), 1, 1, false, 2, 1},
+		{"fixed 1s", window.NewFixed(time.Second), sec, 1, true, 1, time.Second},
+		{"fixed 1ns", window.NewFixed(1), 1, 1, true, 1, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,9 +68,9 @@ func TestNewGeometryPanics(t *testing.T) {
 			want := fmt.Sprintf("window: bad geometry %v / %d", tt.window, tt.buckets)
 			assert.PanicsWithValue(t, want, func() {
 				if tt.fixed {
-					NewFixed(tt.window)
+					window.NewFixed(tt.window)
 				} else {
-					NewWeighted(tt.window, tt.buckets)
+					window.NewWeighted(tt.window, tt.buckets)
 				}
 			})
 		})
@@ -76,13 +79,13 @@ func TestNewGeometryPanics(t *testing.T) {
 
 func TestIndexPhase(t *testing.T) {
 	t.Parallel()
-	sliding := NewWeighted(time.Second, 10) // w = 100ms
-	fixed := NewFixed(time.Second)          // w = 1s
-	tiny := NewWeighted(3, 3)               // w = 1ns: every time is a boundary
+	sliding := window.NewWeighted(time.Second, 10) // w = 100ms
+	fixed := window.NewFixed(time.Second)          // w = 1s
+	tiny := window.NewWeighted(3, 3)               // w = 1ns: every time is a boundary
 	const w = 100 * msec
 	tests := []struct {
 		name  string
-		geo   Sliding
+		geo   window.Sliding
 		t     int64
 		k     int64
 		phase float64
@@ -127,9 +130,9 @@ func TestIndexPhase(t *testing.T) {
 func TestIndexPhaseRandom(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
-	geos := []Sliding{
-		NewWeighted(time.Second, 10), NewWeighted(time.Minute, 60), NewWeighted(7*time.Millisecond, 7),
-		NewWeighted(time.Second, 1), NewFixed(time.Second), NewFixed(time.Hour), NewWeighted(3, 3),
+	geos := []window.Sliding{
+		window.NewWeighted(time.Second, 10), window.NewWeighted(time.Minute, 60), window.NewWeighted(7*time.Millisecond, 7),
+		window.NewWeighted(time.Second, 1), window.NewFixed(time.Second), window.NewFixed(time.Hour), window.NewWeighted(3, 3),
 	}
 	for range 20000 {
 		geo := geos[r.IntN(len(geos))]
@@ -148,18 +151,18 @@ func TestOldestOldWeight(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		geo    Sliding
+		geo    window.Sliding
 		k      int64
 		oldest int64
 		phase  float64
 		weight float64
 	}{
-		{"sliding B=10", NewWeighted(time.Second, 10), 25, 15, 0.25, 0.75},
-		{"sliding B=10 negative", NewWeighted(time.Second, 10), -3, -13, 0, 1},
-		{"sliding B=1", NewWeighted(time.Second, 1), 0, -1, 0.9, 0.1},
-		{"sliding B=60", NewWeighted(time.Minute, 60), 60, 0, 0.5, 0.5},
-		{"fixed", NewFixed(time.Second), 25, 25, 0.25, 1},
-		{"fixed negative", NewFixed(time.Second), -7, -7, 0.99, 1},
+		{"sliding B=10", window.NewWeighted(time.Second, 10), 25, 15, 0.25, 0.75},
+		{"sliding B=10 negative", window.NewWeighted(time.Second, 10), -3, -13, 0, 1},
+		{"sliding B=1", window.NewWeighted(time.Second, 1), 0, -1, 0.9, 0.1},
+		{"sliding B=60", window.NewWeighted(time.Minute, 60), 60, 0, 0.5, 0.5},
+		{"fixed", window.NewFixed(time.Second), 25, 25, 0.25, 1},
+		{"fixed negative", window.NewFixed(time.Second), -7, -7, 0.99, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,11 +177,11 @@ func TestOldestOldWeight(t *testing.T) {
 
 func TestResetAfter(t *testing.T) {
 	t.Parallel()
-	sliding := NewWeighted(time.Second, 10) // w = 100ms
+	sliding := window.NewWeighted(time.Second, 10) // w = 100ms
 	const w = 100 * msec
 	tests := []struct {
 		name string
-		geo  Sliding
+		geo  window.Sliding
 		t    int64
 		want time.Duration
 	}{
@@ -188,14 +191,14 @@ func TestResetAfter(t *testing.T) {
 		{"sliding start of bucket 1", sliding, w, 1100 * time.Millisecond},
 		{"sliding -1ns", sliding, -1, time.Second + 1},
 		{"sliding start of bucket -1", sliding, -w, 1100 * time.Millisecond},
-		{"sliding B=1 0", NewWeighted(time.Second, 1), 0, 2 * time.Second},
-		{"sliding B=1 mid", NewWeighted(time.Second, 1), sec / 4, 1750 * time.Millisecond},
-		{"fixed 0", NewFixed(time.Second), 0, time.Second},
-		{"fixed 1ns", NewFixed(time.Second), 1, time.Second - 1},
-		{"fixed last ns", NewFixed(time.Second), sec - 1, 1},
-		{"fixed start of window 1", NewFixed(time.Second), sec, time.Second},
-		{"fixed -1ns", NewFixed(time.Second), -1, 1},
-		{"fixed start of window -1", NewFixed(time.Second), -sec, time.Second},
+		{"sliding B=1 0", window.NewWeighted(time.Second, 1), 0, 2 * time.Second},
+		{"sliding B=1 mid", window.NewWeighted(time.Second, 1), sec / 4, 1750 * time.Millisecond},
+		{"fixed 0", window.NewFixed(time.Second), 0, time.Second},
+		{"fixed 1ns", window.NewFixed(time.Second), 1, time.Second - 1},
+		{"fixed last ns", window.NewFixed(time.Second), sec - 1, 1},
+		{"fixed start of window 1", window.NewFixed(time.Second), sec, time.Second},
+		{"fixed -1ns", window.NewFixed(time.Second), -1, 1},
+		{"fixed start of window -1", window.NewFixed(time.Second), -sec, time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,9 +214,9 @@ func TestResetAfter(t *testing.T) {
 func TestResetAfterEmptiesCounter(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
-	geos := []Sliding{
-		NewWeighted(time.Second, 10), NewWeighted(time.Second, 1), NewWeighted(time.Minute, 60),
-		NewWeighted(10, 5), NewFixed(time.Second), NewFixed(3),
+	geos := []window.Sliding{
+		window.NewWeighted(time.Second, 10), window.NewWeighted(time.Second, 1), window.NewWeighted(time.Minute, 60),
+		window.NewWeighted(10, 5), window.NewFixed(time.Second), window.NewFixed(3),
 	}
 	for range 5000 {
 		geo := geos[r.IntN(len(geos))]
@@ -224,7 +227,7 @@ func TestResetAfterEmptiesCounter(t *testing.T) {
 		} else {
 			require.True(t, ra > int64(geo.Window()) && ra <= int64(geo.Window())+geo.Sub(), "ResetAfter(%d) = %d", tm, ra)
 		}
-		c := NewCounter(geo, 10)
+		c := reference.NewCounter(geo, 10)
 		c.Add(tm, 1)
 		require.Positive(t, c.Estimate(tm+ra-1), "geo %+v t=%d: still counted 1ns before reset", geo, tm)
 		require.Zero(t, c.Estimate(tm+ra), "geo %+v t=%d: nothing counted at reset", geo, tm)
@@ -237,20 +240,20 @@ func TestSlidingEstimateCalls(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		geo  Sliding
+		geo  window.Sliding
 		t    int64
 		want float64
 	}{
 		// counts: bucket j holds j+100 (so every bucket is distinguishable).
 		// B=4, w=1: at t=10 (φ=0) buckets 6..10 → 106·1 + 107+108+109+110.
-		{"sliding phase 0", NewWeighted(4, 4), 10, 106 + 107 + 108 + 109 + 110},
+		{"sliding phase 0", window.NewWeighted(4, 4), 10, 106 + 107 + 108 + 109 + 110},
 		// B=2, w=4: t=9 → k=2, φ=1/4: 0.75·c[0] + c[1] + c[2].
-		{"sliding phase 1/4", NewWeighted(8, 2), 9, 0.75*100 + 101 + 102},
+		{"sliding phase 1/4", window.NewWeighted(8, 2), 9, 0.75*100 + 101 + 102},
 		// B=2, w=4: t=-1 → k=-1, φ=3/4: 0.25·c[-3] + c[-2] + c[-1].
-		{"sliding negative", NewWeighted(8, 2), -1, 0.25*97 + 98 + 99},
+		{"sliding negative", window.NewWeighted(8, 2), -1, 0.25*97 + 98 + 99},
 		// fixed, w=4: t=9 → k=2: c[2] only.
-		{"fixed", NewFixed(4), 9, 102},
-		{"fixed negative", NewFixed(4), -1, 99},
+		{"fixed", window.NewFixed(4), 9, 102},
+		{"fixed negative", window.NewFixed(4), -1, 99},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package window
+package window_test
 
 import (
 	"math"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/sluicehq/sluice/window"
 )
 
 // event is one counted request: cost n at time t (ns).
@@ -84,7 +86,7 @@ func floorDiv(a, b int64) int64 {
 // geometry geo, unsorted. Costs are 1 unless maxCost > 1.
 type generator struct {
 	name string
-	gen  func(r *rand.Rand, geo Sliding, start, span int64, count int, maxCost int64) []event
+	gen  func(r *rand.Rand, geo window.Sliding, start, span int64, count int, maxCost int64) []event
 }
 
 func cost(r *rand.Rand, maxCost int64) int64 {
@@ -95,19 +97,19 @@ func cost(r *rand.Rand, maxCost int64) int64 {
 }
 
 // bucketRange returns the first and last buckets overlapping [start, start+span).
-func bucketRange(geo Sliding, start, span int64) (first, last int64) {
+func bucketRange(geo window.Sliding, start, span int64) (first, last int64) {
 	return geo.Index(start), geo.Index(start + span - 1)
 }
 
 var generators = []generator{
-	{"uniform", func(r *rand.Rand, _ Sliding, start, span int64, count int, maxCost int64) []event {
+	{"uniform", func(r *rand.Rand, _ window.Sliding, start, span int64, count int, maxCost int64) []event {
 		ev := make([]event, count)
 		for i := range ev {
 			ev[i] = event{start + r.Int64N(span), cost(r, maxCost)}
 		}
 		return ev
 	}},
-	{"poisson", func(r *rand.Rand, _ Sliding, start, span int64, count int, maxCost int64) []event {
+	{"poisson", func(r *rand.Rand, _ window.Sliding, start, span int64, count int, maxCost int64) []event {
 		// Exponential gaps with mean span/count: clumps and gaps.
 		ev := make([]event, 0, count)
 		mean := float64(span) / float64(max(count, 1))
@@ -121,7 +123,7 @@ var generators = []generator{
 		}
 		return ev
 	}},
-	{"bucket-edges", func(r *rand.Rand, geo Sliding, start, span int64, count int, maxCost int64) []event {
+	{"bucket-edges", func(r *rand.Rand, geo window.Sliding, start, span int64, count int, maxCost int64) []event {
 		// Bursts on the first and last nanoseconds of random buckets.
 		first, last := bucketRange(geo, start, span)
 		ev := make([]event, 0, count)
@@ -145,7 +147,7 @@ var generators = []generator{
 		}
 		return ev
 	}},
-	{"all-at-bucket-end", func(r *rand.Rand, geo Sliding, start, span int64, count int, maxCost int64) []event {
+	{"all-at-bucket-end", func(r *rand.Rand, geo window.Sliding, start, span int64, count int, maxCost int64) []event {
 		// Adversarial: every event on the last nanosecond of its bucket, so
 		// the weighted oldest bucket is as wrong as it can be.
 		first, last := bucketRange(geo, start, span)
@@ -156,7 +158,7 @@ var generators = []generator{
 		}
 		return ev
 	}},
-	{"all-at-bucket-start", func(r *rand.Rand, geo Sliding, start, span int64, count int, maxCost int64) []event {
+	{"all-at-bucket-start", func(r *rand.Rand, geo window.Sliding, start, span int64, count int, maxCost int64) []event {
 		first, last := bucketRange(geo, start, span)
 		ev := make([]event, count)
 		for i := range ev {
@@ -170,7 +172,7 @@ var generators = []generator{
 // queryTimes returns sorted query times for the events: random times over the
 // range, every bucket boundary ±1 near the events, and each event time, its
 // window exit time and their neighbours.
-func queryTimes(r *rand.Rand, geo Sliding, ev []event, start, span int64, random int) []int64 {
+func queryTimes(r *rand.Rand, geo window.Sliding, ev []event, start, span int64, random int) []int64 {
 	w := int64(geo.Window())
 	q := make([]int64, 0, random+len(ev)*4)
 	end := start + span + w + geo.Sub()
@@ -189,12 +191,6 @@ func queryTimes(r *rand.Rand, geo Sliding, ev []event, start, span int64, random
 	}
 	slices.Sort(q)
 	return slices.Compact(q)
-}
-
-// clone returns a deep copy of the counter, so a decision can be tried
-// without changing the original.
-func (c *Counter) clone() *Counter {
-	return &Counter{geo: c.geo, limit: c.limit, counts: slices.Clone(c.counts), epochs: slices.Clone(c.epochs)}
 }
 
 // Durations in nanoseconds, as the package takes times.

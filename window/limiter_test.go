@@ -1,4 +1,4 @@
-package window
+package window_test
 
 import (
 	"fmt"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/window"
 )
 
 // maxWindowCount returns the largest cost admitted in any window (s−W, s]:
@@ -29,7 +32,7 @@ func maxWindowCount(adm []event, W int64) int64 {
 }
 
 // maxBucketCount returns the largest cost admitted into one bucket.
-func maxBucketCount(geo Sliding, adm []event) int64 {
+func maxBucketCount(geo window.Sliding, adm []event) int64 {
 	per := map[int64]int64{}
 	var best int64
 	for _, e := range adm {
@@ -41,7 +44,7 @@ func maxBucketCount(geo Sliding, adm []event) int64 {
 
 // requestStream makes count requests over [start, start+span), sorted, with
 // costs 1..maxCost.
-func requestStream(r *rand.Rand, geo Sliding, g generator, start, span int64, count int, maxCost int64) []event {
+func requestStream(r *rand.Rand, geo window.Sliding, g generator, start, span int64, count int, maxCost int64) []event {
 	ev := g.gen(r, geo, start, span, count, maxCost)
 	sortEvents(ev)
 	return ev
@@ -59,11 +62,11 @@ func requestStream(r *rand.Rand, geo Sliding, g generator, start, span int64, co
 //     most ω·c[k−B] early).
 //
 // It returns both admission lists.
-func runLimiters(t testing.TB, geo Sliding, limit int64, reqs []event) (counter, log []event) {
+func runLimiters(t testing.TB, geo window.Sliding, limit int64, reqs []event) (counter, log []event) {
 	t.Helper()
 	W := int64(geo.Window())
-	c := NewCounter(geo, limit)
-	l := NewLog(geo.Window(), limit)
+	c := reference.NewCounter(geo, limit)
+	l := reference.NewLog(geo.Window(), limit)
 	logSum, counterSum := &tailSum{W: W}, &tailSum{W: W}
 	for _, q := range reqs {
 		inLog := logSum.at(log, q.t)
@@ -128,11 +131,11 @@ func (s *tailSum) at(adm []event, t int64) int64 {
 // documented bound, φ·c[k−B] < c[k−B]); a fixed window is within 2·limit.
 func TestLimiters(t *testing.T) {
 	t.Parallel()
-	geos := []Sliding{
-		NewWeighted(time.Second, 1), NewWeighted(time.Second, 2), NewWeighted(time.Second, 5),
-		NewWeighted(time.Second, 10), NewWeighted(time.Minute, 60), NewFixed(time.Second),
-		NewSliding(time.Second, 1), NewSliding(time.Second, 2), NewSliding(time.Second, 10),
-		NewSliding(time.Minute, 60),
+	geos := []window.Sliding{
+		window.NewWeighted(time.Second, 1), window.NewWeighted(time.Second, 2), window.NewWeighted(time.Second, 5),
+		window.NewWeighted(time.Second, 10), window.NewWeighted(time.Minute, 60), window.NewFixed(time.Second),
+		window.NewSliding(time.Second, 1), window.NewSliding(time.Second, 2), window.NewSliding(time.Second, 10),
+		window.NewSliding(time.Minute, 60),
 	}
 	for gi, geo := range geos {
 		for _, limit := range []int64{1, 10, 100, 1000} {
@@ -175,12 +178,12 @@ func TestLimiters(t *testing.T) {
 // smoothMax returns the largest window count admitted by a Counter fed
 // requests at 2× the limit: evenly spaced (jitter 0) or jittered by up to
 // jitter·gap around each slot, over windows windows.
-func smoothMax(r *rand.Rand, geo Sliding, limit int64, windows int64, jitter float64) (maxCount int64, admitted int) {
+func smoothMax(r *rand.Rand, geo window.Sliding, limit int64, windows int64, jitter float64) (maxCount int64, admitted int) {
 	W := int64(geo.Window())
 	gap := float64(W) / float64(2*limit)
 	offset := r.Float64() * float64(W)
 	n := int(2 * limit * windows)
-	c := NewCounter(geo, limit)
+	c := reference.NewCounter(geo, limit)
 	var adm []event
 	prev := int64(math.MinInt64)
 	for i := range n {
@@ -207,7 +210,7 @@ func TestSmoothTrafficOverAdmission(t *testing.T) {
 				t.Parallel()
 				for seed := range uint64(5) {
 					r := rand.New(rand.NewPCG(seed, uint64(limit)))
-					geo := NewWeighted(time.Second, B)
+					geo := window.NewWeighted(time.Second, B)
 					windows := int64(30)
 					if limit >= 10000 {
 						windows = 8
@@ -234,7 +237,7 @@ func TestAdversaryNearly2L(t *testing.T) {
 		for _, limit := range []int64{10, 100, 1000} {
 			t.Run(fmt.Sprintf("B=%d/L=%d", b, limit), func(t *testing.T) {
 				t.Parallel()
-				geo := NewWeighted(time.Duration(b)*time.Second, b)
+				geo := window.NewWeighted(time.Duration(b)*time.Second, b)
 				w := geo.Sub()
 				t0 := 3*w - 1                      // last ns of bucket 2
 				t1 := t0 + int64(geo.Window()) - 1 // 2ns before the end of bucket 2+B: t0 still inside
@@ -260,7 +263,7 @@ func TestAdversaryNearly2L(t *testing.T) {
 func TestFixedWindowStraddle(t *testing.T) {
 	t.Parallel()
 	const limit = 100
-	geo := NewFixed(time.Second)
+	geo := window.NewFixed(time.Second)
 	var reqs []event
 	for range 2 * limit {
 		reqs = append(reqs, event{sec - 1, 1})
@@ -278,10 +281,10 @@ func TestFixedWindowStraddle(t *testing.T) {
 func TestCounterFixedWindowExact(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 8))
-	geo := NewFixed(time.Second)
+	geo := window.NewFixed(time.Second)
 	const limit = 50
 	reqs := requestStream(r, geo, generators[0], -5*sec, 10*sec, 2000, 3)
-	c := NewCounter(geo, limit)
+	c := reference.NewCounter(geo, limit)
 	per := map[int64]int64{}
 	for _, q := range reqs {
 		k := floorDiv(q.t, sec)

@@ -1,4 +1,4 @@
-package window
+package window_test
 
 import (
 	"fmt"
@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/window"
 )
 
 // TestSlidingHoldsAgainstAdversary: the attacks that get nearly 2L through
@@ -19,7 +22,7 @@ func TestSlidingHoldsAgainstAdversary(t *testing.T) {
 		for _, limit := range []int64{10, 100, 1000} {
 			t.Run(fmt.Sprintf("B=%d/L=%d", b, limit), func(t *testing.T) {
 				t.Parallel()
-				geo := NewSliding(time.Duration(b)*time.Second, b)
+				geo := window.NewSliding(time.Duration(b)*time.Second, b)
 				w, W := geo.Sub(), int64(geo.Window())
 				t0 := 3*w - 1
 				var reqs []event
@@ -69,7 +72,7 @@ func TestSlidingUtilization(t *testing.T) {
 				t.Parallel()
 				const limit, windows = 1000, 20
 				r := rand.New(rand.NewPCG(uint64(b), uint64(jitter*10)))
-				geo := NewSliding(time.Duration(b)*time.Second, b)
+				geo := window.NewSliding(time.Duration(b)*time.Second, b)
 				got, admitted := smoothMax(r, geo, limit, windows, jitter)
 				assert.LessOrEqual(t, got, int64(limit))
 				want := float64(limit*windows) * float64(b) / float64(b+1)
@@ -90,11 +93,11 @@ func TestSlidingNoDenialBelowRate(t *testing.T) {
 		for _, limit := range []int64{10, 100, 1000, 100000} {
 			t.Run(fmt.Sprintf("B=%d/L=%d", b, limit), func(t *testing.T) {
 				t.Parallel()
-				geo := NewSliding(time.Duration(b)*time.Second, b)
+				geo := window.NewSliding(time.Duration(b)*time.Second, b)
 				W := int64(geo.Window())
 				rate := limit * int64(b) / int64(b+1) // r·(1+1/B) ≤ L
 				gap := W / rate
-				c := NewCounter(geo, limit)
+				c := reference.NewCounter(geo, limit)
 				for i := range 5 * rate {
 					tm := 12345 + i*gap
 					if !c.Allow(tm, 1) {

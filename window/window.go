@@ -5,10 +5,12 @@
 // Programs import package sluice (and policy, httplimit).
 //
 // It holds sliding-window counters with sub-windows, fixed windows, the one
-// admit test (Estimate.Room) and an exact sliding log (log.go), and the
-// buckets: GCRA (gcra.go), the classic token bucket it is proven equal to
-// (tokenbucket.go) and Guava's warm-up (warmup.go). Pure, no I/O, time
-// passed in. This file holds the windows; the rest of this comment is theirs.
+// admit test (Estimate.Room), and the buckets: GCRA (gcra.go) and Guava's
+// warm-up (warmup.go). Pure, no I/O, time passed in. The reference models
+// measured against this math (a window counter on plain integers, the exact
+// sliding log, the classic token bucket the GCRA is proven equal to) are in
+// sluice's internal/reference. This file holds the windows; the rest of
+// this comment is theirs.
 //
 // Time is an int64 count of nanoseconds on the store's clock. A window of
 // length W is cut into B sub-windows (buckets) of length w = W/B; bucket j

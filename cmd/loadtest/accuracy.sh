@@ -229,8 +229,8 @@ The whole report of a run, linked under its verdict, has the rest:
 
 - **over-adm** and **algorithm alone**: the over-admission of the fleet, and
   of the same checks replayed through the rule's algorithm run centrally
-  (`window.Counter`, same geometry), both against an exact sliding log
-  (`window.Log`); **fleet excess** is the first less the second, per key.
+  (`reference.Counter`, same geometry), both against an exact sliding log
+  (`reference.Log`); **fleet excess** is the first less the second, per key.
 - **fleet in own estimate**: the fleet's admissions counted the way the
   algorithm counts (the sliding-window estimate `E(t)`, max over `t`, ÷ `L`
   − 1). This is what the error budget bounds: ✓ when it is at most ε.

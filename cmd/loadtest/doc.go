@@ -117,8 +117,8 @@
 // fleet's over-admission and own estimate only where every candidate would
 // count it (the report's notes say how many there were). Package oracle
 // then replays the merged stream, per key in time order, through an exact
-// sliding log (window.Log) and through the rule's own algorithm run centrally
-// (window.Counter), and reports over-admission (max over t of admitted in
+// sliding log (reference.Log) and through the rule's own algorithm run centrally
+// (reference.Counter), and reports over-admission (max over t of admitted in
 // (t−W, t] ÷ L − 1; max and p99 over the keys offered more than L), the
 // algorithm's own error (the central counter against the log), the fleet's
 // error (fleet minus central, and the fleet's admissions as the algorithm

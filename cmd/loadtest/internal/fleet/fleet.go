@@ -24,7 +24,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )

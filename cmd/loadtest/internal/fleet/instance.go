@@ -37,8 +37,8 @@ type Counters struct {
 	Waits syncer.Waits `json:"waits"`
 }
 
-func countersOf(s syncer.Stats) Counters {
-	return Counters{s.Cycles, s.UrgentCycles, s.EarlySyncs, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried, s.Waits}
+func countersOf(s sluice.SyncStats) Counters {
+	return Counters{s.Cycles, s.UrgentCycles, s.EarlySyncs, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried, syncer.Waits(s.Waits)}
 }
 
 func (c Counters) sub(o Counters) Counters {

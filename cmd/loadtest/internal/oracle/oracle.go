@@ -1,11 +1,11 @@
 // Package oracle measures a fleet's decisions against exact references: it
 // replays the merged stream of checks, key by key in time order, through an
-// exact sliding log (window.Log) and through the fleet's own algorithm run
-// centrally (window.Counter with the same geometry), and computes these
-// accuracy measurements (for a TokenBucket or GCRA rule the exact reference
-// and the central algorithm are both one exact bucket, window.GCRA, and the
-// over-admission is measured against the bucket's bound: see Params; for a
-// SlidingLog both are the exact log):
+// exact sliding log (the reference model Log) and through the fleet's own
+// algorithm run centrally (the reference model Counter with the same
+// geometry), and computes these accuracy measurements (for a TokenBucket or
+// GCRA rule the exact reference and the central algorithm are both one exact
+// bucket, window.GCRA, and the over-admission is measured against the
+// bucket's bound: see Params; for a SlidingLog both are the exact log):
 //
 //   - over-admission: per key, max over t of the cost admitted in (t−W, t],
 //     divided by L, minus 1 — for the fleet, and for the central algorithm
@@ -39,6 +39,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
+	model "github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -51,8 +52,8 @@ type Params struct {
 	// Limit is L.
 	Limit int64
 	// Algorithm is the rule's algorithm; the zero value is SlidingWindow,
-	// whose central reference is window.Counter on Geometry, as that of
-	// WeightedWindow and FixedWindow.
+	// whose central reference is the reference model Counter on Geometry, as
+	// that of WeightedWindow and FixedWindow.
 	Algorithm policy.Algorithm
 	// Burst is the capacity of a TokenBucket or GCRA (0 means Limit). Its
 	// "most admitted in a window" (MaxFleet, MaxCentral, MaxEstimate) is
@@ -133,9 +134,9 @@ func (p Params) references() (exact, central reference) {
 		g := window.NewGCRA(p.Window(), p.Limit, p.Burst)
 		return &gcraRef{g: g}, &gcraRef{g: g}
 	case p.Algorithm == policy.SlidingLog:
-		return window.NewLog(p.Window(), p.Limit), window.NewLog(p.Window(), p.Limit)
+		return model.NewLog(p.Window(), p.Limit), model.NewLog(p.Window(), p.Limit)
 	}
-	return window.NewLog(p.Window(), p.Limit), window.NewCounter(p.Geometry, p.Limit)
+	return model.NewLog(p.Window(), p.Limit), model.NewCounter(p.Geometry, p.Limit)
 }
 
 // maxTracker tracks the most admitted "in a window" of a stream of
@@ -532,7 +533,7 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 	w := int64(p.Window())
 	k := KeyResult{Key: rs[0].Key, First: rs[0].T, Last: rs[len(rs)-1].T}
 	exact, central := p.references()
-	est := window.NewCounter(p.Geometry, p.Limit)
+	est := model.NewCounter(p.Geometry, p.Limit)
 	windowed := p.Algorithm == policy.SlidingWindow || p.Algorithm == policy.WeightedWindow || p.Algorithm == policy.FixedWindow
 	offered := windowMax{w: w}
 	span := windowMax{w: w}

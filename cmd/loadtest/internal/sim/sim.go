@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -228,9 +229,9 @@ func replay(checks []traffic.Check, geo *window.Sliding, l int64, w time.Duratio
 		lim := lims[c.Key]
 		if lim == nil {
 			if geo == nil {
-				lim = window.NewLog(w, l)
+				lim = reference.NewLog(w, l)
 			} else {
-				lim = window.NewCounter(*geo, l)
+				lim = reference.NewCounter(*geo, l)
 			}
 			lims[c.Key] = lim
 		}
@@ -274,9 +275,9 @@ func counting(cfg Config, s *report.Sim, algos []Algo) error {
 	var ts []float64
 	var exact []float64
 	ests := make([][]float64, len(algos))
-	counters := make([]*window.Counter, len(algos))
+	counters := make([]*reference.Counter, len(algos))
 	for i, a := range algos {
-		counters[i] = window.NewCounter(a.Geo, math.MaxInt32)
+		counters[i] = reference.NewCounter(a.Geo, math.MaxInt32)
 	}
 	head, tail := 0, 0
 	for t := w; t <= span; t += grid {

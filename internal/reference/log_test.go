@@ -1,4 +1,4 @@
-package window
+package reference
 
 import (
 	"fmt"
@@ -188,3 +188,22 @@ func sumCost(from, to int64) int64 {
 	}
 	return s
 }
+
+// event is one admission: cost n at time t (ns).
+type event struct {
+	t int64
+	n int64
+}
+
+// bruteWindow sums the costs of the events in (t−w, t], one by one.
+func bruteWindow(ev []event, t, w int64) int64 {
+	var sum int64
+	for _, e := range ev {
+		if e.t > t-w && e.t <= t {
+			sum += e.n
+		}
+	}
+	return sum
+}
+
+const msec = int64(time.Millisecond)

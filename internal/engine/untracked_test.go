@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -61,7 +62,7 @@ func TestUntrackedKeysDecidedAlone(t *testing.T) {
 		{"local", policy.Local, policy.SlidingWindow, 0, policy.FailLocal, limit, false, nil},
 		{"eventual/fail-local", policy.Eventual, policy.SlidingWindow, 0, policy.FailLocal, limit / 4, false, nil}, // the share L/N̂
 		{"eventual/fail-open", policy.Eventual, policy.SlidingWindow, 0, policy.FailOpen, 2 * limit, false, nil},
-		{"eventual/fail-closed", policy.Eventual, policy.SlidingWindow, 0, policy.FailClosed, 0, false, engine.ErrStoreUnavailable},
+		{"eventual/fail-closed", policy.Eventual, policy.SlidingWindow, 0, policy.FailClosed, 0, false, apierr.StoreUnavailable},
 		{"strict/fail-local", policy.Strict, policy.SlidingWindow, 0, policy.FailLocal, limit / 4, false, nil},
 		{"gcra/local", policy.Local, policy.GCRA, 0, policy.FailLocal, limit, false, nil}, // Burst = Limit
 		{"tokenbucket/local", policy.Local, policy.TokenBucket, 0, policy.FailLocal, limit, false, nil},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -67,7 +68,7 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 	switch {
 	case errors.Is(err, syncer.ErrClosed):
 		w.counts.Add(w.path, OutcomeError)
-		return Result{}, Receipt{}, ErrClosed
+		return Result{}, Receipt{}, apierr.Closed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, fmt.Errorf("sluice: check abandoned: %w", err)
@@ -120,7 +121,7 @@ func (w *windowRule) fallbackAt(key string, n int64, cause error) (Result, Recei
 	v := w.table.AllowDegraded(key, now, n, w.mode)
 	if v.Status == localcache.StoreDown {
 		w.counts.Add(PathFallback, OutcomeError)
-		return Result{Remaining: v.Remaining, ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
+		return Result{Remaining: v.Remaining, ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: %w", apierr.StoreUnavailable, cause)
 	}
 	res := w.local(v, key, now, reset)
 	w.counts.Add(PathFallback, OutcomeOf(res.Allowed, nil))

@@ -1,18 +1,24 @@
-package window
+package reference
+
+import (
+	"slices"
+
+	"github.com/sluicehq/sluice/window"
+)
 
 // Counter is a single-key sliding-window (or fixed-window) limiter on plain
 // integers: the reference for what sluice computes lock-free and in Redis. It is
 // not safe for concurrent use. Times passed to it must not go backwards by more
 // than a window.
 type Counter struct {
-	geo    Sliding
+	geo    window.Sliding
 	limit  int64
 	counts []int64 // ring of Span()+Buckets() buckets
 	epochs []int64 // bucket index held by each ring slot
 }
 
 // NewCounter returns an empty counter that admits up to limit per window.
-func NewCounter(geo Sliding, limit int64) *Counter {
+func NewCounter(geo window.Sliding, limit int64) *Counter {
 	// A time up to a window before the newest one seen is in bucket K−B or
 	// later (K the newest bucket), whose estimate reads back to K−2B: keep
 	// the 2B+1 buckets K−2B..K (2 for a fixed window).
@@ -42,7 +48,7 @@ func (c *Counter) slot(j int64) int {
 // ending at t.
 func (c *Counter) Estimate(t int64) float64 { return c.geo.Estimate(t, c.Count) }
 
-// Allow admits n at time t if it passes the admit test (Estimate.Admits),
+// Allow admits n at time t if it passes the admit test (window.Estimate.Admits),
 // and counts it in bucket ⌊t/w⌋.
 func (c *Counter) Allow(t int64, n int64) bool {
 	if !c.geo.Parts(t, c.Count).Admits(n, c.limit) {
@@ -63,7 +69,13 @@ func (c *Counter) Add(t int64, n int64) {
 }
 
 // RetryAfter returns how long from t until n could be admitted (see
-// Sliding.RetryAfter).
+// window.Sliding.RetryAfter).
 func (c *Counter) RetryAfter(t int64, n int64) int64 {
 	return int64(c.geo.RetryAfter(t, c.limit, n, c.Count))
+}
+
+// Clone returns a deep copy of the counter, so that a decision can be tried
+// without changing the original.
+func (c *Counter) Clone() *Counter {
+	return &Counter{geo: c.geo, limit: c.limit, counts: slices.Clone(c.counts), epochs: slices.Clone(c.epochs)}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -26,8 +26,7 @@ func ExampleNew() {
 	}
 	for i := 0; i < 3; i++ {
 		res, _ := eng.Check(context.Background(), "alice", 1)
-		d := res.Decision(rule.Limit)
-		fmt.Printf("allowed=%v remaining=%d retry=%v\n", d.Allowed, d.Remaining, d.RetryAfter)
+		fmt.Printf("allowed=%v remaining=%d retry=%v\n", res.Allowed, res.Remaining, res.RetryAfter)
 	}
 	// Output:
 	// allowed=true remaining=1 retry=0s

@@ -1,11 +1,15 @@
 // Package engine decides checks: one Engine per rule, chosen by the rule's algorithm and mode, owns the whole decision.
 //
+// This package is sluice's machinery, internal to the module, with no
+// compatibility promise. Programs import package sluice (and policy,
+// httplimit).
+//
 // A check goes down once: the limiter finds the rule's Engine, the Engine
 // asks the rule's per-key state (package localcache) with the counting math
 // of package window, and, when the state says the store must decide, it
 // hands the check to the store (package syncer) and decides by the failure
-// mode if the store fails. Every path ends in the one result type, Decision,
-// built from an engine's Result.
+// mode if the store fails. Every path ends in the one result type, Result,
+// which the limiter turns into a sluice.Decision by adding the rule's Limit.
 //
 // The sliding, weighted and fixed window algorithms are the first engines, one type
 // per mode: Local (never touches the store), Eventual (local decisions within
@@ -24,7 +28,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -33,69 +36,27 @@ import (
 	"github.com/sluicehq/sluice/syncer"
 )
 
-// Decision is the result of a check, as the user gets it: an engine's
-// Result with the rule's Limit (package sluice exports it as
-// sluice.Decision).
-type Decision struct {
-	// Allowed reports whether the cost was admitted.
-	Allowed bool
-	// soft: admitted past Limit, in the rule's soft band (InSoftBand).
-	soft bool
-	// Limit is the rule's limit per window.
-	Limit int64
-	// Remaining is what the window has left, as this instance sees it. For
-	// a TokenBucket or GCRA it is the whole tokens left: the largest cost
-	// admitted now.
-	Remaining int64
-	// ResetAfter is how long until the key's quota is whole again (Limit
-	// remaining, as this instance sees it) if nothing more is admitted; 0
-	// if it is whole now. While nothing more is admitted, now+ResetAfter
-	// never moves later, and on a denial it is never before RetryAfter.
-	// For a sliding or weighted window it is until the newest sub-window
-	// holding a count has left the window (after an admission: the window
-	// plus the rest of the current sub-window, so it can exceed Window); for
-	// a fixed window the end of the window, if it holds a count; for a
-	// SlidingLog until the newest unit leaves; for a TokenBucket or GCRA
-	// until the bucket is full again. A Deny rule's denials (Blocked) have
-	// no reset: ResetAfter and RetryAfter are its Window, a hint only.
-	ResetAfter time.Duration
-	// RetryAfter is 0 when allowed; otherwise how long until a retry of the
-	// same cost can succeed, if nothing else is admitted meanwhile.
-	RetryAfter time.Duration
-}
-
-// Result is an engine's answer to a check: a Decision without the rule's
-// Limit, which the caller adds (Decision). Every engine path ends in a
-// Result; it has four fields so that it travels in registers (a five-field
-// struct is spilled to memory at every return, a store-forwarding stall
-// measured at 6–8 ns a hop).
+// Result is an engine's answer to a check: a sluice.Decision without the
+// rule's Limit, which the limiter adds. Every engine path ends in a Result;
+// it has four fields so that it travels in registers (a five-field struct
+// is spilled to memory at every return, a store-forwarding stall measured
+// at 6–8 ns a hop).
+//
+// Errors an engine returns wrap apierr.Closed or apierr.StoreUnavailable
+// (package sluice exports them as ErrClosed and ErrStoreUnavailable).
 type Result struct {
-	// Allowed reports whether the cost was admitted (Decision.Allowed).
+	// Allowed reports whether the cost was admitted (sluice.Decision.Allowed).
 	Allowed bool
 	// Remaining is what the key has left, as this instance sees it
-	// (Decision.Remaining).
+	// (sluice.Decision.Remaining).
 	Remaining int64
 	// ResetAfter is how long until the key is back to full capacity
-	// (Decision.ResetAfter).
+	// (sluice.Decision.ResetAfter).
 	ResetAfter time.Duration
 	// RetryAfter is 0 when allowed, else when a retry of the same cost can
-	// succeed (Decision.RetryAfter).
+	// succeed (sluice.Decision.RetryAfter).
 	RetryAfter time.Duration
 }
-
-// Decision returns r as the Decision of a rule whose limit is limit.
-func (r Result) Decision(limit int64) Decision {
-	return Decision{Allowed: r.Allowed, Limit: limit, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter}
-}
-
-// Errors an Engine returns; package sluice exports them under the same names.
-var (
-	// ErrClosed means the limiter was closed.
-	ErrClosed = errors.New("sluice: limiter closed")
-	// ErrStoreUnavailable means the check needed the store, the store failed,
-	// and the failure mode is FailClosed. The Decision is a denial.
-	ErrStoreUnavailable = errors.New("sluice: store unavailable")
-)
 
 // Engine decides the checks of one rule. Its methods are safe for concurrent
 // use.

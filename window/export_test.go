@@ -1,0 +1,4 @@
+package window
+
+// Micros is micros, for the external tests.
+var Micros = micros
