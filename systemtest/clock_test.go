@@ -188,8 +188,8 @@ func TestSkewedClocksSliding(t *testing.T) {
 		assert.True(t, j >= first-1 && j <= last, "bucket %d outside the run's store-time buckets [%d, %d]", j, first-1, last)
 	}
 	// Redis's buckets hold what was admitted, up to what need-driven sync
-	// lets a bucket leave the window with (docs/design.md, "Need-driven
-	// sync"): the pending counts of a key far from its limit and its cap
+	// lets a bucket leave the window with (docs/design-bound.md,
+	// "Need-driven sync"): the pending counts of a key far from its limit and its cap
 	// (fewer than the cap per instance), and the unused units of a lease
 	// whose return waited for a sync of the key, which the store counted
 	// until the bucket left. The test allows the larger of N·(cap−1) and

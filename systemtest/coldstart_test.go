@@ -173,7 +173,7 @@ func coldFleet(t *testing.T, srv *redistest.Server, n, g int, opts sluice.Option
 // descheduled caller cannot blur the count). Each instance's first
 // heartbeat sees only the instances registered before it, and those see it
 // only at their next: until then the caps are sized on a fleet without it
-// (docs/design.md, "Joining the fleet"). SLUICE_COLD_RUNS sets the runs per
+// (docs/design-bound.md, "Joining the fleet"). SLUICE_COLD_RUNS sets the runs per
 // case (default 1).
 func TestFleetColdStart(t *testing.T) {
 	t.Parallel()

@@ -46,8 +46,8 @@ func TestFleetBound(t *testing.T) {
 			// A Timeout no loaded test machine reaches: the bound under test
 			// is that of a store that answers. A check that times out is
 			// decided within its instance's part of the room left, which
-			// lets a window reach further (docs/design.md, "When Redis does
-			// not answer in time"): the default 50 ms under -race on a
+			// lets a window reach further (docs/design-bound.md, "When Redis
+			// does not answer in time"): the default 50 ms under -race on a
 			// loaded machine read 1013 and 1015.
 			opts := sluice.Options{ErrorBudget: eps, SyncInterval: 100 * time.Millisecond, Timeout: time.Second}
 			ls := fleet(t, n, func() redis.UniversalClient { return srv.Client(t) }, opts, tc.rule)
@@ -103,7 +103,7 @@ func TestFleetBound(t *testing.T) {
 // tens of milliseconds. The first checks of a key then count in the window
 // before, which has ended: at most a cap's worth per instance (the slow path
 // catches the time up at the cap), never pushed, as the store has dropped
-// that window (docs/design.md, "The published time"). Starting 50ms in, 5
+// that window (docs/design-local.md, "Clocks"). Starting 50ms in, 5
 // of about 140 runs of TestFleetBound under -race beside two CPU burners
 // read Redis 2 or 6 below what was admitted: in the run traced, the 2 units
 // of an instance's cap counted in the window before.

@@ -18,8 +18,8 @@ import (
 // minute (ε = 1 %); one instance admits 300 of a key, then another is
 // offered 600 of it, paced (a check every 0.2 ms) or flat out, right away or
 // after a pause. The key is offered 900 in all: none of it may be denied,
-// however fast its traffic moved (docs/design.md, "Leases that follow the
-// traffic"). Before an instance's unused leased units were held to
+// however fast its traffic moved (docs/design-bound.md, "Leases that follow
+// the traffic"). Before an instance's unused leased units were held to
 // holdMost, the second instance admitted 344 to 461 of its 600.
 func TestFleetMoveAtOnce(t *testing.T) {
 	t.Parallel()

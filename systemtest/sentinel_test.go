@@ -386,8 +386,8 @@ func sentinelFailover(t *testing.T, lag bool) {
 		// The fleet bound, whatever the failover lost: the heartbeat
 		// after it finds the store went back in time (its own last entry
 		// gone before its expiry), and the instances restore what their
-		// views held before they pull again (docs/failure-modes.md, "A
-		// store that loses its data").
+		// views held before they pull again (docs/design-failures.md,
+		// "When the store loses its data").
 		assert.LessOrEqual(t, int64(m), bound,
 			"%s: most admitted in a real window of %v (ending %v after the kill): L(1+ε) = %d (the store lacked %d after the failover; %d admissions whose bucket is unclear)",
 			k, rule.Window, at.Sub(killedAt).Round(time.Millisecond), bound, lost, doubt)

@@ -36,7 +36,7 @@ func TestFleetSetRulesUnderLoad(t *testing.T) {
 	// A long Timeout: under -race on a busy machine a check's urgent sync
 	// can take longer than the default 50ms, and a store taken for down
 	// puts the rules on their failure mode, whose bound around an outage
-	// is L(2+ε) (docs/design.md, Known limits), not what this test is about.
+	// is L(2+ε) (docs/design-failures.md, "Known limits"), not what this test is about.
 	opts := sluice.Options{ErrorBudget: eps, SyncInterval: 20 * time.Millisecond, Timeout: 2 * time.Second}
 	ls := fleet(t, n, func() redis.UniversalClient { return srv.Client(t) }, opts, steady, tuned)
 

@@ -73,7 +73,7 @@ func busiestFixed(calls []call, w, offset time.Duration, around time.Time) (most
 // hammer one key of an Eventual rule, and counts the admissions in every
 // real window (only those whose whole call lies inside it; for a fixed
 // window rule, in each of its windows). Before the
-// rebuild (docs/failure-modes.md, "Redis loses its data") the window around
+// rebuild (docs/design-failures.md, "When the store loses its data") the window around
 // the loss held up to twice the limit: the store's totals were gone while
 // every instance still knew what it had admitted. Now each instance that
 // sees the store's new epoch treats the store as down, restores what it saw,
