@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
-	"github.com/sluicehq/sluice/window"
 )
 
 // inspectTimeout bounds inspect's whole conversation with the store.
@@ -432,7 +432,7 @@ func (in inspector) key(ctx context.Context, r policy.Rule, key string, now int6
 		kr.Note = note
 		return kr, nil
 	}
-	geo := windowGeometry(r)
+	geo := engine.WindowGeometry(r) // as the limiter builds it
 	b := []byte(in.prefix + ":{" + r.Name + ":")
 	b = syncer.EncodeKey(b, key)
 	kr.RedisKey = string(b) + "}:" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
@@ -472,18 +472,6 @@ func (in inspector) inFlight(ctx context.Context, r policy.Rule, kr *keyReport, 
 	kr.InFlight, kr.Count = true, n
 	kr.Remaining = max(r.Limit-n, 0)
 	return kr, nil
-}
-
-// windowGeometry is the counting geometry of a window rule, as the
-// limiter builds it.
-func windowGeometry(r policy.Rule) window.Sliding {
-	switch r.Algorithm {
-	case policy.FixedWindow:
-		return window.NewFixed(r.Window)
-	case policy.WeightedWindow:
-		return window.NewWeighted(r.Window, r.Buckets())
-	}
-	return window.NewSliding(r.Window, r.Buckets())
 }
 
 // bucketCounts sums a key's hash by bucket: field "<j>" is bucket j's
