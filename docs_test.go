@@ -518,14 +518,24 @@ func TestBareFigures(t *testing.T) {
 // the results files the scripts write outside docs/.
 const maxPageBytes = 40 << 10
 
-// TestDocsPageSize: no page of README.md and docs/*.md exceeds maxPageBytes.
+// maxDocsBytes bounds the manual, docs/*.md together: what a user reads.
+const maxDocsBytes = 200 << 10
+
+// TestDocsPageSize: no page of README.md and docs/*.md exceeds
+// maxPageBytes, and docs/*.md together stay within maxDocsBytes.
 func TestDocsPageSize(t *testing.T) {
 	t.Parallel()
+	var docs int64
 	for _, page := range docPages(t) {
 		info, err := os.Stat(page)
 		require.NoError(t, err)
 		assert.LessOrEqual(t, info.Size(), int64(maxPageBytes), "%s: %d bytes, at most %d", page, info.Size(), maxPageBytes)
+		if strings.HasPrefix(filepath.ToSlash(page), "docs/") {
+			docs += info.Size()
+		}
 	}
+	assert.Positive(t, docs, "the pages of docs/ were read")
+	assert.LessOrEqual(t, docs, int64(maxDocsBytes), "docs/*.md together: %d bytes, at most %d: cut, or move what is not for users to benchmarks/HISTORY.md", docs, maxDocsBytes)
 }
 
 // TestDocLines: a generated block is marked line by line, and a block that
