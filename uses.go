@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/sluicehq/sluice/policy"
 )
 
 // ErrRuleInUse is wrapped by the error of a SetRules call that leaves out
@@ -22,8 +24,9 @@ var ErrRuleInUse = errors.New("sluice: rule in use")
 // turn a route's checks into ErrUnknownRule. A rule that is only changed
 // (its limit, its window) is not left out.
 //
-// A name that is not a rule of the limiter now is an error wrapping
-// ErrUnknownRule, and then nothing is recorded. release is idempotent.
+// A name may be a rate rule's or an InFlight rule's. A name that is not a
+// rule of the limiter now is an error wrapping ErrUnknownRule, and then
+// nothing is recorded. release is idempotent.
 // httplimit and grpclimit call Require when they are built, for every rule
 // they name, and release once the middleware is garbage.
 func (l *Limiter) Require(user string, names ...string) (release func(), err error) {
@@ -31,7 +34,7 @@ func (l *Limiter) Require(user string, names ...string) (release func(), err err
 	defer l.setMu.Unlock()
 	set := l.set.Load()
 	for _, name := range names {
-		if set.byName[name] == nil {
+		if set.byName[name] == nil && l.inf.rule(name) == nil {
 			return nil, fmt.Errorf("%w %q (needed by %s)", ErrUnknownRule, name, user)
 		}
 	}
@@ -61,12 +64,13 @@ func (l *Limiter) Require(user string, names ...string) (release func(), err err
 	}, nil
 }
 
-// checkUses returns an error wrapping ErrRuleInUse if next lacks a rule
-// that something requires. The caller holds setMu.
-func (l *Limiter) checkUses(next *ruleSet) error {
+// checkUses returns an error wrapping ErrRuleInUse if next (the rate
+// rules) and inFlight lack a rule that something requires. The caller
+// holds setMu.
+func (l *Limiter) checkUses(next *ruleSet, inFlight []policy.Rule) error {
 	var missing []string
 	for name := range l.uses {
-		if next.byName[name] == nil {
+		if next.byName[name] == nil && !slices.ContainsFunc(inFlight, func(pr policy.Rule) bool { return pr.Name == name }) {
 			missing = append(missing, name)
 		}
 	}
