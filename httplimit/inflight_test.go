@@ -28,6 +28,19 @@ func slotRoutes(rules ...string) []httplimit.Route {
 	return []httplimit.Route{rt}
 }
 
+// recv returns the next value of ch, and fails the test if none comes
+// within a minute (a slot never released would otherwise hang it).
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatal("nothing received within a minute")
+		panic("unreachable")
+	}
+}
+
 // slotsFree reports whether key has n slots of rule free, taking and then
 // releasing them.
 func slotsFree(t *testing.T, lim *sluice.Limiter, rule, key string, n int) bool {
@@ -68,6 +81,12 @@ func TestInFlightHoldsSlots(t *testing.T) {
 		running.Add(-1)
 		_, _ = io.WriteString(w, "ok\n")
 	})))
+	opened := false
+	t.Cleanup(func() { // before the server's Close, which waits for the handlers
+		if !opened {
+			close(gate)
+		}
+	})
 
 	type result struct {
 		resp *http.Response
@@ -88,7 +107,7 @@ func TestInFlightHoldsSlots(t *testing.T) {
 	}
 	// The 3 refused answer while the 2 admitted are held at the gate.
 	for range 3 {
-		res := <-results
+		res := recv(t, results)
 		require.NotNil(t, res.resp)
 		assert.Equal(t, http.StatusServiceUnavailable, res.resp.StatusCode)
 		assert.Equal(t, "1", res.resp.Header.Get("Retry-After"))
@@ -98,12 +117,13 @@ func TestInFlightHoldsSlots(t *testing.T) {
 		p := checkProblem(t, res.resp, res.body)
 		assert.Contains(t, p["detail"], `"slots"`)
 	}
-	<-entered
-	<-entered
+	recv(t, entered)
+	recv(t, entered)
 	assert.False(t, slotsFree(t, lim, "slots", "127.0.0.1", 1), "the 2 running requests hold both slots")
 	close(gate)
+	opened = true
 	for range 2 {
-		res := <-results
+		res := recv(t, results)
 		require.NotNil(t, res.resp)
 		assert.Equal(t, http.StatusOK, res.resp.StatusCode)
 		assert.Empty(t, res.resp.Header.Get("Retry-After"))
@@ -179,12 +199,12 @@ func TestInFlightReleasedOnEveryEnding(t *testing.T) {
 			}
 			done <- err
 		}()
-		<-entered
+		recv(t, entered)
 		resp, _ := get(t, c, url+"/", nil)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the waiting request holds the slot")
 		cancel()
-		assert.ErrorIs(t, <-done, context.Canceled)
-		<-returned
+		assert.ErrorIs(t, recv(t, done), context.Canceled)
+		recv(t, returned)
 		resp, _ = get(t, c, url+"/", nil)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 	})
@@ -251,7 +271,7 @@ func TestInFlightAcquireError(t *testing.T) {
 		resp, _ := get(t, c, url, nil)
 		assert.Equal(t, tc.want, resp.StatusCode)
 		assert.Empty(t, resp.Header.Get("Retry-After"))
-		assert.ErrorIs(t, <-reported, sluice.ErrClosed)
+		assert.ErrorIs(t, recv(t, reported), sluice.ErrClosed)
 	}
 }
 
