@@ -171,7 +171,7 @@ func TestInFlightReleasedOnEveryEnding(t *testing.T) {
 			if recover() != nil {
 				w.WriteHeader(http.StatusInternalServerError)
 			}
-			if r.URL.Path == "/wait" {
+			if r.URL.Path == "/wait" || r.URL.Path == "/hijack" {
 				returned <- struct{}{}
 			}
 		}()
@@ -218,7 +218,9 @@ func TestInFlightReleasedOnEveryEnding(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		_ = resp.Body.Close()
-		// The connection is open; the handler has returned: the slot is free.
+		// The connection is open; once the handler has returned (its
+		// response was flushed before), the slot is free.
+		recv(t, returned)
 		resp, _ = get(t, c, url+"/", nil)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 	})
