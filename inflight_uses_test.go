@@ -12,7 +12,8 @@ import (
 )
 
 // TestInFlightRuleAndRequire checks that Rule describes an InFlight rule
-// and that Require holds one against a reload that leaves it out.
+// and that Require holds one against a reload that leaves it out or
+// makes it a rate rule.
 func TestInFlightRuleAndRequire(t *testing.T) {
 	t.Parallel()
 	rate := policy.Rule{Name: "rate", Limit: 5, Window: time.Minute}
@@ -28,6 +29,7 @@ func TestInFlightRuleAndRequire(t *testing.T) {
 	release, err := l.Require("test", "slots")
 	require.NoError(t, err)
 	assert.ErrorIs(t, l.SetRules(rate), sluice.ErrRuleInUse)
+	assert.ErrorIs(t, l.SetRules(rate, policy.Rule{Name: "slots", Limit: 3, Window: time.Minute}), sluice.ErrRuleInUse, "a rate rule in its place")
 	slots.Limit = 4
 	require.NoError(t, l.SetRules(rate, slots), "a changed limit is not a rule left out")
 	pr, _ = l.Rule("slots")

@@ -19,9 +19,10 @@ var ErrRuleInUse = errors.New("sluice: rule in use")
 // Require records that user (a description for error messages, such as
 // `httplimit route "GET /api/"`) checks the rules named names. Until
 // release is called, SetRules refuses, with an error wrapping
-// ErrRuleInUse, a set that leaves one of them out, and WatchFile keeps the
-// rules in force and logs the refusal at Error: a reload cannot silently
-// turn a route's checks into ErrUnknownRule. A rule that is only changed
+// ErrRuleInUse, a set that leaves one of them out (or turns a rate rule
+// into an InFlight rule, or back), and WatchFile keeps the rules in force
+// and logs the refusal at Error: a reload cannot silently turn a route's
+// checks into ErrUnknownRule. A rule that is only changed
 // (its limit, its window) is not left out.
 //
 // A name may be a rate rule's or an InFlight rule's. A name that is not a
@@ -65,13 +66,19 @@ func (l *Limiter) Require(user string, names ...string) (release func(), err err
 }
 
 // checkUses returns an error wrapping ErrRuleInUse if next (the rate
-// rules) and inFlight lack a rule that something requires. The caller
-// holds setMu.
+// rules) and inFlight lack a rule that something requires, or turn it from
+// a rate into an InFlight rule or back (what checks it takes a slot, or
+// checks a rate). The caller holds setMu.
 func (l *Limiter) checkUses(next *ruleSet, inFlight []policy.Rule) error {
+	cur := l.set.Load()
 	var missing []string
 	for name := range l.uses {
-		if next.byName[name] == nil && !slices.ContainsFunc(inFlight, func(pr policy.Rule) bool { return pr.Name == name }) {
+		rate := next.byName[name] != nil
+		slot := slices.ContainsFunc(inFlight, func(pr policy.Rule) bool { return pr.Name == name })
+		if !rate && !slot {
 			missing = append(missing, name)
+		} else if was := cur.byName[name] != nil; was != rate {
+			return fmt.Errorf("%w: the new rules turn %q (checked by %s) from a rate into an InFlight rule or back: keep its kind, or rebuild what checks it first", ErrRuleInUse, name, strings.Join(slices.Sorted(maps.Keys(l.uses[name])), ", "))
 		}
 	}
 	if len(missing) == 0 {
