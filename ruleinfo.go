@@ -8,10 +8,19 @@ import (
 
 // Rule returns the limiter's rule named name, as New resolved it (its Mode
 // is never ModeDefault), and whether there is one. Middleware reads it to
-// describe a rule to clients (its Limit and Window), without a check.
+// describe a rule to clients (its Limit and Window), without a check. An
+// InFlight rule is returned with its Name, Limit (in force), Mode and
+// InFlight.
 func (l *Limiter) Rule(name string) (policy.Rule, bool) {
 	r := l.rule(name)
 	if r == nil {
+		if ir := l.inf.rule(name); ir != nil {
+			mode := policy.Local
+			if ir.fleet {
+				mode = policy.Strict
+			}
+			return policy.Rule{Name: ir.name, Limit: ir.limit.Load(), Mode: mode, InFlight: true}, true
+		}
 		return policy.Rule{}, false
 	}
 	return r.pr, true

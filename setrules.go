@@ -80,7 +80,7 @@ func (l *Limiter) SetRules(rules ...policy.Rule) error {
 		retire(b.fresh)
 		return err
 	}
-	if err := l.checkUses(next); err != nil {
+	if err := l.checkUses(next, inRules); err != nil {
 		retire(b.fresh)
 		return err
 	}

@@ -42,7 +42,8 @@ func BenchmarkCheck(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				md, _ := l.check(ctx, "/sluice.test.Echo/Say")
+				var h held
+				md, _ := l.check(ctx, "/sluice.test.Echo/Say", &h)
 				if md == nil {
 					b.Fatal("no metadata")
 				}

@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
+	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -85,12 +86,21 @@ type Route struct {
 	// admits it, and counted against all or none (Limiter.AllowAll: a
 	// denial by one rule uses up nothing of the others). Up to 8. A shadow
 	// rule (policy.Rule.Shadow) never denies. Empty only with Unlimited.
+	//
+	// An InFlight rule (policy.Rule.InFlight) holds a slot of its key for
+	// the life of the call (of the stream, for a stream) instead: taken
+	// with Limiter.Acquire once the rate rules have admitted the call,
+	// released when the handler returns (or panics). A call refused a slot
+	// fails with codes.ResourceExhausted, with retry-after 1
+	// (BusyRetryAfter); the rate rules have counted it.
 	Rules []Rule
 	// Unlimited exempts the matching calls (a health check under a "*"
 	// route); Rules must then be empty.
 	Unlimited bool
-	// Cost returns a call's cost in the rules' units; nil means
-	// Config.Cost, and 1 without it.
+	// Cost returns a call's cost in the rate rules' units; nil means
+	// Config.Cost, and 1 without it. A call takes one slot of each InFlight
+	// rule whatever its cost: a Cost on a route with only InFlight rules is
+	// an error of the constructors.
 	Cost func(ctx context.Context, fullMethod string) int64
 }
 
@@ -128,9 +138,40 @@ const maxRules = 8
 // route is a checked Route; one without rules is unlimited.
 type route struct {
 	pattern string
-	rules   *httplimit.RuleSet // nil: unlimited
-	keys    []KeyFunc
+	rules   *httplimit.RuleSet // the rate rules; nil if none
+	keys    []KeyFunc          // the rate rules' keys, then the InFlight rules'
+	slots   []string           // the InFlight rules, acquired in this order
 	cost    func(ctx context.Context, fullMethod string) int64
+}
+
+// unlimited reports whether rt checks nothing.
+func (rt *route) unlimited() bool { return rt.rules == nil && len(rt.slots) == 0 }
+
+// names returns the names of the route's rules, rate and InFlight.
+func (rt *route) names() []string {
+	var out []string
+	if rt.rules != nil {
+		out = names(rt.rules)
+	}
+	return append(out, rt.slots...)
+}
+
+// BusyRetryAfter is the retry-after, in seconds, of a call refused an
+// in-flight slot: a slot frees when a holder releases it, which cannot be
+// foreseen, so the smallest whole delay.
+const BusyRetryAfter = 1
+
+// held is the slots a call holds, released when it ends.
+type held struct {
+	s [maxRules]sluice.Slot
+	n int
+}
+
+// release gives back the slots.
+func (h *held) release() {
+	for _, s := range h.s[:h.n] {
+		s.Release()
+	}
 }
 
 // limiter is a checked Config.
@@ -200,13 +241,13 @@ func newLimiter(cfg Config) (l *limiter, err error) {
 		if err := l.router.add(cr.Pattern, rt); err != nil {
 			return nil, fmt.Errorf("grpclimit: %w", err)
 		}
-		if rt.rules == nil {
+		if rt.unlimited() {
 			continue
 		}
 		limited++
 		// While the interceptor lives, a reload cannot leave out a rule
 		// it checks (sluice.Limiter.Require).
-		release, err := cfg.Limiter.Require(fmt.Sprintf("grpclimit interceptor, route %q", cr.Pattern), names(rt.rules)...)
+		release, err := cfg.Limiter.Require(fmt.Sprintf("grpclimit interceptor, route %q", cr.Pattern), rt.names()...)
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: route %q: %w", cr.Pattern, err)
 		}
@@ -240,6 +281,7 @@ func (l *limiter) route(cr Route, key KeyFunc, cost func(context.Context, string
 		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(cr.Rules), maxRules)
 	}
 	names := make([]string, 0, len(cr.Rules))
+	var slotKeys []KeyFunc
 	for i, r := range cr.Rules {
 		for _, o := range cr.Rules[:i] {
 			if o.Name == r.Name && o.Key == nil && r.Key == nil {
@@ -250,12 +292,30 @@ func (l *limiter) route(cr Route, key KeyFunc, cost func(context.Context, string
 		if k == nil {
 			k = key
 		}
+		pr, ok := l.lim.Rule(r.Name)
+		if !ok {
+			return nil, fmt.Errorf("rule %q: the limiter has no such rule", r.Name)
+		}
+		if pr.InFlight {
+			rt.slots = append(rt.slots, r.Name)
+			slotKeys = append(slotKeys, k)
+			continue
+		}
 		names = append(names, r.Name)
 		rt.keys = append(rt.keys, k)
 	}
-	var err error
-	rt.rules, err = httplimit.NewRuleSet(l.lim, names...)
-	return rt, err
+	if len(names) == 0 {
+		if cr.Cost != nil {
+			return nil, fmt.Errorf("a Cost with only InFlight rules (%q): a call takes one slot whatever its cost; remove Cost, or add the rate rule it weighs", rt.slots)
+		}
+	} else {
+		var err error
+		if rt.rules, err = httplimit.NewRuleSet(l.lim, names...); err != nil {
+			return nil, err
+		}
+	}
+	rt.keys = append(rt.keys, slotKeys...)
+	return rt, nil
 }
 
 // names returns the names of the rules of rs.
@@ -276,19 +336,25 @@ func UnaryServerInterceptor(cfg Config) (grpc.UnaryServerInterceptor, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, err := l.check(ctx, info.FullMethod)
+		var h held
+		md, err := l.check(ctx, info.FullMethod, &h)
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md) // fails only if headers were sent: they were not
 		}
 		if err != nil {
 			return nil, err
 		}
+		if h.n == 0 {
+			return handler(ctx, req)
+		}
+		defer h.release() // panics included
 		return handler(ctx, req)
 	}, nil
 }
 
 // StreamServerInterceptor checks cfg and returns the stream interceptor: a
-// stream is checked once, when it opens. While it is reachable, the
+// stream is checked once, when it opens, and holds its in-flight slots
+// until its handler returns. While it is reachable, the
 // limiter refuses a reload that leaves out a rule it checks, as
 // UnaryServerInterceptor's does.
 func StreamServerInterceptor(cfg Config) (grpc.StreamServerInterceptor, error) {
@@ -297,13 +363,18 @@ func StreamServerInterceptor(cfg Config) (grpc.StreamServerInterceptor, error) {
 		return nil, err
 	}
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, err := l.check(ss.Context(), info.FullMethod)
+		var h held
+		md, err := l.check(ss.Context(), info.FullMethod, &h)
 		if md != nil {
 			_ = ss.SetHeader(md)
 		}
 		if err != nil {
 			return err
 		}
+		if h.n == 0 {
+			return handler(srv, ss)
+		}
+		defer h.release() // panics included
 		return handler(srv, ss)
 	}, nil
 }
@@ -313,10 +384,11 @@ func StreamServerInterceptor(cfg Config) (grpc.StreamServerInterceptor, error) {
 const allFields = httplimit.HeaderRateLimitPolicy | httplimit.HeaderRateLimit | httplimit.HeaderXRateLimit | httplimit.HeaderRetryAfter
 
 // check decides a call: the header metadata to send (nil for none) and the
-// call's error (nil to proceed).
-func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error) {
+// call's error (nil to proceed). The in-flight slots taken for a call that
+// proceeds are in h, for the caller to release when the call ends.
+func (l *limiter) check(ctx context.Context, method string, h *held) (metadata.MD, error) {
 	rt := l.router.match(method)
-	if rt == nil || rt.rules == nil {
+	if rt == nil || rt.unlimited() {
 		return nil, nil
 	}
 	var keyBuf [maxRules]string
@@ -328,24 +400,25 @@ func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error)
 		}
 		keys[i] = key
 	}
+	if rt.rules == nil {
+		return l.acquire(ctx, method, rt, keys, nil, h)
+	}
+	nr := rt.rules.Len()
 	n := int64(1)
 	if rt.cost != nil {
 		n = rt.cost(ctx, method)
 	}
-	res, err := rt.rules.Check(ctx, keys, n, l.set)
+	res, err := rt.rules.Check(ctx, keys[:nr], n, l.set)
 	if err != nil {
-		if l.report != nil {
-			l.report(ctx, method, err)
-		}
-		if l.errorMode == ErrorServe && !errors.Is(err, sluice.ErrStoreUnavailable) {
-			return nil, nil
-		}
-		return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
+		return nil, l.failed(ctx, method, err)
 	}
 	f := res.Fields()
 	md := toMetadata(&f)
 	d := res.Decision
 	if d.Allowed {
+		if len(rt.slots) != 0 {
+			return l.acquire(ctx, method, rt, keys[nr:], md, h)
+		}
 		return md, nil
 	}
 	rule := rt.rules.Name(max(res.Denied, 0))
@@ -371,6 +444,68 @@ func (l *limiter) check(ctx context.Context, method string) (metadata.MD, error)
 		return md, status.Error(codes.ResourceExhausted, "rate limit exceeded")
 	}
 	return md, st.Err()
+}
+
+// failed hears of a check that could not be made and returns the call's
+// error as the ErrorMode says (nil: proceed unlimited).
+func (l *limiter) failed(ctx context.Context, method string, err error) error {
+	if l.report != nil {
+		l.report(ctx, method, err)
+	}
+	if l.errorMode == ErrorServe && !errors.Is(err, sluice.ErrStoreUnavailable) {
+		return nil
+	}
+	return status.Error(codes.Unavailable, "rate limiter unavailable")
+}
+
+// acquire takes a slot of each InFlight rule of rt under keys (one per
+// rule) into h. A call refused a slot gives back those it took and fails
+// with ResourceExhausted; md (the rate rules' fields) gets retry-after. An
+// Acquire error follows the ErrorMode (ErrorServe proceeds without that
+// slot).
+func (l *limiter) acquire(ctx context.Context, method string, rt *route, keys []string, md metadata.MD, h *held) (metadata.MD, error) {
+	for i, name := range rt.slots {
+		s, d, err := l.lim.Acquire(ctx, name, keys[i])
+		if err != nil {
+			if err := l.failed(ctx, method, err); err != nil {
+				h.release()
+				h.n = 0
+				return md, err
+			}
+			continue
+		}
+		if !d.Allowed {
+			h.release()
+			h.n = 0
+			if l.set != 0 {
+				if md == nil {
+					md = metadata.MD{}
+				}
+				md.Set("retry-after", strconv.Itoa(BusyRetryAfter))
+			}
+			return md, busy(name, d)
+		}
+		h.s[h.n] = s
+		h.n++
+	}
+	return md, nil
+}
+
+// busy is the error of a call refused a slot of the InFlight rule named
+// rule.
+func busy(rule string, d sluice.Decision) error {
+	msg := fmt.Sprintf("in-flight limit %q reached: every slot is taken; retry in %ds", rule, BusyRetryAfter)
+	st, err := status.New(codes.ResourceExhausted, msg).WithDetails(
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(BusyRetryAfter * time.Second)},
+		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject:     "rule:" + rule,
+			Description: fmt.Sprintf("more than %d in flight", d.Limit),
+		}}},
+	)
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, msg)
+	}
+	return st.Err()
 }
 
 // The errdetails.ErrorInfo of a blocked call (codes.PermissionDenied).

@@ -218,3 +218,42 @@ func ExampleNew_layered() {
 	// 429 "minute";q=2;w=60, "hour";q=3;w=3600
 	//     0 2
 }
+
+// A route that names an InFlight rule holds one of its slots while the
+// request runs: here at most one report is built at a time per client.
+func ExampleNew_inFlight() {
+	limiter, err := sluice.New(sluice.Options{},
+		policy.Rule{Name: "reports", Limit: 1, InFlight: true},
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter:   limiter,
+		Routes:    []httplimit.Route{{Pattern: "/reports", Rules: []httplimit.Rule{{Name: "reports"}}}},
+		ErrorMode: httplimit.ErrorReject,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	send := func() {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/reports", nil)
+		r.RemoteAddr = "192.0.2.1:5555"
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("Retry-After"))
+	}
+	// Another request of the client is in flight: it holds the slot.
+	slot, _, err := limiter.Acquire(context.Background(), "reports", "192.0.2.1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	send()
+	slot.Release()
+	send()
+	// Output:
+	// 503 1
+	// 200
+}

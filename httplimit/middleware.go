@@ -31,9 +31,17 @@ type Route struct {
 	// none (a denial by one rule uses up nothing of the others). Up to
 	// maxRules (8). A shadow rule (policy.Rule.Shadow) never denies; the
 	// headers say when it would have.
+	//
+	// An InFlight rule (policy.Rule.InFlight) holds a slot of its key for
+	// the life of the request instead: taken with Limiter.Acquire once the
+	// rate rules have admitted the request, released when the handler
+	// returns (or panics). A request refused a slot is answered 503 with
+	// Retry-After: 1 (Config.OnBusy), and the rate rules have counted it.
 	Rules []Rule
-	// Cost returns a request's cost in the rules' units; nil means 1. A
-	// cost below 1 or above a rule's limit is an error (see ErrorMode).
+	// Cost returns a request's cost in the rate rules' units; nil means 1.
+	// A cost below 1 or above a rule's limit is an error (see ErrorMode).
+	// A request takes one slot of each InFlight rule whatever its cost: a
+	// Cost on a route with only InFlight rules is an error of New.
 	Cost func(*http.Request) int64
 }
 
@@ -96,6 +104,12 @@ type Config struct {
 	// headers and Retry-After are already set on w. A blocked client is
 	// answered by OnBlocked instead.
 	Deny func(w http.ResponseWriter, r *http.Request, d Denial)
+	// OnBusy writes the response to a request refused a slot of an InFlight
+	// rule (Denial.Decision is Acquire's); nil means 503 Service
+	// Unavailable with a problem+json body. Retry-After: 1
+	// (BusyRetryAfter) is already set on w, and the rate rules' headers
+	// if the route has any; the InFlight rule has no rate-limit header.
+	OnBusy func(w http.ResponseWriter, r *http.Request, d Denial)
 	// OnBlocked writes the response to a request denied outright, by a Deny
 	// rule or a Deny override tier (sluice.Decision.Blocked): no wait lifts
 	// such a denial, so no Retry-After is set. nil means 403 Forbidden
@@ -116,6 +130,13 @@ type Config struct {
 // that says why such a client is refused and that waiting does not help.
 const DefaultBlockedProblemType = "https://github.com/sluicehq/sluice/blob/main/docs/front-door.md#blocked-clients"
 
+// BusyRetryAfter is the Retry-After, in seconds, of the default answer to
+// a request refused an in-flight slot (Config.OnBusy). A slot frees when a
+// holder releases it, which cannot be foreseen: the smallest whole delay.
+const BusyRetryAfter = 1
+
+var busyRetryAfter = strconv.Itoa(BusyRetryAfter)
+
 // maxRules is the most rules a route may layer (AllowAll decides up to 8
 // checks without allocating).
 const maxRules = 8
@@ -123,8 +144,9 @@ const maxRules = 8
 // route is a checked Route.
 type route struct {
 	pattern string
-	rules   *RuleSet
-	keys    []KeyFunc
+	rules   *RuleSet  // the rate rules; nil if there are none
+	keys    []KeyFunc // the rate rules' keys, then the InFlight rules'
+	slots   []string  // the InFlight rules, acquired in this order
 	cost    func(*http.Request) int64
 }
 
@@ -142,6 +164,7 @@ type middleware struct {
 	onNoID      func(http.ResponseWriter, *http.Request, error)
 	deny        func(http.ResponseWriter, *http.Request, Denial)
 	blocked     func(http.ResponseWriter, *http.Request, Denial)
+	busy        func(http.ResponseWriter, *http.Request, Denial)
 	problemType string
 	blockedType string
 }
@@ -197,6 +220,7 @@ func newMiddleware(cfg Config) (m *middleware, err error) {
 		onNoID:      cfg.OnNoIdentity,
 		deny:        cfg.Deny,
 		blocked:     cfg.OnBlocked,
+		busy:        cfg.OnBusy,
 		problemType: cfg.ProblemType,
 		blockedType: cfg.BlockedProblemType,
 	}
@@ -208,6 +232,9 @@ func newMiddleware(cfg Config) (m *middleware, err error) {
 	}
 	if m.blocked == nil {
 		m.blocked = m.defaultBlocked
+	}
+	if m.busy == nil {
+		m.busy = m.defaultBusy
 	}
 	if m.onError == nil {
 		m.onError = m.defaultOnError
@@ -241,7 +268,7 @@ func newMiddleware(cfg Config) (m *middleware, err error) {
 		m.byPattern[cr.Pattern] = rt
 		// While the middleware lives, a reload cannot leave out a rule
 		// its routes check (sluice.Limiter.Require).
-		release, err := cfg.Limiter.Require(fmt.Sprintf("httplimit route %q", cr.Pattern), rt.rules.names...)
+		release, err := cfg.Limiter.Require(fmt.Sprintf("httplimit route %q", cr.Pattern), rt.names()...)
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Routes[%d] (%q): %w", i, cr.Pattern, err)
 		}
@@ -279,6 +306,7 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 	}
 	rt := &route{pattern: cr.Pattern, cost: cr.Cost}
 	names := make([]string, 0, len(cr.Rules))
+	var slotKeys []KeyFunc
 	for i, r := range cr.Rules {
 		for _, o := range cr.Rules[:i] {
 			if o.Name == r.Name && o.Key == nil && r.Key == nil {
@@ -289,12 +317,39 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 		if k == nil {
 			k = key
 		}
+		pr, ok := m.lim.Rule(r.Name)
+		if !ok {
+			return nil, fmt.Errorf("rule %q: the limiter has no such rule", r.Name)
+		}
+		if pr.InFlight {
+			rt.slots = append(rt.slots, r.Name)
+			slotKeys = append(slotKeys, k)
+			continue
+		}
 		names = append(names, r.Name)
 		rt.keys = append(rt.keys, k)
 	}
-	var err error
-	rt.rules, err = NewRuleSet(m.lim, names...)
-	return rt, err
+	if len(names) == 0 {
+		if cr.Cost != nil {
+			return nil, fmt.Errorf("a Cost with only InFlight rules (%q): a request takes one slot whatever its cost; remove Cost, or add the rate rule it weighs", rt.slots)
+		}
+	} else {
+		var err error
+		if rt.rules, err = NewRuleSet(m.lim, names...); err != nil {
+			return nil, err
+		}
+	}
+	rt.keys = append(rt.keys, slotKeys...)
+	return rt, nil
+}
+
+// names returns the names of the route's rules, rate and InFlight.
+func (rt *route) names() []string {
+	var names []string
+	if rt.rules != nil {
+		names = append(names, rt.rules.names...)
+	}
+	return append(names, rt.slots...)
 }
 
 // match returns the route of r, or nil. A request that a ServeMux has
@@ -333,31 +388,80 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		}
 		keys[i] = key
 	}
-	n := int64(1)
-	if rt.cost != nil {
-		n = rt.cost(r)
-	}
-	res, err := rt.rules.Check(r.Context(), keys, n, m.set)
-	if err != nil {
-		if m.report != nil {
-			m.report(r, err)
+	if rt.rules != nil {
+		nr := rt.rules.Len()
+		n := int64(1)
+		if rt.cost != nil {
+			n = rt.cost(r)
 		}
-		if m.errorMode == ErrorServe && !errors.Is(err, sluice.ErrStoreUnavailable) {
-			next.ServeHTTP(w, r)
+		res, err := rt.rules.Check(r.Context(), keys[:nr], n, m.set)
+		if err != nil {
+			if m.failed(w, r, err) {
+				next.ServeHTTP(w, r)
+			}
 			return
 		}
-		m.onError(w, r, err)
-		return
-	}
-	setHeaders(w.Header(), &res.vals)
-	if d := res.Decision; !d.Allowed {
-		dn := Denial{Rule: rt.rules.names[max(res.Denied, 0)], Decision: d}
-		if d.Blocked() {
-			m.blocked(w, r, dn)
+		setHeaders(w.Header(), &res.vals)
+		if d := res.Decision; !d.Allowed {
+			dn := Denial{Rule: rt.rules.names[max(res.Denied, 0)], Decision: d}
+			if d.Blocked() {
+				m.blocked(w, r, dn)
+				return
+			}
+			m.deny(w, r, dn)
 			return
 		}
-		m.deny(w, r, dn)
+		keys = keys[nr:]
+	}
+	if len(rt.slots) != 0 {
+		m.serveHeld(rt, keys, next, w, r)
 		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// failed hears of a check that could not be made and answers it as the
+// ErrorMode says, unless the request is to be served unlimited (true).
+func (m *middleware) failed(w http.ResponseWriter, r *http.Request, err error) (serve bool) {
+	if m.report != nil {
+		m.report(r, err)
+	}
+	if m.errorMode == ErrorServe && !errors.Is(err, sluice.ErrStoreUnavailable) {
+		return true
+	}
+	m.onError(w, r, err)
+	return false
+}
+
+// serveHeld takes a slot of each InFlight rule of rt under keys (one per
+// rule) and serves r holding them: they are released when next returns,
+// panics included (the deferred release runs, and the panic goes on). A
+// hijacked connection's slots are released when next returns too, so its
+// life after that is not counted. A request refused a slot gives back the
+// slots it took and is answered by OnBusy; an Acquire error follows the
+// ErrorMode (ErrorServe serves it without that slot).
+func (m *middleware) serveHeld(rt *route, keys []string, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	var buf [maxRules]sluice.Slot
+	held := buf[:0]
+	defer func() {
+		for _, s := range held {
+			s.Release()
+		}
+	}()
+	for i, name := range rt.slots {
+		s, d, err := m.lim.Acquire(r.Context(), name, keys[i])
+		if err != nil {
+			if m.failed(w, r, err) {
+				continue
+			}
+			return
+		}
+		if !d.Allowed {
+			w.Header().Set("Retry-After", busyRetryAfter)
+			m.busy(w, r, Denial{Rule: name, Decision: d})
+			return
+		}
+		held = append(held, s)
 	}
 	next.ServeHTTP(w, r)
 }
@@ -385,6 +489,16 @@ func (m *middleware) defaultDeny(w http.ResponseWriter, r *http.Request, d Denia
 		Status:     http.StatusTooManyRequests,
 		Detail:     "rate limit " + strconv.Quote(d.Rule) + " exceeded: retry in " + strconv.FormatInt(retry, 10) + "s",
 		RetryAfter: retry,
+	}.Write(w)
+}
+
+func (m *middleware) defaultBusy(w http.ResponseWriter, r *http.Request, d Denial) {
+	Problem{
+		Type:       "about:blank",
+		Title:      http.StatusText(http.StatusServiceUnavailable),
+		Status:     http.StatusServiceUnavailable,
+		Detail:     "in-flight limit " + strconv.Quote(d.Rule) + " reached: every slot is taken; retry in " + strconv.Itoa(BusyRetryAfter) + "s",
+		RetryAfter: BusyRetryAfter,
 	}.Write(w)
 }
 

@@ -58,6 +58,9 @@ func NewRuleSet(lim *sluice.Limiter, names ...string) (*RuleSet, error) {
 		if !ok {
 			return nil, fmt.Errorf("rule %q: the limiter has no such rule", name)
 		}
+		if pr.InFlight {
+			return nil, fmt.Errorf("rule %q is an InFlight rule: a RuleSet checks rates; take its slot with Limiter.Acquire (httplimit and grpclimit routes do so)", name)
+		}
 		rh, err := ruleHeader(pr)
 		if err != nil {
 			return nil, err
