@@ -548,7 +548,17 @@ func (f *inflight) renew(all bool) error {
 			f.queue(x)
 		}
 	}
+	// Slots released while this renewal was in flight, which it may have
+	// added back (unhold): removed at once by the loop, not a third of a
+	// lease later.
+	again := err == nil && f.renewing == 0 && len(f.gone) > 0
 	f.mu.Unlock()
+	if again {
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+	}
 	return err
 }
 
