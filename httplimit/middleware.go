@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/layer"
 )
 
 // Rule is one limiter rule a route checks.
@@ -305,41 +306,23 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(cr.Rules), maxRules)
 	}
 	rt := &route{pattern: cr.Pattern, cost: cr.Cost}
-	names := make([]string, 0, len(cr.Rules))
-	var slotKeys []KeyFunc
+	rules := make([]layer.Rule[KeyFunc], len(cr.Rules))
 	for i, r := range cr.Rules {
-		for _, o := range cr.Rules[:i] {
-			if o.Name == r.Name && o.Key == nil && r.Key == nil {
-				return nil, fmt.Errorf("rule %q twice under the same key: list each rule once per key (a Cost of 2, if that is meant)", r.Name)
-			}
+		rules[i] = layer.Rule[KeyFunc]{Name: r.Name, Key: r.Key, Own: r.Key != nil}
+		if r.Key == nil {
+			rules[i].Key = key
 		}
-		k := r.Key
-		if k == nil {
-			k = key
-		}
-		pr, ok := m.lim.Rule(r.Name)
-		if !ok {
-			return nil, fmt.Errorf("rule %q: the limiter has no such rule", r.Name)
-		}
-		if pr.InFlight {
-			rt.slots = append(rt.slots, r.Name)
-			slotKeys = append(slotKeys, k)
-			continue
-		}
-		names = append(names, r.Name)
-		rt.keys = append(rt.keys, k)
 	}
-	if len(names) == 0 {
-		if cr.Cost != nil {
-			return nil, fmt.Errorf("a Cost with only InFlight rules (%q): a request takes one slot whatever its cost; remove Cost, or add the rate rule it weighs", rt.slots)
-		}
-	} else {
-		var err error
-		if rt.rules, err = NewRuleSet(m.lim, names...); err != nil {
+	split, err := layer.Split(m.lim, rules, cr.Cost != nil, "request")
+	if err != nil {
+		return nil, err
+	}
+	rt.slots, rt.keys = split.Slots, split.Keys
+	if len(split.Rates) > 0 {
+		if rt.rules, err = NewRuleSet(m.lim, split.Rates...); err != nil {
 			return nil, err
 		}
 	}
-	rt.keys = append(rt.keys, slotKeys...)
 	return rt, nil
 }
 
