@@ -132,24 +132,10 @@ func run(out io.Writer) error {
 // analyse finds where each exported name of the machinery is used.
 func analyse() (report, error) {
 	var r report
-	pkgs, err := goList()
+	pkgs, fset, imp, err := load()
 	if err != nil {
 		return r, err
 	}
-	exports := map[string]string{}
-	for _, p := range pkgs {
-		if p.Export != "" {
-			exports[p.ImportPath] = p.Export
-		}
-	}
-	fset := token.NewFileSet()
-	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
-		f, ok := exports[path]
-		if !ok {
-			return nil, fmt.Errorf("no export data for %s", path)
-		}
-		return os.Open(f)
-	}).(types.ImporterFrom)
 
 	// The names to account for.
 	names := map[string]*use{} // "pkg.Name" or "pkg.Type.Method"
@@ -415,20 +401,10 @@ func chainVars(tuples ...*types.Tuple) func(yield func(*types.Var) bool) {
 // internal/ exports: top-level names, and the methods of exported types
 // (an exported interface's methods included).
 func countNames(out io.Writer) error {
-	pkgs, err := goList()
+	pkgs, _, imp, err := load()
 	if err != nil {
 		return err
 	}
-	exports := map[string]string{}
-	for _, p := range pkgs {
-		if p.Export != "" {
-			exports[p.ImportPath] = p.Export
-		}
-	}
-	fset := token.NewFileSet()
-	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
-		return os.Open(exports[path])
-	})
 	total := 0
 	for _, p := range pkgs {
 		if p.DepOnly || p.Module == nil || p.Module.Path != library || p.Name == "main" ||
@@ -510,6 +486,30 @@ type ifaceUse struct {
 func isInterfaceMethod(f *types.Func) bool {
 	recv := f.Type().(*types.Signature).Recv()
 	return recv != nil && types.IsInterface(recv.Type())
+}
+
+// load lists the workspace's packages (goList) and returns an importer of
+// their compiled export data, with the file set it records positions in.
+func load() ([]listed, *token.FileSet, types.ImporterFrom, error) {
+	pkgs, err := goList()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	exports := map[string]string{}
+	for _, p := range pkgs {
+		if p.Export != "" {
+			exports[p.ImportPath] = p.Export
+		}
+	}
+	fset := token.NewFileSet()
+	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		f, ok := exports[path]
+		if !ok {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(f)
+	}).(types.ImporterFrom)
+	return pkgs, fset, imp, nil
 }
 
 func goList() ([]listed, error) {
