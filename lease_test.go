@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,4 +80,55 @@ func TestLeaseCutsRoundTrips(t *testing.T) {
 			assert.Equal(t, tc.remaining, d.Remaining)
 		})
 	}
+}
+
+// aheadClock is the system clock plus a step that the test sets: a local
+// clock that has run ahead of the store's since the offset was measured.
+type aheadClock struct{ step atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time { return time.Now().Add(time.Duration(c.step.Load())) }
+
+// TestLeaseOfALeftBucket: an instance whose clock runs ahead of the store's
+// (an offset measured on a lopsided round trip) past a bucket's end is
+// granted leases of a bucket its checks have left. It gives them back at
+// once: held, they would count as held until the next cycle (an hour here)
+// and stop every grant after the store has reached the bucket too, one
+// round trip per cap's worth of checks (about 50 asks for 300 checks).
+func TestLeaseOfALeftBucket(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	rule := policy.Rule{Name: "r", Limit: 1000, Window: 10 * time.Second, Mode: policy.Eventual}
+	clk := &aheadClock{}
+	l, err := sluice.New(sluice.Options{Redis: client, Prefix: "left", SyncInterval: time.Hour, MinInstances: 1,
+		Timeout: 5 * time.Second, Clock: clk}, rule)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	check := func(n int) int64 {
+		before := l.Stats().Sync
+		for i := range n {
+			d, err := l.Allow(ctx, "r", "k")
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "check %d", i)
+		}
+		after := l.Stats().Sync
+		return after.Reservations + after.EarlySyncs - before.Reservations - before.EarlySyncs
+	}
+	// Sub-windows of 1 s on the store clock (Redis TIME, this machine's):
+	// 80 ms before one ends, the local clock steps 300 ms ahead.
+	const sub = time.Second
+	now := time.Now()
+	end := now.Truncate(sub).Add(sub)
+	if end.Sub(now) < 80*time.Millisecond {
+		end = end.Add(sub)
+	}
+	time.Sleep(time.Until(end.Add(-80 * time.Millisecond)))
+	clk.step.Store(int64(300 * time.Millisecond))
+	check(300)
+	// Once the store has passed the bucket's end too, the leases it grants
+	// serve the checks again.
+	time.Sleep(time.Until(end.Add(50 * time.Millisecond)))
+	asks := check(300)
+	assert.LessOrEqual(t, asks, int64(24), "asks for 300 checks once both clocks are in the bucket")
+	require.NoError(t, l.Flush(ctx))
 }
