@@ -65,16 +65,25 @@ func NewGCRATable(g window.GCRA, keys *Keys) (*GCRATable, error) {
 
 // Allow decides cost n for key at now and records it if admitted.
 func (t *GCRATable) Allow(key string, now, n int64) Outcome {
+	return t.AllowAbove(key, now, n, tatFresh)
+}
+
+// AllowAbove is Allow on a TAT of at least floor: a bound on the key's state
+// from elsewhere (an Eventual bucket's failure mode starts from the store's
+// bucket as this instance last saw it, not from a full one). An untracked
+// key is decided on its sketch, without the floor.
+func (t *GCRATable) AllowAbove(key string, now, n, floor int64) Outcome {
 	e := t.keys.lookup(key)
 	if e == nil {
 		return t.untracked(key, now, n)
 	}
 	for {
-		tat := e.tat.Load()
-		if tat < tatFresh {
-			e = t.settle(e, key, tat)
+		was := e.tat.Load()
+		if was < tatFresh {
+			e = t.settle(e, key, was)
 			continue
 		}
+		tat := max(was, floor)
 		next, ok := t.g.Admit(tat, now, n)
 		if !ok {
 			// As denied, written out: denied does not inline.
@@ -84,7 +93,7 @@ func (t *GCRATable) Allow(key string, now, n int64) Outcome {
 				RetryAfter: t.g.RetryAfter(tat, now, n),
 			}
 		}
-		if e.tat.CompareAndSwap(tat, next) {
+		if e.tat.CompareAndSwap(was, next) {
 			return t.admitted(next, now)
 		}
 	}
@@ -117,7 +126,10 @@ func (t *GCRATable) admitted(next, now int64) Outcome {
 }
 
 // Peek returns what a check of one unit would see at now.
-func (t *GCRATable) Peek(key string, now int64) Outcome {
+func (t *GCRATable) Peek(key string, now int64) Outcome { return t.PeekAbove(key, now, tatFresh) }
+
+// PeekAbove is Peek on a TAT of at least floor (AllowAbove).
+func (t *GCRATable) PeekAbove(key string, now, floor int64) Outcome {
 	tat := int64(tatSeed)
 	if e, ok := t.keys.m.Load(key); ok {
 		tat = e.tat.Load()
@@ -125,6 +137,7 @@ func (t *GCRATable) Peek(key string, now int64) Outcome {
 	if tat < tatFresh { // untracked, not seeded yet, or gone: as the sketch bounds it
 		tat = t.estimate(key)
 	}
+	tat = max(tat, floor)
 	rem := t.g.Remaining(tat, now)
 	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.g.ResetAfter(tat, now)}
 }

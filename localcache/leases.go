@@ -36,6 +36,7 @@ type LeaseTable struct {
 type leaseEntry struct {
 	held   atomic.Int64 // units leased, not yet admitted; heldGone once evicted
 	tat    atomic.Int64 // the store's TAT at its last answer; tatFresh before
+	owed   atomic.Int64 // units the failure mode admitted, not charged to the store yet
 	asking atomic.Bool  // a check is asking the store for a lease
 }
 
@@ -147,6 +148,11 @@ type Ticket struct {
 	// clock); 0 if none: a floor for the store's, which only grows, and
 	// which a store that lost its data has forgotten.
 	TAT int64
+	// Owed is the units the failure mode admitted for the key (Owe) that
+	// the store is to be charged with this check: the ticket took them
+	// from the entry, and Settle gives them back if the store did not
+	// answer.
+	Owed int64
 }
 
 // Ask returns the ticket of a check of key that Allow sent to the store. The
@@ -156,20 +162,33 @@ func (t *LeaseTable) Ask(key string) Ticket {
 	if !ok {
 		return Ticket{e: e}
 	}
-	var floor int64
+	var floor, owed int64
 	if tat := e.tat.Load(); tat > tatFresh {
 		floor = tat
 	}
+	if e.owed.Load() != 0 {
+		owed = e.owed.Swap(0)
+	}
 	if !e.asking.CompareAndSwap(false, true) {
-		return Ticket{e: e, TAT: floor}
+		return Ticket{e: e, TAT: floor, Owed: owed}
 	}
 	h := e.held.Load()
 	want := t.most.Load() - h // ≤ 0 if h is heldGone
 	if h == heldGone || want <= 0 {
 		e.asking.Store(false)
-		return Ticket{e: e, TAT: floor}
+		return Ticket{e: e, TAT: floor, Owed: owed}
 	}
-	return Ticket{e: e, Want: want, TAT: floor}
+	return Ticket{e: e, Want: want, TAT: floor, Owed: owed}
+}
+
+// Owe records that the failure mode admitted n units of key (negative: it
+// took an admission back), which the next check that asks the store
+// charges it with (Ticket.Owed). A key without an entry owes nothing: the
+// store cannot be told of it.
+func (t *LeaseTable) Owe(key string, n int64) {
+	if e, ok := t.keys.m.Load(key); ok {
+		e.owed.Add(n)
+	}
 }
 
 // NoAnswer is the time and the TAT to Settle a ticket with when the store
@@ -187,6 +206,9 @@ func (t *LeaseTable) Settle(tk Ticket, at, tat, leased int64) (held int64) {
 	e := tk.e
 	if e == nil {
 		return 0
+	}
+	if at == NoAnswer && tk.Owed != 0 {
+		e.owed.Add(tk.Owed) // not charged: the next ask carries it
 	}
 	raise(&e.tat, tat)
 	held = e.held.Load()
@@ -209,6 +231,17 @@ func (t *LeaseTable) Settle(tk Ticket, at, tat, leased int64) (held int64) {
 // SetLease; any more are dropped).
 func (t *LeaseTable) Refund(key string, n int64) {
 	t.Settle(Ticket{e: t.entry(key)}, NoAnswer, NoAnswer, n)
+}
+
+// TAT returns key's TAT in the store at its last answer (ns, store clock),
+// or 0 if the store has not answered a check of key.
+func (t *LeaseTable) TAT(key string) int64 {
+	if e, ok := t.keys.m.Load(key); ok {
+		if tat := e.tat.Load(); tat > tatFresh {
+			return tat
+		}
+	}
+	return 0
 }
 
 // entry returns key's entry, nil if it has none.

@@ -25,9 +25,16 @@ import "github.com/redis/go-redis/v9"
 // restarted empty): the check then decides on the floor, and records the
 // TAT from it, so that the bucket a loss refilled is not spent twice.
 //
+// And a charge: units the caller's failure mode admitted while the store
+// did not answer (an Eventual rule under FailLocal), taken from the bucket
+// before the check is decided, and recorded whatever the decision (the
+// debt may pass τ: the bucket is overdrawn until it refills), so that what
+// the store refilled meanwhile is not spent twice either.
+//
 // KEYS[1] the key. ARGV: T ns, τ ns, n, "1" to peek (decide one unit,
-// record nothing), want (the lease asked for; 0 for none), and optionally
-// the floor's seconds and nanoseconds.
+// record nothing but the charge), want (the lease asked for; 0 for none),
+// and optionally the floor's seconds and nanoseconds (0 0 for none) and
+// the charge.
 //
 // Returns: 1 if admitted (0 if not), the store's TIME seconds and
 // microseconds, the debt after the decision in ns (TAT − now, ≥ 0), and the
@@ -52,11 +59,20 @@ if ARGV[7] then
   local floor = (tonumber(ARGV[6]) - sec) * 1000000000 + (tonumber(ARGV[7]) - ns)
   if floor > debt then debt = floor end
 end
-if debt + n * iv > tau then
-  return {0, t[1], t[2], debt, 0}
+local function save()
+  local x = ns + debt
+  local carry = math.floor(x / 1000000000)
+  redis.call('SET', KEYS[1], string.format('%.0f%09.0f', sec + carry, x - carry * 1000000000),
+    'PX', string.format('%.0f', math.floor(debt / 1000000) + 1))
 end
-if ARGV[4] == '1' then
-  return {1, t[1], t[2], debt, 0}
+local charge = tonumber(ARGV[8]) or 0
+if charge ~= 0 then
+  debt = debt + charge * iv
+  if debt < 0 then debt = 0 end
+end
+if debt + n * iv > tau or ARGV[4] == '1' then
+  if charge ~= 0 then save() end
+  return {debt + n * iv <= tau and 1 or 0, t[1], t[2], debt, 0}
 end
 debt = debt + n * iv
 local g = math.floor((tau - debt) / iv)
@@ -64,9 +80,6 @@ local want = tonumber(ARGV[5]) or 0
 if g > want then g = want end
 if g < 0 then g = 0 end
 debt = debt + g * iv
-local x = ns + debt
-local carry = math.floor(x / 1000000000)
-redis.call('SET', KEYS[1], string.format('%.0f%09.0f', sec + carry, x - carry * 1000000000),
-  'PX', string.format('%.0f', math.floor(debt / 1000000) + 1))
+save()
 return {1, t[1], t[2], debt, g}
 `)

@@ -370,3 +370,54 @@ func TestGCRAFloor(t *testing.T) {
 	assert.Equal(t, int64(1), adm)
 	assert.Greater(t, d, 7*iv, "a floor below the store's TAT changes nothing")
 }
+
+// TestGCRACharge: a check that carries a charge (units its failure mode
+// admitted while the store did not answer) has the store take them from
+// the bucket before it decides, and record them whatever it decides: on an
+// admission, on a denial (the debt may pass τ), on a peek. A negative
+// charge (admissions taken back) gives units back, never below a full
+// bucket. The emission interval is a second, as in TestGCRAFloor.
+func TestGCRACharge(t *testing.T) {
+	t.Parallel()
+	c := redistest.Start(t).Client(t)
+	ctx := ctxT(t, opTimeout)
+	const iv, tau = int64(time.Second), 10 * int64(time.Second)
+	check := func(key string, n int64, peek string, charge int64) (admitted, debt int64) {
+		t.Helper()
+		args := []any{iv, tau, n, peek, 0, 0, 0}
+		if charge != 0 {
+			args = append(args, charge)
+		}
+		v, err := gcraScript.Run(ctx, c, []string{key}, args...).Int64Slice()
+		require.NoError(t, err)
+		return v[0], v[3]
+	}
+	cases := []struct {
+		name     string
+		n        int64
+		peek     string
+		charge   int64
+		admitted int64
+		lo, hi   int64 // the debt after the check is in (lo, hi]
+		after    int64 // a peek after it finds a debt above this
+	}{
+		{"charged, then admitted", 1, "0", 4, 1, 4 * iv, 5 * iv, 4 * iv},
+		{"charged past τ: denied, recorded", 1, "0", 12, 0, 11 * iv, 12 * iv, 11 * iv},
+		{"a peek records the charge", 1, "1", 3, 1, 2 * iv, 3 * iv, 2 * iv},
+		{"a negative charge on a full bucket", 1, "0", -5, 1, 0, iv, 0},
+	}
+	for i, tc := range cases {
+		key := "c" + strconv.Itoa(i)
+		adm, d := check(key, tc.n, tc.peek, tc.charge)
+		assert.Equal(t, tc.admitted, adm, tc.name)
+		assert.Greater(t, d, tc.lo, tc.name)
+		assert.LessOrEqual(t, d, tc.hi, tc.name)
+		_, again := check(key, 1, "1", 0)
+		assert.Greater(t, again, tc.after, "%s: recorded", tc.name)
+	}
+	// A negative charge gives back what a charge took.
+	check("back", 1, "0", 6)
+	_, d := check("back", 1, "0", -4)
+	assert.LessOrEqual(t, d, 4*iv, "7 taken, 4 given back")
+	assert.Greater(t, d, 2*iv)
+}

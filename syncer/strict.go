@@ -190,20 +190,27 @@ func (r *GCRARule) lease(ctx context.Context, key string, n, want int64) (GCRAAn
 	return r.run(ctx, key, n, "0", max(want, 0))
 }
 
-// LeaseAbove is lease with a floor: tat, the key's TAT as the store last
-// told this instance (ns, store clock; 0 or less for none). A store whose
-// TAT for key is below it lost the key: it decides on tat instead and
-// records from it (gcraScript), so that a store that lost its data does not
-// hand out the same units again.
-func (r *GCRARule) LeaseAbove(ctx context.Context, key string, n, want, tat int64) (GCRAAnswer, error) {
-	if tat <= 0 {
+// LeaseAbove is lease with a floor and a charge. The floor is tat, the
+// key's TAT as the store last told this instance (ns, store clock; 0 or
+// less for none): a store whose TAT for key is below it lost the key, and
+// decides on tat instead and records from it (gcraScript), so that a store
+// that lost its data does not hand out the same units again. The charge is
+// owed, units the failure mode admitted for key meanwhile: the store takes
+// them from the bucket first, whatever it decides, so that the units it
+// refilled while it did not answer are not spent twice.
+func (r *GCRARule) LeaseAbove(ctx context.Context, key string, n, want, tat, owed int64) (GCRAAnswer, error) {
+	if tat <= 0 && owed == 0 {
 		return r.lease(ctx, key, n, want)
 	}
-	sec, ns := tat/int64(time.Second), tat%int64(time.Second)
-	return r.run(ctx, key, n, "0", max(want, 0), sec, ns)
+	sec, ns := max(tat, 0)/int64(time.Second), max(tat, 0)%int64(time.Second)
+	if owed == 0 {
+		return r.run(ctx, key, n, "0", max(want, 0), sec, ns)
+	}
+	return r.run(ctx, key, n, "0", max(want, 0), sec, ns, owed)
 }
 
-// run calls gcraScript, with a floor's seconds and nanoseconds if given.
+// run calls gcraScript, with a floor's seconds and nanoseconds and a charge
+// if given.
 func (r *GCRARule) run(ctx context.Context, key string, n int64, peek string, want int64, floor ...any) (GCRAAnswer, error) {
 	v, err := r.call(ctx, gcraScript, key, append([]any{r.interval, r.tau, n, peek, want}, floor...)...)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
 	"github.com/sluicehq/sluice/window"
 )
@@ -29,7 +30,8 @@ import (
 //     strictKeyed.failed by the failure mode, as a Strict bucket's, except
 //     that a timed-out check under FailLocal is decided on the share too,
 //     not denied (the units held are still spent first: the store counted
-//     them).
+//     them), and that the share starts from the store's bucket as this
+//     instance last saw it (floored), not from a full one.
 //
 // Remaining is the units held plus what the store's bucket had left at its
 // last answer, refilled since; ResetAfter is until that bucket is full;
@@ -41,8 +43,40 @@ type gcraEventual struct {
 	g        window.GCRA // the store's bucket
 	split    window.SharedBucket
 	table    *localcache.LeaseTable
-	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table)
+	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table, floored)
 	store    *syncer.GCRARule
+}
+
+// floored is the failure mode's table of an Eventual bucket: the full
+// bucket, each unit costing N̂ (strictKeyed), on a TAT of at least the
+// store's as the lease table last saw it, moved by the difference of the
+// two capacities. So the share holds at most what the store's bucket held
+// at its last answer, refilled since: without the floor, a store that fails
+// right after the fleet drained a key's bucket would find every instance's
+// share full, and the fleet would admit a whole Burst again at once (251 in
+// half a second for Burst 100 at four instances, a Redis restarted empty
+// on a loaded machine; Burst + ⌊ε·Burst⌋ + r·τ = 160).
+type floored struct {
+	*localcache.GCRATable
+	leases *localcache.LeaseTable
+	gap    int64 // the full bucket's tolerance less the store's, ns
+}
+
+// floor returns the least TAT of key's share: 0 (none) if the store has
+// not answered a check of key.
+func (f floored) floor(key string) int64 {
+	if tat := f.leases.TAT(key); tat > 0 {
+		return tat + f.gap
+	}
+	return 0
+}
+
+func (f floored) Allow(key string, now, n int64) localcache.Outcome {
+	return f.AllowAbove(key, now, n, f.floor(key))
+}
+
+func (f floored) Peek(key string, now int64) localcache.Outcome {
+	return f.PeekAbove(key, now, f.floor(key))
 }
 
 func newGCRAEventual(cfg Config) (Engine, error) {
@@ -63,7 +97,7 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 	if e.store, err = s.AddSharedGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
 		return nil, ruleError(r, err)
 	}
-	e.init(cfg, e.fallback)
+	e.init(cfg, floored{GCRATable: e.fallback, leases: e.table, gap: full.Tolerance() - e.g.Tolerance()})
 	e.eventual = true
 	e.clock.init(cfg)
 	e.SetFleet(1, false)
@@ -106,7 +140,7 @@ func (g *gcraEventual) refill(key string) {
 	}
 	key = strings.Clone(key) // the caller's string may live in a reused buffer
 	go func() {
-		a, err := g.store.LeaseAbove(context.Background(), key, 0, tk.Want, tk.TAT)
+		a, err := g.store.LeaseAbove(context.Background(), key, 0, tk.Want, tk.TAT, tk.Owed)
 		if err != nil {
 			g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
 			return
@@ -124,10 +158,13 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 		return result(o), true, nil
 	}
 	tk := g.table.Ask(key)
-	a, err := g.store.LeaseAbove(ctx, key, n, tk.Want, tk.TAT)
+	a, err := g.store.LeaseAbove(ctx, key, n, tk.Want, tk.TAT, tk.Owed)
 	if err != nil {
 		g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
 		r, err := g.failed(key, n, err)
+		if r.Allowed && g.mode == policy.FailLocal {
+			g.table.Owe(key, n) // the share admitted it: the store is charged later
+		}
 		return r, false, err
 	}
 	held := g.table.Settle(tk, a.At, a.TAT, a.Leased)
@@ -173,4 +210,7 @@ func (g *gcraEventual) Refund(key string, n int64, rc Receipt) {
 		return
 	}
 	g.fallback.Refund(key, n*g.share.Load())
+	if g.mode == policy.FailLocal {
+		g.table.Owe(key, -n)
+	}
 }
