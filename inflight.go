@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
 )
@@ -79,19 +80,32 @@ func (l *Limiter) Acquire(ctx context.Context, rule, key string) (Slot, Decision
 		}
 		return Slot{}, Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	case len(key) > l.opts.MaxKeyLength:
+		r.counts.Check(engine.OutcomeError)
 		return Slot{}, Decision{Limit: r.limit.Load()}, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrKeyTooLong, len(key), l.opts.MaxKeyLength)
 	case l.closed.Load():
+		r.counts.Check(engine.OutcomeError)
 		return Slot{}, Decision{Limit: r.limit.Load()}, ErrClosed
 	}
 	limit := r.limit.Load()
 	if !r.fleet {
 		n, ok := r.take(key, limit)
+		r.counts.Check(engine.OutcomeOf(ok, nil))
 		if !ok {
 			return Slot{}, Decision{Limit: limit}, nil
 		}
 		return l.inf.slot(r, key, "", ""), Decision{Allowed: true, Limit: limit, Remaining: limit - n}, nil
 	}
-	return l.inf.acquireFleet(ctx, r, key, limit)
+	s, d, fallback, err := l.inf.acquireFleet(ctx, r, key, limit)
+	if r.counts != nil {
+		p := engine.PathStrict
+		if fallback {
+			p = engine.PathFallback
+		}
+		o := engine.OutcomeOf(d.Allowed, err)
+		r.counts.Add(p, o)
+		r.counts.Check(o)
+	}
+	return s, d, err
 }
 
 // Release gives the slot back. It is idempotent (a second Release, of the
@@ -146,8 +160,9 @@ type lease struct{ zkey, member string }
 type inflightRule struct {
 	name   string
 	limit  atomic.Int64
-	fleet  bool   // held in the store
-	zkey   string // the store key's start: Prefix:inflight:{name:
+	counts *engine.Counts // the Acquires by outcome and path; nil without telemetry
+	fleet  bool           // held in the store
+	zkey   string         // the store key's start: Prefix:inflight:{name:
 	seed   maphash.Seed
 	shards [inflightShards]inflightShard
 }
@@ -238,10 +253,11 @@ func (f *inflight) setRules(rules []policy.Rule) {
 			}
 		}
 		r := &inflightRule{
-			name:  pr.Name,
-			fleet: fleet,
-			zkey:  f.l.opts.Prefix + ":inflight:{" + pr.Name + ":",
-			seed:  f.seed,
+			name:   pr.Name,
+			counts: f.l.tel.addInflight(pr.Name),
+			fleet:  fleet,
+			zkey:   f.l.opts.Prefix + ":inflight:{" + pr.Name + ":",
+			seed:   f.seed,
 		}
 		r.limit.Store(pr.Limit)
 		next[pr.Name] = r
@@ -292,6 +308,21 @@ func (r *inflightRule) give(key string) {
 	s.mu.Unlock()
 }
 
+// heldAll returns the slots of the rule this process holds, across keys:
+// every shard's lock in turn (the metrics, when collected).
+func (r *inflightRule) heldAll() int64 {
+	var n int64
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for _, c := range s.held {
+			n += c
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
 // heldLocal returns the slots of key this process holds (tests).
 func (r *inflightRule) heldLocal(key string) int64 {
 	s := r.shard(key)
@@ -328,8 +359,9 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {1, n + 1}
 `)
 
-// acquireFleet takes a fleet slot in the store, or by the failure mode.
-func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string, limit int64) (Slot, Decision, error) {
+// acquireFleet takes a fleet slot in the store, or by the failure mode
+// (fallback true).
+func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string, limit int64) (_ Slot, _ Decision, fallback bool, _ error) {
 	l := f.l
 	if ctx == nil {
 		ctx = context.Background()
@@ -340,7 +372,7 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 		return f.fallback(r, key, limit, zkey, member, errors.New("store unreachable"))
 	}
 	if err := ctx.Err(); err != nil {
-		return Slot{}, Decision{Limit: limit}, err
+		return Slot{}, Decision{Limit: limit}, false, err
 	}
 	now := l.now() / int64(time.Millisecond)
 	tctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
@@ -353,38 +385,38 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 	if err != nil {
 		f.forget(zkey, member) // the script may have run
 		if ctx.Err() != nil {
-			return Slot{}, Decision{Limit: limit}, ctx.Err()
+			return Slot{}, Decision{Limit: limit}, false, ctx.Err()
 		}
 		// A fresh lease: the one the script may hold is being removed.
 		member = f.member()
 		return f.fallback(r, key, limit, zkey, member, err)
 	}
 	if res[0] == 0 {
-		return Slot{}, Decision{Limit: limit}, nil
+		return Slot{}, Decision{Limit: limit}, false, nil
 	}
 	r.add(key)
-	return f.slot(r, key, zkey, member), Decision{Allowed: true, Limit: limit, Remaining: max(limit-res[1], 0)}, nil
+	return f.slot(r, key, zkey, member), Decision{Allowed: true, Limit: limit, Remaining: max(limit-res[1], 0)}, false, nil
 }
 
 // fallback decides an Acquire the store could not: by the failure mode.
 // An admitted slot gets a lease that the next renewal adds to the store.
-func (f *inflight) fallback(r *inflightRule, key string, limit int64, zkey, member string, cause error) (Slot, Decision, error) {
+func (f *inflight) fallback(r *inflightRule, key string, limit int64, zkey, member string, cause error) (Slot, Decision, bool, error) {
 	l := f.l
 	d := Decision{Allowed: true, Limit: limit}
 	switch l.opts.FailureMode {
 	case FailClosed:
-		return Slot{}, Decision{Limit: limit}, fmt.Errorf("%w: in-flight rule %q: %w", ErrStoreUnavailable, r.name, cause)
+		return Slot{}, Decision{Limit: limit}, true, fmt.Errorf("%w: in-flight rule %q: %w", ErrStoreUnavailable, r.name, cause)
 	case FailOpen:
 		r.add(key)
 	default:
 		share := limit / max(l.nhat.Load(), 1)
 		n, ok := r.take(key, share)
 		if !ok {
-			return Slot{}, Decision{Limit: limit}, nil
+			return Slot{}, Decision{Limit: limit}, true, nil
 		}
 		d.Remaining = share - n
 	}
-	return f.slot(r, key, zkey, member), d, nil
+	return f.slot(r, key, zkey, member), d, true, nil
 }
 
 // member returns a new lease's member in the store.
