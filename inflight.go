@@ -150,6 +150,11 @@ type inflight struct {
 	late     []lease           // leases to remove again at the next full renewal
 	renewing int               // renewals in flight: leases released meanwhile go to gone too
 	kick     chan struct{}     // asks the renewal loop to remove gone now
+	// The renewal loop runs while the limiter may run it (it has a
+	// store and is not closed) and has leases to look after: fleet rules,
+	// or leases held or queued for removal (a rule that left keeps its
+	// slots until they are released).
+	mayLoop, looping, fleetRules bool
 }
 
 // lease is one slot's member in the store.
@@ -243,8 +248,10 @@ func newInflight(l *Limiter, rules []policy.Rule) *inflight {
 func (f *inflight) setRules(rules []policy.Rule) {
 	old := f.rules.Load()
 	next := make(map[string]*inflightRule, len(rules))
+	anyFleet := false
 	for _, pr := range rules {
 		fleet := pr.Mode == policy.Strict
+		anyFleet = anyFleet || fleet
 		if old != nil {
 			if r := (*old)[pr.Name]; r != nil && r.fleet == fleet {
 				r.limit.Store(pr.Limit)
@@ -263,6 +270,14 @@ func (f *inflight) setRules(rules []policy.Rule) {
 		next[pr.Name] = r
 	}
 	f.rules.Store(&next)
+	f.mu.Lock()
+	f.fleetRules = anyFleet
+	f.loop()
+	stop := f.looping && !anyFleet
+	f.mu.Unlock()
+	if stop {
+		f.poke() // the loop sees whether it has anything left to do
+	}
 }
 
 // rule returns the InFlight rule named name, or nil.
@@ -339,6 +354,7 @@ func (f *inflight) slot(r *inflightRule, key, zkey, member string) Slot {
 	if member != "" {
 		f.mu.Lock()
 		f.held[h] = lease{zkey, member}
+		f.loop() // its rule may have left meanwhile
 		f.mu.Unlock()
 	}
 	return Slot{h: h, gen: h.gen.Load()}
@@ -445,7 +461,13 @@ func (f *inflight) forget(zkey, member string) {
 	if len(f.late) < maxGone {
 		f.late = append(f.late, lease{zkey, member})
 	}
+	f.loop()
 	f.mu.Unlock()
+	f.poke()
+}
+
+// poke asks the renewal loop, if it runs, to remove the leases queued now.
+func (f *inflight) poke() {
 	select {
 	case f.kick <- struct{}{}:
 	default:
@@ -485,8 +507,9 @@ func (f *inflight) releaseFleet(zkey, member string) {
 }
 
 // renewLoop renews the leases of the slots held, every third of a lease,
-// until Close. Close stops it without releasing anything: slots still held
-// lapse in the store within a lease.
+// until Close, or until the limiter has no fleet rule left and no lease to
+// renew or remove. Close stops it without releasing anything: slots still
+// held lapse in the store within a lease.
 func (f *inflight) renewLoop() {
 	l := f.l
 	defer l.wg.Done()
@@ -495,16 +518,45 @@ func (f *inflight) renewLoop() {
 	for {
 		select {
 		case <-l.stop:
+			f.mu.Lock()
+			f.looping = false
+			f.mu.Unlock()
 			return
 		case <-f.kick:
 			if !l.degraded.Load() {
 				_ = f.renew(false) // what fails is queued again
 			}
-			continue
 		case <-t.C:
+			_ = f.renew(true) // what fails is queued again; the store's health is the syncer's
 		}
-		_ = f.renew(true) // what fails is queued again; the store's health is the syncer's
+		f.mu.Lock()
+		idle := !f.fleetRules && len(f.held) == 0 && len(f.gone) == 0 && len(f.late) == 0 && f.renewing == 0
+		if idle {
+			f.looping = false
+		}
+		f.mu.Unlock()
+		if idle {
+			return
+		}
 	}
+}
+
+// loop starts the renewal loop if it may run, does not, and has leases to
+// look after (f.mu held).
+func (f *inflight) loop() {
+	if !f.mayLoop || f.looping || !f.fleetRules && len(f.held) == 0 && len(f.gone) == 0 && len(f.late) == 0 {
+		return
+	}
+	f.looping = true
+	f.l.wg.Add(1)
+	go f.renewLoop()
+}
+
+// running reports whether the renewal loop runs (tests).
+func (f *inflight) running() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.looping
 }
 
 // renew extends every held lease by a TTL (adding those the store does not
@@ -586,19 +638,24 @@ func (f *inflight) renew(all bool) error {
 	again := err == nil && f.renewing == 0 && len(f.gone) > 0
 	f.mu.Unlock()
 	if again {
-		select {
-		case f.kick <- struct{}{}:
-		default:
-		}
+		f.poke()
 	}
 	return err
 }
 
-// startRenewal starts the renewal of fleet leases, with a store.
+// startRenewal lets the renewal of fleet leases run, with a store, and
+// starts it if the limiter has fleet rules.
 func (f *inflight) startRenewal() {
-	if f.l.sync == nil {
-		return
-	}
-	f.l.wg.Add(1)
-	go f.renewLoop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mayLoop = f.l.sync != nil
+	f.loop()
+}
+
+// shut keeps the renewal loop from starting again: Close, before it waits
+// for the limiter's goroutines.
+func (f *inflight) shut() {
+	f.mu.Lock()
+	f.mayLoop = false
+	f.mu.Unlock()
 }
