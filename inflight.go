@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
 )
@@ -79,19 +80,32 @@ func (l *Limiter) Acquire(ctx context.Context, rule, key string) (Slot, Decision
 		}
 		return Slot{}, Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	case len(key) > l.opts.MaxKeyLength:
+		r.counts.Check(engine.OutcomeError)
 		return Slot{}, Decision{Limit: r.limit.Load()}, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrKeyTooLong, len(key), l.opts.MaxKeyLength)
 	case l.closed.Load():
+		r.counts.Check(engine.OutcomeError)
 		return Slot{}, Decision{Limit: r.limit.Load()}, ErrClosed
 	}
 	limit := r.limit.Load()
 	if !r.fleet {
 		n, ok := r.take(key, limit)
+		r.counts.Check(engine.OutcomeOf(ok, nil))
 		if !ok {
 			return Slot{}, Decision{Limit: limit}, nil
 		}
 		return l.inf.slot(r, key, "", ""), Decision{Allowed: true, Limit: limit, Remaining: limit - n}, nil
 	}
-	return l.inf.acquireFleet(ctx, r, key, limit)
+	s, d, fallback, err := l.inf.acquireFleet(ctx, r, key, limit)
+	if r.counts != nil {
+		p := engine.PathStrict
+		if fallback {
+			p = engine.PathFallback
+		}
+		o := engine.OutcomeOf(d.Allowed, err)
+		r.counts.Add(p, o)
+		r.counts.Check(o)
+	}
+	return s, d, err
 }
 
 // Release gives the slot back. It is idempotent (a second Release, of the
@@ -136,6 +150,11 @@ type inflight struct {
 	late     []lease           // leases to remove again at the next full renewal
 	renewing int               // renewals in flight: leases released meanwhile go to gone too
 	kick     chan struct{}     // asks the renewal loop to remove gone now
+	// The renewal loop runs while the limiter may run it (it has a
+	// store and is not closed) and has leases to look after: fleet rules,
+	// or leases held or queued for removal (a rule that left keeps its
+	// slots until they are released).
+	mayLoop, looping, fleetRules bool
 }
 
 // lease is one slot's member in the store.
@@ -146,8 +165,9 @@ type lease struct{ zkey, member string }
 type inflightRule struct {
 	name   string
 	limit  atomic.Int64
-	fleet  bool   // held in the store
-	zkey   string // the store key's start: Prefix:inflight:{name:
+	counts *engine.Counts // the Acquires by outcome and path; nil without telemetry
+	fleet  bool           // held in the store
+	zkey   string         // the store key's start: Prefix:inflight:{name:
 	seed   maphash.Seed
 	shards [inflightShards]inflightShard
 }
@@ -228,8 +248,10 @@ func newInflight(l *Limiter, rules []policy.Rule) *inflight {
 func (f *inflight) setRules(rules []policy.Rule) {
 	old := f.rules.Load()
 	next := make(map[string]*inflightRule, len(rules))
+	anyFleet := false
 	for _, pr := range rules {
 		fleet := pr.Mode == policy.Strict
+		anyFleet = anyFleet || fleet
 		if old != nil {
 			if r := (*old)[pr.Name]; r != nil && r.fleet == fleet {
 				r.limit.Store(pr.Limit)
@@ -238,15 +260,24 @@ func (f *inflight) setRules(rules []policy.Rule) {
 			}
 		}
 		r := &inflightRule{
-			name:  pr.Name,
-			fleet: fleet,
-			zkey:  f.l.opts.Prefix + ":inflight:{" + pr.Name + ":",
-			seed:  f.seed,
+			name:   pr.Name,
+			counts: f.l.tel.addInflight(pr.Name),
+			fleet:  fleet,
+			zkey:   f.l.opts.Prefix + ":inflight:{" + pr.Name + ":",
+			seed:   f.seed,
 		}
 		r.limit.Store(pr.Limit)
 		next[pr.Name] = r
 	}
 	f.rules.Store(&next)
+	f.mu.Lock()
+	f.fleetRules = anyFleet
+	f.loop()
+	stop := f.looping && !anyFleet
+	f.mu.Unlock()
+	if stop {
+		f.poke() // the loop sees whether it has anything left to do
+	}
 }
 
 // rule returns the InFlight rule named name, or nil.
@@ -292,6 +323,21 @@ func (r *inflightRule) give(key string) {
 	s.mu.Unlock()
 }
 
+// heldAll returns the slots of the rule this process holds, across keys:
+// every shard's lock in turn (the metrics, when collected).
+func (r *inflightRule) heldAll() int64 {
+	var n int64
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for _, c := range s.held {
+			n += c
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
 // heldLocal returns the slots of key this process holds (tests).
 func (r *inflightRule) heldLocal(key string) int64 {
 	s := r.shard(key)
@@ -308,6 +354,7 @@ func (f *inflight) slot(r *inflightRule, key, zkey, member string) Slot {
 	if member != "" {
 		f.mu.Lock()
 		f.held[h] = lease{zkey, member}
+		f.loop() // its rule may have left meanwhile
 		f.mu.Unlock()
 	}
 	return Slot{h: h, gen: h.gen.Load()}
@@ -328,8 +375,9 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {1, n + 1}
 `)
 
-// acquireFleet takes a fleet slot in the store, or by the failure mode.
-func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string, limit int64) (Slot, Decision, error) {
+// acquireFleet takes a fleet slot in the store, or by the failure mode
+// (fallback true).
+func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string, limit int64) (_ Slot, _ Decision, fallback bool, _ error) {
 	l := f.l
 	if ctx == nil {
 		ctx = context.Background()
@@ -340,7 +388,7 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 		return f.fallback(r, key, limit, zkey, member, errors.New("store unreachable"))
 	}
 	if err := ctx.Err(); err != nil {
-		return Slot{}, Decision{Limit: limit}, err
+		return Slot{}, Decision{Limit: limit}, false, err
 	}
 	now := l.now() / int64(time.Millisecond)
 	tctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
@@ -353,38 +401,38 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 	if err != nil {
 		f.forget(zkey, member) // the script may have run
 		if ctx.Err() != nil {
-			return Slot{}, Decision{Limit: limit}, ctx.Err()
+			return Slot{}, Decision{Limit: limit}, false, ctx.Err()
 		}
 		// A fresh lease: the one the script may hold is being removed.
 		member = f.member()
 		return f.fallback(r, key, limit, zkey, member, err)
 	}
 	if res[0] == 0 {
-		return Slot{}, Decision{Limit: limit}, nil
+		return Slot{}, Decision{Limit: limit}, false, nil
 	}
 	r.add(key)
-	return f.slot(r, key, zkey, member), Decision{Allowed: true, Limit: limit, Remaining: max(limit-res[1], 0)}, nil
+	return f.slot(r, key, zkey, member), Decision{Allowed: true, Limit: limit, Remaining: max(limit-res[1], 0)}, false, nil
 }
 
 // fallback decides an Acquire the store could not: by the failure mode.
 // An admitted slot gets a lease that the next renewal adds to the store.
-func (f *inflight) fallback(r *inflightRule, key string, limit int64, zkey, member string, cause error) (Slot, Decision, error) {
+func (f *inflight) fallback(r *inflightRule, key string, limit int64, zkey, member string, cause error) (Slot, Decision, bool, error) {
 	l := f.l
 	d := Decision{Allowed: true, Limit: limit}
 	switch l.opts.FailureMode {
 	case FailClosed:
-		return Slot{}, Decision{Limit: limit}, fmt.Errorf("%w: in-flight rule %q: %w", ErrStoreUnavailable, r.name, cause)
+		return Slot{}, Decision{Limit: limit}, true, fmt.Errorf("%w: in-flight rule %q: %w", ErrStoreUnavailable, r.name, cause)
 	case FailOpen:
 		r.add(key)
 	default:
 		share := limit / max(l.nhat.Load(), 1)
 		n, ok := r.take(key, share)
 		if !ok {
-			return Slot{}, Decision{Limit: limit}, nil
+			return Slot{}, Decision{Limit: limit}, true, nil
 		}
 		d.Remaining = share - n
 	}
-	return f.slot(r, key, zkey, member), d, nil
+	return f.slot(r, key, zkey, member), d, true, nil
 }
 
 // member returns a new lease's member in the store.
@@ -413,7 +461,13 @@ func (f *inflight) forget(zkey, member string) {
 	if len(f.late) < maxGone {
 		f.late = append(f.late, lease{zkey, member})
 	}
+	f.loop()
 	f.mu.Unlock()
+	f.poke()
+}
+
+// poke asks the renewal loop, if it runs, to remove the leases queued now.
+func (f *inflight) poke() {
 	select {
 	case f.kick <- struct{}{}:
 	default:
@@ -453,8 +507,9 @@ func (f *inflight) releaseFleet(zkey, member string) {
 }
 
 // renewLoop renews the leases of the slots held, every third of a lease,
-// until Close. Close stops it without releasing anything: slots still held
-// lapse in the store within a lease.
+// until Close, or until the limiter has no fleet rule left and no lease to
+// renew or remove. Close stops it without releasing anything: slots still
+// held lapse in the store within a lease.
 func (f *inflight) renewLoop() {
 	l := f.l
 	defer l.wg.Done()
@@ -463,16 +518,45 @@ func (f *inflight) renewLoop() {
 	for {
 		select {
 		case <-l.stop:
+			f.mu.Lock()
+			f.looping = false
+			f.mu.Unlock()
 			return
 		case <-f.kick:
 			if !l.degraded.Load() {
 				_ = f.renew(false) // what fails is queued again
 			}
-			continue
 		case <-t.C:
+			_ = f.renew(true) // what fails is queued again; the store's health is the syncer's
 		}
-		_ = f.renew(true) // what fails is queued again; the store's health is the syncer's
+		f.mu.Lock()
+		idle := !f.fleetRules && len(f.held) == 0 && len(f.gone) == 0 && len(f.late) == 0 && f.renewing == 0
+		if idle {
+			f.looping = false
+		}
+		f.mu.Unlock()
+		if idle {
+			return
+		}
 	}
+}
+
+// loop starts the renewal loop if it may run, does not, and has leases to
+// look after (f.mu held).
+func (f *inflight) loop() {
+	if !f.mayLoop || f.looping || !f.fleetRules && len(f.held) == 0 && len(f.gone) == 0 && len(f.late) == 0 {
+		return
+	}
+	f.looping = true
+	f.l.wg.Add(1)
+	go f.renewLoop()
+}
+
+// running reports whether the renewal loop runs (tests).
+func (f *inflight) running() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.looping
 }
 
 // renew extends every held lease by a TTL (adding those the store does not
@@ -554,19 +638,24 @@ func (f *inflight) renew(all bool) error {
 	again := err == nil && f.renewing == 0 && len(f.gone) > 0
 	f.mu.Unlock()
 	if again {
-		select {
-		case f.kick <- struct{}{}:
-		default:
-		}
+		f.poke()
 	}
 	return err
 }
 
-// startRenewal starts the renewal of fleet leases, with a store.
+// startRenewal lets the renewal of fleet leases run, with a store, and
+// starts it if the limiter has fleet rules.
 func (f *inflight) startRenewal() {
-	if f.l.sync == nil {
-		return
-	}
-	f.l.wg.Add(1)
-	go f.renewLoop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mayLoop = f.l.sync != nil
+	f.loop()
+}
+
+// shut keeps the renewal loop from starting again: Close, before it waits
+// for the limiter's goroutines.
+func (f *inflight) shut() {
+	f.mu.Lock()
+	f.mayLoop = false
+	f.mu.Unlock()
 }

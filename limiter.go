@@ -419,6 +419,7 @@ func (l *Limiter) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	l.inf.shut()
 	close(l.stop)
 	l.wg.Wait()
 	defer l.tel.close()

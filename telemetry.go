@@ -68,9 +68,10 @@ type telemetry struct {
 
 	mu        sync.Mutex
 	rules     []*ruleTelemetry
-	downSince time.Time     // zero while the store is healthy
-	downTotal time.Duration // failure-mode time of the outages that ended
-	synced    time.Time     // start of the last cycle that left nothing unacknowledged
+	inflight  []*ruleTelemetry // the InFlight rules' Acquires
+	downSince time.Time        // zero while the store is healthy
+	downTotal time.Duration    // failure-mode time of the outages that ended
+	synced    time.Time        // start of the last cycle that left nothing unacknowledged
 
 	evicted atomic.Int64 // keys evicted by the sweeps
 }
@@ -80,6 +81,7 @@ type ruleTelemetry struct {
 	name   string
 	counts *engine.Counts
 	attrs  [engine.NumPaths][engine.NumOutcomes]metric.ObserveOption
+	self   metric.ObserveOption // rule = name
 }
 
 // newTelemetry returns the telemetry of a limiter with opts (filled).
@@ -142,12 +144,29 @@ func (t *telemetry) addRule(name string) *engine.Counts {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, rt := range t.rules {
+	return t.add(&t.rules, name).counts
+}
+
+// addInflight returns the Acquire counts of an InFlight rule, as addRule
+// those of a rate rule's checks.
+func (t *telemetry) addInflight(name string) *engine.Counts {
+	if !t.count {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.add(&t.inflight, name).counts
+}
+
+// add returns the counts of name in rules, added if new (t.mu held).
+func (t *telemetry) add(rules *[]*ruleTelemetry, name string) *ruleTelemetry {
+	for _, rt := range *rules {
 		if rt.name == name {
-			return rt.counts
+			return rt
 		}
 	}
 	rt := &ruleTelemetry{name: name, counts: new(engine.Counts)}
+	rt.self = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name)))
 	if t.waiting.Load() {
 		rt.counts.Pause()
 	}
@@ -161,8 +180,8 @@ func (t *telemetry) addRule(name string) *engine.Counts {
 		}
 	}
 	t.excessAttr.Store(name, metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name))))
-	t.rules = append(t.rules, rt)
-	return rt.counts
+	*rules = append(*rules, rt)
+	return rt
 }
 
 // globalPkg is the package of the stand-in that otel.GetMeterProvider
@@ -196,6 +215,9 @@ func (t *telemetry) watchGlobal() {
 		return
 	}
 	for _, rt := range t.rules {
+		rt.counts.Resume()
+	}
+	for _, rt := range t.inflight {
 		rt.counts.Resume()
 	}
 }
@@ -234,7 +256,13 @@ func (t *telemetry) start(l *Limiter) {
 	fmTime, err := m.Float64ObservableCounter("sluice.failure_mode.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time spent on the failure mode, the store unreachable or refusing."))
 	keep(err)
-	observables := []metric.Observable{checks, instances, tracked, evictions, untracked, fmActive, fmTime}
+	acquires, err := m.Int64ObservableCounter("sluice.inflight.acquires", metric.WithUnit("{acquire}"),
+		metric.WithDescription("Acquires of InFlight rules by rule, outcome (allowed, denied: every slot taken, error) and path (local, strict: decided in the store, fallback: by the failure mode)."))
+	keep(err)
+	held, err := m.Int64ObservableUpDownCounter("sluice.inflight.held", metric.WithUnit("{slot}"),
+		metric.WithDescription("In-flight slots this instance holds, by rule."))
+	keep(err)
+	observables := []metric.Observable{checks, instances, tracked, evictions, untracked, fmActive, fmTime, acquires, held}
 	var urgent, early, trips metric.Int64ObservableCounter
 	var lag metric.Float64ObservableGauge
 	if l.sync != nil {
@@ -255,7 +283,7 @@ func (t *telemetry) start(l *Limiter) {
 	mode := metric.WithAttributeSet(attribute.NewSet(attribute.String("failure_mode", l.opts.FailureMode.String())))
 	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		t.mu.Lock()
-		rules := t.rules
+		rules, inflight := t.rules, t.inflight
 		down := !t.downSince.IsZero()
 		fm := t.downTotal
 		if down {
@@ -271,6 +299,19 @@ func (t *telemetry) start(l *Limiter) {
 						o.ObserveInt64(checks, int64(v), rt.attrs[p][oc])
 					}
 				}
+			}
+		}
+		for _, rt := range inflight {
+			s := rt.counts.Snapshot()
+			for p := range engine.NumPaths {
+				for oc := range engine.NumOutcomes {
+					if v := s[p][oc]; v > 0 {
+						o.ObserveInt64(acquires, int64(v), rt.attrs[p][oc])
+					}
+				}
+			}
+			if r := l.inf.rule(rt.name); r != nil {
+				o.ObserveInt64(held, r.heldAll(), rt.self)
 			}
 		}
 		o.ObserveInt64(instances, l.nhat.Load())

@@ -15,6 +15,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
 )
 
@@ -71,3 +72,33 @@ type timeoutErr struct{}
 func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
+
+// TestInFlightTelemetryOff: with the no-op MeterProvider an InFlight rule
+// keeps no counts (Acquire touches nothing of the metrics); with a real
+// one it counts; either way a Local rule's Acquire and Release allocate
+// nothing. Not parallel: AllocsPerRun counts every goroutine's allocations.
+func TestInFlightTelemetryOff(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		mp      metric.MeterProvider
+		counted bool
+	}{
+		{"no-op", metricnoop.NewMeterProvider(), false},
+		{"global stand-in", otel.GetMeterProvider(), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := New(Options{MeterProvider: c.mp}, policy.Rule{Name: "jobs", Limit: 4, InFlight: true, Mode: policy.Local})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			r := l.inf.rule("jobs")
+			require.NotNil(t, r)
+			assert.Equal(t, c.counted, r.counts != nil)
+			ctx := context.Background()
+			allocs := testing.AllocsPerRun(1000, func() {
+				s, _, _ := l.Acquire(ctx, "jobs", "k")
+				s.Release()
+			})
+			assert.Zero(t, allocs)
+		})
+	}
+}

@@ -477,3 +477,66 @@ func TestTelemetryShaping(t *testing.T) {
 		"outcome=denied,path=shadow,rule=shadow": 3,
 	}, checks)
 }
+
+// TestTelemetryInFlight: the Acquires of InFlight rules are counted by
+// rule, outcome and path (a Local rule's on the local path, a fleet rule's
+// on the strict path while the store answers and on the fallback path once
+// it is gone, bad input as errors), and sluice.inflight.held follows the
+// slots held, up with each admission and down with each Release.
+func TestTelemetryInFlight(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	sdk := newOtelSDK(t)
+	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), Prefix: "telinf", SyncInterval: 20 * time.Millisecond,
+		MaxKeyLength: 8}),
+		policy.Rule{Name: "local", Limit: 3, InFlight: true, Mode: policy.Local},
+		policy.Rule{Name: "fleet", Limit: 2, InFlight: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	acquire := func(rule string, n int) (slots []sluice.Slot) {
+		for range n {
+			s, _, err := l.Acquire(ctx, rule, "k")
+			require.NoError(t, err)
+			if s.Held() {
+				slots = append(slots, s)
+			}
+		}
+		return slots
+	}
+	local, fleet := acquire("local", 5), acquire("fleet", 4)
+	require.Len(t, local, 3)
+	require.Len(t, fleet, 2)
+	_, _, err = l.Acquire(ctx, "local", "a key too long")
+	require.ErrorIs(t, err, sluice.ErrKeyTooLong)
+
+	m := sdk.collect(t)
+	assert.Equal(t, "{acquire}", m["sluice.inflight.acquires"].Unit)
+	assert.Equal(t, map[string]int64{
+		"outcome=allowed,path=local,rule=local":  3,
+		"outcome=denied,path=local,rule=local":   2,
+		"outcome=error,path=local,rule=local":    1,
+		"outcome=allowed,path=strict,rule=fleet": 2,
+		"outcome=denied,path=strict,rule=fleet":  2,
+	}, sumInt(t, m["sluice.inflight.acquires"]))
+	assert.Equal(t, map[string]int64{"rule=local": 3, "rule=fleet": 2}, sumInt(t, m["sluice.inflight.held"]))
+
+	local[0].Release()
+	local[0].Release() // a second Release does nothing
+	fleet[1].Release()
+	assert.Equal(t, map[string]int64{"rule=local": 2, "rule=fleet": 1}, sumInt(t, sdk.collect(t)["sluice.inflight.held"]))
+
+	// The store gone: FailLocal admits up to ⌊Limit/N̂⌋ = 2 per instance,
+	// counting the one held.
+	srv.Kill()
+	require.Eventually(t, func() bool { return l.Stats().Degraded }, 10*time.Second, 10*time.Millisecond)
+	fleet = append(fleet, acquire("fleet", 2)...)
+	acq := sumInt(t, sdk.collect(t)["sluice.inflight.acquires"])
+	assert.Equal(t, int64(1), acq["outcome=allowed,path=fallback,rule=fleet"])
+	assert.Equal(t, int64(1), acq["outcome=denied,path=fallback,rule=fleet"])
+	assert.Equal(t, int64(2), sumInt(t, sdk.collect(t)["sluice.inflight.held"])["rule=fleet"])
+	for _, s := range append(local, fleet...) {
+		s.Release()
+	}
+	assert.Equal(t, map[string]int64{"rule=local": 0, "rule=fleet": 0}, sumInt(t, sdk.collect(t)["sluice.inflight.held"]))
+}

@@ -44,7 +44,7 @@ const (
 
 // composeProfiles are the profiles run by runCompose; they are run only
 // when named (not by "all").
-var composeProfiles = []string{Layered, Elastic}
+var composeProfiles = []string{Layered, Elastic, Concurrency}
 
 // composeResult is what a composition profile measured, printed after the
 // report.
@@ -140,6 +140,8 @@ func runCompose(ctx context.Context, o *options, profile string, target store.Ta
 		return runLayered(ctx, o, target, prefix)
 	case Elastic:
 		return runElastic(ctx, o, target, prefix)
+	case Concurrency:
+		return runConcurrency(ctx, o, target, prefix)
 	}
 	return composeResult{}, fmt.Errorf("unknown composition profile %q", profile)
 }

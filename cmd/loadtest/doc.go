@@ -86,12 +86,21 @@
 //     no other database in use) and refuses to run otherwise; on the
 //     throwaway redis-server or the stand-in it just runs.
 //
-// Two composition profiles, run only when named (-profile layered,elastic),
-// build their own rules and report their own figures after the report:
-// layered (AllowAll against a tight and a wide rule: over-admission against
-// the error budget, and the store's count under the wide rule against what
-// was admitted) and elastic (a heavy client under an elastic rule gets the
-// spare capacity alone and falls to its Limit when others arrive).
+// Three composition profiles, run only when named (-profile
+// layered,elastic,concurrency), build their own rules and report their own
+// figures after the report: layered (AllowAll against a tight and a wide
+// rule: over-admission against the error budget, and the store's count
+// under the wide rule against what was admitted), elastic (a heavy client
+// under an elastic rule gets the spare capacity alone and falls to its
+// Limit when others arrive) and concurrency (an InFlight rule of 20 slots
+// per key on the fleet, each instance behind an adaptive limiter, requests
+// holding both slots for a modelled server's time, which doubles mid-run,
+// and the last instance killed at 30 %: its verdict, from what was
+// observed, is the most slots held at once per key against the limit, the
+// killed instance's leases lapsing within the lease TTL, no lease left in
+// the store at the end, the adaptive limit falling after the step and
+// settling, and sheddable requests shed before critical ones; it needs two
+// instances).
 //
 // # The fleet
 //

@@ -480,6 +480,9 @@ func (o *options) validate(profiles, sweepText string) error {
 			return fmt.Errorf("-profile %s moves traffic between instances: it needs -instances %d or more", p, n)
 		}
 	}
+	if slices.Contains(o.Profiles, Concurrency) && o.Instances < 2 {
+		return fmt.Errorf("-profile %s kills an instance: it needs -instances 2 or more", Concurrency)
+	}
 	if o.Sim && slices.Contains(o.Profiles, traffic.Throughput) {
 		return errors.New("-profile throughput measures a fleet's speed; -sim replays an algorithm on a virtual clock")
 	}
