@@ -88,7 +88,7 @@ func (r Rule) Location() (*time.Location, error) {
 	}
 	loc, err := time.LoadLocation(r.TimeZone)
 	if err != nil {
-		return nil, fmt.Errorf("TimeZone %q is not a known time zone (%v): use an IANA name such as America/New_York, or UTC; a program on a system without a time zone database can import _ \"time/tzdata\"", r.TimeZone, err)
+		return nil, fmt.Errorf("TimeZone %q is not a known time zone: use an IANA name such as America/New_York, or UTC; a program on a system without a time zone database can import _ \"time/tzdata\"", r.TimeZone)
 	}
 	return loc, nil
 }
