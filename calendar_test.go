@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -121,5 +122,65 @@ func TestCalendarRefused(t *testing.T) {
 			require.ErrorIs(t, err, policy.ErrInvalidRule)
 			assert.Contains(t, err.Error(), tt.want)
 		})
+	}
+}
+
+// TestCalendarDoesNotAllocate: a check of a calendar quota allocates
+// nothing, admitted or denied, Local and Eventual (the syncer idle: a long
+// interval). Not parallel: AllocsPerRun counts every goroutine's.
+func TestCalendarDoesNotAllocate(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, mode := range []policy.Mode{policy.Local, policy.Eventual} {
+		t.Run(mode.String(), func(t *testing.T) {
+			open := policy.Rule{Name: "open", Limit: policy.MaxLimit, Algorithm: policy.FixedWindow, Period: policy.Day, TimeZone: "Europe/Berlin", Mode: mode}
+			full := policy.Rule{Name: "full", Limit: 1, Algorithm: policy.FixedWindow, Period: policy.Month, TimeZone: "America/New_York", Mode: mode}
+			opts := sluice.Options{}
+			if mode == policy.Eventual {
+				opts = sluice.Options{Redis: srv.Client(t), Prefix: "cal-allocs", ErrorBudget: 1, SyncInterval: time.Hour}
+			}
+			l, err := sluice.New(opts, open, full)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			ctx := context.Background()
+			keys := []string{"a", "b", "c"}
+			for _, k := range keys {
+				_, _ = l.Allow(ctx, "open", k)
+				_, _ = l.Allow(ctx, "full", k)
+			}
+			i := 0
+			require.Zero(t, testing.AllocsPerRun(2000, func() {
+				d, _ := l.Allow(ctx, "open", keys[i%len(keys)])
+				if !d.Allowed {
+					t.Fatal("denied")
+				}
+				i++
+			}), "admitted")
+			if mode == policy.Local { // an Eventual denial on a full key may ask the store
+				require.Zero(t, testing.AllocsPerRun(2000, func() {
+					d, _ := l.Allow(ctx, "full", keys[i%len(keys)])
+					if d.Allowed {
+						t.Fatal("admitted")
+					}
+					i++
+				}), "denied")
+			}
+		})
+	}
+}
+
+// BenchmarkAllowCalendar measures a Local daily quota in a zone with
+// daylight-saving changes, next to BenchmarkAllowLocal's hourly window.
+func BenchmarkAllowCalendar(b *testing.B) {
+	l, err := sluice.New(sluice.Options{}, policy.Rule{Name: "api", Limit: policy.MaxLimit, Algorithm: policy.FixedWindow, Period: policy.Day, TimeZone: "Europe/Berlin"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, _ := l.Allow(ctx, "api", "k"); !d.Allowed {
+			b.Fatal("denied")
+		}
 	}
 }
