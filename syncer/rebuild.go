@@ -218,7 +218,7 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []handle, now i
 // skipped; a view's past the current bucket is counted in it, a lease's
 // past the next one in the next one.
 //
-// KEYS[1] the hash. ARGV: sub-window µs, span, ttl ms, "1" if the store lost
+// KEYS[1] the hash. ARGV: sub-window µs (or period: luaBucket), span, ttl ms, "1" if the store lost
 // everything or "0" if it may have kept the key, the number of view pairs,
 // then (bucket, count) pairs: the view's, then the leases'. Returns the
 // number of buckets written.

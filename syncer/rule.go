@@ -164,10 +164,8 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 		r.weigh = "1"
 	}
 	if c := rc.Geometry.Calendar(); c != nil {
-		// The periods' keys: the calendar, not a sub-window length, keeps
-		// a rule whose geometry changed from mixing buckets.
 		r.cal = c
-		r.suffix = "}:" + calendarUnits[c.Unit()] + "@" + c.Location().String()
+		r.suffix = "}" + KeySuffix(rc.Geometry)
 	}
 	r.head = [4]any{r.subUs, r.span, r.ttlMs, s.cfg.InstanceID}
 	r.limit.Store(rc.Limit)
@@ -211,6 +209,17 @@ func (r *Rule) Retire() {
 			return
 		}
 	}
+}
+
+// KeySuffix returns what follows the hash tag in the Redis keys of a rule
+// of geometry geo (see keyName): ":<sub-window µs>", or for a calendar
+// quota ":<unit>@<zone>" (the calendar, not a length, keeps a rule whose
+// geometry changed from mixing buckets).
+func KeySuffix(geo window.Sliding) string {
+	if c := geo.Calendar(); c != nil {
+		return ":" + calendarUnits[c.Unit()] + "@" + c.Location().String()
+	}
+	return ":" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
 }
 
 // calendarUnits name a calendar's unit in its keys.
@@ -298,7 +307,8 @@ func (r *Rule) Waited(why Why) {
 	}
 }
 
-// keyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>",
+// keyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>"
+// ("...}:<unit>@<zone>" for a calendar quota),
 // with the key percent-encoded (see EncodeKey). The braces make it a Redis
 // Cluster hash tag, so everything of one limiter key lives in one slot; the
 // sub-window length keeps rules whose geometry changed from mixing buckets.

@@ -86,7 +86,7 @@ end
 // negative delta that bucket holds), which leaves it.
 //
 // KEYS[1] the hash.
-// ARGV: sub-window µs, span (buckets in a window), limit, ttl ms, instance id,
+// ARGV: sub-window µs (or a calendar period: luaBucket), span (buckets in a window), limit, ttl ms, instance id,
 // batch count, "1" if the oldest bucket is weighted by its overlap with the
 // window (window.NewWeighted) or "0" if it counts whole, N̂ to ask for a
 // lease or 0, the units wanted, "1" to ask for the lease in the next bucket
@@ -458,7 +458,7 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0', absent, ep or
 //
 // KEYS: the marker, then the limiter keys, rule by rule: first its keys with
 // one count in the base bucket, then the others. ARGV: seq, marker TTL ms,
-// instance id, rule count, then per rule: sub-window µs, span, key TTL ms,
+// instance id, rule count, then per rule: sub-window µs (or period: luaBucket), span, key TTL ms,
 // field bound, base bucket, its number of keys with one count in the base
 // bucket, its number of other keys; then, for each rule in turn, the counts
 // of the first (a count, or -n and a count), then the tokens of the others,
