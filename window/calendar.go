@@ -86,12 +86,6 @@ func (c *Calendar) Start(k int64) int64 {
 	return s
 }
 
-// End returns the end of period k, ns: the start of period k+1.
-func (c *Calendar) End(k int64) int64 {
-	_, e := c.Bounds(k)
-	return e
-}
-
 // find computes the period of t, and caches it if it is later than the
 // one cached.
 func (c *Calendar) find(t int64) period {

@@ -237,7 +237,8 @@ func (s Sliding) ResetAfter(t int64) time.Duration {
 // nothing more is counted.
 func (s Sliding) leaves(j int64) int64 {
 	if s.cal != nil {
-		return s.cal.End(j)
+		_, end := s.cal.Bounds(j)
+		return end
 	}
 	if s.fixed {
 		return (j + 1) * s.sub
