@@ -184,3 +184,36 @@ func BenchmarkAllowCalendar(b *testing.B) {
 		}
 	}
 }
+
+// TestCalendarTiers: the override tiers of a calendar quota count per
+// period too: a higher tier its own limit, a Deny tier's denials retry at
+// the day's end, an Unlimited tier is admitted.
+func TestCalendarTiers(t *testing.T) {
+	t.Parallel()
+	loc, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	at := time.Date(2026, 3, 29, 20, 0, 0, 0, loc) // 4 hours before the end of a 23-hour day
+	c := newFakeClock(at.UnixNano())
+	l := newAlgoLimiter(t, c, policy.Rule{
+		Name: "quota", Limit: 1, Algorithm: policy.FixedWindow, Period: policy.Day, TimeZone: "Europe/Berlin", Mode: policy.Local,
+		Overrides: []policy.Override{
+			{Tier: "pro", Keys: []string{"pro"}, Limit: 3},
+			{Tier: "blocked", Keys: []string{"bad"}, Deny: true},
+			{Tier: "vip", Keys: []string{"vip"}, Unlimited: true},
+		},
+	})
+	ctx := context.Background()
+	for i := range 4 {
+		d, err := l.Allow(ctx, "quota", "pro")
+		require.NoError(t, err)
+		assert.Equal(t, i < 3, d.Allowed, "pro check %d", i+1)
+		assert.Equal(t, 4*time.Hour, d.ResetAfter)
+	}
+	d, err := l.Allow(ctx, "quota", "bad")
+	require.NoError(t, err)
+	assert.True(t, d.Blocked())
+	assert.Positive(t, d.RetryAfter, "a blocked key is told to come back later")
+	d, err = l.Allow(ctx, "quota", "vip")
+	require.NoError(t, err)
+	assert.True(t, d.Unlimited())
+}

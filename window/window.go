@@ -57,6 +57,12 @@
 //
 // A fixed window (B = 1, no weighting) estimates E(t) = c[k]: exact inside the
 // window, but 2L can pass in a span of W straddling a boundary.
+//
+// A calendar quota (NewCalendarWindow) is a fixed window whose bucket k is
+// period k of a Calendar (calendar.go), a day, week or month of a time
+// zone, of the calendar's length rather than w: the bucket of t, its
+// phase and the time it ends come from the calendar; the rest is a fixed
+// window's.
 package window
 
 import (
