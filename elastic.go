@@ -55,6 +55,8 @@ func (l *Limiter) linkCapacity(set *ruleSet, rules []policy.Rule, old map[string
 		switch {
 		case cp == nil:
 			return fmt.Errorf("%w %q: Capacity %q is not a rule of this limiter: pass the capacity rule to New too", policy.ErrInvalidRule, pr.Name, pr.Capacity)
+		case cp.Calendar():
+			return fmt.Errorf("%w %q: Capacity %q is a calendar quota: a capacity rule counts over a Window", policy.ErrInvalidRule, pr.Name, pr.Capacity)
 		case cp.Capacity != "":
 			return fmt.Errorf("%w %q: Capacity %q is itself elastic: a capacity rule must be a plain rule", policy.ErrInvalidRule, pr.Name, pr.Capacity)
 		}

@@ -82,7 +82,7 @@ func (s *ruleSet) retain(old *ruleSet, b *build, now int64) (gone []engine.Engin
 // checks: its Window, or for a bucket whose Burst is above its Limit the
 // time to refill the Burst.
 func lapse(pr policy.Rule) time.Duration {
-	d := pr.Window
+	d := pr.WindowLength()
 	if mc := pr.MaxCost(); mc > pr.Limit && pr.Limit > 0 {
 		d = time.Duration(float64(d) * float64(mc) / float64(pr.Limit))
 	}
@@ -155,7 +155,7 @@ type retune struct {
 // buildOne makes the rule checks call name that pr's engine decides.
 func (l *Limiter) buildOne(name string, pr policy.Rule, old map[string]*rule, b *build) (*rule, error) {
 	eff := pr.Effective() // what the engine counts: the soft band or the ceiling in
-	r := &rule{name: name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.Window, pr: pr,
+	r := &rule{name: name, limit: pr.Limit, maxCost: pr.MaxCost(), window: pr.WindowLength(), pr: pr,
 		extra: eff.MaxCost() - pr.MaxCost(), shadow: pr.Shadow}
 	if pr.Limit == 0 { // Deny, or an Unlimited tier: every cost reaches the engine
 		r.maxCost, r.extra = policy.MaxLimit, 0
@@ -200,6 +200,7 @@ func (l *Limiter) keep(o *rule, pr policy.Rule, b *build) engine.Engine {
 // and neither denies or is unlimited. Their limits may differ.
 func sameGeometry(a, b policy.Rule) bool {
 	return a.Name == b.Name && a.Algorithm == b.Algorithm && a.Window == b.Window &&
+		a.Period == b.Period && a.TimeZone == b.TimeZone &&
 		a.Buckets() == b.Buckets() && a.Mode == b.Mode &&
 		a.Limit != 0 && b.Limit != 0 && !a.Deny && !b.Deny
 }

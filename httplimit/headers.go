@@ -86,8 +86,8 @@ type ruleHeaders struct {
 func policyItem(pr policy.Rule) httpsfv.Item {
 	it := httpsfv.NewItem(pr.Name)
 	it.Params.Add("q", pr.Limit)
-	if pr.Window%time.Second == 0 {
-		it.Params.Add("w", int64(pr.Window/time.Second))
+	if w := pr.WindowLength(); w%time.Second == 0 {
+		it.Params.Add("w", int64(w/time.Second))
 	}
 	if pr.Shadow {
 		it.Params.Add(shadowParam, true)

@@ -28,6 +28,8 @@ func FuzzLoad(f *testing.F) {
 		}
 	}
 	f.Add([]byte("rules:\n  - {name: a, limit: 1, window: 1s}\n"), "a", "x")
+	f.Add([]byte("rules:\n  - {name: a, limit: 1, period: day, time_zone: Europe/Berlin}\n  - {name: b, limit: 9, period: Month, algorithm: fixed, mode: strict}\n"), "b", "x")
+	f.Add([]byte("rules:\n  - {name: a, limit: 1, period: fortnight, time_zone: Nowhere/Else}\n"), "a", "x")
 	f.Add([]byte("domain: d\ndescriptors:\n  - {key: a, value: b*, rate_limit: {unit: second, requests_per_unit: 0}}\n"), "a", "bc")
 	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
 		c, err := policy.Load(bytes.NewReader(data))

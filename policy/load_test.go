@@ -191,6 +191,29 @@ func TestMatchSluice(t *testing.T) {
 
 // TestLoadErrors: malformed files give a ConfigError naming the line and
 // field and saying how to fix it; never a panic.
+// TestLoadCalendar: a rule with a period is a calendar quota, a fixed
+// window in its time zone, and Encode writes it back as Load reads it; an
+// envoy file's day, week and month stay windows of fixed length.
+func TestLoadCalendar(t *testing.T) {
+	t.Parallel()
+	c, err := policy.Load(strings.NewReader("rules:\n  - {name: daily, limit: 1000, period: day, time_zone: America/New_York}\n  - {name: monthly, limit: 5, period: Month, algorithm: fixed, mode: strict}\n"))
+	require.NoError(t, err)
+	require.Len(t, c.Rules, 2)
+	assert.Equal(t, policy.Rule{Name: "daily", Limit: 1000, Algorithm: policy.FixedWindow, Period: policy.Day, TimeZone: "America/New_York"}, c.Rules[0])
+	assert.Equal(t, policy.Rule{Name: "monthly", Limit: 5, Algorithm: policy.FixedWindow, Period: policy.Month, Mode: policy.Strict}, c.Rules[1])
+	var buf bytes.Buffer
+	require.NoError(t, c.Encode(&buf))
+	assert.Contains(t, buf.String(), "period: day")
+	back, err := policy.Load(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, c.Rules, back.Rules)
+
+	e, err := policy.Load(strings.NewReader("domain: d\ndescriptors:\n  - {key: a, rate_limit: {unit: day, requests_per_unit: 5}}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, policy.NoPeriod, e.Rules[0].Period, "envoy's day is 24 hours, as envoy counts it")
+	assert.Equal(t, 24*time.Hour, e.Rules[0].Window)
+}
+
 func TestLoadErrors(t *testing.T) {
 	t.Parallel()
 	deep := "domain: d\ndescriptors:\n"
@@ -223,6 +246,11 @@ func TestLoadErrors(t *testing.T) {
 		{"override key twice", "rules:\n  - name: a\n    limit: 1\n    window: 1s\n    overrides:\n      - {tier: x, limit: 2, keys: [k]}\n      - {tier: y, limit: 3, keys: [k]}\n", 2, []string{`key "k" is in override tiers "x" and "y"`}},
 		{"anchor", "rules:\n  - &r {name: a, limit: 1, window: 1s}\n  - *r\n", 3, []string{"anchors and aliases"}},
 		{"rules not a list", "rules: 3\n", 1, []string{"write a list"}},
+		{"unknown period", "rules:\n  - name: a\n    limit: 1\n    period: fortnight\n", 4, []string{"rules[0].period", `"fortnight" is not a period`, "day, week or month"}},
+		{"unknown time zone", "rules:\n  - name: a\n    limit: 1\n    period: day\n    time_zone: Europe/Atlantis\n", 2, []string{"rules[0]", `TimeZone "Europe/Atlantis" is not a known time zone`}},
+		{"period with a window", "rules:\n  - {name: a, limit: 1, period: week, window: 24h}\n", 2, []string{"remove Window"}},
+		{"period on a sliding window", "rules:\n  - {name: a, limit: 1, period: week, algorithm: sliding}\n", 2, []string{"policy.FixedWindow"}},
+		{"time zone without a period", "rules:\n  - {name: a, limit: 1, window: 1s, time_zone: UTC}\n", 2, []string{"without a Period"}},
 		{"envoy no domain", "descriptors: []\n", 1, []string{"domain", "missing"}},
 		{"envoy duplicate descriptor", "domain: d\ndescriptors:\n  - key: a\n  - key: a\n", 4, []string{"duplicate descriptor d.a"}},
 		{"envoy duplicate value", "domain: d\ndescriptors:\n  - {key: a, value: v}\n  - {key: a, value: v}\n", 4, []string{"duplicate descriptor d.a_v"}},

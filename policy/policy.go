@@ -157,8 +157,17 @@ type Rule struct {
 	// Limit is the number of requests (or cost units) allowed per Window, per
 	// key: 1 to MaxLimit.
 	Limit int64
-	// Window is the length of the window: MinWindow to MaxWindow.
+	// Window is the length of the window: MinWindow to MaxWindow; 0 for a
+	// calendar quota (Period), whose length the calendar sets.
 	Window time.Duration
+	// Period, if set, makes the rule a calendar quota: Limit per calendar
+	// day, week or month in TimeZone, counted as one fixed window per
+	// period (Algorithm FixedWindow, no Window); a Decision's ResetAfter
+	// and RetryAfter run to the end of the period. Every Mode.
+	Period Period
+	// TimeZone is the IANA name of the time zone a Period is reckoned in,
+	// such as "Europe/Berlin"; empty means UTC. Only with Period.
+	TimeZone string
 	// Algorithm is the counting math; default SlidingWindow.
 	Algorithm Algorithm
 	// Precision is the number of sub-windows of a SlidingWindow or
@@ -239,9 +248,10 @@ func (r Rule) Buckets() int {
 	return r.Precision
 }
 
-// SubWindow returns the length of one sub-window: Window / Buckets.
+// SubWindow returns the length of one sub-window: Window / Buckets (a
+// calendar quota's nominal period length, WindowLength).
 func (r Rule) SubWindow() time.Duration {
-	return r.Window / time.Duration(r.Buckets())
+	return r.WindowLength() / time.Duration(r.Buckets())
 }
 
 // Interval returns the emission interval of a TokenBucket or GCRA rule,
@@ -252,7 +262,7 @@ func (r Rule) Interval() time.Duration {
 	if r.Limit < 1 {
 		return 0
 	}
-	return time.Duration((int64(r.Window) + r.Limit/2) / r.Limit)
+	return time.Duration((int64(r.WindowLength()) + r.Limit/2) / r.Limit)
 }
 
 // MaxCost returns the largest cost a check of the rule can ever be admitted
@@ -276,6 +286,9 @@ func (r Rule) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %q: %s", ErrInvalidRule, r.Name, fmt.Sprintf(format, args...))
 	}
+	if err := r.validateCalendar(bad); err != nil {
+		return err
+	}
 	if r.InFlight {
 		return r.validateInFlight(bad)
 	}
@@ -285,7 +298,7 @@ func (r Rule) Validate() error {
 	if r.Limit < 1 || r.Limit > MaxLimit {
 		return bad("Limit %d is out of range: it must be between 1 and %d", r.Limit, int64(MaxLimit))
 	}
-	if r.Window < MinWindow || r.Window > MaxWindow {
+	if (r.Window < MinWindow || r.Window > MaxWindow) && !r.Calendar() {
 		return bad("Window %v is out of range: it must be between %v and %v", r.Window, MinWindow, MaxWindow)
 	}
 	switch r.Algorithm {

@@ -15,7 +15,7 @@ const MaxRules = 10_000
 
 var (
 	sluiceTop      = []string{"rules"}
-	sluiceRule     = []string{"name", "limit", "window", "algorithm", "precision", "burst", "warm_up", "mode", "soft", "ceiling", "capacity", "shadow", "deny", "overrides", "in_flight"}
+	sluiceRule     = []string{"name", "limit", "window", "algorithm", "precision", "burst", "warm_up", "mode", "soft", "ceiling", "capacity", "shadow", "deny", "overrides", "in_flight", "period", "time_zone"}
 	sluiceOverride = []string{"tier", "keys", "limit", "burst", "unlimited", "deny"}
 	algorithms     = []Algorithm{SlidingWindow, FixedWindow, WeightedWindow, TokenBucket, GCRA, SlidingLog}
 	modes          = []Mode{ModeDefault, Eventual, Local, Strict}
@@ -96,6 +96,15 @@ func decodeRule(n *yaml.Node, at string) (Rule, error) {
 			r.Deny, err = boolean(v, field)
 		case "in_flight":
 			r.InFlight, err = boolean(v, field)
+		case "period":
+			var s string
+			if s, err = str(v, field); err == nil {
+				if r.Period, err = ParsePeriod(s); err != nil {
+					err = errAt(v, field, "%v", err)
+				}
+			}
+		case "time_zone":
+			r.TimeZone, err = str(v, field)
 		case "overrides":
 			err = list(v, field, func(_ int, on *yaml.Node, field string) error {
 				o, err := decodeOverride(on, field)
@@ -108,10 +117,23 @@ func decodeRule(n *yaml.Node, at string) (Rule, error) {
 	if err != nil {
 		return Rule{}, err
 	}
+	if r.Calendar() && !hasField(n, "algorithm") {
+		r.Algorithm = FixedWindow // a calendar period is a fixed window
+	}
 	if err := r.Validate(); err != nil {
 		return Rule{}, ruleErr(n, at, err)
 	}
 	return r, nil
+}
+
+// hasField reports whether mapping n has the field key.
+func hasField(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 func decodeOverride(n *yaml.Node, at string) (Override, error) {
@@ -168,8 +190,14 @@ func (c Config) Encode(w io.Writer) error {
 		if r.Limit != 0 || !r.Deny {
 			add(m, "limit", integerNode(r.Limit))
 		}
-		if !r.InFlight {
+		if !r.InFlight && !r.Calendar() {
 			add(m, "window", scalar(durationString(r.Window), "!!str"))
+		}
+		if r.Calendar() {
+			add(m, "period", scalar(r.Period.String(), "!!str"))
+		}
+		if r.TimeZone != "" {
+			add(m, "time_zone", scalar(r.TimeZone, "!!str"))
 		}
 		if r.Algorithm != SlidingWindow {
 			add(m, "algorithm", scalar(r.Algorithm.String(), "!!str"))

@@ -1,5 +1,7 @@
 package syncer
 
+import "time"
+
 // Leases ahead. A lease lasts one bucket, so without more a busy key would
 // start every bucket on its divergence cap alone (2 units at four instances,
 // 1 at eight) until the early sync its first admissions ask for brings a
@@ -26,14 +28,24 @@ package syncer
 // bucket (docs/design-bound.md, "Leases ahead").
 
 // aheadLead is how long before the end of a bucket of r its keys are leased
-// the next bucket.
-func aheadLead(r *Rule) int64 { return r.geo.Sub() / 8 }
+// the next bucket: for a calendar quota, whose periods last a day or more,
+// as for a sub-window of calendarLead·8.
+func aheadLead(r *Rule) int64 {
+	if r.cal != nil {
+		return int64(calendarLead)
+	}
+	return r.geo.Sub() / 8
+}
+
+// calendarLead is the lease-ahead lead of a calendar quota: the lead of a
+// one-minute sub-window, long enough for a pass to reach every key.
+const calendarLead = time.Minute / 8
 
 // aheadAt returns when (store time) the next lease-ahead pass of r is due
 // after bucket r.ahead: a lead before the end of the bucket of now, or of the
 // one after it if that bucket's pass has run.
 func aheadAt(r *Rule, now int64) int64 {
-	return (passBucket(r, r.ahead, now)+1)*r.geo.Sub() - aheadLead(r)
+	return r.geo.Start(passBucket(r, r.ahead, now)+1) - aheadLead(r)
 }
 
 // passBucket returns the bucket a pass of r is next due in, given done, the

@@ -189,7 +189,7 @@ func (s *Syncer) bulkArgs(c *bulkCall) []any {
 		ends = append(ends, len(b))
 	}
 	for i, r := range c.rules {
-		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound(), c.base[i], parts[i].plain, parts[i].tokens)
+		args = append(args, r.subArg(r.geo.Start(c.base[i])), r.span, r.ttlMs, r.fieldBound(), c.base[i], parts[i].plain, parts[i].tokens)
 	}
 	toks := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 	start := 0

@@ -119,7 +119,7 @@ func (s *Syncer) args(dst []any, c *call) []any {
 	} else {
 		args = append(dst, "evalsha", syncHash, 1, r.keyName(c.it.id.key))
 	}
-	args = append(args, r.head[0], r.head[1], r.limitValue(), r.head[2], r.head[3], len(c.batches), r.weigh, lease, want, next, s.epochArg())
+	args = append(args, r.subArg(s.Now()), r.head[1], r.limitValue(), r.head[2], r.head[3], len(c.batches), r.weigh, lease, want, next, s.epochArg())
 	for _, b := range c.batches {
 		costs := b.costs
 		if b.sent > 0 {

@@ -154,7 +154,7 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []handle, now i
 				continue
 			}
 			args := make([]any, 0, 9+2*len(*buf))
-			args = append(args, "evalsha", restoreScript.Hash(), 1, r.keyName(r.keys.Key(h)), r.subUs, r.span, r.ttlMs, whole, nv)
+			args = append(args, "evalsha", restoreScript.Hash(), 1, r.keyName(r.keys.Key(h)), r.subArg(now), r.span, r.ttlMs, whole, nv)
 			for _, b := range *buf {
 				args = append(args, b.Index, b.Count)
 			}
@@ -218,17 +218,16 @@ func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []handle, now i
 // skipped; a view's past the current bucket is counted in it, a lease's
 // past the next one in the next one.
 //
-// KEYS[1] the hash. ARGV: sub-window µs, span, ttl ms, "1" if the store lost
+// KEYS[1] the hash. ARGV: sub-window µs (or period: luaBucket), span, ttl ms, "1" if the store lost
 // everything or "0" if it may have kept the key, the number of view pairs,
 // then (bucket, count) pairs: the view's, then the leases'. Returns the
 // number of buckets written.
-var restoreScript = redis.NewScript(`
+var restoreScript = redis.NewScript(luaBucket + `
 local key = KEYS[1]
-local sub = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local k = math.floor(now / sub)
+local k = bucket_of(now, ARGV[1])
 local oldest = k - span + 1
 local raised = 0
 local whole = ARGV[4] == '1'

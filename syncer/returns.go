@@ -36,7 +36,7 @@ func (s *Syncer) returns(r *Rule) bool {
 // after bucket r.returned: a lag after the start of the bucket of now, or of
 // the one after it if that bucket's pass has run.
 func returnAt(r *Rule, now int64) int64 {
-	return passBucket(r, r.returned, now)*r.geo.Sub() + returnLag(r)
+	return r.geo.Start(passBucket(r, r.returned, now)) + returnLag(r)
 }
 
 // passWait returns how long the loop may wait before the next lease-ahead

@@ -125,6 +125,10 @@ type Rule struct {
 	limitArg   any
 	limitBoxed int64
 	leases     bool
+	// cal is a calendar quota's calendar (nil for the others), and calArg
+	// the scripts' bucket argument for its period last asked (subArg).
+	cal    *window.Calendar
+	calArg atomic.Pointer[periodArg]
 	// ahead is the last bucket whose keys were leased the next one
 	// (ahead.go); owned by the syncer's loop.
 	ahead int64
@@ -158,6 +162,10 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 	}
 	if rc.Geometry.Weighted() {
 		r.weigh = "1"
+	}
+	if c := rc.Geometry.Calendar(); c != nil {
+		r.cal = c
+		r.suffix = "}" + KeySuffix(rc.Geometry)
 	}
 	r.head = [4]any{r.subUs, r.span, r.ttlMs, s.cfg.InstanceID}
 	r.limit.Store(rc.Limit)
@@ -201,6 +209,43 @@ func (r *Rule) Retire() {
 			return
 		}
 	}
+}
+
+// KeySuffix returns what follows the hash tag in the Redis keys of a rule
+// of geometry geo (see keyName): ":<sub-window µs>", or for a calendar
+// quota ":<unit>@<zone>" (the calendar, not a length, keeps a rule whose
+// geometry changed from mixing buckets).
+func KeySuffix(geo window.Sliding) string {
+	if c := geo.Calendar(); c != nil {
+		return ":" + calendarUnits[c.Unit()] + "@" + c.Location().String()
+	}
+	return ":" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
+}
+
+// calendarUnits name a calendar's unit in its keys.
+var calendarUnits = [...]string{window.Day: "day", window.Week: "week", window.Month: "month"}
+
+// periodArg is a calendar period's bucket argument for the scripts, boxed.
+type periodArg struct {
+	k int64
+	v any
+}
+
+// subArg returns the scripts' bucket argument at now (luaBucket): the
+// sub-window in µs, or for a calendar quota its period at now and the
+// period's bounds in µs, made once per period.
+func (r *Rule) subArg(now int64) any {
+	if r.cal == nil {
+		return r.head[0]
+	}
+	k := r.cal.Index(now)
+	if a := r.calArg.Load(); a != nil && a.k == k {
+		return a.v
+	}
+	start, end := r.cal.Bounds(k)
+	a := &periodArg{k: k, v: "c" + strconv.FormatInt(k, 10) + "," + strconv.FormatInt(start/1000, 10) + "," + strconv.FormatInt(end/1000, 10)}
+	r.calArg.Store(a)
+	return a.v
 }
 
 // limitValue returns the limit for a script call, boxed.
@@ -262,7 +307,8 @@ func (r *Rule) Waited(why Why) {
 	}
 }
 
-// keyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>",
+// keyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>"
+// ("...}:<unit>@<zone>" for a calendar quota),
 // with the key percent-encoded (see EncodeKey). The braces make it a Redis
 // Cluster hash tag, so everything of one limiter key lives in one slot; the
 // sub-window length keeps rules whose geometry changed from mixing buckets.

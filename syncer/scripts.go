@@ -6,6 +6,29 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
+// luaBucket defines bucket_of(now, arg), the scripts' bucket of the
+// store's time now (µs) and its phase: arg is the rule's sub-window in µs
+// (the bucket is ⌊now/sub⌋), or for a calendar quota "c<k>,<start>,<end>",
+// the period the caller's clock is in and its bounds in µs (Rule.subArg):
+// the store's clock, a few milliseconds off the caller's at most, is in
+// that period, or in the one after it past its end, or before it before
+// its start. The period index is the bucket; the caller computes the
+// calendar, which Lua has no time zones for.
+const luaBucket = `
+local function bucket_of(now, arg)
+  local sub = tonumber(arg)
+  if sub then
+    local k = math.floor(now / sub)
+    return k, (now - k * sub) / sub
+  end
+  local ks, ss, es = string.match(arg, '^c(-?%d+),(-?%d+),(-?%d+)$')
+  local k, s, e = tonumber(ks), tonumber(ss), tonumber(es)
+  if now >= e then return k + 1, 0 end
+  if now < s then return k - 1, 0 end
+  return k, (now - s) / (e - s)
+end
+`
+
 // syncScript pushes one instance's batches for one limiter key, decides its
 // reservations, and returns the key's per-bucket totals, all in one atomic
 // step. The key is a hash: field "<bucket index>" holds a bucket's fleet-wide
@@ -63,7 +86,7 @@ import (
 // negative delta that bucket holds), which leaves it.
 //
 // KEYS[1] the hash.
-// ARGV: sub-window µs, span (buckets in a window), limit, ttl ms, instance id,
+// ARGV: sub-window µs (or a calendar period: luaBucket), span (buckets in a window), limit, ttl ms, instance id,
 // batch count, "1" if the oldest bucket is weighted by its overlap with the
 // window (window.NewWeighted) or "0" if it counts whole, N̂ to ask for a
 // lease or 0, the units wanted, "1" to ask for the lease in the next bucket
@@ -84,9 +107,8 @@ import (
 //
 // Numbers written to Redis are formatted with %.0f: Lua's default number
 // formatting (%.14g) would round bucket indices and sequence numbers.
-var syncScript = redis.NewScript(window.LuaRoom + `
+var syncScript = redis.NewScript(window.LuaRoom + luaBucket + `
 local key = KEYS[1]
-local sub = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
@@ -112,9 +134,8 @@ if #KEYS > 1 and ARGV[11] ~= '' then
     return {-1, ep}
   end
 end
-local k = math.floor(now / sub)
+local k, phase = bucket_of(now, ARGV[1])
 local oldest = k - span + 1
-local phase = (now - k * sub) / sub
 local expire_before = now - ttl * 1000
 local last = 0
 local recs = {}
@@ -437,7 +458,7 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0', absent, ep or
 //
 // KEYS: the marker, then the limiter keys, rule by rule: first its keys with
 // one count in the base bucket, then the others. ARGV: seq, marker TTL ms,
-// instance id, rule count, then per rule: sub-window µs, span, key TTL ms,
+// instance id, rule count, then per rule: sub-window µs (or period: luaBucket), span, key TTL ms,
 // field bound, base bucket, its number of keys with one count in the base
 // bucket, its number of other keys; then, for each rule in turn, the counts
 // of the first (a count, or -n and a count), then the tokens of the others,
@@ -447,7 +468,7 @@ return {t[1], t[2], redis.call('ZCARD', KEYS[1]), first[2] or '0', absent, ep or
 // Returns: now µs, 1 if applied now or 0 if applied before, then the 1-based
 // indices (counting the limiter keys only) of keys whose writes failed (for a
 // call applied before: as recorded in the marker).
-var bulkScript = redis.NewScript(`
+var bulkScript = redis.NewScript(luaBucket + `
 local tonumber, type, pcall = tonumber, type, redis.pcall
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -523,12 +544,11 @@ local i = 6 + 7 * nr
 local x = 2
 for r = 1, nr do
   local h = 6 + 7 * (r - 1)
-  local sub = tonumber(ARGV[h])
   local span = tonumber(ARGV[h + 1])
   ttl = ARGV[h + 2]
   bound = tonumber(ARGV[h + 3])
   local base = tonumber(ARGV[h + 4])
-  k = math.floor(now / sub)
+  k = bucket_of(now, ARGV[h])
   ks = string.format('%.0f', k)
   oldest = k - span + 1
   expire_before = now - tonumber(ttl) * 1000

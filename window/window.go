@@ -57,6 +57,12 @@
 //
 // A fixed window (B = 1, no weighting) estimates E(t) = c[k]: exact inside the
 // window, but 2L can pass in a span of W straddling a boundary.
+//
+// A calendar quota (NewCalendarWindow) is a fixed window whose bucket k is
+// period k of a Calendar (calendar.go), a day, week or month of a time
+// zone, of the calendar's length rather than w: the bucket of t, its
+// phase and the time it ends come from the calendar; the rest is a fixed
+// window's.
 package window
 
 import (
@@ -72,7 +78,8 @@ type Sliding struct {
 	sub      int64 // sub-window length, ns
 	buckets  int
 	fixed    bool
-	weighted bool // the oldest bucket counts by its overlap 1−φ
+	weighted bool      // the oldest bucket counts by its overlap 1−φ
+	cal      *Calendar // a calendar quota's periods (NewCalendarWindow); nil: sub-windows of sub
 }
 
 // NewSliding returns the geometry of a sliding window of length window cut into
@@ -96,6 +103,26 @@ func NewWeighted(window time.Duration, buckets int) Sliding {
 // NewFixed returns the geometry of a fixed window of length window.
 func NewFixed(window time.Duration) Sliding {
 	return newGeometry(window, 1, true, false)
+}
+
+// NewCalendarWindow returns the geometry of a calendar quota: a fixed
+// window whose buckets are the periods of c (bucket k is period k, from
+// c.Start(k) to c.End(k)) rather than intervals of one length. Sub and
+// Window return c.Longest(), an upper bound on a period's length.
+func NewCalendarWindow(c *Calendar) Sliding {
+	return Sliding{sub: int64(c.Longest()), buckets: 1, fixed: true, cal: c}
+}
+
+// Calendar returns the calendar of a calendar quota's geometry, nil for
+// the others.
+func (s Sliding) Calendar() *Calendar { return s.cal }
+
+// Start returns the start of bucket j: j·w, or a calendar period's start.
+func (s Sliding) Start(j int64) int64 {
+	if s.cal != nil {
+		return s.cal.Start(j)
+	}
+	return j * s.sub
 }
 
 func newGeometry(window time.Duration, buckets int, fixed, weighted bool) Sliding {
@@ -132,8 +159,11 @@ func (s Sliding) Span() int {
 }
 
 // Index returns k = ⌊t/w⌋, the bucket that holds time t (floor division, so
-// negative times work too).
+// negative times work too); for a calendar geometry, the period of t.
 func (s Sliding) Index(t int64) int64 {
+	if s.cal != nil {
+		return s.cal.Index(t)
+	}
 	k := t / s.sub
 	if t%s.sub < 0 {
 		k--
@@ -143,6 +173,10 @@ func (s Sliding) Index(t int64) int64 {
 
 // Phase returns φ ∈ [0, 1), how far t is into its bucket.
 func (s Sliding) Phase(t int64) float64 {
+	if s.cal != nil {
+		start, end := s.cal.Bounds(s.cal.Index(t))
+		return float64(t-start) / float64(end-start)
+	}
 	return float64(t-s.Index(t)*s.sub) / float64(s.sub)
 }
 
@@ -208,6 +242,10 @@ func (s Sliding) ResetAfter(t int64) time.Duration {
 // newest count is in bucket j is whole again, which does not move while
 // nothing more is counted.
 func (s Sliding) leaves(j int64) int64 {
+	if s.cal != nil {
+		_, end := s.cal.Bounds(j)
+		return end
+	}
 	if s.fixed {
 		return (j + 1) * s.sub
 	}
@@ -272,7 +310,7 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 		return 0
 	}
 	if s.fixed {
-		return time.Duration((k+1)*s.sub - t)
+		return time.Duration(s.leaves(k) - t)
 	}
 	b := int64(s.buckets)
 	if !s.weighted {

@@ -435,7 +435,7 @@ func (in inspector) key(ctx context.Context, r policy.Rule, key string, now int6
 	geo := engine.WindowGeometry(r) // as the limiter builds it
 	b := []byte(in.prefix + ":{" + r.Name + ":")
 	b = syncer.EncodeKey(b, key)
-	kr.RedisKey = string(b) + "}:" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
+	kr.RedisKey = string(b) + "}" + syncer.KeySuffix(geo)
 	h, err := in.rdb.HGetAll(ctx, kr.RedisKey).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", kr.RedisKey, err)

@@ -93,7 +93,7 @@ func (unlimited) Refund(string, int64, Receipt) {}
 func newFixed(r policy.Rule) (e Engine, ok bool) {
 	switch {
 	case r.Deny:
-		return denyAll{window: r.Window}, true
+		return denyAll{window: r.WindowLength()}, true
 	case r.Limit == 0:
 		return unlimited{}, true
 	}

@@ -139,8 +139,16 @@ func (w *windowRule) Retire() {
 }
 
 // WindowGeometry returns the counting geometry of a validated sliding,
-// weighted or fixed window rule.
+// weighted or fixed window rule; for a calendar quota, a fixed window per
+// period of its calendar.
 func WindowGeometry(r policy.Rule) window.Sliding {
+	if r.Calendar() {
+		loc, err := r.Location()
+		if err != nil {
+			loc = time.UTC // Validate refused it: unreachable for a validated rule
+		}
+		return window.NewCalendarWindow(window.NewCalendar(calendarUnits[r.Period], loc))
+	}
 	switch r.Algorithm {
 	case policy.FixedWindow:
 		return window.NewFixed(r.Window)
@@ -149,6 +157,9 @@ func WindowGeometry(r policy.Rule) window.Sliding {
 	}
 	return window.NewSliding(r.Window, r.Buckets())
 }
+
+// calendarUnits map a rule's Period to its calendar's unit.
+var calendarUnits = [...]window.Unit{policy.Day: window.Day, policy.Week: window.Week, policy.Month: window.Month}
 
 // Tick publishes now for checks on the published time, and ends the
 // recovery grace once it has run out.
