@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/vclock"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -343,27 +344,59 @@ func TestPassServesReservations(t *testing.T) {
 	t.Parallel()
 	eachWaited(t, func(t *testing.T, warm bool) {
 		c, h := hooked(t)
-		geo, r, s, k := leasing(t, c)
+		geo, r, s, k, clk := leasingByHand(t, c)
 		const keys = 5 * urgentEvery
 		for i := range keys {
 			key := "p" + itoa(int64(i))
 			h.first[r.keyName(key)] = true
 			busy(t, s, r, key)
 			admit(t, s, r, key, 5) // the fifth asks for an early sync, which brings a lease
-			require.Eventually(t, func() bool {
-				_, own := estimate(t, r.Table, key, s.Now())
-				return s.Stats().EarlySyncs == int64(i+1) && own == 0 && r.Table.Room(key, s.Now()) > 900
-			}, 5*time.Second, time.Millisecond, "%s: the early sync settled, with a lease", key)
+			s.serveUrgent()
+			_, own := estimate(t, r.Table, key, s.Now())
+			require.Equal(t, int64(i+1), s.Stats().EarlySyncs, "%s: the early sync was sent", key)
+			require.Zero(t, own, "%s: the early sync settled", key)
+			require.Greater(t, r.Table.Room(key, s.Now()), int64(900), "%s: with a lease", key)
 			admit(t, s, r, key, 20) // on the lease: the pass leases it the next bucket
 		}
 		due := (k+1)*geo.Sub() - aheadLead(r.Rule)
-		require.Less(t, s.Now(), due-int64(200*time.Millisecond), "the keys took their leases well before the pass")
 		if warm {
-			time.Sleep(time.Duration(due-s.Now()) - 100*time.Millisecond)
-			warmUp(t, s, r, true)
+			clk.NS.Add(due - s.Now() - int64(100*time.Millisecond))
+			warmUp(t, s, r, false)
 		}
-		servedAmid(t, h, r, reserveBefore(t, h, s, r), keys, warm)
+		clk.NS.Add(due - s.Now())
+		reserved := reserveBefore(t, h, s, r)
+		s.leaseAhead() // on this goroutine
+		require.Equal(t, k, r.ahead, "the pass ran for bucket %d", k)
+		s.serveUrgent() // as the loop does next: what the pass left queued
+		servedAmid(t, h, r, reserved, keys, warm)
 	})
+}
+
+// leasingByHand returns, for a test that drives the syncer by hand (no
+// loop: it serves the early syncs and runs the passes itself), a syncer on
+// c on a virtual clock, with a rule with leases whose buckets are hours
+// long, and the current bucket, k: the store's clock stays in the middle of
+// k while the test runs (midGeometry), and the virtual clock, which starts
+// on the store's time, may be moved anywhere within k (the lease-ahead
+// pass is due an eighth of a bucket before its end) with no bucket
+// boundary between what the syncer and the store take for the current
+// bucket.
+func leasingByHand(t *testing.T, c redis.UniversalClient) (window.Sliding, *testRule, *Syncer, int64, *vclock.Clock) {
+	t.Helper()
+	geo := midGeometry(4)
+	r := newRule(t, "api", geo, 1000, 10)
+	r.cfg.Leases = true
+	clk := &vclock.Clock{}
+	clk.NS.Store(time.Now().UnixNano())
+	cfg := testConfig(c, "A")
+	cfg.Clock = clk
+	s, err := newSyncer(cfg, r)
+	require.NoError(t, err)
+	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+	s.setHealth(true, nil)
+	k := geo.Index(s.Now())
+	require.Equal(t, k, geo.Index(storeTimeUs(t, c)*int64(time.Microsecond)), "the store is in the syncer's bucket")
+	return geo, r, s, k, clk
 }
 
 // TestCycleServesReservations: as TestPassServesReservations, for a sync
