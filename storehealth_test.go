@@ -28,6 +28,7 @@ func userClient(t *testing.T, addr, user, password string) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, Username: user, Password: password,
 		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		DialerRetries:            1, // one dial per attempt: an unreachable store fails fast
 		ContextTimeoutEnabled:    true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
