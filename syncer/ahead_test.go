@@ -37,42 +37,43 @@ func leasing(t *testing.T, c redis.UniversalClient) (window.Sliding, *testRule, 
 
 // TestLeaseAhead: a key holding a lease of the current bucket that admits on
 // it is leased the next bucket before the current one ends, with no sync
-// cycle (the interval is an hour) and no check waiting: the store counts
-// the grant in the next bucket, and once that bucket starts the key admits
-// the grant on top of its cap. A key that holds no lease is not synced.
+// cycle and no check waiting: the store counts the grant in the next
+// bucket, and once that bucket starts the key admits the grant on top of
+// its cap. A key that holds no lease is not synced. The test runs the pass
+// itself, on a virtual clock (leasingByHand); TestReturnPass and
+// TestCloseLeasesNothingAfterItsFlush have the loop run it on time.
 func TestLeaseAhead(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
-	geo, r, s, k := leasing(t, c)
+	geo, r, s, k, clk := leasingByHand(t, c)
 	admit(t, s, r, "quiet", 1)
 	busy(t, s, r, "k")
 	admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
-	require.Eventually(t, func() bool { return s.Stats().EarlySyncs == 1 }, 5*time.Second, time.Millisecond)
+	s.serveUrgent()        // as the loop does
+	require.Equal(t, int64(1), s.Stats().EarlySyncs)
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
-	require.Eventually(t, func() bool {
-		_, own := estimate(t, r.Table, "k", s.Now())
-		return own == 0 && r.Table.Room("k", s.Now()) > 900
-	}, 5*time.Second, time.Millisecond, "the sync settled, with a lease")
+	_, own := estimate(t, r.Table, "k", s.Now())
+	require.Zero(t, own, "the sync settled")
+	require.Greater(t, r.Table.Room("k", s.Now()), int64(900), "with a lease")
 	admit(t, s, r, "k", 20) // on the lease
 	want := r.Table.NextWant(ref, s.Now(), 0)
 	require.Positive(t, want)
 
+	clk.NS.Add((k+1)*geo.Sub() - aheadLead(r.Rule) - 1 - s.Now())
+	s.leaseAhead()
 	name := r.keyName("k")
-	var ahead int64
-	for geo.Index(s.Now()) == k && ahead == 0 {
-		ahead = buckets(t, c, name)[k+1]
-		time.Sleep(time.Millisecond)
-	}
+	require.Zero(t, buckets(t, c, name)[k+1], "no pass before it is due")
+	clk.NS.Add(1)
+	s.leaseAhead()
+	ahead := buckets(t, c, name)[k+1]
 	require.Positive(t, ahead, "the next bucket's lease is in the store before the bucket starts")
 	assert.Equal(t, int64(2), s.Stats().EarlySyncs, "one early sync, one sync ahead")
 	assert.Zero(t, s.Stats().UrgentCycles, "no check waited")
 	_, ok = buckets(t, c, r.keyName("quiet"))[k+1]
 	assert.False(t, ok, "a key without a lease is not leased ahead")
 
-	for geo.Index(s.Now()) == k {
-		time.Sleep(time.Millisecond)
-	}
+	clk.NS.Add((k+1)*geo.Sub() - s.Now()) // the next bucket starts
 	now := s.Now()
 	r.Table.Tick(now)
 	n := int64(0)
@@ -80,8 +81,8 @@ func TestLeaseAhead(t *testing.T) {
 		n++
 	}
 	assert.GreaterOrEqual(t, n, ahead+10, "the new bucket starts with the lease granted ahead, and the cap")
-	flush(t, s)
-	_, own := estimate(t, r.Table, "k", s.Now())
+	require.NoError(t, s.flush())
+	_, own = estimate(t, r.Table, "k", s.Now())
 	assert.Zero(t, own)
 }
 
