@@ -149,9 +149,13 @@ func TestInFlightFleetCrash(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	// A lease of 3s, renewed every second: the 5 slots are held at least
-	// 2s after the crash.
-	ls := inflightFleet(t, 4, srv, sluice.Options{Prefix: "crash", SyncInterval: time.Second, Timeout: time.Second}, uploads(20, policy.ModeDefault))
-	require.Equal(t, 3*time.Second, sluice.InFlightTTL(ls[0]))
+	// 2s after the crash (-short: a lease of 1.2 s, held at least 0.8 s).
+	interval := time.Second
+	if testing.Short() {
+		interval = 400 * time.Millisecond
+	}
+	ls := inflightFleet(t, 4, srv, sluice.Options{Prefix: "crash", SyncInterval: interval, Timeout: time.Second}, uploads(20, policy.ModeDefault))
+	require.Equal(t, 3*interval, sluice.InFlightTTL(ls[0]))
 	crashed, live := ls[0], ls[1:]
 	var lost []sluice.Slot
 	for range 5 {

@@ -41,6 +41,15 @@ var sketchCases = []sketchCase{
 	{"crowded", 16, 2000, true, 50},
 }
 
+// sketchKeys returns the names of n keys: key-0, key-1 ...
+func sketchKeys(n int) []string {
+	names := make([]string, n)
+	for k := range names {
+		names[k] = fmt.Sprint("key-", k)
+	}
+	return names
+}
+
 // TestGCRASketchNeverOverAdmits: on random arrivals and costs over many
 // keys, every admission a GCRATable makes for a key it does not track is
 // one window.GCRA, run on that key's own admissions, makes too, and the
@@ -60,13 +69,14 @@ func TestGCRASketchNeverOverAdmits(t *testing.T) {
 				for k := range ref {
 					ref[k] = tatFresh
 				}
+				names := sketchKeys(sc.keys)
 				rng := rand.New(rand.NewPCG(41, uint64(i)))
 				now := base
 				var admitted, falseDenials int
 				for step := range 20000 {
 					now += gap(rng, g.Interval()/sc.perIv)
 					k := rng.IntN(sc.keys)
-					key := fmt.Sprint("key-", k)
+					key := names[k]
 					n := 1 + rng.Int64N(min(g.Burst(), 3))
 					tat := ref[k]
 					next, ok := g.Admit(tat, now, n)
@@ -89,7 +99,11 @@ func TestGCRASketchNeverOverAdmits(t *testing.T) {
 					}
 					if step%101 == 0 {
 						for j := range ref {
-							require.GreaterOrEqual(t, tb.estimate(fmt.Sprint("key-", j)), ref[j], "step %d: the sketch bounds key-%d", step, j)
+							// testify only on a failure: its reflection
+							// was most of the test's time.
+							if e := tb.estimate(names[j]); e < ref[j] {
+								require.GreaterOrEqual(t, e, ref[j], "step %d: the sketch bounds key-%d", step, j)
+							}
 						}
 					}
 				}
@@ -126,13 +140,14 @@ func TestWarmSketchNeverOverAdmits(t *testing.T) {
 				tb.strangers.Store(newTATSketch(sc.width))
 				ref := make([]window.Warm, sc.keys)
 				seen := make([]bool, sc.keys)
+				names := sketchKeys(sc.keys)
 				rng := rand.New(rand.NewPCG(42, uint64(i)))
 				now := base + 321
 				var admitted, falseDenials int
 				for step := range 20000 {
 					now += gap(rng, iv/sc.perIv)
 					k := rng.IntN(sc.keys)
-					key := fmt.Sprint("key-", k)
+					key := names[k]
 					n := 1 + rng.Int64N(min(w.Burst(), 3))
 					if !seen[k] {
 						ref[k], seen[k] = w.Fresh(now), true
@@ -149,8 +164,9 @@ func TestWarmSketchNeverOverAdmits(t *testing.T) {
 					}
 					if step%101 == 0 {
 						for j := range ref {
-							if seen[j] {
-								require.GreaterOrEqual(t, tb.sketch().estimate(fmt.Sprint("key-", j)), ref[j].Next, "step %d: the sketch bounds key-%d", step, j)
+							// testify only on a failure (as above).
+							if e := tb.sketch().estimate(names[j]); seen[j] && e < ref[j].Next {
+								require.GreaterOrEqual(t, e, ref[j].Next, "step %d: the sketch bounds key-%d", step, j)
 							}
 						}
 					}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/vclock"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -36,42 +37,43 @@ func leasing(t *testing.T, c redis.UniversalClient) (window.Sliding, *testRule, 
 
 // TestLeaseAhead: a key holding a lease of the current bucket that admits on
 // it is leased the next bucket before the current one ends, with no sync
-// cycle (the interval is an hour) and no check waiting: the store counts
-// the grant in the next bucket, and once that bucket starts the key admits
-// the grant on top of its cap. A key that holds no lease is not synced.
+// cycle and no check waiting: the store counts the grant in the next
+// bucket, and once that bucket starts the key admits the grant on top of
+// its cap. A key that holds no lease is not synced. The test runs the pass
+// itself, on a virtual clock (leasingByHand); TestReturnPass and
+// TestCloseLeasesNothingAfterItsFlush have the loop run it on time.
 func TestLeaseAhead(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
-	geo, r, s, k := leasing(t, c)
+	geo, r, s, k, clk := leasingByHand(t, c)
 	admit(t, s, r, "quiet", 1)
 	busy(t, s, r, "k")
 	admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
-	require.Eventually(t, func() bool { return s.Stats().EarlySyncs == 1 }, 5*time.Second, time.Millisecond)
+	s.serveUrgent()        // as the loop does
+	require.Equal(t, int64(1), s.Stats().EarlySyncs)
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
-	require.Eventually(t, func() bool {
-		_, own := estimate(t, r.Table, "k", s.Now())
-		return own == 0 && r.Table.Room("k", s.Now()) > 900
-	}, 5*time.Second, time.Millisecond, "the sync settled, with a lease")
+	_, own := estimate(t, r.Table, "k", s.Now())
+	require.Zero(t, own, "the sync settled")
+	require.Greater(t, r.Table.Room("k", s.Now()), int64(900), "with a lease")
 	admit(t, s, r, "k", 20) // on the lease
 	want := r.Table.NextWant(ref, s.Now(), 0)
 	require.Positive(t, want)
 
+	clk.NS.Add((k+1)*geo.Sub() - aheadLead(r.Rule) - 1 - s.Now())
+	s.leaseAhead()
 	name := r.keyName("k")
-	var ahead int64
-	for geo.Index(s.Now()) == k && ahead == 0 {
-		ahead = buckets(t, c, name)[k+1]
-		time.Sleep(time.Millisecond)
-	}
+	require.Zero(t, buckets(t, c, name)[k+1], "no pass before it is due")
+	clk.NS.Add(1)
+	s.leaseAhead()
+	ahead := buckets(t, c, name)[k+1]
 	require.Positive(t, ahead, "the next bucket's lease is in the store before the bucket starts")
 	assert.Equal(t, int64(2), s.Stats().EarlySyncs, "one early sync, one sync ahead")
 	assert.Zero(t, s.Stats().UrgentCycles, "no check waited")
 	_, ok = buckets(t, c, r.keyName("quiet"))[k+1]
 	assert.False(t, ok, "a key without a lease is not leased ahead")
 
-	for geo.Index(s.Now()) == k {
-		time.Sleep(time.Millisecond)
-	}
+	clk.NS.Add((k+1)*geo.Sub() - s.Now()) // the next bucket starts
 	now := s.Now()
 	r.Table.Tick(now)
 	n := int64(0)
@@ -79,8 +81,8 @@ func TestLeaseAhead(t *testing.T) {
 		n++
 	}
 	assert.GreaterOrEqual(t, n, ahead+10, "the new bucket starts with the lease granted ahead, and the cap")
-	flush(t, s)
-	_, own := estimate(t, r.Table, "k", s.Now())
+	require.NoError(t, s.flush())
+	_, own = estimate(t, r.Table, "k", s.Now())
 	assert.Zero(t, own)
 }
 
@@ -89,14 +91,19 @@ func TestLeaseAhead(t *testing.T) {
 // the flush waits for the store (paused here across the pass's due time)
 // must not run once the flush is done: the units it would lease, counted in
 // the store at once, would never be given back, and the store would count
-// more than was admitted. Three closes, each in its own bucket.
+// more than was admitted. Three closes (one with -short), each in its own
+// bucket.
 func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	t.Cleanup(srv.Resume)                      // before the kill of the server's own cleanup
 	geo := window.NewSliding(4*time.Second, 4) // 1 s buckets: the pass runs 125 ms before each ends
-	for i := range 3 {
+	closes := 3
+	if testing.Short() {
+		closes = 1 // each close takes its bucket, up to 1.25 s
+	}
+	for i := range closes {
 		r := newRule(t, "api"+itoa(int64(i)), geo, 1000, 10)
 		r.cfg.Leases = true
 		s := startSyncer(t, testConfig(c, "A"+itoa(int64(i))), r)
@@ -343,27 +350,59 @@ func TestPassServesReservations(t *testing.T) {
 	t.Parallel()
 	eachWaited(t, func(t *testing.T, warm bool) {
 		c, h := hooked(t)
-		geo, r, s, k := leasing(t, c)
+		geo, r, s, k, clk := leasingByHand(t, c)
 		const keys = 5 * urgentEvery
 		for i := range keys {
 			key := "p" + itoa(int64(i))
 			h.first[r.keyName(key)] = true
 			busy(t, s, r, key)
 			admit(t, s, r, key, 5) // the fifth asks for an early sync, which brings a lease
-			require.Eventually(t, func() bool {
-				_, own := estimate(t, r.Table, key, s.Now())
-				return s.Stats().EarlySyncs == int64(i+1) && own == 0 && r.Table.Room(key, s.Now()) > 900
-			}, 5*time.Second, time.Millisecond, "%s: the early sync settled, with a lease", key)
+			s.serveUrgent()
+			_, own := estimate(t, r.Table, key, s.Now())
+			require.Equal(t, int64(i+1), s.Stats().EarlySyncs, "%s: the early sync was sent", key)
+			require.Zero(t, own, "%s: the early sync settled", key)
+			require.Greater(t, r.Table.Room(key, s.Now()), int64(900), "%s: with a lease", key)
 			admit(t, s, r, key, 20) // on the lease: the pass leases it the next bucket
 		}
 		due := (k+1)*geo.Sub() - aheadLead(r.Rule)
-		require.Less(t, s.Now(), due-int64(200*time.Millisecond), "the keys took their leases well before the pass")
 		if warm {
-			time.Sleep(time.Duration(due-s.Now()) - 100*time.Millisecond)
-			warmUp(t, s, r, true)
+			clk.NS.Add(due - s.Now() - int64(100*time.Millisecond))
+			warmUp(t, s, r, false)
 		}
-		servedAmid(t, h, r, reserveBefore(t, h, s, r), keys, warm)
+		clk.NS.Add(due - s.Now())
+		reserved := reserveBefore(t, h, s, r)
+		s.leaseAhead() // on this goroutine
+		require.Equal(t, k, r.ahead, "the pass ran for bucket %d", k)
+		s.serveUrgent() // as the loop does next: what the pass left queued
+		servedAmid(t, h, r, reserved, keys, warm)
 	})
+}
+
+// leasingByHand returns, for a test that drives the syncer by hand (no
+// loop: it serves the early syncs and runs the passes itself), a syncer on
+// c on a virtual clock, with a rule with leases whose buckets are hours
+// long, and the current bucket, k: the store's clock stays in the middle of
+// k while the test runs (midGeometry), and the virtual clock, which starts
+// on the store's time, may be moved anywhere within k (the lease-ahead
+// pass is due an eighth of a bucket before its end) with no bucket
+// boundary between what the syncer and the store take for the current
+// bucket.
+func leasingByHand(t *testing.T, c redis.UniversalClient) (window.Sliding, *testRule, *Syncer, int64, *vclock.Clock) {
+	t.Helper()
+	geo := midGeometry(4)
+	r := newRule(t, "api", geo, 1000, 10)
+	r.cfg.Leases = true
+	clk := &vclock.Clock{}
+	clk.NS.Store(time.Now().UnixNano())
+	cfg := testConfig(c, "A")
+	cfg.Clock = clk
+	s, err := newSyncer(cfg, r)
+	require.NoError(t, err)
+	require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))
+	s.setHealth(true, nil)
+	k := geo.Index(s.Now())
+	require.Equal(t, k, geo.Index(storeTimeUs(t, c)*int64(time.Microsecond)), "the store is in the syncer's bucket")
+	return geo, r, s, k, clk
 }
 
 // TestCycleServesReservations: as TestPassServesReservations, for a sync

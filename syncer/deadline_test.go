@@ -20,7 +20,13 @@ import (
 func TestStarvedSilenceIsNoHang(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	s := startSyncer(t, testConfig(srv.Client(t), "d"))
+	cfg := testConfig(srv.Client(t), "d")
+	if testing.Short() {
+		// Probes of 500 ms, not 2 s: the live store's answer still has
+		// ample time.
+		cfg.Timeout = 250 * time.Millisecond
+	}
+	s := startSyncer(t, cfg)
 	// This test is about the pulses; the probe's own gate, the waits for a
 	// CPU that a busy test run has plenty of, is TestStarvedProbeIsNoHang's.
 	s.longWaits = func() uint64 { return 0 }
@@ -77,7 +83,11 @@ func TestStarvedProbeIsNoHang(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
-			s := startSyncer(t, testConfig(srv.Client(t), "p"))
+			cfg := testConfig(srv.Client(t), "p")
+			if testing.Short() {
+				cfg.Timeout = 50 * time.Millisecond // probes of 250 ms, not 2 s: the store is paused
+			}
+			s := startSyncer(t, cfg)
 			s.longWaits = tc.waits()
 			srv.Pause()
 			t.Cleanup(srv.Resume)

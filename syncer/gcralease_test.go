@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -14,7 +15,8 @@ import (
 )
 
 // TestGCRALeaseMatchesReference: on random arrivals, costs and lease
-// requests over a few keys, an Eventual rule's store (AddSharedGCRA, whose
+// requests over a few keys, then a burst of them per key that the store runs
+// back to back, an Eventual rule's store (AddSharedGCRA, whose
 // bucket holds window.SharedBucket.Store units) decides each cost as
 // window.GCRA of that capacity decides it at the store's time, leases what
 // the bucket holds after it up to the want, and leaves the key at the
@@ -48,14 +50,9 @@ func TestGCRALeaseMatchesReference(t *testing.T) {
 			tats := map[string]int64{}
 			var leased, denied int64
 			ctx := ctxT(t, opTimeout)
-			for step := 0; step < referenceSteps(); step++ {
-				time.Sleep(strictGap(rng, time.Duration(g.Interval())))
-				key := "k" + strconv.Itoa(rng.IntN(2))
-				n := 1 + rng.Int64N(3)
-				want := rng.Int64N(split.Pool + 1)
-				a, err := r.lease(ctx, key, n, want)
-				require.NoError(t, err)
-				at := fmt.Sprintf("step %d key %s n %d want %d at %d", step, key, n, want, a.At)
+			check := func(step, key string, n, want int64, a GCRAAnswer) {
+				t.Helper()
+				at := fmt.Sprintf("step %s key %s n %d want %d at %d", step, key, n, want, a.At)
 				next, ok := g.Admit(tats[key], a.At, n)
 				require.Equal(t, ok, a.Admitted, at)
 				if ok {
@@ -68,6 +65,43 @@ func TestGCRALeaseMatchesReference(t *testing.T) {
 					denied++
 				}
 				require.Equal(t, max(tats[key], a.At), a.TAT, at)
+			}
+			for step := 0; step < referenceSteps(); step++ {
+				time.Sleep(strictGap(rng, time.Duration(g.Interval())))
+				key := "k" + strconv.Itoa(rng.IntN(2))
+				n := 1 + rng.Int64N(3)
+				want := rng.Int64N(split.Pool + 1)
+				a, err := r.lease(ctx, key, n, want)
+				require.NoError(t, err)
+				check(strconv.Itoa(step), key, n, want, a)
+			}
+			// The steps above drain the bucket only if their round trips
+			// are quicker than its refill, which a loaded machine's are not
+			// (an interval is a few ms). A burst of 3·Store calls in one
+			// pipeline, which the store runs back to back, asks for at
+			// least 3·Store units: it drains the bucket and is denied unless
+			// the store stalls for 2·Store intervals (over 200 ms) within
+			// the pipeline.
+			for _, key := range []string{"k0", "k1"} {
+				pipe := client.Pipeline()
+				type call struct {
+					n, want int64
+					cmd     *redis.Cmd
+				}
+				calls := make([]call, 3*split.Store)
+				for j := range calls {
+					n, want := 1+rng.Int64N(3), rng.Int64N(split.Pool+1)
+					calls[j] = call{n, want, gcraScript.Eval(ctx, pipe, []string{r.KeyName(key)}, r.interval, r.tau, n, "0", want)}
+				}
+				_, err := pipe.Exec(ctx)
+				require.NoError(t, err)
+				for j, c := range calls {
+					v, err := c.cmd.Int64Slice()
+					require.NoError(t, err)
+					a, err := gcraAnswer(v)
+					require.NoError(t, err)
+					check("burst "+strconv.Itoa(j), key, c.n, c.want, a)
+				}
 			}
 			t.Logf("leased %d, denied %d", leased, denied)
 			require.Positive(t, leased)

@@ -223,7 +223,7 @@ const urgentRecent = time.Second
 // their limits, or a cluster, where every key takes the per-key path) pays
 // no round trip more for its cycles. Loop only.
 func (s *Syncer) step() int {
-	if time.Since(s.urgentAt) < urgentRecent { // never: the zero time, long ago
+	if s.localTime().Sub(s.urgentAt) < urgentRecent { // never: the zero time, long ago
 		return min(s.cfg.Batch, urgentEvery)
 	}
 	return s.cfg.Batch
@@ -242,7 +242,7 @@ func (s *Syncer) serveUrgent() {
 	}
 	if len(ws) > 0 {
 		s.stats.urgentCycles.Add(1)
-		s.urgentAt = time.Now()
+		s.urgentAt = s.localTime()
 	}
 	if !s.healthy.Load() {
 		for _, w := range ws {

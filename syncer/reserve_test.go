@@ -206,6 +206,12 @@ func TestReservePausedStore(t *testing.T) {
 			r := newRule(t, "strict", midGeometry(5), 100, 0)
 			cfg := testConfig(c, "A")
 			cfg.Timeout = 300 * time.Millisecond
+			if tc.waitFail && testing.Short() {
+				// The call fails when its round trip's deadline ends, at
+				// once, rather than after the client's read timeouts and
+				// retries (5-7 s).
+				cfg.OpTimeout = time.Second
+			}
 			s := startSyncer(t, cfg, r)
 
 			told := 0 // reservations callers were told were admitted

@@ -216,6 +216,11 @@ func (r *GCRARule) run(ctx context.Context, key string, n int64, peek string, wa
 	if err != nil {
 		return GCRAAnswer{}, err
 	}
+	return gcraAnswer(v)
+}
+
+// gcraAnswer reads gcraScript's reply.
+func gcraAnswer(v []int64) (GCRAAnswer, error) {
 	if len(v) != 5 {
 		return GCRAAnswer{}, fmt.Errorf("syncer: gcra script: unexpected reply %v", v)
 	}

@@ -227,7 +227,8 @@ type Syncer struct {
 	totals []int64
 	acked  []window.Bucket
 	free   []*batch // batches for reuse (newBatch)
-	// urgentAt is when the loop last served a reservation (step).
+	// urgentAt is when the loop last served a reservation (step), on the
+	// local clock.
 	urgentAt time.Time
 	// cycleKeys is the number of keys of the cycle under way (Observer).
 	cycleKeys int
@@ -339,6 +340,15 @@ func (s *Syncer) localNow() int64 {
 		return s.cfg.Clock.Now().UnixNano()
 	}
 	return s.baseN + int64(time.Since(s.base))
+}
+
+// localTime returns the local clock's time (Config.Clock, or the system clock
+// with its monotonic reading).
+func (s *Syncer) localTime() time.Time {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock.Now()
+	}
+	return time.Now()
 }
 
 // Offset returns the store clock minus the local clock.
