@@ -7,9 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -277,9 +277,8 @@ func (l *Limiter) rule(name string) *rule {
 	// Callers usually pass the same string constant the rule was built
 	// with: the same bytes at the same address are the same name, without a
 	// byte comparison.
-	p := unsafe.StringData(name)
 	for _, r := range s.fast {
-		if unsafe.StringData(r.name) == p && len(r.name) == len(name) {
+		if rawmem.Same(r.name, name) {
 			return r
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -135,7 +135,7 @@ func (c *bulkCall) names() {
 		b = c.rules[k.rule].appendKeyName(b, k.it.id.key)
 		ends[i] = len(b)
 	}
-	all := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	all := rawmem.String(b) // b is never written again
 	start := 0
 	for i, end := range ends {
 		c.keys[i].name = all[start:end]
@@ -191,7 +191,7 @@ func (s *Syncer) bulkArgs(c *bulkCall) []any {
 	for i, r := range c.rules {
 		args = append(args, r.subUs, r.span, r.ttlMs, r.fieldBound(), c.base[i], parts[i].plain, parts[i].tokens)
 	}
-	toks := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	toks := rawmem.String(b) // b is never written again
 	start := 0
 	for i := 0; i < c.push; {
 		k := &c.keys[i]

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
+	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -268,7 +268,7 @@ func (r *Rule) Waited(why Why) {
 // sub-window length keeps rules whose geometry changed from mixing buckets.
 func (r *Rule) keyName(key string) string {
 	b := r.appendKeyName(make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8), key)
-	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	return rawmem.String(b) // b is never written again
 }
 
 // appendKeyName appends the Redis key of a limiter key (see keyName) to dst.

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -52,7 +52,7 @@ func (r *strictRule) KeyName(key string) string {
 	b = append(b, r.prefix...)
 	b = EncodeKey(b, key)
 	b = append(b, r.suffix...)
-	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	return rawmem.String(b) // b is never written again
 }
 
 // call runs script on key with args and returns its reply, waiting at most
