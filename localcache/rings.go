@@ -62,11 +62,12 @@ const longKey = 0xff
 // tells which key buffer the entry has (byKeyLen): the length of an inline
 // key, whose bytes end just before that byte, or longKey.
 func keyOf(e *hdr) string {
-	n := rawmem.Before[uint8](e)
-	if *n == longKey {
+	lb := rawmem.Before[uint8](e)
+	n := int(*lb)
+	if n == longKey {
 		return rawmem.Before[farKey](e).s
 	}
-	return rawmem.StringBefore(n, int(*n)) // an entry's key is never written again
+	return rawmem.StringBefore(lb, n) // an entry's key is never written again
 }
 
 // putKey copies key into kb, which must hold it, as keyOf reads it.
