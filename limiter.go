@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/engine"
-	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -274,14 +273,6 @@ func (l *Limiter) newEngine(pr policy.Rule) (engine.Engine, error) {
 // rule returns the rule named name, or nil.
 func (l *Limiter) rule(name string) *rule {
 	s := l.set.Load()
-	// Callers usually pass the same string constant the rule was built
-	// with: the same bytes at the same address are the same name, without a
-	// byte comparison.
-	for _, r := range s.fast {
-		if rawmem.Same(r.name, name) {
-			return r
-		}
-	}
 	for _, r := range s.fast {
 		if r.name == name {
 			return r

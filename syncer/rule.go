@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -268,7 +267,7 @@ func (r *Rule) Waited(why Why) {
 // sub-window length keeps rules whose geometry changed from mixing buckets.
 func (r *Rule) keyName(key string) string {
 	b := r.appendKeyName(make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8), key)
-	return rawmem.String(b) // b is never written again
+	return string(b)
 }
 
 // appendKeyName appends the Redis key of a limiter key (see keyName) to dst.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -52,7 +51,7 @@ func (r *strictRule) KeyName(key string) string {
 	b = append(b, r.prefix...)
 	b = EncodeKey(b, key)
 	b = append(b, r.suffix...)
-	return rawmem.String(b) // b is never written again
+	return string(b)
 }
 
 // call runs script on key with args and returns its reply, waiting at most
