@@ -1,23 +1,28 @@
-// Package rawmem is the module's only user of package unsafe: every memory
-// trick sluice plays goes through the few functions here, each with the rule
-// its caller must keep. A test of the module (TestUnsafeConfined) fails if
-// another package imports unsafe.
+// Package rawmem is the repository's only user of package unsafe: every
+// memory trick sluice plays goes through the few functions here, each with
+// the rule its caller must keep. TestUnsafeConfined fails if any other Go
+// file of the repository (tests and other modules of the workspace
+// included) imports unsafe.
 //
-// The functions fall in three groups:
+// The functions fall in four groups:
 //
 //   - Layout: Sizeof and Offset measure types and fields, for the tests
-//     and start-up checks that pin a layout the code relies on.
-//   - Records: At and Before reach a value at a byte offset from a pointer
-//     into a larger allocation (localcache keeps one key's state in one
-//     allocation and reaches its parts from a pointer to the header in the
-//     middle of it). They are as unchecked as the pointer arithmetic they
-//     wrap: the caller must know the allocation's layout.
+//     and start-up checks that pin a layout the code relies on; Addr and
+//     StringAddr give addresses to compare in such tests.
+//   - Records: At, Before and StringBefore reach a value at a byte offset
+//     from a pointer into a larger allocation (localcache keeps one key's
+//     state in one allocation, its key before the header and its slot
+//     words after, and reaches them from a pointer to the header). They
+//     are as unchecked as the pointer arithmetic they wrap: the caller
+//     must know the allocation's layout, and pins it with Sizeof and
+//     Offset in its tests.
 //   - Strings: String views bytes as a string without a copy (the bytes
-//     must never be written again); Same tells two strings that share their
-//     bytes; StackAddr hints which goroutine runs.
+//     must not be written while the string is in use); Same tells two
+//     strings that share their bytes.
+//   - StackAddr hints which goroutine runs (engine's counter stripes).
 //
-// Everything here is small enough to inline: using it costs what the
-// unsafe expression it wraps costs.
+// Everything here is small enough to inline, and does: using it costs what
+// the unsafe expression it wraps costs.
 package rawmem
 
 import "unsafe"
