@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/localcache"
@@ -274,15 +273,6 @@ func (l *Limiter) newEngine(pr policy.Rule) (engine.Engine, error) {
 // rule returns the rule named name, or nil.
 func (l *Limiter) rule(name string) *rule {
 	s := l.set.Load()
-	// Callers usually pass the same string constant the rule was built
-	// with: the same bytes at the same address are the same name, without a
-	// byte comparison.
-	p := unsafe.StringData(name)
-	for _, r := range s.fast {
-		if unsafe.StringData(r.name) == p && len(r.name) == len(name) {
-			return r
-		}
-	}
 	for _, r := range s.fast {
 		if r.name == name {
 			return r

@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/rawmem"
 )
 
 // TestDistributions checks that each key set of the benchmarks is what its
@@ -24,7 +25,7 @@ func TestDistributions(t *testing.T) {
 			if ks.Sample[i] != ks.Keys[ks.Idx[i]] || len(ks.Sample[i]) != KeyLen {
 				t.Fatalf("%s: draw %d is %q, want key %d %q of %d bytes", name, i, ks.Sample[i], ks.Idx[i], ks.Keys[ks.Idx[i]], KeyLen)
 			}
-			if unsafe.StringData(ks.Sample[i]) == unsafe.StringData(ks.Keys[ks.Idx[i]]) {
+			if rawmem.Same(ks.Sample[i], ks.Keys[ks.Idx[i]]) {
 				t.Fatalf("%s: draw %d shares its bytes with the key that fills the limiters; it must be a copy (see KeySet.Sample)", name, i)
 			}
 		}

@@ -2,8 +2,8 @@ package localcache
 
 import (
 	"sync/atomic"
-	"unsafe"
 
+	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -101,7 +101,7 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 // A compare-and-swap, not an add and an undo: the syncer may read pend at any
 // moment, and must never push a count that is then taken back.
 func (t *Table) add(e *hdr, off uintptr, tag, n int64) (c, budget int64, ok bool) {
-	pw := (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), off))
+	pw := rawmem.At[atomic.Uint64](e, off)
 	for {
 		w := pw.Load()
 		bw := e.budget.Load()

@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -107,18 +107,18 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, uintptr(24), hdrSize)
-	require.Equal(t, uintptr(24), unsafe.Sizeof(farKey{}))
-	require.Equal(t, uintptr(24+56+16*2), unsafe.Sizeof(entry[[2]atomic.Uint64, shortKey]{}))
-	require.Equal(t, uintptr(24+56+16*65), unsafe.Sizeof(entry[[65]atomic.Uint64, farKey]{}))
-	require.Equal(t, uintptr(256), unsafe.Sizeof(entry[[11]atomic.Uint64, shortKey]{}), "the 256-byte size class")
+	require.Equal(t, uintptr(24), rawmem.Sizeof[farKey]())
+	require.Equal(t, uintptr(24+56+16*2), rawmem.Sizeof[entry[[2]atomic.Uint64, shortKey]]())
+	require.Equal(t, uintptr(24+56+16*65), rawmem.Sizeof[entry[[65]atomic.Uint64, farKey]]())
+	require.Equal(t, uintptr(256), rawmem.Sizeof[entry[[11]atomic.Uint64, shortKey]](), "the 256-byte size class")
 	var e entry[[11]atomic.Uint64, midKey]
-	require.Equal(t, uintptr(64), unsafe.Offsetof(e.hdr))
-	require.Equal(t, 64+hdrSize, unsafe.Offsetof(e.pend))
-	require.Equal(t, 64+hdrSize+11*8, unsafe.Offsetof(e.glob))
-	require.Equal(t, 64+hdrSize+11*16, unsafe.Offsetof(e.tail))
+	require.Equal(t, uintptr(64), rawmem.Offset(&e, &e.hdr))
+	require.Equal(t, 64+hdrSize, rawmem.Offset(&e, &e.pend))
+	require.Equal(t, 64+hdrSize+11*8, rawmem.Offset(&e, &e.glob))
+	require.Equal(t, 64+hdrSize+11*16, rawmem.Offset(&e, &e.tail))
 	var le localEntry[[11]atomic.Uint64, shortKey]
-	require.Equal(t, 24+hdrSize, unsafe.Offsetof(le.pend))
-	require.Equal(t, uintptr(24+24+8*11), unsafe.Sizeof(le), "a Local entry has no glob and no tail")
+	require.Equal(t, 24+hdrSize, rawmem.Offset(&le, &le.pend))
+	require.Equal(t, uintptr(24+24+8*11), rawmem.Sizeof[localEntry[[11]atomic.Uint64, shortKey]](), "a Local entry has no glob and no tail")
 	keys := []string{"", "k", strings.Repeat("x", 23), strings.Repeat("y", 24), strings.Repeat("z", 63), strings.Repeat("w", 64), strings.Repeat("v", 1000)}
 	for slots := 2; slots <= 65; slots++ {
 		for _, eventual := range []bool{false, true} {
@@ -129,8 +129,8 @@ func TestEntrySize(t *testing.T) {
 				h := alloc(key)
 				require.Equal(t, key, keyOf(h))
 				if len(key) > 0 && len(key) < 64 {
-					end := uintptr(unsafe.Pointer(unsafe.StringData(keyOf(h)))) + uintptr(len(key))
-					require.Equal(t, uintptr(unsafe.Pointer(h))-1, end, "the key's bytes end a byte before the header")
+					end := rawmem.StringAddr(keyOf(h)) + uintptr(len(key))
+					require.Equal(t, rawmem.Addr(h)-1, end, "the key's bytes end a byte before the header")
 				}
 			}
 		}
@@ -147,8 +147,8 @@ func TestEntryKeyLine(t *testing.T) {
 	_, alloc := entryAllocator(11, true)
 	for i := range 64 {
 		h := alloc(fmt.Sprintf("key-%d", i))
-		start := uintptr(unsafe.Pointer(unsafe.StringData(keyOf(h))))
-		last := uintptr(unsafe.Pointer(h)) + hdrSize - 1
+		start := rawmem.StringAddr(keyOf(h))
+		last := rawmem.Addr(h) + hdrSize - 1
 		require.Equal(t, start/64, last/64, "key %q", keyOf(h))
 	}
 }

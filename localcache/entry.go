@@ -2,7 +2,8 @@ package localcache
 
 import (
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/rawmem"
 )
 
 // Entry states. A live entry is clean or dirty (Eventual tables: admitted to
@@ -48,12 +49,19 @@ type tail struct {
 	early atomic.Pointer[hdr]
 }
 
-// hdrSize is the offset of pend[0] in an entry.
-const hdrSize = unsafe.Sizeof(hdr{})
+// hdrSize is the offset of pend[0] in an entry, after the hdr: its size,
+// which init checks.
+const hdrSize uintptr = 24
+
+func init() {
+	if rawmem.Sizeof[hdr]() != hdrSize {
+		panic("localcache: hdrSize is not the size of a hdr")
+	}
+}
 
 // pend returns slot i's pend word of e.
 func (t *Table) pend(e *hdr, i int) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), hdrSize+uintptr(i)*8))
+	return rawmem.At[atomic.Uint64](e, hdrSize+uintptr(i)*8)
 }
 
 // glob returns slot i's glob word of e. A Local table's entries have none:
@@ -62,12 +70,12 @@ func (t *Table) glob(e *hdr, i int) *atomic.Uint64 {
 	if !t.eventual {
 		return &noGlob
 	}
-	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(e), t.globOff+uintptr(i)*8))
+	return rawmem.At[atomic.Uint64](e, t.globOff+uintptr(i)*8)
 }
 
 // tail returns e's tail (Eventual tables only).
 func (t *Table) tail(e *hdr) *tail {
-	return (*tail)(unsafe.Add(unsafe.Pointer(e), t.tailOff))
+	return rawmem.At[tail](e, t.tailOff)
 }
 
 // noGlob is the glob word of every slot of a Local table's entries; nothing

@@ -3,7 +3,8 @@ package localcache
 import (
 	"strings"
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/rawmem"
 )
 
 // entry is the memory layout of one key's state in an Eventual table, with a
@@ -57,23 +58,30 @@ type keyBuf interface {
 // longKey marks a key kept apart (farKey): no inline key is that long.
 const longKey = 0xff
 
-// keyOf returns e's key (the entry's copy).
+// keyOf returns e's key (the entry's copy). The last byte before the hdr
+// tells which key buffer the entry has (byKeyLen): the length of an inline
+// key, whose bytes end just before that byte, or longKey.
 func keyOf(e *hdr) string {
-	p := unsafe.Pointer(e)
-	n := *(*uint8)(unsafe.Add(p, -1))
+	lb := rawmem.Before[uint8](e)
+	n := int(*lb)
 	if n == longKey {
-		return (*farKey)(unsafe.Add(p, -int(unsafe.Sizeof(farKey{})))).s
+		return rawmem.Before[farKey](e).s
 	}
-	return unsafe.String((*byte)(unsafe.Add(p, -1-int(n))), int(n))
+	return rawmem.StringBefore(lb, n) // an entry's key is never written again
 }
 
 // putKey copies key into kb, which must hold it, as keyOf reads it.
 func putKey[K keyBuf](kb *K, key string) {
-	if f, ok := any(kb).(*farKey); ok {
-		f.s, f.mark = strings.Clone(key), longKey
+	var b []byte
+	switch kb := any(kb).(type) {
+	case *farKey:
+		kb.s, kb.mark = strings.Clone(key), longKey
 		return
+	case *shortKey:
+		b = kb[:]
+	case *midKey:
+		b = kb[:]
 	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(kb)), unsafe.Sizeof(*kb))
 	b[len(b)-1] = uint8(len(key))
 	copy(b[len(b)-1-len(key):], key)
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -119,9 +118,10 @@ func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 	return c
 }
 
-// names sets the Redis key name of every key of c, all in one allocation:
-// a cycle builds a name for every dirty key, and one string each was the
-// largest share of the syncer's allocations.
+// names sets the Redis key name of every key of c, all substrings of one
+// string (built in a buffer, then copied once): a cycle builds a name for
+// every dirty key, and one string each was the largest share of the
+// syncer's allocations.
 func (c *bulkCall) names() {
 	ends := make([]int, len(c.keys))
 	n := 0
@@ -135,7 +135,7 @@ func (c *bulkCall) names() {
 		b = c.rules[k.rule].appendKeyName(b, k.it.id.key)
 		ends[i] = len(b)
 	}
-	all := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	all := string(b)
 	start := 0
 	for i, end := range ends {
 		c.keys[i].name = all[start:end]
@@ -191,7 +191,7 @@ func (s *Syncer) bulkArgs(c *bulkCall) []any {
 	for i, r := range c.rules {
 		args = append(args, r.subArg(r.geo.Start(c.base[i])), r.span, r.ttlMs, r.fieldBound(), c.base[i], parts[i].plain, parts[i].tokens)
 	}
-	toks := unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	toks := string(b)
 	start := 0
 	for i := 0; i < c.push; {
 		k := &c.keys[i]

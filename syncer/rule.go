@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/window"
 )
@@ -314,7 +313,7 @@ func (r *Rule) Waited(why Why) {
 // sub-window length keeps rules whose geometry changed from mixing buckets.
 func (r *Rule) keyName(key string) string {
 	b := r.appendKeyName(make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8), key)
-	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	return string(b)
 }
 
 // appendKeyName appends the Redis key of a limiter key (see keyName) to dst.

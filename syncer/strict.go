@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -52,7 +51,7 @@ func (r *strictRule) KeyName(key string) string {
 	b = append(b, r.prefix...)
 	b = EncodeKey(b, key)
 	b = append(b, r.suffix...)
-	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	return string(b)
 }
 
 // call runs script on key with args and returns its reply, waiting at most

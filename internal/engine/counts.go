@@ -2,7 +2,8 @@ package engine
 
 import (
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/rawmem"
 )
 
 // Path is how a check was decided, for the metrics: on this instance's
@@ -150,9 +151,8 @@ func (c *Counts) Resume() { c.paused.Store(false) }
 // stack: goroutines have stacks of their own, so concurrent checks rarely
 // share a stripe, and a goroutine mostly stays on its own.
 func stripeIndex() int {
-	var b byte
-	p := uint64(uintptr(unsafe.Pointer(&b))) >> 11 // stacks are at least 2 KiB apart
-	return int((p * 0x9E3779B97F4A7C15) >> 60)     // 16 stripes
+	p := uint64(rawmem.StackAddr()) >> 11      // stacks are at least 2 KiB apart
+	return int((p * 0x9E3779B97F4A7C15) >> 60) // 16 stripes
 }
 
 // Snapshot returns the checks counted so far, by path and outcome. A check

@@ -7,10 +7,11 @@ import (
 	"math"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/rawmem"
 )
 
 func TestCodec(t *testing.T) {
@@ -76,7 +77,7 @@ func TestBufferBudget(t *testing.T) {
 // its latency is read back only when timed.
 func TestRecordLatency(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, uintptr(24), unsafe.Sizeof(Record{}))
+	assert.Equal(t, uintptr(24), rawmem.Sizeof[Record]())
 	for _, c := range []struct {
 		name  string
 		r     Record
