@@ -162,10 +162,7 @@ func (t *LeaseTable) Ask(key string) Ticket {
 	if !ok {
 		return Ticket{e: e}
 	}
-	var floor, owed int64
-	if tat := e.tat.Load(); tat > tatFresh {
-		floor = tat
-	}
+	floor, owed := e.storeTAT(), int64(0)
 	if e.owed.Load() != 0 {
 		owed = e.owed.Swap(0)
 	}
@@ -237,9 +234,15 @@ func (t *LeaseTable) Refund(key string, n int64) {
 // or 0 if the store has not answered a check of key.
 func (t *LeaseTable) TAT(key string) int64 {
 	if e, ok := t.keys.m.Load(key); ok {
-		if tat := e.tat.Load(); tat > tatFresh {
-			return tat
-		}
+		return e.storeTAT()
+	}
+	return 0
+}
+
+// storeTAT returns e's TAT in the store at its last answer, 0 if none.
+func (e *leaseEntry) storeTAT() int64 {
+	if tat := e.tat.Load(); tat > tatFresh {
+		return tat
 	}
 	return 0
 }

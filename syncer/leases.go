@@ -10,11 +10,17 @@ type leased struct {
 	held   [2]bool
 }
 
-// holdLease records that id holds n more units of a lease of bucket j,
-// unless its slot holds a lease of another bucket that cannot end yet (the
-// checks may still admit on it): then it returns false and the caller gives
-// the grant back.
+// holdLease records that id holds n more units of a lease of bucket j. It
+// returns false, and the caller gives the grant back, if bucket j is over on
+// this instance's clock (its offset to the store's is off by more than the
+// time to the bucket's end: no check counts in j any more, and held, the
+// grant would stop every other until the next cycle), or if j's slot holds
+// a lease of another bucket that cannot end yet (the checks may still admit
+// on it).
 func (s *Syncer) holdLease(id keyID, ref handle, j, n int64) bool {
+	if j < id.rule.geo.Index(s.Now()) {
+		return false
+	}
 	slot := j & 1
 	if l, ok := s.leases[id]; ok && l.held[slot] && l.bucket[slot] != j && !s.release(id, slot, false) {
 		return false

@@ -347,15 +347,8 @@ func (s *Syncer) apply(c *call) error {
 		}
 	}
 	if c.it.ref != nil {
-		if lease.Count > 0 && (lease.Index < r.geo.Index(s.Now()) || !s.holdLease(c.it.id, c.it.ref, lease.Index, lease.Count)) {
-			// A grant of a bucket this instance's clock has left (its
-			// offset to the store clock is off by more than the time to
-			// the bucket's end) serves no check: they count in the next
-			// one. Held, it would count as held until the next cycle and
-			// stop every grant meanwhile. And the checks may still admit
-			// on a lease of another bucket of the same parity (their
-			// clock has not passed it): keep that one. Either way, give
-			// this grant back.
+		if lease.Count > 0 && !s.holdLease(c.it.id, c.it.ref, lease.Index, lease.Count) {
+			// A grant no check can use (holdLease): give it back.
 			s.correct(c.it.id, c.it.ref, lease.Index, -lease.Count)
 			lease.Count = 0
 		}
