@@ -47,8 +47,8 @@ type taken struct {
 // The checks are decided one after the other, in order (put the likeliest
 // to deny first: it then costs the others nothing at all), and when one
 // denies, what the earlier ones counted is taken back (docs/design-bound.md,
-// "Composition: AllowAll, soft and shadow rules"). A check that reaches the store waits as AllowN does. Up to 8
-// checks cost no allocation.
+// "Composition: AllowAll, soft and shadow rules"). A check that reaches
+// the store waits as AllowN does. Up to 8 checks cost no allocation.
 //
 // The error is non-nil when the checks cannot be made: none, the same rule
 // and key twice, an unknown rule, a cost AllowN would refuse for one of

@@ -530,7 +530,7 @@ func (f *inflight) renewLoop() {
 			_ = f.renew(true) // what fails is queued again; the store's health is the syncer's
 		}
 		f.mu.Lock()
-		idle := !f.fleetRules && len(f.held) == 0 && len(f.gone) == 0 && len(f.late) == 0 && f.renewing == 0
+		idle := f.idle() && f.renewing == 0
 		if idle {
 			f.looping = false
 		}
@@ -541,10 +541,16 @@ func (f *inflight) renewLoop() {
 	}
 }
 
+// idle reports that the renewal loop has nothing to look after: no fleet
+// rule, no lease held, none to remove (f.mu held).
+func (f *inflight) idle() bool {
+	return !f.fleetRules && len(f.held) == 0 && len(f.gone) == 0 && len(f.late) == 0
+}
+
 // loop starts the renewal loop if it may run, does not, and has leases to
 // look after (f.mu held).
 func (f *inflight) loop() {
-	if !f.mayLoop || f.looping || !f.fleetRules && len(f.held) == 0 && len(f.gone) == 0 && len(f.late) == 0 {
+	if !f.mayLoop || f.looping || f.idle() {
 		return
 	}
 	f.looping = true

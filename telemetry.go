@@ -138,35 +138,28 @@ func newTelemetry(opts *Options) *telemetry {
 // addRule returns the check counts of a rule, nil if checks are not
 // counted (the no-op MeterProvider). A rule built again under the same name
 // (a new rule set) keeps its counts: the counters never go back.
-func (t *telemetry) addRule(name string) *engine.Counts {
-	if !t.count {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.add(&t.rules, name).counts
-}
+func (t *telemetry) addRule(name string) *engine.Counts { return t.add(&t.rules, name) }
 
 // addInflight returns the Acquire counts of an InFlight rule, as addRule
 // those of a rate rule's checks.
-func (t *telemetry) addInflight(name string) *engine.Counts {
+func (t *telemetry) addInflight(name string) *engine.Counts { return t.add(&t.inflight, name) }
+
+// add returns the counts of name in rules, added if new; nil if checks are
+// not counted.
+func (t *telemetry) add(rules *[]*ruleTelemetry, name string) *engine.Counts {
 	if !t.count {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.add(&t.inflight, name).counts
-}
-
-// add returns the counts of name in rules, added if new (t.mu held).
-func (t *telemetry) add(rules *[]*ruleTelemetry, name string) *ruleTelemetry {
 	for _, rt := range *rules {
 		if rt.name == name {
-			return rt
+			return rt.counts
 		}
 	}
 	rt := &ruleTelemetry{name: name, counts: new(engine.Counts)}
-	rt.self = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name)))
+	self := metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name)))
+	rt.self = self
 	if t.waiting.Load() {
 		rt.counts.Pause()
 	}
@@ -179,9 +172,9 @@ func (t *telemetry) add(rules *[]*ruleTelemetry, name string) *ruleTelemetry {
 			))
 		}
 	}
-	t.excessAttr.Store(name, metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name))))
+	t.excessAttr.Store(name, self)
 	*rules = append(*rules, rt)
-	return rt
+	return rt.counts
 }
 
 // globalPkg is the package of the stand-in that otel.GetMeterProvider

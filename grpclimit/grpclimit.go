@@ -159,8 +159,11 @@ func (rt *route) names() []string {
 
 // BusyRetryAfter is the retry-after, in seconds, of a call refused an
 // in-flight slot: a slot frees when a holder releases it, which cannot be
-// foreseen, so the smallest whole delay.
-const BusyRetryAfter = 1
+// foreseen, so the smallest whole delay: httplimit's.
+const BusyRetryAfter = httplimit.BusyRetryAfter
+
+// busyRetryAfter is BusyRetryAfter as the retry-after metadata's value.
+var busyRetryAfter = strconv.Itoa(BusyRetryAfter)
 
 // held is the slots a call holds, released when it ends.
 type held struct {
@@ -464,7 +467,7 @@ func (l *limiter) acquire(ctx context.Context, method string, rt *route, keys []
 				if md == nil {
 					md = metadata.MD{}
 				}
-				md.Set("retry-after", strconv.Itoa(BusyRetryAfter))
+				md.Set("retry-after", busyRetryAfter)
 			}
 			return md, busy(name, d)
 		}

@@ -440,7 +440,7 @@ func (m *middleware) serveHeld(rt *route, keys []string, next http.Handler, w ht
 			return
 		}
 		if !d.Allowed {
-			w.Header().Set("Retry-After", busyRetryAfter)
+			w.Header().Set(hRetryAfter, busyRetryAfter)
 			m.busy(w, r, Denial{Rule: name, Decision: d})
 			return
 		}

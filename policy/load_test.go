@@ -189,8 +189,6 @@ func TestMatchSluice(t *testing.T) {
 	assert.False(t, ok)
 }
 
-// TestLoadErrors: malformed files give a ConfigError naming the line and
-// field and saying how to fix it; never a panic.
 // TestLoadCalendar: a rule with a period is a calendar quota, a fixed
 // window in its time zone, and Encode writes it back as Load reads it; an
 // envoy file's day, week and month stay windows of fixed length.
@@ -214,6 +212,8 @@ func TestLoadCalendar(t *testing.T) {
 	assert.Equal(t, 24*time.Hour, e.Rules[0].Window)
 }
 
+// TestLoadErrors: malformed files give a ConfigError naming the line and
+// field and saying how to fix it; never a panic.
 func TestLoadErrors(t *testing.T) {
 	t.Parallel()
 	deep := "domain: d\ndescriptors:\n"

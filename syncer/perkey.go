@@ -102,6 +102,7 @@ var syncHash any = syncScript.Hash()
 // value, not a pointer.
 func (s *Syncer) args(dst []any, c *call) []any {
 	r := c.it.id.rule
+	now := s.Now()
 	var lease, want int64 // N̂ and the units wanted: ask for a lease; 0: do not
 	next := "0"
 	if c.it.lease && c.it.ref != nil {
@@ -109,7 +110,6 @@ func (s *Syncer) args(dst []any, c *call) []any {
 		if c.it.next {
 			want, next = c.it.want, "1"
 		} else {
-			now := s.Now()
 			want = max(r.keys.Want(c.it.ref, now), s.peak(c.it.id, r.geo.Index(now)))
 		}
 	}
@@ -119,7 +119,7 @@ func (s *Syncer) args(dst []any, c *call) []any {
 	} else {
 		args = append(dst, "evalsha", syncHash, 1, r.keyName(c.it.id.key))
 	}
-	args = append(args, r.subArg(s.Now()), r.head[1], r.limitValue(), r.head[2], r.head[3], len(c.batches), r.weigh, lease, want, next, s.epochArg())
+	args = append(args, r.subArg(now), r.head[1], r.limitValue(), r.head[2], r.head[3], len(c.batches), r.weigh, lease, want, next, s.epochArg())
 	for _, b := range c.batches {
 		costs := b.costs
 		if b.sent > 0 {

@@ -110,9 +110,8 @@ type Rule struct {
 	keys  Keys
 
 	prefix string // "<prefix>:{<name>:"
-	suffix string // "}:<sub µs>"
+	suffix string // "}" + KeySuffix: "}:<sub µs>", or "}:<unit>@<zone>" for a calendar
 	ttlMs  int64
-	subUs  int64
 	span   int
 	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
 	// head is the start of every syncScript call's ARGV that never changes
@@ -150,8 +149,8 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 		geo:    rc.Geometry,
 		keys:   rc.Keys,
 		prefix: s.cfg.Prefix + ":{" + rc.Name + ":",
-		suffix: "}:" + strconv.FormatInt(sub/1000, 10),
-		subUs:  sub / 1000,
+		suffix: "}" + KeySuffix(rc.Geometry),
+		cal:    rc.Geometry.Calendar(),
 		span:   rc.Geometry.Span(),
 		leases: rc.Leases,
 		weigh:  "0",
@@ -162,11 +161,7 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 	if rc.Geometry.Weighted() {
 		r.weigh = "1"
 	}
-	if c := rc.Geometry.Calendar(); c != nil {
-		r.cal = c
-		r.suffix = "}" + KeySuffix(rc.Geometry)
-	}
-	r.head = [4]any{r.subUs, r.span, r.ttlMs, s.cfg.InstanceID}
+	r.head = [4]any{sub / 1000, r.span, r.ttlMs, s.cfg.InstanceID}
 	r.limit.Store(rc.Limit)
 	return r, nil
 }

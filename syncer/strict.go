@@ -201,11 +201,9 @@ func (r *GCRARule) LeaseAbove(ctx context.Context, key string, n, want, tat, owe
 	if tat <= 0 && owed == 0 {
 		return r.lease(ctx, key, n, want)
 	}
-	sec, ns := max(tat, 0)/int64(time.Second), max(tat, 0)%int64(time.Second)
-	if owed == 0 {
-		return r.run(ctx, key, n, "0", max(want, 0), sec, ns)
-	}
-	return r.run(ctx, key, n, "0", max(want, 0), sec, ns, owed)
+	// A floor of 0 0 is none, a charge of 0 none (gcraScript).
+	t := max(tat, 0)
+	return r.run(ctx, key, n, "0", max(want, 0), t/int64(time.Second), t%int64(time.Second), owed)
 }
 
 // run calls gcraScript, with a floor's seconds and nanoseconds and a charge

@@ -34,8 +34,8 @@ var longest = [...]time.Duration{
 // 1970), from the first instant of its first local date to the first
 // instant of the next period's. A period's length is the calendar's: a
 // day across a daylight-saving change has 23 or 25 hours, a month 28 to 31
-// days. It is safe for concurrent use; the period of the time last asked
-// about is cached, so that Index costs an atomic load and two comparisons
+// days. It is safe for concurrent use; the latest period asked about
+// is cached, so that Index costs an atomic load and two comparisons
 // while the time stays in it.
 type Calendar struct {
 	unit Unit
@@ -102,7 +102,8 @@ func (c *Calendar) find(t int64) period {
 		p = period{k: p.k + 1, start: p.end, end: c.first(p.k + 2)}
 	}
 	if old := c.cur.Load(); old == nil || p.start >= old.end {
-		c.cur.Store(&p)
+		np := p // only a period cached escapes: a miss that stores nothing allocates nothing
+		c.cur.Store(&np)
 	}
 	return p
 }

@@ -107,7 +107,7 @@ func NewFixed(window time.Duration) Sliding {
 
 // NewCalendarWindow returns the geometry of a calendar quota: a fixed
 // window whose buckets are the periods of c (bucket k is period k, from
-// c.Start(k) to c.End(k)) rather than intervals of one length. Sub and
+// c.Bounds(k)) rather than intervals of one length. Sub and
 // Window return c.Longest(), an upper bound on a period's length.
 func NewCalendarWindow(c *Calendar) Sliding {
 	return Sliding{sub: int64(c.Longest()), buckets: 1, fixed: true, cal: c}
