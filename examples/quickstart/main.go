@@ -36,5 +36,5 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hello\n")) })
-	log.Print(http.ListenAndServe("127.0.0.1:8080", limit(mux))) // then Close runs
+	log.Print(http.ListenAndServe("127.0.0.1:8080", limit(mux))) // Close runs after a listen error; SIGTERM: see getting-started
 }

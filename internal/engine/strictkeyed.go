@@ -33,7 +33,8 @@ import (
 //     of Burst/N̂ (a GCRA), or Limit/N̂ in any window (the log).
 //
 // What the failure mode admits stays in this process: the store's state
-// is the truth the next checks are decided on once it is back.
+// is the truth the next checks are decided on once it is back (except an
+// Eventual bucket's under FailLocal, charged to the store: gcraEventual).
 type strictKeyed struct {
 	now      func() int64
 	table    localcache.KeyTable
