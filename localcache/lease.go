@@ -86,19 +86,19 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 // that keeps reaching half of its allowance doubles it until it covers the
 // bucket. The units left unused, which count in the window until the bucket
 // ends, stay below what the key used, or below what it used in the bucket
-// before. The syncer asks for at least the key's peak too: the most leased
-// units it used in one bucket of the window.
+// before; and at least peak, the most leased units it used in one bucket of
+// the window (the syncer's count).
 //
 // It never takes what the key holds unused past holdMost (the lease of the
-// current bucket not used yet and the next bucket's, all of it): 0 if it
-// holds that much.
-func (t *Table) Want(r Ref, now int64) int64 {
+// current bucket not used yet and the next bucket's, all of it), the peak
+// included: 0 if it holds that much.
+func (t *Table) Want(r Ref, now, peak int64) int64 {
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return 0
 	}
 	k := t.geo.Index(now)
-	want := clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k))))
+	want := clampCount(max(2*max(t.used(e, k), t.capv.Load(), 1), int64(t.part(e, k)), peak))
 	return min(want, t.unheld(e, k))
 }
 

@@ -220,11 +220,11 @@ func TestReleaseUnusedRacingCheck(t *testing.T) {
 func TestWant(t *testing.T) {
 	t.Parallel()
 	tb, geo, s, t0, r := leasedKey(t, 1000, 4)
-	assert.Equal(t, int64(8), tb.Want(r, t0), "twice the cap")
+	assert.Equal(t, int64(8), tb.Want(r, t0, 0), "twice the cap")
 	admitUntil(t, tb, "k", t0, 100)
 	grant(tb, geo, s, r, t0, 8)
 	admitUntil(t, tb, "k", t0, 100) // the lease and the cap again
-	assert.Equal(t, int64(2*(8+4)), tb.Want(r, t0), "doubling: the lease and the pending count")
+	assert.Equal(t, int64(2*(8+4)), tb.Want(r, t0, 0), "doubling: the lease and the pending count")
 }
 
 // TestWantFollowsTheRate: at a bucket's start a key asks for its part of
@@ -252,7 +252,7 @@ func TestWantFollowsTheRate(t *testing.T) {
 			t1 := t0 + geo.Sub()
 			k := geo.Index(t1)
 			tb.Settle(r, t1, nil, k-1, []int64{tc.prev, 0}, Bucket{})
-			assert.Equal(t, tc.want, tb.Want(r, t1))
+			assert.Equal(t, tc.want, tb.Want(r, t1, 0))
 		})
 	}
 }
@@ -344,24 +344,25 @@ func TestWantHoldsMost(t *testing.T) {
 	admitUntil(t, tb, "k", t0, 100)
 	s.add("k", k-1, 400) // the fleet's bucket before: its part is 100
 	grant(tb, geo, s, r, t0, 12)
-	assert.Equal(t, int64(19-12), tb.Want(r, t0), "12 held unused")
+	assert.Equal(t, int64(19-12), tb.Want(r, t0, 0), "12 held unused")
+	assert.Equal(t, int64(19-12), tb.Want(r, t0, 300), "a peak past holdMost too")
 	for range 10 {
 		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 	}
 	assert.Equal(t, int64(2), tb.leaseLeft(entryOf(r), k))
-	assert.Equal(t, int64(19-2), tb.Want(r, t0), "the used units do not count")
+	assert.Equal(t, int64(19-2), tb.Want(r, t0, 0), "the used units do not count")
 	s.add("k", k+1, 9)
 	tb.Settle(r, t0, nil, geo.Oldest(k), s.push("k", nil, geo.Oldest(k), geo.Span()), Bucket{Index: k + 1, Count: 9})
-	assert.Equal(t, int64(19-2-9), tb.Want(r, t0), "nor does the next bucket's lease")
+	assert.Equal(t, int64(19-2-9), tb.Want(r, t0, 0), "nor does the next bucket's lease")
 	assert.Equal(t, int64(19-2-9), tb.NextWant(r, t0+geo.Sub()/2, 100), "a lease ahead: past both")
 	t1 := t0 + geo.Sub()
 	tb.Tick(t1)
 	tb.Settle(r, t1, nil, k, []int64{400, 9}, Bucket{}) // the fleet's bucket k: a part of 100
-	assert.Equal(t, int64(19-9-2), tb.Want(r, t1), "the bucket after: its lease, and the old one's unused units until it ends")
+	assert.Equal(t, int64(19-9-2), tb.Want(r, t1, 0), "the bucket after: its lease, and the old one's unused units until it ends")
 	unused, done := tb.Release(r, k, t1, false)
 	require.True(t, done)
 	assert.Equal(t, int64(2), unused)
-	assert.Equal(t, int64(19-9), tb.Want(r, t1), "the old lease ended: its units go back to the store with the next call")
+	assert.Equal(t, int64(19-9), tb.Want(r, t1, 0), "the old lease ended: its units go back to the store with the next call")
 }
 
 // TestAskHeldLease: a key whose lease is held to holdMost asks for an early
@@ -387,7 +388,7 @@ func TestAskHeldLease(t *testing.T) {
 		return n
 	}
 	assert.Equal(t, 11, until(), "21 − 11 = 10 left")
-	grant(tb, geo, s, r, t0, tb.Want(r, t0))
+	grant(tb, geo, s, r, t0, tb.Want(r, t0, 0))
 	require.Equal(t, int64(19), tb.leaseLeft(entryOf(r), geo.Index(t0)), "topped up to holdMost: 11 more")
 	// Budget 2 + 30 = 32 with 11 used: 2·pend ≥ budget from the 5th
 	// admission on, but 10 left only at the 11th.

@@ -138,7 +138,8 @@ func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
 // (an early sync, a check at the cap) asks for at least the most leased
 // units the key used in one bucket of the window, so that a key hit in
 // bursts gets a burst's worth at once instead of a doubling series of round
-// trips; a peak that has left the window no longer counts.
+// trips; a peak that has left the window no longer counts, and no peak
+// takes the key past holdMost.
 func TestLeaseWantsItsPeak(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
@@ -153,7 +154,7 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
 	id := keyID{rule: r.Rule, key: "k"}
-	base := r.Table.Want(ref, now)
+	base := r.Table.Want(ref, now, 0)
 	require.Less(t, base, int64(40))
 
 	wantArg := func() any {
@@ -162,17 +163,19 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
+		peak   int64
 		peakAt int64
 		want   int64
 	}{
-		{"no peak", 0, base},
-		{"a peak in the window", k - span + 1, 40},
-		{"a peak out of the window", k - span, base},
+		{"no peak", 0, 0, base},
+		{"a peak in the window", 40, k - span + 1, 40},
+		{"a peak out of the window", 40, k - span, base},
+		{"a peak past holdMost", 300, k, 49}, // ⌊(⌊1000/10⌋ − 1)/(N̂+1)⌋ at N̂ = 1
 	}
 	for _, tt := range tests {
 		delete(s.uses, id)
 		if tt.peakAt != 0 {
-			s.uses[id] = use{ref: ref, peak: 40, peakAt: tt.peakAt, last: tt.peakAt}
+			s.uses[id] = use{ref: ref, peak: tt.peak, peakAt: tt.peakAt, last: tt.peakAt}
 		}
 		assert.Equal(t, tt.want, wantArg(), tt.name)
 	}

@@ -62,7 +62,7 @@ func TestEarlySync(t *testing.T) {
 
 			ref, ok := r.Table.Ref("k")
 			require.True(t, ok)
-			want := r.Table.Want(ref, s.Now())
+			want := r.Table.Want(ref, s.Now(), 0)
 			n := int64(0)
 			for r.Table.AllowAt("k", s.Now(), 1).Status == 0 && n < 1000 {
 				n++

@@ -136,7 +136,7 @@ func (noKeys) Settle(handle, int64, []window.Bucket, int64, []int64, window.Buck
 	return nil
 }
 func (noKeys) Release(handle, int64, int64, bool) (int64, bool) { return 0, true }
-func (noKeys) Want(handle, int64) int64                         { return 0 }
+func (noKeys) Want(handle, int64, int64) int64                  { return 0 }
 func (noKeys) NextWant(handle, int64, int64) int64              { return 0 }
 func (noKeys) MarkDirty(handle)                                 {}
 func (noKeys) Early(dst []handle) []handle                      { return dst }

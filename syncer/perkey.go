@@ -110,7 +110,7 @@ func (s *Syncer) args(dst []any, c *call) []any {
 		if c.it.next {
 			want, next = c.it.want, "1"
 		} else {
-			want = max(r.keys.Want(c.it.ref, now), s.peak(c.it.id, r.geo.Index(now)))
+			want = r.keys.Want(c.it.ref, now, s.peak(c.it.id, r.geo.Index(now)))
 		}
 	}
 	var args []any

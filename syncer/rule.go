@@ -41,8 +41,9 @@ type Keys interface {
 	// Want returns how many units h should ask the store to lease it at
 	// now: in proportion to what it has admitted in the current bucket, so
 	// that unused units, which count in the window until they are given
-	// back, stay below what it used.
-	Want(h handle, now int64) int64
+	// back, stay below what it used; at least peak, the most units of a
+	// lease it used in a bucket of the window, but never past holdMost.
+	Want(h handle, now, peak int64) int64
 	// NextWant returns how many units h should ask the store to lease it
 	// at now in the bucket after the current one (ahead.go), given the
 	// most units of a lease it used in a bucket of the window: about what
