@@ -151,7 +151,7 @@ func TestServeRuntimeErrors(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			code := runServeEnv(ctx, append([]string{"-listen", "127.0.0.1:0"}, tc.args...), lookup, &stderr, func(string) { cancel() })
+			code := runServeEnv(ctx, append([]string{"-listen", "127.0.0.1:0"}, tc.args...), lookup, nil, &stderr, func(string) { cancel() })
 			assert.Equal(t, tc.code, code, stderr.String())
 			assert.Contains(t, stderr.String(), tc.msg)
 		})
