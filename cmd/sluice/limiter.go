@@ -26,6 +26,10 @@ type common struct {
 	config, redisURL, prefix string
 	cluster                  bool // redisURL is a Redis Cluster
 	syncInterval             time.Duration
+	// clock is the limiter's clock (Options.Clock); nil: the system
+	// clock. Not a flag: tests set a virtual one, so that a decision
+	// does not depend on where the real time falls in a window.
+	clock sluice.Clock
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -69,7 +73,7 @@ func (c *common) limiter(rules []policy.Rule, logger *slog.Logger, mp metric.Met
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
-	opts := sluice.Options{Prefix: c.prefix, SyncInterval: c.syncInterval, MaxKeyLength: maxKeyLength, Logger: logger, MeterProvider: mp}
+	opts := sluice.Options{Prefix: c.prefix, SyncInterval: c.syncInterval, MaxKeyLength: maxKeyLength, Logger: logger, MeterProvider: mp, Clock: c.clock}
 	var rdb redis.UniversalClient
 	if c.redisURL != "" {
 		var err error

@@ -202,50 +202,66 @@ func (d *domains) lookup(domain string) *ruleSet {
 	return noRules
 }
 
-// watch polls the directory every interval until ctx ends, and applies
-// its files once a change has settled (the same files, sizes and times at
-// two polls in a row); a change that does not load, or that the limiter
-// refuses, keeps the rules in force and is logged. applied is the state
-// in force at the start.
-func (d runtimeDir) watch(ctx context.Context, applied state, l *sluice.Limiter, store func(*domains), logger *slog.Logger) {
-	t := time.NewTicker(d.interval)
+// watcher applies the directory's changes to a limiter and the domains
+// in force: a change once it has settled (the same files, sizes and times
+// at two polls in a row); a change that does not load, or that the
+// limiter refuses, keeps the rules in force and is logged.
+type watcher struct {
+	dir     runtimeDir
+	applied state // the state in force
+	l       *sluice.Limiter
+	store   func(*domains) // makes domains the ones in force
+	logger  *slog.Logger
+
+	seen      *state // a change seen at the last poll, not yet settled
+	complaint string // the last error logged, not repeated
+}
+
+// run polls the directory every interval until ctx ends.
+func (w *watcher) run(ctx context.Context) {
+	t := time.NewTicker(w.dir.interval)
 	defer t.Stop()
-	var seen *state // a change seen at the last poll
-	complaint := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		st, err := d.poll()
-		if err != nil {
-			if msg := err.Error(); msg != complaint {
-				complaint = msg
-				logger.Warn("sluice serve: runtime directory unreadable; the rules in force stay", "dir", d.path(), "err", err)
-			}
-			seen = nil
-			continue
-		}
-		complaint = ""
-		if st.same(applied) {
-			seen = nil
-			continue
-		}
-		if seen == nil || !st.same(*seen) {
-			seen = &st // changed: wait for it to settle
-			continue
-		}
-		seen, applied = nil, st
-		doms, rules, err := d.load(st)
-		if err == nil {
-			err = l.SetRules(rules...)
-		}
-		if err != nil {
-			logger.Error("sluice serve: configuration not applied; the rules in force stay", "dir", d.path(), "err", err)
-			continue
-		}
-		store(doms)
-		logger.Info("sluice serve: configuration applied", "dir", d.path(), "files", len(st.files), "rules", len(rules))
+		w.poll()
 	}
+}
+
+// poll reads the directory once, and applies its files if a change has
+// settled since the last poll.
+func (w *watcher) poll() {
+	d := w.dir
+	st, err := d.poll()
+	if err != nil {
+		if msg := err.Error(); msg != w.complaint {
+			w.complaint = msg
+			w.logger.Warn("sluice serve: runtime directory unreadable; the rules in force stay", "dir", d.path(), "err", err)
+		}
+		w.seen = nil
+		return
+	}
+	w.complaint = ""
+	if st.same(w.applied) {
+		w.seen = nil
+		return
+	}
+	if w.seen == nil || !st.same(*w.seen) {
+		w.seen = &st // changed: wait for it to settle
+		return
+	}
+	w.seen, w.applied = nil, st
+	doms, rules, err := d.load(st)
+	if err == nil {
+		err = w.l.SetRules(rules...)
+	}
+	if err != nil {
+		w.logger.Error("sluice serve: configuration not applied; the rules in force stay", "dir", d.path(), "err", err)
+		return
+	}
+	w.store(doms)
+	w.logger.Info("sluice serve: configuration applied", "dir", d.path(), "files", len(st.files), "rules", len(rules))
 }

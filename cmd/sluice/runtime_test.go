@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,11 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logbuf"
+	"github.com/sluicehq/sluice/internal/vclock"
 )
 
 // domainConfig is an envoy file of domain whose "user" limit is limit per
@@ -49,7 +55,10 @@ func limitOf(t *testing.T, c rlspb.RateLimitServiceClient, domain, user string) 
 // TestServeRuntime: envoyproxy/ratelimit's layout, from its environment
 // variables: every file of RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/
 // RUNTIME_APPDIRECTORY, one domain each, applied again when a file
-// changes in place and when the root's link is swapped.
+// changes in place and when the root's link is swapped. The limiter's
+// clock stands still: an envoy limit is a fixed window aligned on its
+// unit, and the seconds the reloads take must not cross a minute's end,
+// where u1's counts lapse (TestRuntimeReloadKeepsCounts steps through it).
 func TestServeRuntime(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
@@ -64,11 +73,13 @@ func TestServeRuntime(t *testing.T) {
 	})
 	root := filepath.Join(base, "current")
 	require.NoError(t, os.Symlink(filepath.Join(base, "v1"), root))
-	s := startServeEnv(t, map[string]string{
+	clock := &vclock.Clock{}
+	clock.NS.Store(time.Date(2026, 1, 1, 12, 0, 30, 0, time.UTC).UnixNano())
+	s := startServeClock(t, map[string]string{
 		"RUNTIME_ROOT":           root,
 		"RUNTIME_SUBDIRECTORY":   "ratelimit",
 		"RUNTIME_IGNOREDOTFILES": "true",
-	})
+	}, clock)
 	c := client(t, s.addr)
 	assert.Equal(t, uint32(3), limitOf(t, c, "a", "u1"))
 	assert.Equal(t, uint32(4), limitOf(t, c, "b", "u1"))
@@ -96,6 +107,88 @@ func TestServeRuntime(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(s.stderr.String(), "configuration not applied") }, 30*time.Second, 100*time.Millisecond)
 	assert.Contains(t, s.stderr.String(), `domain \"a\" is also`)
 	assert.Equal(t, uint32(9), limitOf(t, c, "a", "u4"))
+}
+
+// TestRuntimeReloadKeepsCounts steps the watcher through the ways a
+// swap of the root's link can be seen, one poll at a time on a virtual
+// clock: u1 counted twice under v1 (domain a's limit 3) has the same 2
+// counts under v2's limit 9, whatever the watcher saw on the way, until
+// the minute ends: an envoy limit is a fixed window aligned on its unit.
+func TestRuntimeReloadKeepsCounts(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 1, 12, 0, 30, 0, time.UTC)
+	type step struct {
+		tree    string        // the link's target
+		polls   int           // the watcher's polls after the swap
+		advance time.Duration // the clock's move after them
+		limit   uint32        // domain a's limit then; 0: no limit
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  uint32 // u1's LimitRemaining after one more check
+	}{
+		{"swapped, seen once then settled", []step{{"v2", 1, 0, 3}, {"v2", 1, 0, 9}}, 6},
+		{"a tree without a, not settled", []step{{"noA", 1, 0, 3}, {"v2", 2, 0, 9}}, 6},
+		{"a tree without a, applied", []step{{"noA", 2, 0, 0}, {"v2", 2, 0, 9}}, 6},
+		{"a tree without a for 20s", []step{{"noA", 2, 20 * time.Second, 0}, {"v2", 2, 0, 9}}, 6},
+		{"a file of a empty", []step{{"emptyA", 2, 0, 3}, {"v2", 2, 0, 9}}, 6},
+		{"a missing target", []step{{"missing", 2, 0, 3}, {"v2", 2, 0, 9}}, 6},
+		{"back and forth", []step{{"v2", 1, 0, 3}, {"v1", 1, 0, 3}, {"v2", 2, 0, 9}}, 6},
+		{"to v2 and back", []step{{"v2", 2, 0, 9}, {"v1", 2, 0, 3}}, 0},
+		{"the minute ends", []step{{"v2", 2, 30 * time.Second, 9}}, 8},
+		{"a tree without a until the minute ends", []step{{"noA", 2, 30 * time.Second, 0}, {"v2", 2, 0, 9}}, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base := t.TempDir()
+			writeTree(t, base, map[string]string{
+				"v1/config/a.yaml":          domainConfig("a", "3"),
+				"v1/config/b.yaml":          domainConfig("b", "4"),
+				"v2/config/a.yaml":          domainConfig("a", "9"),
+				"v2/config/sluice-fmt.yaml": "rules:\n  - name: api\n    limit: 2\n    window: 1m\n",
+				"noA/config/b.yaml":         domainConfig("b", "4"),
+				"emptyA/config/a.yaml":      "",
+				"emptyA/config/b.yaml":      domainConfig("b", "4"),
+			})
+			root := filepath.Join(base, "current")
+			require.NoError(t, os.Symlink(filepath.Join(base, "v1"), root))
+			clock := &vclock.Clock{}
+			clock.NS.Store(start.UnixNano())
+			var log logbuf.Buffer
+			logger := slog.New(slog.NewTextHandler(&log, nil))
+			dir := runtimeDir{root: root, app: "config", interval: time.Second}
+			applied, err := dir.poll()
+			require.NoError(t, err)
+			doms, rules, err := dir.load(applied)
+			require.NoError(t, err)
+			l, err := sluice.New(sluice.Options{Clock: clock, Logger: logger}, rules...)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			svc := &service{l: l}
+			svc.rules.Store(doms)
+			w := &watcher{dir: dir, applied: applied, l: l, store: svc.rules.Store, logger: logger}
+			check := func(user string, hits uint64) *rlspb.RateLimitResponse_DescriptorStatus {
+				d := desc("user", user)
+				d.HitsAddend = wrapperspb.UInt64(hits)
+				resp, err := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "a", Descriptors: []*extrl.RateLimitDescriptor{d}})
+				require.NoError(t, err)
+				return resp.Statuses[0]
+			}
+
+			check("u1", 1)
+			require.Equal(t, uint32(1), check("u1", 1).LimitRemaining, "u1 counted twice under the limit 3")
+			for i, st := range tc.steps {
+				swapLink(t, filepath.Join(base, st.tree), root)
+				for range st.polls {
+					w.poll()
+				}
+				clock.NS.Add(int64(st.advance))
+				require.Equal(t, st.limit, check("u1", 0).GetCurrentLimit().GetRequestsPerUnit(), "step %d (%s): domain a's limit; the log:\n%s", i, st.tree, log.String())
+			}
+			assert.Equal(t, tc.want, check("u1", 1).LimitRemaining, "u1's counts, and this one, under the last limit; the log:\n%s", log.String())
+		})
+	}
 }
 
 // TestServeRuntimeFlags: the flags name the layout too, over the
@@ -151,7 +244,7 @@ func TestServeRuntimeErrors(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			code := runServeEnv(ctx, append([]string{"-listen", "127.0.0.1:0"}, tc.args...), lookup, &stderr, func(string) { cancel() })
+			code := runServeEnv(ctx, append([]string{"-listen", "127.0.0.1:0"}, tc.args...), lookup, nil, &stderr, func(string) { cancel() })
 			assert.Equal(t, tc.code, code, stderr.String())
 			assert.Contains(t, stderr.String(), tc.msg)
 		})

@@ -333,12 +333,13 @@ func checkDescriptor(d *extrl.RateLimitDescriptor) error {
 // limiter (pushing the last counts). ready, if not nil, gets the address
 // once the server listens.
 func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) int {
-	return runServeEnv(ctx, args, os.LookupEnv, stderr, ready)
+	return runServeEnv(ctx, args, os.LookupEnv, nil, stderr, ready)
 }
 
-// runServeEnv is runServe with the environment variables env gives.
-func runServeEnv(ctx context.Context, args []string, env func(string) (string, bool), stderr io.Writer, ready func(addr string)) int {
-	var c common
+// runServeEnv is runServe with the environment variables env gives, and
+// the limiter's clock (nil: the system clock).
+func runServeEnv(ctx context.Context, args []string, env func(string) (string, bool), clock sluice.Clock, stderr io.Writer, ready func(addr string)) int {
+	c := common{clock: clock}
 	fs := newFlagSet("serve", stderr)
 	c.register(fs)
 	rf := registerRuntime(fs, env)
@@ -441,7 +442,8 @@ func serve(ctx context.Context, c common, dir *runtimeDir, listen, httpListen st
 		}()
 		go func() {
 			defer close(watched)
-			dir.watch(watchCtx, applied, l, s.rules.Store, logger)
+			w := &watcher{dir: *dir, applied: applied, l: l, store: s.rules.Store, logger: logger}
+			w.run(watchCtx)
 		}()
 	} else {
 		err = l.WatchFile(watchCtx, c.config, sluice.WatchOptions{

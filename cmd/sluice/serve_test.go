@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -92,6 +93,13 @@ func startServe(t *testing.T, args ...string) *server {
 // startServeEnv is startServe with the environment variables env.
 func startServeEnv(t *testing.T, env map[string]string, args ...string) *server {
 	t.Helper()
+	return startServeClock(t, env, nil, args...)
+}
+
+// startServeClock is startServeEnv with the limiter's clock (nil: the
+// system clock).
+func startServeClock(t *testing.T, env map[string]string, clock sluice.Clock, args ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{stop: cancel, code: make(chan int, 1), stderr: &logbuf.Buffer{}}
 	ready := make(chan string, 1)
@@ -100,7 +108,7 @@ func startServeEnv(t *testing.T, env map[string]string, args ...string) *server 
 		return v, ok
 	}
 	go func() {
-		s.code <- runServeEnv(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), lookup, s.stderr, func(a string) { ready <- a })
+		s.code <- runServeEnv(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), lookup, clock, s.stderr, func(a string) { ready <- a })
 	}()
 	select {
 	case a := <-ready:
