@@ -17,8 +17,13 @@ import (
 	"github.com/sluicehq/sluice/policy"
 )
 
-// call is one admitted check: when its call began and when it returned.
-type call struct{ start, end time.Time }
+// call is one admitted check: when its call began and when it returned, and
+// its Decision's ResetAfter (for a fixed window, until the end of the window
+// the admission was counted in, as its instance saw it).
+type call struct {
+	start, end time.Time
+	reset      time.Duration
+}
 
 // busiestWindow returns the most admissions whose whole call lies inside one
 // real window of length w (start at or after the window's start, end at or
@@ -47,32 +52,88 @@ func busiestWindow(calls []call, w time.Duration, around time.Time) (most int, a
 	return most, at
 }
 
-// busiestFixed returns the most admissions whose whole call lies inside one
-// window of a fixed window rule of length w: [m·w, (m+1)·w) on the store
-// clock, offset ahead of the local one; only the window that holds the
-// instant around, if not zero.
+// busiestFixed returns the most admissions counted in one window of a fixed
+// window rule of length w: [m·w, (m+1)·w) on the store clock, offset ahead
+// of the local one; only the window that holds the instant around, if not
+// zero. Each admission counts in the window its Decision names (the one
+// ending ResetAfter after the check was decided), not in the one its call
+// fell in by the test's clock. Each instance places the store's boundaries
+// through its own measured offset, off by up to half a heartbeat's round
+// trip (docs/design.md, "The counting math": the bound holds up to the
+// clock offset). An instance whose offset is 1.5 ms too large starts the
+// next window 1.5 ms early and admits on its lease of it while the test's
+// clock is still in the window before. The check was decided between its
+// call's start and end, so its window ends within half the call, plus the
+// published time's staleness, of the call's middle plus ResetAfter: far
+// less than half a window.
 func busiestFixed(calls []call, w, offset time.Duration, around time.Time) (most int, at time.Time) {
 	per := map[int64]int{}
 	for _, c := range calls {
-		m := c.start.Add(offset).UnixNano() / int64(w)
+		mid := c.start.Add(c.end.Sub(c.start) / 2)
+		m := (mid.Add(c.reset).Add(offset).UnixNano()+int64(w)/2)/int64(w) - 1
 		if !around.IsZero() && around.Add(offset).UnixNano()/int64(w) != m {
 			continue
 		}
-		if c.end.Add(offset).UnixNano()/int64(w) == m {
-			per[m]++
-			if per[m] > most {
-				most, at = per[m], time.Unix(0, m*int64(w)).Add(-offset)
-			}
+		per[m]++
+		if per[m] > most {
+			most, at = per[m], time.Unix(0, m*int64(w)).Add(-offset)
 		}
 	}
 	return most, at
+}
+
+// TestBusiestFixed: a fixed window's admissions count in the window their
+// decisions name, including a call that lies wholly before that window by
+// the test's clock (its instance's offset ran ahead) and one that straddles
+// a boundary.
+func TestBusiestFixed(t *testing.T) {
+	t.Parallel()
+	const w = time.Second
+	base := time.Unix(1_000_000, 0) // a window's start on the store clock
+	// admit returns n calls starting at start, each lasting d, decided when
+	// the window they count in has reset left.
+	admit := func(n int, start time.Time, d, reset time.Duration) []call {
+		cs := make([]call, n)
+		for i := range cs {
+			cs[i] = call{start, start.Add(d), reset}
+		}
+		return cs
+	}
+	full := admit(110, base.Add(10*time.Millisecond), time.Microsecond, 990*time.Millisecond)
+	cases := []struct {
+		name   string
+		calls  []call
+		offset time.Duration
+		around time.Time
+		most   int
+		at     time.Time
+	}{
+		{"full window", full, 0, time.Time{}, 110, base},
+		// 0.5 ms before the boundary by the test's clock, its instance
+		// 0.3 ms into the next window: a real window holding 111.
+		{"instance ahead", append(admit(1, base.Add(999500*time.Microsecond), time.Microsecond, 999700*time.Microsecond), full...), 0, time.Time{}, 110, base},
+		// Across the boundary, decided 1.5 ms before it: it counts.
+		{"call across the boundary", append(admit(1, base.Add(998*time.Millisecond), 5*time.Millisecond, 1500*time.Microsecond), full...), 0, time.Time{}, 111, base},
+		{"around", append(admit(5, base.Add(1200*time.Millisecond), time.Microsecond, 800*time.Millisecond), full...), 0, base.Add(1500 * time.Millisecond), 5, base.Add(w)},
+		// The store clock 300 ms ahead: local 0.8 s is 0.1 s into window 1.
+		{"offset", admit(7, base.Add(800*time.Millisecond), time.Microsecond, 900*time.Millisecond), 300 * time.Millisecond, time.Time{}, 7, base.Add(w - 300*time.Millisecond)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			most, at := busiestFixed(slices.Clone(tc.calls), w, tc.offset, tc.around)
+			assert.Equal(t, tc.most, most)
+			assert.True(t, tc.at.Equal(at), "window at %v, want %v", at, tc.at)
+		})
+	}
 }
 
 // TestStoreLoss makes Redis lose everything it holds in the middle of a run,
 // by FLUSHALL or by a restart without persistence, while four instances
 // hammer one key of an Eventual rule, and counts the admissions in every
 // real window (only those whose whole call lies inside it; for a fixed
-// window rule, in each of its windows). Before the
+// window rule, in each of its windows, as the admissions' decisions name
+// them: busiestFixed). Before the
 // rebuild (docs/design-failures.md, "When the store loses its data") the window around
 // the loss held up to twice the limit: the store's totals were gone while
 // every instance still knew what it had admitted. Now each instance that
@@ -155,7 +216,7 @@ func TestStoreLoss(t *testing.T) {
 								return
 							}
 							if d.Allowed {
-								mine = append(mine, call{start, time.Now()})
+								mine = append(mine, call{start, time.Now(), d.ResetAfter})
 							}
 							time.Sleep(200 * time.Microsecond)
 						}
