@@ -34,15 +34,14 @@ func hungLimiter(t *testing.T, opts sluice.Options) (*redistest.Server, *sluice.
 // TestHungStoreDefaultClient: a store that hangs (SIGSTOP) behind a default
 // go-redis client, whose socket reads ignore context deadlines, is judged
 // down by sluice's own deadline (three checks in a row unanswered within
-// Timeout) instead of after the client's seconds (its 3 s read timeout,
-// longer than the test's 1.5 s of checks): FailLocal then admits the
-// instance's share, FailOpen admits everything, and the store is healthy
-// again once it resumes.
+// Timeout) instead of after the client's seconds (its 3 s read timeout):
+// FailLocal then admits the instance's share, FailOpen admits everything,
+// and the store is healthy again once it resumes.
 func TestHungStoreDefaultClient(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		mode     sluice.FailureMode
-		min, max int  // admitted in 1.5 s of checks while the store hangs
+		min, max int  // admitted in the checks while the store hangs
 		all      bool // every check admitted (min and max unused)
 	}{
 		// The share L/N̂ = 100, of which the store already counted 10:
@@ -67,7 +66,11 @@ func TestHungStoreDefaultClient(t *testing.T) {
 			start := time.Now()
 			down := time.Duration(-1)
 			admitted, checks := 0, 0
-			for time.Since(start) < 1500*time.Millisecond {
+			// 1.5 s of checks, and on until the store is judged down, up
+			// to 2.9 s: a CPU-starved machine makes up to doubtsDown
+			// probes inconclusive (silentDown and probeWait each: 2.25 s
+			// at the defaults), still before the client's read timeout.
+			for el := time.Duration(0); el < 1500*time.Millisecond || down < 0 && el < 2900*time.Millisecond; el = time.Since(start) {
 				d, err := l.Allow(ctx, "api", "k")
 				require.NoError(t, err)
 				checks++
@@ -80,8 +83,8 @@ func TestHungStoreDefaultClient(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			t.Logf("%v: %d of %d checks admitted while the store hung; judged down after %v", tc.mode, admitted, checks, down)
-			// Judged down at all within the 1.5 s: before the client's
-			// own read timeout could have told.
+			// Judged down before the client's own read timeout could
+			// have told.
 			require.GreaterOrEqual(t, down, time.Duration(0), "a hung store is judged down")
 			if tc.all {
 				require.Equal(t, checks, admitted)
