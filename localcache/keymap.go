@@ -1,3 +1,5 @@
+//go:build !sluice_xsyncmap
+
 package localcache
 
 import (
