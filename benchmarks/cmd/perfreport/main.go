@@ -112,9 +112,25 @@ func main() {
 			fail(err)
 		}
 	}
-	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+	// What follows the generated block on the page as it is (a section
+	// another script keeps, such as benchmarks/keymap.sh's) stays.
+	old, err := os.ReadFile(*out)
+	if err != nil && !os.IsNotExist(err) {
 		fail(err)
 	}
+	if err := os.WriteFile(*out, withTail(buf.Bytes(), old), 0o644); err != nil {
+		fail(err)
+	}
+}
+
+// withTail returns page, a generated report that ends with generatedEnd,
+// followed by what follows that marker in old, the page it replaces.
+func withTail(page, old []byte) []byte {
+	_, tail, ok := bytes.Cut(old, []byte("\n"+generatedEnd+"\n"))
+	if !ok || len(bytes.TrimSpace(tail)) == 0 {
+		return page
+	}
+	return append(append(page[:len(page):len(page)], '\n'), bytes.TrimLeft(tail, "\n")...)
 }
 
 // relLink is the relative link from the file from to the file to.

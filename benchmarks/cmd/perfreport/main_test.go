@@ -207,3 +207,26 @@ func TestDetailPage(t *testing.T) {
 		t.Logf("report:\n%s\ndetail page:\n%s", doc.String(), page.String())
 	}
 }
+
+// TestWithTail: a regenerated report keeps what followed the generated
+// block on the page it replaces, and only that.
+func TestWithTail(t *testing.T) {
+	t.Parallel()
+	page := "# sluice performance\n\n" + generatedBegin + "\n\nnew\n\n" + generatedEnd + "\n"
+	for _, tc := range []struct {
+		name, old, want string
+	}{
+		{"no page yet", "", page},
+		{"nothing after the block", "# sluice performance\n\n" + generatedBegin + "\n\nold\n\n" + generatedEnd + "\n", page},
+		{"a section after the block", "# sluice performance\n\n" + generatedBegin + "\n\nold\n\n" + generatedEnd + "\n\n## The key map\n\nkept\n",
+			page + "\n## The key map\n\nkept\n"},
+		{"no block: nothing kept", "# hand-written\n\nold\n", page},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := string(withTail([]byte(page), []byte(tc.old))); got != tc.want {
+				t.Errorf("withTail:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
