@@ -1,3 +1,5 @@
+//go:build !sluice_xsyncmap
+
 package localcache
 
 import (
@@ -13,7 +15,10 @@ import (
 // budget that the check reads next. A map that stores its own copy of the
 // key beside the pointer (xsync.MapOf keeps a key-and-value record per
 // entry) costs a check on a cold key one or two cache misses more, the
-// larger part of a check at a million keys.
+// larger part of a check at a million keys. benchmarks/keymap.sh measures
+// the two side by side (keymap_xsync.go holds the xsync.MapOf one, built
+// with the tag sluice_xsyncmap); docs/performance.md, "The key map", has
+// the table that kept this one.
 //
 // The table is open-addressed: cache-line buckets of seven slots and a
 // metadata word, probed linearly. A Load takes no lock and writes nothing;

@@ -168,8 +168,9 @@ func TestSyncPage(t *testing.T) {
 }
 
 // TestDetailPage: with DetailPage set, the per-key tables, the ratios, the
-// algorithms, the telemetry cost and the setup go to their own page, and
-// the report keeps the targets, the many-keys table and the machine.
+// algorithms, the telemetry cost, what runs beside the checks and the setup
+// go to their own page, and the report keeps the targets, the many-keys
+// table and the machine.
 func TestDetailPage(t *testing.T) {
 	t.Parallel()
 	d, err := Parse(strings.NewReader(sample), "sample")
@@ -181,7 +182,7 @@ func TestDetailPage(t *testing.T) {
 	var doc, page bytes.Buffer
 	r.Write(&doc)
 	r.WriteDetail(&page)
-	moved := []string{"## Per-key check: allow path", "## Ratios (same run)", "## Telemetry cost", "## Setup",
+	moved := []string{"## Per-key check: allow path", "## What runs beside the checks", "## Ratios (same run)", "## Telemetry cost", "## Setup",
 		"| 1 hot key | serial | 1.82× | 0.60× |", "| 1 hot key | serial | 20.0 ns | 20.5 ns | 20.8 ns | 1.04× | 0, 0, 0 |"}
 	for _, want := range moved {
 		if strings.Contains(doc.String(), want) {
@@ -204,5 +205,28 @@ func TestDetailPage(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s\ndetail page:\n%s", doc.String(), page.String())
+	}
+}
+
+// TestWithTail: a regenerated report keeps what followed the generated
+// block on the page it replaces, and only that.
+func TestWithTail(t *testing.T) {
+	t.Parallel()
+	page := "# sluice performance\n\n" + generatedBegin + "\n\nnew\n\n" + generatedEnd + "\n"
+	for _, tc := range []struct {
+		name, old, want string
+	}{
+		{"no page yet", "", page},
+		{"nothing after the block", "# sluice performance\n\n" + generatedBegin + "\n\nold\n\n" + generatedEnd + "\n", page},
+		{"a section after the block", "# sluice performance\n\n" + generatedBegin + "\n\nold\n\n" + generatedEnd + "\n\n## The key map\n\nkept\n",
+			page + "\n## The key map\n\nkept\n"},
+		{"no block: nothing kept", "# hand-written\n\nold\n", page},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := string(withTail([]byte(page), []byte(tc.old))); got != tc.want {
+				t.Errorf("withTail:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
 	}
 }
