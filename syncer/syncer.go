@@ -351,9 +351,6 @@ func (s *Syncer) localTime() time.Time {
 	return time.Now()
 }
 
-// Offset returns the store clock minus the local clock.
-func (s *Syncer) Offset() time.Duration { return time.Duration(s.offset.Load()) }
-
 // Stats returns the counters.
 func (s *Syncer) Stats() Stats {
 	return Stats{
@@ -371,7 +368,7 @@ func (s *Syncer) Stats() Stats {
 		LastCycle:     time.Duration(s.stats.lastCycle.Load()),
 		LastCycleKeys: s.stats.lastCycleKeys.Load(),
 		Instances:     s.instances.Load(),
-		Offset:        s.Offset(),
+		Offset:        time.Duration(s.offset.Load()),
 		Healthy:       s.healthy.Load(),
 		Rebuilds:      s.stats.rebuilds.Load(),
 		Waits: Waits{
