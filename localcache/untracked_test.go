@@ -23,7 +23,7 @@ func fullTable(t *testing.T, geo window.Sliding, limit int64, eventual bool) *Ta
 		require.Less(t, i, 1000, "the bound does not fill")
 		tb.AllowAt(fmt.Sprint("junk-", i%bound), base, 1)
 	}
-	tb.Drain(nil) // the junk keys are synced
+	tb.syncView().Drain(nil) // the junk keys are synced
 	return tb
 }
 
@@ -58,7 +58,7 @@ func TestUntrackedNotShared(t *testing.T) {
 				assert.False(t, tracked(tb, key))
 			}
 			if tc.eventual {
-				assert.Empty(t, tb.Drain(nil), "untracked keys are never synced")
+				assert.Empty(t, tb.syncView().Drain(nil), "untracked keys are never synced")
 			}
 		})
 	}

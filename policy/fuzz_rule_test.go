@@ -169,7 +169,7 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	}
 	_, err = syncer.New(syncer.Config{
 		Client: dummyClient, Prefix: "p", InstanceID: "i", Interval: time.Second, Timeout: time.Second,
-	}, syncer.RuleConfig{Name: r.Name, Keys: tab, Geometry: geo, Limit: r.Limit})
+	}, syncer.RuleConfig{Name: r.Name, Keys: tab.SyncKeys(), Geometry: geo, Limit: r.Limit})
 	if err != nil {
 		t.Fatalf("%+v: the syncer rejects an accepted rule: %v", r, err)
 	}

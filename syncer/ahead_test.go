@@ -57,7 +57,7 @@ func TestLeaseAhead(t *testing.T) {
 	require.Zero(t, own, "the sync settled")
 	require.Greater(t, r.Table.Room("k", s.Now()), int64(900), "with a lease")
 	admit(t, s, r, "k", 20) // on the lease
-	want := r.Table.NextWant(ref, s.Now(), 0)
+	want := r.Table.SyncKeys().NextWant(ref, s.Now(), 0)
 	require.Positive(t, want)
 
 	clk.NS.Add((k+1)*geo.Sub() - aheadLead(r.Rule) - 1 - s.Now())
@@ -154,7 +154,7 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
 	id := keyID{rule: r.Rule, key: "k"}
-	base := r.Table.Want(ref, now, 0)
+	base := r.Table.SyncKeys().Want(ref, now, 0)
 	require.Less(t, base, int64(40))
 
 	wantArg := func() any {

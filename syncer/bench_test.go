@@ -40,7 +40,7 @@ func BenchmarkSyncPerKey(b *testing.B) {
 				b.Fatal(err)
 			}
 			tab.SetLimits(localcache.Limits{Cap: 1 << 29, Share: 1 << 30})
-			r := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1 << 30, Keys: tab, Leases: bc.lease}}
+			r := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1 << 30, Keys: tab.SyncKeys(), Leases: bc.lease}}
 			s, err := newSyncer(testConfig(c, "a"), r)
 			if err != nil {
 				b.Fatal(err)

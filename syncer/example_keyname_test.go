@@ -31,7 +31,7 @@ func Example_keyName() {
 		InstanceID: "web-1",
 		Interval:   100 * time.Millisecond,
 		Timeout:    50 * time.Millisecond,
-	}, RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tb, Leases: true})
+	}, RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tb.SyncKeys(), Leases: true})
 	if err != nil {
 		fmt.Println(err)
 		return

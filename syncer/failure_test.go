@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/synckeys"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -304,7 +305,7 @@ func TestNoScriptLoadFails(t *testing.T) {
 // settleSpy is a rule's keys that records, at each Settle (a push has been
 // answered), whether the instance is in the registry.
 type settleSpy struct {
-	*localcache.Table
+	synckeys.Keys
 	c          redis.UniversalClient
 	id         string
 	armed      atomic.Bool
@@ -319,7 +320,7 @@ func (k *settleSpy) Settle(h handle, now int64, acked []window.Bucket, first int
 			k.registered.Add(1)
 		}
 	}
-	return k.Table.Settle(h, now, acked, first, totals, lease)
+	return k.Keys.Settle(h, now, acked, first, totals, lease)
 }
 
 // TestBackRegistersAfterPush: back from an outage, the syncer heartbeats only
@@ -331,7 +332,7 @@ func TestBackRegistersAfterPush(t *testing.T) {
 	srv := redistest.Start(t) // a restart comes back empty: no registry entry
 	c := srv.Client(t)
 	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
-	spy := &settleSpy{Table: r.Table, c: c, id: "A"}
+	spy := &settleSpy{Keys: r.Table.SyncKeys(), c: c, id: "A"}
 	r.cfg.Keys = spy
 	s := startSyncer(t, testConfig(c, "A"), r)
 
@@ -364,7 +365,7 @@ func TestBackPushesParkedKeys(t *testing.T) {
 	c := srv.Client(t)
 	r := newRule(t, "api", midGeometry(4), 1000, 4)
 	r.cfg.Leases = true
-	spy := &settleSpy{Table: r.Table, c: c, id: "A"}
+	spy := &settleSpy{Keys: r.Table.SyncKeys(), c: c, id: "A"}
 	r.cfg.Keys = spy
 	s := cyclingSyncer(t, c, r)
 	limits := localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal}

@@ -76,7 +76,7 @@ type testRule struct {
 func newRule(t *testing.T, name string, geo window.Sliding, limit, capv int64) *testRule {
 	t.Helper()
 	tab := newTable(t, geo, limit, capv)
-	return &testRule{Table: tab, cfg: RuleConfig{Name: name, Geometry: geo, Limit: limit, Keys: tab}}
+	return &testRule{Table: tab, cfg: RuleConfig{Name: name, Geometry: geo, Limit: limit, Keys: tab.SyncKeys()}}
 }
 
 // newSyncer creates a Syncer for rules and sets each rule's Rule.

@@ -27,7 +27,7 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, Keys: localcache.NewKeys(1 << 20)})
 	require.NoError(t, err)
 	tab.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 1000})
-	ra := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab}}
+	ra := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab.SyncKeys()}}
 	cfgA := testConfig(c, "A") // cycles only on Flush
 	cfgA.InstanceTTL = ttl
 	a := startSyncer(t, cfgA, ra)

@@ -6,9 +6,9 @@
 //
 // It works one atomic step per key, batched in pipelines, and also runs the
 // live-instance registry and the store-clock offset. It knows a rule's keys
-// only through the Keys interface (package localcache implements it), and
-// publishes what it learns of the fleet (Fleet, Changed) rather than calling
-// back into its user.
+// only through the synckeys.Keys interface (localcache.Table.SyncKeys
+// implements it), and publishes what it learns of the fleet (Fleet,
+// Changed) rather than calling back into its user.
 //
 // # Protocol
 //

@@ -23,11 +23,11 @@ func TestNewValidates(t *testing.T) {
 	ok := testConfig(c, "a")
 	geo := midGeometry(4)
 	tab := newTable(t, geo, 10, 0)
-	rule := RuleConfig{Name: "api", Geometry: geo, Limit: 10, Keys: tab}
+	rule := RuleConfig{Name: "api", Geometry: geo, Limit: 10, Keys: tab.SyncKeys()}
 	noKeys := rule
 	noKeys.Keys = nil
 	other := rule
-	other.Keys = newTable(t, geo, 10, 0)
+	other.Keys = newTable(t, geo, 10, 0).SyncKeys()
 	cases := []struct {
 		name  string
 		edit  func(*Config)

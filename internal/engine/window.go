@@ -108,7 +108,7 @@ func newWindow(cfg Config) (Engine, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w %q: Mode %v needs a store", policy.ErrInvalidRule, r.Name, r.Mode)
 	}
-	w.store, err = cfg.Store.AddRule(syncer.RuleConfig{Name: r.Name, Geometry: w.geo, Limit: r.Limit, Keys: t, Leases: r.Mode == policy.Eventual})
+	w.store, err = cfg.Store.AddRule(syncer.RuleConfig{Name: r.Name, Geometry: w.geo, Limit: r.Limit, Keys: t.SyncKeys(), Leases: r.Mode == policy.Eventual})
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %v", policy.ErrInvalidRule, r.Name, err)
 	}
