@@ -227,8 +227,8 @@ func (r *Rule) Reserve(ctx context.Context, key string, h handle, n int64) (Answ
 
 // Waited counts a check of the rule that had no local allowance left and is
 // handed to the store (Reserve), by why (Stats.Waits).
-func (r *Rule) Waited(why Why) {
-	if why < numWhy {
+func (r *Rule) Waited(why synckeys.Why) {
+	if why < synckeys.NumWhy {
 		r.s.stats.waits[why].Add(1)
 	}
 }

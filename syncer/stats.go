@@ -3,6 +3,8 @@ package syncer
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/synckeys"
 )
 
 // Stats are counters since New.
@@ -38,22 +40,9 @@ type Waits struct {
 	Cap   int64 // a key without a lease whose cap ran out before a sync came back
 }
 
-// Why is why a check waited for the store, for Rule.Waited.
-type Why uint8
-
-// The reasons of Waits, in its order.
-const (
-	WaitNear Why = iota
-	WaitNew
-	WaitStart
-	WaitLease
-	WaitCap
-	numWhy
-)
-
 // counters are the Stats counters, updated as the syncer goes.
 type counters struct {
 	cycles, urgentCycles, earlySyncs, deferred, keySyncs, reservations, roundTrips, commands,
 	failures, corrections, retried, lastCycle, lastCycleKeys, rebuilds atomic.Int64
-	waits [numWhy]atomic.Int64
+	waits [synckeys.NumWhy]atomic.Int64
 }

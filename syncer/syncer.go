@@ -67,6 +67,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/synckeys"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -372,11 +373,11 @@ func (s *Syncer) Stats() Stats {
 		Healthy:       s.healthy.Load(),
 		Rebuilds:      s.stats.rebuilds.Load(),
 		Waits: Waits{
-			Near:  s.stats.waits[WaitNear].Load(),
-			New:   s.stats.waits[WaitNew].Load(),
-			Start: s.stats.waits[WaitStart].Load(),
-			Lease: s.stats.waits[WaitLease].Load(),
-			Cap:   s.stats.waits[WaitCap].Load(),
+			Near:  s.stats.waits[synckeys.WhyNear].Load(),
+			New:   s.stats.waits[synckeys.WhyNew].Load(),
+			Start: s.stats.waits[synckeys.WhyStart].Load(),
+			Lease: s.stats.waits[synckeys.WhyLease].Load(),
+			Cap:   s.stats.waits[synckeys.WhyCap].Load(),
 		},
 	}
 }

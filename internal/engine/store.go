@@ -29,17 +29,8 @@ func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result,
 // why (syncer.Stats.Waits); it returns what urgentAt does.
 func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, Receipt, error) {
 	ref, _ := w.table.Ref(key) // nil if gone since: untracked
-	w.store.Waited(waitWhy[w.table.Why(ref, w.now(), n)])
+	w.store.Waited(w.table.Why(ref, w.now(), n))
 	return w.reserveAt(ctx, key, ref, n)
-}
-
-// waitWhy maps why a key had no local allowance left to the syncer's count.
-var waitWhy = [...]syncer.Why{
-	localcache.WhyNear:  syncer.WaitNear,
-	localcache.WhyNew:   syncer.WaitNew,
-	localcache.WhyStart: syncer.WaitStart,
-	localcache.WhyLease: syncer.WaitLease,
-	localcache.WhyCap:   syncer.WaitCap,
 }
 
 // reserve hands a check to the store: the key's pending counts, if it has a
