@@ -56,7 +56,7 @@ func TestLease(t *testing.T) {
 			est, own, _ := tb.Estimate("k", t0)
 			assert.InDelta(t, 13, est, 1e-9, "3 admitted and 10 leased, once each")
 			assert.Zero(t, own)
-			assert.Equal(t, int64(97), tb.Room("k", t0), "the lease's units are this instance's room")
+			assert.Equal(t, int64(97), tb.room("k", t0), "the lease's units are this instance's room")
 
 			admitted := int64(0)
 			for range tc.admit {
@@ -66,7 +66,7 @@ func TestLease(t *testing.T) {
 			if tc.admit == 13 {
 				assert.Equal(t, OverCap, tb.AllowAt("k", t0+1, 1).Status, "lease used up, cap reached")
 			}
-			assert.Equal(t, 97-admitted, tb.Room("k", t0+1), "what a check would see")
+			assert.Equal(t, 97-admitted, tb.room("k", t0+1), "what a check would see")
 			est, own, _ = tb.Estimate("k", t0+1)
 			assert.InDelta(t, float64(13+admitted-tc.covered), est, 1e-9, "covered units are in the store's count already")
 			assert.Equal(t, admitted-tc.covered, own, "only uncovered units are unacknowledged")

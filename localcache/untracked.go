@@ -60,7 +60,7 @@ func (t *Table) fresh(e *hdr, key string, now int64) *hdr {
 	return e
 }
 
-// untrackedRoom returns what Room says of a key t does not track: the full
+// untrackedRoom returns what room says of a key t does not track: the full
 // Limit, or in a Local table what its sketch leaves.
 func (t *Table) untrackedRoom(key string, now int64) int64 {
 	if s := t.strangers.Load(); s != nil && !t.eventual {

@@ -175,7 +175,7 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 			if tc.eventual {
 				wantRoom = limit // the store's count is the key's
 			}
-			assert.Equal(t, wantRoom, tb.Room("k", base), "Room of an untracked key")
+			assert.Equal(t, wantRoom, tb.room("k", base), "Room of an untracked key")
 			// Now the cache has room again: the key enters at once.
 			keys.n.Add(-4)
 			v := tb.AllowAt("k", base, 1)

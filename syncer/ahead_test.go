@@ -55,7 +55,7 @@ func TestLeaseAhead(t *testing.T) {
 	require.True(t, ok)
 	_, own := estimate(t, r.Table, "k", s.Now())
 	require.Zero(t, own, "the sync settled")
-	require.Greater(t, r.Table.Room("k", s.Now()), int64(900), "with a lease")
+	require.Greater(t, room(r.Table, "k", s.Now()), int64(900), "with a lease")
 	admit(t, s, r, "k", 20) // on the lease
 	want := r.Table.SyncKeys().NextWant(ref, s.Now(), 0)
 	require.Positive(t, want)
@@ -115,7 +115,7 @@ func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
 		admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
 		require.Eventually(t, func() bool {
 			_, own := estimate(t, r.Table, "k", s.Now())
-			return s.Stats().EarlySyncs == 1 && own == 0 && r.Table.Room("k", s.Now()) > 900
+			return s.Stats().EarlySyncs == 1 && own == 0 && room(r.Table, "k", s.Now()) > 900
 		}, 5*time.Second, time.Millisecond, "close %d: the early sync settled, with a lease", i)
 		// On the lease, more than twice the cap: the key is leased ahead at
 		// the pass (Keys.NextWant).
@@ -364,7 +364,7 @@ func TestPassServesReservations(t *testing.T) {
 			_, own := estimate(t, r.Table, key, s.Now())
 			require.Equal(t, int64(i+1), s.Stats().EarlySyncs, "%s: the early sync was sent", key)
 			require.Zero(t, own, "%s: the early sync settled", key)
-			require.Greater(t, r.Table.Room(key, s.Now()), int64(900), "%s: with a lease", key)
+			require.Greater(t, room(r.Table, key, s.Now()), int64(900), "%s: with a lease", key)
 			admit(t, s, r, key, 20) // on the lease: the pass leases it the next bucket
 		}
 		due := (k+1)*geo.Sub() - aheadLead(r.Rule)

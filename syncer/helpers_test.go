@@ -245,6 +245,13 @@ func estimate(t *testing.T, tab *localcache.Table, key string, now int64) (float
 	return est, own
 }
 
+// room returns how many units a table's admit test would let key pass at
+// now.
+func room(tab *localcache.Table, key string, now int64) int64 {
+	n, _ := tab.RoomReset(key, now)
+	return n
+}
+
 // loadScript loads syncScript and bulkScript into the store's script cache.
 func loadScript(t *testing.T, c redis.Scripter) {
 	t.Helper()
