@@ -102,22 +102,17 @@ type Config struct {
 	// InstanceTTL is how long a silent instance stays in the registry;
 	// default max(3s, 10·Interval).
 	InstanceTTL time.Duration
-	// Clock is the local clock; nil means the system clock, read through
-	// its monotonic reading (immune to wall-clock steps). The store clock is
-	// this clock plus the offset measured at every heartbeat.
-	Clock Clock
+	// Clock is the local clock (Now returns the current local time); nil
+	// means the system clock, read through its monotonic reading (immune to
+	// wall-clock steps). The store clock is this clock plus the offset
+	// measured at every heartbeat.
+	Clock interface{ Now() time.Time }
 	// Observer, if not nil, hears the cycles, urgent round trips, store
 	// errors and over-limit pulls (telemetry).
 	Observer Observer
 
 	// perKey forces the per-key path on a standalone store (tests).
 	perKey bool
-}
-
-// Clock is a source of local time.
-type Clock interface {
-	// Now returns the current local time.
-	Now() time.Time
 }
 
 // Syncer is the background sync of one limiter. Its methods are safe for
