@@ -147,20 +147,14 @@ type GCRAAnswer struct {
 	Leased int64
 }
 
-// AddGCRA returns the Strict rule named name of a GCRA with emission
-// interval (ns) and burst: its keys' states are kept in the store. It may
-// be called before or after Start.
-func (s *Syncer) AddGCRA(name string, interval, burst int64) (*GCRARule, error) {
-	return s.AddSharedGCRA(name, interval, burst, burst)
-}
-
-// AddSharedGCRA returns the rule named name of a GCRA with emission interval
-// (ns) and burst whose store decides on a capacity of store units instead
-// (window.SharedBucket: an Eventual rule, whose instances hold leases). Its
-// keys are those of the Strict rule of the same interval and burst, so a
+// AddGCRA returns the rule named name of a GCRA with emission interval (ns)
+// and burst, whose keys' states are kept in the store. The store decides on
+// a capacity of store units: burst for a Strict rule; for an Eventual rule,
+// whose instances hold leases, the shared bucket's (window.SharedBucket).
+// Its keys are those of the Strict rule of the same interval and burst, so a
 // rule that changes mode keeps its keys' states. It may be called before or
 // after Start.
-func (s *Syncer) AddSharedGCRA(name string, interval, burst, store int64) (*GCRARule, error) {
+func (s *Syncer) AddGCRA(name string, interval, burst, store int64) (*GCRARule, error) {
 	switch {
 	case interval < 1 || burst < 1 || store < 1:
 		return nil, fmt.Errorf("syncer: rule %q: GCRA interval %d ns, burst %d and store capacity %d must be positive", name, interval, burst, store)

@@ -94,7 +94,7 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 	if e.fallback, err = localcache.NewGCRATable(full, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
-	if e.store, err = s.AddSharedGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
+	if e.store, err = s.AddGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
 		return nil, ruleError(r, err)
 	}
 	e.init(cfg, floored{GCRATable: e.fallback, leases: e.table, gap: full.Tolerance() - e.g.Tolerance()})

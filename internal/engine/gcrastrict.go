@@ -34,7 +34,7 @@ func newGCRAStrict(cfg Config) (Engine, error) {
 		return nil, ruleError(r, err)
 	}
 	e := &gcraStrict{g: g}
-	if e.store, err = s.AddGCRA(r.Name, g.Interval(), g.Burst()); err != nil {
+	if e.store, err = s.AddGCRA(r.Name, g.Interval(), g.Burst(), g.Burst()); err != nil {
 		return nil, ruleError(r, err)
 	}
 	e.init(cfg, t)
