@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/syncer"
 )
 
@@ -115,7 +116,7 @@ func stateOf(f syncer.Fleet) int {
 		return storeHealthy
 	case errors.Is(f.Err, ErrStoreConfig):
 		return storeRefusesClient
-	case errors.Is(f.Err, syncer.ErrWritesRefused):
+	case errors.Is(f.Err, syncport.ErrWritesRefused):
 		return storeRefusesWrites
 	}
 	return storeUnreachable

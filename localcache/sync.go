@@ -1,7 +1,7 @@
 package localcache
 
 import (
-	"github.com/sluicehq/sluice/internal/synckeys"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -10,13 +10,13 @@ import (
 // settle what the store acknowledged and returned). A Ref that this table
 // did not hand out is ignored.
 
-// syncKeys is a Table as the syncer sees it (synckeys.Keys): its methods are
+// syncKeys is a Table as the syncer sees it (syncport.Keys): its methods are
 // the syncer's side of the table, apart from the checks' side.
 type syncKeys Table
 
 // SyncKeys returns the table as the syncer sees it, for
 // syncer.RuleConfig.Keys.
-func (t *Table) SyncKeys() synckeys.Keys { return (*syncKeys)(t) }
+func (t *Table) SyncKeys() syncport.Keys { return (*syncKeys)(t) }
 
 // syncView is t as the syncer sees it, for the table's own calls.
 func (t *Table) syncView() *syncKeys { return (*syncKeys)(t) }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/internal/synckeys"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -54,7 +54,7 @@ func TestKillAndRestart(t *testing.T) {
 	assert.Equal(t, 1, f.Instances)
 	assert.True(t, changed(s), "the change is signalled")
 	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
-	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.ErrorIs(t, err, syncport.ErrUnavailable)
 
 	r.Table.SetLimits(failOpen) // what the limiter does while the store is down
 	admit(t, s, r, "k", 4)
@@ -183,7 +183,7 @@ func TestLostReplyTwice(t *testing.T) {
 }
 
 // TestLostReservationReply loses the reply of a call that carried a
-// reservation the store admitted: the caller got ErrUnavailable and counted
+// reservation the store admitted: the caller got syncport.ErrUnavailable and counted
 // the admission locally (its fallback), so the syncer must undo the store's
 // admission once it learns of it.
 func TestLostReservationReply(t *testing.T) {
@@ -212,7 +212,7 @@ func TestLostReservationReply(t *testing.T) {
 			ref := overCap(t, s, r, "k")
 			hook.dropReplies.Store(true)
 			_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
-			require.ErrorIs(t, err, ErrUnavailable)
+			require.ErrorIs(t, err, syncport.ErrUnavailable)
 			require.Equal(t, int64(1), total(t, c, name), "the store admitted it")
 			// The caller's fallback admits and counts it locally.
 			v := r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen)
@@ -250,7 +250,7 @@ func TestCorrectionBucket(t *testing.T) {
 	ref := overCap(t, s, r, "k")
 	hook.dropReplies.Store(true)
 	_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, syncport.ErrUnavailable)
 	hook.dropReplies.Store(false)
 	require.Len(t, buckets(t, c, name), 1, "the store admitted it")
 	// The fallback counts it locally; its count is pushed like any other.
@@ -274,7 +274,7 @@ func TestCorrectionBucket(t *testing.T) {
 }
 
 // TestNoScriptLoadFails gets NOSCRIPT for a call carrying a reservation and
-// then fails to load the script: the caller gets ErrUnavailable and counts the
+// then fails to load the script: the caller gets syncport.ErrUnavailable and counts the
 // admission by its fallback, so the store must never decide that reservation
 // afterwards.
 func TestNoScriptLoadFails(t *testing.T) {
@@ -291,7 +291,7 @@ func TestNoScriptLoadFails(t *testing.T) {
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	hook.failLoad.Store(true)
 	_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, syncport.ErrUnavailable)
 	assert.True(t, s.isHealthy(), "NOSCRIPT is an answer, not an outage")
 	require.Zero(t, total(t, c, name), "nothing executed")
 	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen).Status)
@@ -305,7 +305,7 @@ func TestNoScriptLoadFails(t *testing.T) {
 // settleSpy is a rule's keys that records, at each Settle (a push has been
 // answered), whether the instance is in the registry.
 type settleSpy struct {
-	synckeys.Keys
+	syncport.Keys
 	c          redis.UniversalClient
 	id         string
 	armed      atomic.Bool

@@ -21,8 +21,8 @@ type Fleet struct {
 	// Healthy reports whether the last round trip to the store succeeded.
 	Healthy bool
 	// Err is why the store was judged unhealthy (nil while it is healthy).
-	// It wraps ErrWritesRefused if the store refuses writes, apierr.StoreConfig
-	// if it refuses this client.
+	// It wraps syncport.ErrWritesRefused if the store refuses writes,
+	// apierr.StoreConfig if it refuses this client.
 	Err error
 	// Changes counts the changes of Instances, Joining and Healthy, and of
 	// the kind of Err (unreachable, refusing writes, refusing the client),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -404,13 +405,13 @@ func (s *Syncer) freeBatch(b *batch) {
 
 // fail handles a call without a usable reply. Its batches may or may not
 // have been applied: they are kept, to be resent as they are. Its waiters get
-// ErrUnavailable and decide by their failure mode.
+// syncport.ErrUnavailable and decide by their failure mode.
 func (s *Syncer) fail(c *call, err error) {
 	ks := s.keyState(c.it.id, c.it.ref)
 	ks.batches = c.batches
 	for _, b := range c.batches {
 		for _, w := range b.ws {
-			s.finish(w, Answer{}, ErrUnavailable)
+			s.finish(w, Answer{}, syncport.ErrUnavailable)
 		}
 		b.ws = nil
 		// The waiters now decide by their failure mode, so the store must

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -62,10 +63,10 @@ type waiter struct {
 // caller decides by its failure mode and counts what it admits locally.
 func (s *Syncer) reserve(ctx context.Context, r *Rule, key string, ref handle, n int64) (Answer, error) {
 	if s.closed.Load() {
-		return Answer{}, ErrClosed
+		return Answer{}, syncport.ErrClosed
 	}
 	if !s.healthy.Load() {
-		return Answer{}, ErrUnavailable
+		return Answer{}, syncport.ErrUnavailable
 	}
 	if r == nil || r.s != s {
 		return Answer{}, errors.New("syncer: a rule of another syncer")
@@ -96,12 +97,12 @@ func (s *Syncer) reserve(ctx context.Context, r *Rule, key string, ref handle, n
 		if w.state.CompareAndSwap(st, wAbandoned) {
 			switch {
 			case s.closed.Load():
-				return Answer{}, ErrClosed
+				return Answer{}, syncport.ErrClosed
 			case ctx.Err() != nil:
 				return Answer{}, ctx.Err()
 			}
 			s.timedOut()
-			return Answer{}, ErrTimeout
+			return Answer{}, syncport.ErrTimeout
 		}
 	}
 }
@@ -246,7 +247,7 @@ func (s *Syncer) serveUrgent() {
 	}
 	if !s.healthy.Load() {
 		for _, w := range ws {
-			s.finish(w, Answer{}, ErrUnavailable)
+			s.finish(w, Answer{}, syncport.ErrUnavailable)
 		}
 		return
 	}
@@ -281,7 +282,7 @@ func (s *Syncer) serveUrgent() {
 		if err != nil && !s.healthy.Load() {
 			for _, it := range items[end:] {
 				for _, w := range it.ws {
-					s.finish(w, Answer{}, ErrUnavailable)
+					s.finish(w, Answer{}, syncport.ErrUnavailable)
 				}
 			}
 			break

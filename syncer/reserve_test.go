@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -177,11 +178,11 @@ func TestReserveErrors(t *testing.T) {
 
 	require.NoError(t, s.Close(ctxT(t, opTimeout)))
 	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
-	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, err, syncport.ErrClosed)
 }
 
 // TestReservePausedStore freezes the store while a reservation is in flight:
-// the caller gets ErrTimeout after about Config.Timeout and counts nothing
+// the caller gets syncport.ErrTimeout after about Config.Timeout and counts nothing
 // (its fallback is simulated by not counting); the store executes the call
 // once it resumes, and the syncer undoes that admission with a negative
 // correction, so the store's total is exactly what callers were told was
@@ -227,7 +228,7 @@ func TestReservePausedStore(t *testing.T) {
 			began := time.Now()
 			_, err := r.Reserve(context.Background(), "k", ref, 1)
 			took := time.Since(began)
-			require.ErrorIs(t, err, ErrTimeout)
+			require.ErrorIs(t, err, syncport.ErrTimeout)
 			assert.GreaterOrEqual(t, took, cfg.Timeout)
 			assert.Less(t, took, 5*cfg.Timeout)
 			if tc.waitFail {

@@ -7,12 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/synckeys"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
 // handle is an opaque reference to one key's local state: the syncer only
-// passes back what synckeys.Keys gave it.
+// passes back what syncport.Keys gave it.
 type handle = any
 
 // RuleConfig describes one rule to the syncer.
@@ -26,7 +26,7 @@ type RuleConfig struct {
 	// against it.
 	Limit int64
 	// Keys is the rule's local key state (localcache.Table.SyncKeys).
-	Keys synckeys.Keys
+	Keys syncport.Keys
 	// Leases makes every per-key call of the rule ask the store for a lease
 	// (Eventual rules; see syncScript).
 	Leases bool
@@ -39,7 +39,7 @@ type Rule struct {
 	name  string
 	geo   window.Sliding
 	limit atomic.Int64 // SetLimit changes it
-	keys  synckeys.Keys
+	keys  syncport.Keys
 
 	prefix string // "<prefix>:{<name>:"
 	suffix string // "}" + KeySuffix: "}:<sub µs>", or "}:<unit>@<zone>" for a calendar
@@ -105,7 +105,7 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 // duplicate names.
 func (s *Syncer) AddRule(rc RuleConfig) (*Rule, error) {
 	if s.closed.Load() {
-		return nil, fmt.Errorf("syncer: rule %q: %w", rc.Name, ErrClosed)
+		return nil, fmt.Errorf("syncer: rule %q: %w", rc.Name, syncport.ErrClosed)
 	}
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()
@@ -227,8 +227,8 @@ func (r *Rule) Reserve(ctx context.Context, key string, h handle, n int64) (Answ
 
 // Waited counts a check of the rule that had no local allowance left and is
 // handed to the store (Reserve), by why (Stats.Waits).
-func (r *Rule) Waited(why synckeys.Why) {
-	if why < synckeys.NumWhy {
+func (r *Rule) Waited(why syncport.Why) {
+	if why < syncport.NumWhy {
 		r.s.stats.waits[why].Add(1)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/synckeys"
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // Stats are counters since New.
@@ -44,5 +44,5 @@ type Waits struct {
 type counters struct {
 	cycles, urgentCycles, earlySyncs, deferred, keySyncs, reservations, roundTrips, commands,
 	failures, corrections, retried, lastCycle, lastCycleKeys, rebuilds atomic.Int64
-	waits [synckeys.NumWhy]atomic.Int64
+	waits [syncport.NumWhy]atomic.Int64
 }

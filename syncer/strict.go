@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -22,7 +23,7 @@ import (
 // deadline, whichever comes first, whether or not the client's socket reads
 // honour context deadlines.
 //
-// A check whose wait ends before the reply (ErrTimeout, a cancelled
+// A check whose wait ends before the reply (syncport.ErrTimeout, a cancelled
 // context) may still have been admitted by the store: the store then
 // counts a unit the caller did not get, which errs on the safe side. A
 // failed round trip other than a Redis error reply marks the store
@@ -59,10 +60,10 @@ func (r *strictRule) KeyName(key string) string {
 func (r *strictRule) call(ctx context.Context, script *redis.Script, key string, args ...any) ([]int64, error) {
 	s := r.s
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, syncport.ErrClosed
 	}
 	if !s.healthy.Load() {
-		return nil, ErrUnavailable
+		return nil, syncport.ErrUnavailable
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -109,16 +110,16 @@ func (r *strictRule) call(ctx context.Context, script *redis.Script, key string,
 			}
 			// The cause is not wrapped: a deadline of the round trip's own
 			// is not the caller's context ending.
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, rep.err)
+			return nil, fmt.Errorf("%w: %v", syncport.ErrUnavailable, rep.err)
 		}
 		return rep.v, nil
 	case <-timer.C:
 		s.timedOut()
-		return nil, ErrTimeout
+		return nil, syncport.ErrTimeout
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.done:
-		return nil, ErrClosed
+		return nil, syncport.ErrClosed
 	}
 }
 

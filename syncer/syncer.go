@@ -6,7 +6,7 @@
 //
 // It works one atomic step per key, batched in pipelines, and also runs the
 // live-instance registry and the store-clock offset. It knows a rule's keys
-// only through the synckeys.Keys interface (localcache.Table.SyncKeys
+// only through the syncport.Keys interface (localcache.Table.SyncKeys
 // implements it), and publishes what it learns of the fleet (Fleet,
 // Changed) rather than calling back into its user.
 //
@@ -67,19 +67,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/synckeys"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
-)
-
-// Errors returned by Reserve.
-var (
-	// ErrUnavailable means the store could not be reached, or is marked
-	// unhealthy.
-	ErrUnavailable = errors.New("syncer: store unavailable")
-	// ErrTimeout means the store did not answer within the timeout.
-	ErrTimeout = errors.New("syncer: store did not answer in time")
-	// ErrClosed means the syncer was closed.
-	ErrClosed = errors.New("syncer: closed")
 )
 
 // Config configures a Syncer.
@@ -109,7 +98,7 @@ type Config struct {
 	Clock interface{ Now() time.Time }
 	// Observer, if not nil, hears the cycles, urgent round trips, store
 	// errors and over-limit pulls (telemetry).
-	Observer Observer
+	Observer syncport.Observer
 
 	// perKey forces the per-key path on a standalone store (tests).
 	perKey bool
@@ -312,7 +301,7 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 // limiter works on its failure mode meanwhile.
 func (s *Syncer) Start(ctx context.Context) error {
 	if s.closed.Load() {
-		return ErrClosed
+		return syncport.ErrClosed
 	}
 	var err error
 	if s.checked.Load() {
@@ -368,11 +357,11 @@ func (s *Syncer) Stats() Stats {
 		Healthy:       s.healthy.Load(),
 		Rebuilds:      s.stats.rebuilds.Load(),
 		Waits: Waits{
-			Near:  s.stats.waits[synckeys.WhyNear].Load(),
-			New:   s.stats.waits[synckeys.WhyNew].Load(),
-			Start: s.stats.waits[synckeys.WhyStart].Load(),
-			Lease: s.stats.waits[synckeys.WhyLease].Load(),
-			Cap:   s.stats.waits[synckeys.WhyCap].Load(),
+			Near:  s.stats.waits[syncport.WhyNear].Load(),
+			New:   s.stats.waits[syncport.WhyNew].Load(),
+			Start: s.stats.waits[syncport.WhyStart].Load(),
+			Lease: s.stats.waits[syncport.WhyLease].Load(),
+			Cap:   s.stats.waits[syncport.WhyCap].Load(),
 		},
 	}
 }
@@ -381,13 +370,13 @@ func (s *Syncer) Stats() Stats {
 // pushed and every key's totals pulled, unless the store fails.
 func (s *Syncer) Flush(ctx context.Context) error {
 	if s.closed.Load() || !s.running.Load() {
-		return ErrClosed
+		return syncport.ErrClosed
 	}
 	ch := make(chan error, 1)
 	select {
 	case s.flushReq <- flushRequest{err: ch}:
 	case <-s.stopped:
-		return ErrClosed
+		return syncport.ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -400,7 +389,7 @@ func (s *Syncer) Flush(ctx context.Context) error {
 }
 
 // Close flushes, stops the loop and removes the instance from the registry.
-// Waiting reservations fail with ErrClosed. It is idempotent.
+// Waiting reservations fail with syncport.ErrClosed. It is idempotent.
 //
 // Close waits for the final flush until ctx ends. Then it cancels the store
 // round trip in flight: a client whose socket reads ignore context deadlines
@@ -431,7 +420,7 @@ func (s *Syncer) Close(ctx context.Context) error {
 		close(s.done)
 		<-s.stopped
 	}
-	s.failWaiters(ErrClosed)
+	s.failWaiters(syncport.ErrClosed)
 	if s.healthy.Load() {
 		if derr := s.deregister(ctx); err == nil {
 			err = derr

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/synckeys"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -22,7 +22,7 @@ func TestWaited(t *testing.T) {
 		RuleConfig{Name: "api", Geometry: window.NewSliding(time.Minute, 6), Limit: 100, Keys: noKeys{}})
 	require.NoError(t, err)
 	r := s.rule("api")
-	for why, n := range map[synckeys.Why]int{synckeys.WhyNear: 1, synckeys.WhyNew: 2, synckeys.WhyStart: 3, synckeys.WhyLease: 4, synckeys.WhyCap: 5, synckeys.NumWhy: 6} {
+	for why, n := range map[syncport.Why]int{syncport.WhyNear: 1, syncport.WhyNew: 2, syncport.WhyStart: 3, syncport.WhyLease: 4, syncport.WhyCap: 5, syncport.NumWhy: 6} {
 		for range n {
 			r.Waited(why)
 		}

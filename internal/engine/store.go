@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -57,13 +58,13 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 		return res, Receipt{At: a.At, Store: true}, nil
 	}
 	switch {
-	case errors.Is(err, syncer.ErrClosed):
+	case errors.Is(err, syncport.ErrClosed):
 		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, apierr.Closed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, fmt.Errorf("sluice: check abandoned: %w", err)
-	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal && w.path == PathStrict:
+	case errors.Is(err, syncport.ErrTimeout) && w.mode == policy.FailLocal && w.path == PathStrict:
 		// The store is up but did not answer in time, for a Strict rule
 		// (which promises the store's decision). Deny, and let the caller
 		// retry once the store has caught up.

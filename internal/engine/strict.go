@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/sluicehq/sluice/syncer"
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // strictWindow is a sliding or fixed window of a Strict rule: every check is
@@ -15,7 +15,7 @@ type strictWindow struct{ windowRule }
 // Check decides n for key in the store.
 func (w *strictWindow) Check(ctx context.Context, key string, n int64) (Result, error) {
 	if !w.store.Healthy() {
-		return w.fallback(key, n, syncer.ErrUnavailable)
+		return w.fallback(key, n, syncport.ErrUnavailable)
 	}
 	return w.urgent(ctx, key, n)
 }

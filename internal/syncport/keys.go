@@ -1,7 +1,10 @@
-// Package synckeys holds the interface between a rule's local key state
-// (package localcache) and the syncer (package syncer): what the syncer
-// asks of the keys it pushes and pulls.
-package synckeys
+// Package syncport holds what the syncer (package syncer) and the packages
+// that use it share without exporting it from either: what the syncer asks
+// of a rule's local key state (Keys, which package localcache implements),
+// why a check waited for the store (Why), what the syncer reports as it
+// goes (Observer, which package sluice implements), and the errors it
+// returns to them.
+package syncport
 
 import "github.com/sluicehq/sluice/window"
 

@@ -1,4 +1,4 @@
-package synckeys
+package syncport
 
 // Why says why a check of an Eventual key had no local allowance left
 // (localcache.Table.Allow returned OverCap) and so waits for the store,
