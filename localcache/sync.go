@@ -15,7 +15,7 @@ import (
 type syncKeys Table
 
 // SyncKeys returns the table as the syncer sees it, for
-// syncer.RuleConfig.Keys.
+// syncport.RuleConfig.Keys.
 func (t *Table) SyncKeys() syncport.Keys { return (*syncKeys)(t) }
 
 // syncView is t as the syncer sees it, for the table's own calls.

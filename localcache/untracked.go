@@ -8,7 +8,7 @@ package localcache
 //   - A Local table decides it on its sketch against the full Limit.
 //   - An Eventual table, store healthy: the status Untracked hands the check
 //     to the store, which decides it exactly on the key's fleet-wide count
-//     (the engine reserves it with no local state: syncer.Rule.Reserve with
+//     (the engine reserves it with no local state: syncport.WindowStore.Reserve with
 //     a nil Ref).
 //   - An Eventual table, store down (or the store failed the check: see
 //     AllowDegraded): by the failure mode. FailLocal decides on the sketch

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -169,7 +170,7 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	}
 	_, err = syncer.New(syncer.Config{
 		Client: dummyClient, Prefix: "p", InstanceID: "i", Interval: time.Second, Timeout: time.Second,
-	}, syncer.RuleConfig{Name: r.Name, Keys: tab.SyncKeys(), Geometry: geo, Limit: r.Limit})
+	}, syncport.RuleConfig{Name: r.Name, Keys: tab.SyncKeys(), Geometry: geo, Limit: r.Limit})
 	if err != nil {
 		t.Fatalf("%+v: the syncer rejects an accepted rule: %v", r, err)
 	}

@@ -60,7 +60,7 @@ func TestLeaseAhead(t *testing.T) {
 	want := r.Table.SyncKeys().NextWant(ref, s.Now(), 0)
 	require.Positive(t, want)
 
-	clk.NS.Add((k+1)*geo.Sub() - aheadLead(r.Rule) - 1 - s.Now())
+	clk.NS.Add((k+1)*geo.Sub() - aheadLead(r.windowRule) - 1 - s.Now())
 	s.leaseAhead()
 	name := r.keyName("k")
 	require.Zero(t, buckets(t, c, name)[k+1], "no pass before it is due")
@@ -153,7 +153,7 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 	require.Equal(t, localcache.Allowed, r.Table.AllowAt("k", now, 1).Status)
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
-	id := keyID{rule: r.Rule, key: "k"}
+	id := keyID{rule: r.windowRule, key: "k"}
 	base := r.Table.SyncKeys().Want(ref, now, 0)
 	require.Less(t, base, int64(40))
 
@@ -367,7 +367,7 @@ func TestPassServesReservations(t *testing.T) {
 			require.Greater(t, room(r.Table, key, s.Now()), int64(900), "%s: with a lease", key)
 			admit(t, s, r, key, 20) // on the lease: the pass leases it the next bucket
 		}
-		due := (k+1)*geo.Sub() - aheadLead(r.Rule)
+		due := (k+1)*geo.Sub() - aheadLead(r.windowRule)
 		if warm {
 			clk.NS.Add(due - s.Now() - int64(100*time.Millisecond))
 			warmUp(t, s, r, false)

@@ -58,7 +58,7 @@ func TestSubArgPeriod(t *testing.T) {
 	require.NoError(t, err)
 	cal := window.NewCalendar(window.Day, loc)
 	geo := window.NewCalendarWindow(cal)
-	r := &Rule{geo: geo, cal: cal}
+	r := &windowRule{geo: geo, cal: cal}
 	at := time.Date(2026, 10, 25, 12, 0, 0, 0, loc).UnixNano()
 	k := cal.Index(at)
 	start := time.Date(2026, 10, 25, 0, 0, 0, 0, loc).UnixMicro()

@@ -294,7 +294,7 @@ func (s *Syncer) collect(alive func()) []item {
 // under way: a key of an Eventual rule (one with leases) that does not need
 // a sync now (Keys.Need), unless the cycle is a flush, which takes every
 // key.
-func (s *Syncer) parked(r *Rule, ref handle, now int64) bool {
+func (s *Syncer) parked(r *windowRule, ref handle, now int64) bool {
 	if !r.leases || s.flushing || r.keys.Need(ref, now) {
 		return false
 	}
@@ -337,7 +337,7 @@ func (s *Syncer) requeue(items []item) {
 			it.id.rule.keys.MarkDirty(it.ref)
 		}
 		for _, w := range it.ws {
-			s.finish(w, Answer{}, syncport.ErrUnavailable)
+			s.finish(w, syncport.Answer{}, syncport.ErrUnavailable)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -177,7 +178,7 @@ func TestBornParkedKeys(t *testing.T) {
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, ByNeed: true, Keys: localcache.NewKeys(1000)})
 	require.NoError(t, err)
 	tab.SetLimits(localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal})
-	r := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab.SyncKeys(), Leases: true}}
+	r := &testRule{Table: tab, cfg: syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab.SyncKeys(), Leases: true}}
 	s := cyclingSyncer(t, c, r)
 	r.Table.Tick(s.Now())
 	spendNewAsks(t, s, r, 2)
@@ -222,7 +223,7 @@ func TestDeferredCorrections(t *testing.T) {
 	require.Equal(t, int64(3), total(t, c, r.keyName("k")))
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
-	id := keyID{rule: r.Rule, key: "k"}
+	id := keyID{rule: r.windowRule, key: "k"}
 	k := r.cfg.Geometry.Index(s.Now())
 	s.correct(id, ref, k, -1)
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -154,7 +155,7 @@ func (noKeys) Viewed(dst []handle, _ int64) []handle { return dst }
 
 // nameRule returns a rule of no keys, for naming them.
 func nameRule(name string, geo window.Sliding) *testRule {
-	return &testRule{cfg: RuleConfig{Name: name, Geometry: geo, Limit: 1, Keys: noKeys{}}}
+	return &testRule{cfg: syncport.RuleConfig{Name: name, Geometry: geo, Limit: 1, Keys: noKeys{}}}
 }
 
 func TestKeyName(t *testing.T) {

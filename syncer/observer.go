@@ -31,7 +31,7 @@ func (s *Syncer) observedCycle() error {
 
 // pulledTotals reports a key pulled at now (store time) whose window
 // totals, from bucket first on, put it above r's limit.
-func (s *Syncer) pulledTotals(r *Rule, now, first int64, totals []int64) {
+func (s *Syncer) pulledTotals(r *windowRule, now, first int64, totals []int64) {
 	if s.cfg.Observer == nil || len(totals) == 0 {
 		return
 	}

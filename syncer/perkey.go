@@ -99,7 +99,7 @@ var syncHash any = syncScript.Hash()
 // args appends c's EVALSHA command to dst: built here rather than by
 // Script.EvalSha, which copies the arguments into an array of its own, so
 // that a pipeline's calls share one array (exec) and the rule's constant
-// arguments go in boxed once (Rule.head). Like bulkArgs, every argument is a
+// arguments go in boxed once (windowRule.head). Like bulkArgs, every argument is a
 // value, not a pointer.
 func (s *Syncer) args(dst []any, c *call) []any {
 	r := c.it.id.rule
@@ -275,10 +275,10 @@ func (s *Syncer) apply(c *call) error {
 	nowStore, oldest, totals := ints[0]*int64(time.Microsecond), ints[1], ints[2:]
 	s.pulledTotals(r, nowStore, oldest, totals)
 	lease := window.Bucket{Index: grantAt, Count: grant}
-	res := Answer{At: nowStore, First: oldest, Totals: totals, Lease: grant}
+	res := syncport.Answer{At: nowStore, First: oldest, Totals: totals, Lease: grant}
 	type answer struct {
 		w   *waiter
-		res Answer
+		res syncport.Answer
 		k   int64 // bucket the store counted an admission in
 	}
 	acked := s.acked[:0] // Settle reads it; nothing keeps it
@@ -360,7 +360,7 @@ func (s *Syncer) apply(c *call) error {
 			s.prev = append(s.prev, c.it)
 		}
 	}
-	// Answer after Settle, so a caller sees its key's fresh view.
+	// syncport.Answer after Settle, so a caller sees its key's fresh view.
 	for _, a := range answers {
 		s.stats.reservations.Add(1)
 		if s.finish(a.w, a.res, nil) && a.res.Admitted {
@@ -411,7 +411,7 @@ func (s *Syncer) fail(c *call, err error) {
 	ks.batches = c.batches
 	for _, b := range c.batches {
 		for _, w := range b.ws {
-			s.finish(w, Answer{}, syncport.ErrUnavailable)
+			s.finish(w, syncport.Answer{}, syncport.ErrUnavailable)
 		}
 		b.ws = nil
 		// The waiters now decide by their failure mode, so the store must

@@ -52,7 +52,7 @@ func TestReserveAdmitsExactlyLimit(t *testing.T) {
 			ref := overCap(t, s, r, "k")
 
 			var mu sync.Mutex
-			var results []Answer
+			var results []syncport.Answer
 			var wg sync.WaitGroup
 			for g := 0; g < goroutines; g++ {
 				wg.Add(1)
@@ -155,7 +155,7 @@ func TestReserveErrors(t *testing.T) {
 	s2, err := newSyncer(testConfig(c, "B"), other)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s2.Close(context.Background()) })
-	_, err = s.reserve(ctxT(t, opTimeout), other.Rule, "k", nil, 1)
+	_, err = s.reserve(ctxT(t, opTimeout), other.windowRule, "k", nil, 1)
 	assert.Error(t, err, "a rule the syncer does not know")
 	_, err = s.reserve(ctxT(t, opTimeout), nil, "k", nil, 1)
 	assert.Error(t, err, "no rule")

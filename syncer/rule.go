@@ -15,26 +15,9 @@ import (
 // passes back what syncport.Keys gave it.
 type handle = any
 
-// RuleConfig describes one rule to the syncer.
-type RuleConfig struct {
-	// Name is the rule's name, part of its Redis keys.
-	Name string
-	// Geometry is the rule's window geometry; its sub-window must be a whole
-	// number of microseconds.
-	Geometry window.Sliding
-	// Limit is the rule's limit per window: reservations are decided
-	// against it.
-	Limit int64
-	// Keys is the rule's local key state (localcache.Table.SyncKeys).
-	Keys syncport.Keys
-	// Leases makes every per-key call of the rule ask the store for a lease
-	// (Eventual rules; see syncScript).
-	Leases bool
-}
-
-// Rule is one rule of a Syncer, created by New: its Redis key names and its
+// windowRule is one rule of a Syncer, created by New: its Redis key names and its
 // reservations.
-type Rule struct {
+type windowRule struct {
 	s     *Syncer
 	name  string
 	geo   window.Sliding
@@ -67,7 +50,7 @@ type Rule struct {
 	returned int64
 }
 
-func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
+func (s *Syncer) newRule(rc syncport.RuleConfig) (*windowRule, error) {
 	sub := rc.Geometry.Sub()
 	switch {
 	case rc.Keys == nil:
@@ -75,7 +58,7 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 	case sub < int64(time.Microsecond) || sub%int64(time.Microsecond) != 0:
 		return nil, fmt.Errorf("syncer: rule %q: sub-window %v is not a whole number of microseconds", rc.Name, time.Duration(sub))
 	}
-	r := &Rule{
+	r := &windowRule{
 		s:      s,
 		name:   rc.Name,
 		geo:    rc.Geometry,
@@ -103,7 +86,7 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 // one of the same name runs (a limiter replacing a rule whose geometry
 // changed) syncs beside it until the old one is retired; New refuses
 // duplicate names.
-func (s *Syncer) AddRule(rc RuleConfig) (*Rule, error) {
+func (s *Syncer) AddRule(rc syncport.RuleConfig) (syncport.WindowStore, error) {
 	if s.closed.Load() {
 		return nil, fmt.Errorf("syncer: rule %q: %w", rc.Name, syncport.ErrClosed)
 	}
@@ -124,7 +107,7 @@ func (s *Syncer) AddRule(rc RuleConfig) (*Rule, error) {
 // one last time (keys with something outstanding stay until it is
 // settled), then r is forgotten and a rule of the same name may be added.
 // Its table must take no more checks.
-func (r *Rule) Retire() {
+func (r *windowRule) Retire() {
 	s := r.s
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()
@@ -160,7 +143,7 @@ type periodArg struct {
 // subArg returns the scripts' bucket argument at now (luaBucket): the
 // sub-window in µs, or for a calendar quota its period at now and the
 // period's bounds in µs, made once per period.
-func (r *Rule) subArg(now int64) any {
+func (r *windowRule) subArg(now int64) any {
 	if r.cal == nil {
 		return r.head[0]
 	}
@@ -175,7 +158,7 @@ func (r *Rule) subArg(now int64) any {
 }
 
 // limitValue returns the limit for a script call, boxed.
-func (r *Rule) limitValue() any {
+func (r *windowRule) limitValue() any {
 	if l := r.limit.Load(); r.limitArg == nil || l != r.limitBoxed {
 		r.limitArg, r.limitBoxed = l, l
 	}
@@ -183,11 +166,11 @@ func (r *Rule) limitValue() any {
 }
 
 // SetLimit changes the limit the store decides r's reservations against.
-func (r *Rule) SetLimit(limit int64) { r.limit.Store(limit) }
+func (r *windowRule) SetLimit(limit int64) { r.limit.Store(limit) }
 
 // ruleList returns the rules, and under the lock's hand-off the slice is
 // never written again (AddRule and Retire copy).
-func (s *Syncer) ruleList() []*Rule {
+func (s *Syncer) ruleList() []*windowRule {
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()
 	return s.rules
@@ -195,7 +178,7 @@ func (s *Syncer) ruleList() []*Rule {
 
 // drainList returns the rules to drain this cycle: the rules and those
 // retired since the last cycle, which it forgets.
-func (s *Syncer) drainList() []*Rule {
+func (s *Syncer) drainList() []*windowRule {
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()
 	if len(s.retired) == 0 {
@@ -207,27 +190,31 @@ func (s *Syncer) drainList() []*Rule {
 }
 
 // Healthy reports whether the rule's store is healthy (see Syncer.isHealthy).
-func (r *Rule) Healthy() bool { return r.s.isHealthy() }
+func (r *windowRule) Healthy() bool { return r.s.isHealthy() }
+
+// Health is the rule's Syncer's health, for the caller to load per check
+// (see Syncer.isHealthy).
+func (r *windowRule) Health() *atomic.Bool { return &r.s.healthy }
 
 // OldestHeartbeat is the rule's Syncer's oldestHeartbeat.
-func (r *Rule) OldestHeartbeat() int64 { return r.s.oldestHeartbeat() }
+func (r *windowRule) OldestHeartbeat() int64 { return r.s.oldestHeartbeat() }
 
 // Joining is the rule's Syncer's isJoining.
-func (r *Rule) Joining() bool { return r.s.isJoining() }
+func (r *windowRule) Joining() bool { return r.s.isJoining() }
 
 // InstanceTTL is how long a silent instance stays in the rule's Syncer's
 // registry (Config.InstanceTTL).
-func (r *Rule) InstanceTTL() time.Duration { return r.s.cfg.InstanceTTL }
+func (r *windowRule) InstanceTTL() time.Duration { return r.s.cfg.InstanceTTL }
 
 // Reserve asks the store to decide cost n for key and waits for the answer
 // (see Syncer.reserve).
-func (r *Rule) Reserve(ctx context.Context, key string, h handle, n int64) (Answer, error) {
+func (r *windowRule) Reserve(ctx context.Context, key string, h handle, n int64) (syncport.Answer, error) {
 	return r.s.reserve(ctx, r, key, h, n)
 }
 
 // Waited counts a check of the rule that had no local allowance left and is
 // handed to the store (Reserve), by why (Stats.Waits).
-func (r *Rule) Waited(why syncport.Why) {
+func (r *windowRule) Waited(why syncport.Why) {
 	if why < syncport.NumWhy {
 		r.s.stats.waits[why].Add(1)
 	}
@@ -238,13 +225,13 @@ func (r *Rule) Waited(why syncport.Why) {
 // with the key percent-encoded (see EncodeKey). The braces make it a Redis
 // Cluster hash tag, so everything of one limiter key lives in one slot; the
 // sub-window length keeps rules whose geometry changed from mixing buckets.
-func (r *Rule) keyName(key string) string {
+func (r *windowRule) keyName(key string) string {
 	b := r.appendKeyName(make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8), key)
 	return string(b)
 }
 
 // appendKeyName appends the Redis key of a limiter key (see keyName) to dst.
-func (r *Rule) appendKeyName(dst []byte, key string) []byte {
+func (r *windowRule) appendKeyName(dst []byte, key string) []byte {
 	dst = append(dst, r.prefix...)
 	dst = EncodeKey(dst, key)
 	return append(dst, r.suffix...)
@@ -256,4 +243,4 @@ func (r *Rule) appendKeyName(dst []byte, key string) []byte {
 // other bucket and holds about span fields, as the sync script keeps it
 // (per-key bookkeeping fields make it clean at every new bucket: one HKEYS
 // per key per sub-window).
-func (r *Rule) fieldBound() int { return r.span + 1 }
+func (r *windowRule) fieldBound() int { return r.span + 1 }

@@ -12,7 +12,7 @@
 //
 // # Protocol
 //
-// Every limiter key is one Redis hash (see Rule.keyName) whose fields are bucket
+// Every limiter key is one Redis hash (see windowRule.keyName) whose fields are bucket
 // indices. Once a SyncInterval, and at once when a check asks for it (urgent
 // syncs), the syncer drains the keys admitted to since its last pass and sends,
 // per key, one call of a Lua script that adds this instance's unacknowledged
@@ -109,9 +109,9 @@ type Config struct {
 type Syncer struct {
 	cfg     Config
 	rulesMu sync.Mutex
-	rules   []*Rule // copied on write: a slice handed out is never written
-	retired []*Rule // to drain once more, then forget
-	reg     string  // registry key
+	rules   []*windowRule // copied on write: a slice handed out is never written
+	retired []*windowRule // to drain once more, then forget
+	reg     string        // registry key
 	base    time.Time
 	baseN   int64 // base as Unix ns
 
@@ -232,13 +232,13 @@ type Syncer struct {
 }
 
 type keyID struct {
-	rule *Rule
+	rule *windowRule
 	key  string
 }
 
-// New returns a Syncer for rules. Call Start to register and begin syncing;
-// Rule returns the handle of each rule.
-func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
+// New returns a Syncer for rules. Call Start to register and begin
+// syncing; AddRule adds a rule later and returns its handle.
+func New(cfg Config, rules ...syncport.RuleConfig) (*Syncer, error) {
 	switch {
 	case cfg.Client == nil:
 		return nil, errors.New("syncer: Client is nil")

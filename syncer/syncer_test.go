@@ -24,7 +24,7 @@ func TestNewValidates(t *testing.T) {
 	ok := testConfig(c, "a")
 	geo := midGeometry(4)
 	tab := newTable(t, geo, 10, 0)
-	rule := RuleConfig{Name: "api", Geometry: geo, Limit: 10, Keys: tab.SyncKeys()}
+	rule := syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 10, Keys: tab.SyncKeys()}
 	noKeys := rule
 	noKeys.Keys = nil
 	other := rule
@@ -32,15 +32,15 @@ func TestNewValidates(t *testing.T) {
 	cases := []struct {
 		name  string
 		edit  func(*Config)
-		rules []RuleConfig
+		rules []syncport.RuleConfig
 	}{
 		{"no client", func(c *Config) { c.Client = nil }, nil},
 		{"no prefix", func(c *Config) { c.Prefix = "" }, nil},
 		{"no instance", func(c *Config) { c.InstanceID = "" }, nil},
 		{"zero interval", func(c *Config) { c.Interval = 0 }, nil},
 		{"negative timeout", func(c *Config) { c.Timeout = -1 }, nil},
-		{"rule without keys", func(*Config) {}, []RuleConfig{noKeys}},
-		{"duplicate rule name", func(*Config) {}, []RuleConfig{rule, other}},
+		{"rule without keys", func(*Config) {}, []syncport.RuleConfig{noKeys}},
+		{"duplicate rule name", func(*Config) {}, []syncport.RuleConfig{rule, other}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,7 +19,7 @@ func TestWaited(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: the syncer is not started
 	t.Cleanup(func() { _ = c.Close() })
 	s, err := New(Config{Client: c, Prefix: "t", InstanceID: "A", Interval: time.Hour, Timeout: time.Second},
-		RuleConfig{Name: "api", Geometry: window.NewSliding(time.Minute, 6), Limit: 100, Keys: noKeys{}})
+		syncport.RuleConfig{Name: "api", Geometry: window.NewSliding(time.Minute, 6), Limit: 100, Keys: noKeys{}})
 	require.NoError(t, err)
 	r := s.rule("api")
 	for why, n := range map[syncport.Why]int{syncport.WhyNear: 1, syncport.WhyNew: 2, syncport.WhyStart: 3, syncport.WhyLease: 4, syncport.WhyCap: 5, syncport.NumWhy: 6} {

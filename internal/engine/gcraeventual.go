@@ -4,9 +4,9 @@ import (
 	"context"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -44,7 +44,7 @@ type gcraEventual struct {
 	split    window.SharedBucket
 	table    *localcache.LeaseTable
 	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table, floored)
-	store    *syncer.GCRARule
+	store    syncport.GCRAStore
 }
 
 // floored is the failure mode's table of an Eventual bucket: the full

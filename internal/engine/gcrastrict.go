@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
-	"github.com/sluicehq/sluice/syncer"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -19,7 +19,7 @@ import (
 type gcraStrict struct {
 	strictKeyed
 	g     window.GCRA
-	store *syncer.GCRARule
+	store syncport.GCRAStore
 }
 
 func newGCRAStrict(cfg Config) (Engine, error) {
@@ -52,7 +52,7 @@ func (g *gcraStrict) Check(ctx context.Context, key string, n int64) (Result, er
 
 // answer turns the store's answer into a Result with window.GCRA's math on
 // the key's TAT after the decision.
-func (g *gcraStrict) answer(a syncer.GCRAAnswer, n int64) Result {
+func (g *gcraStrict) answer(a syncport.GCRAAnswer, n int64) Result {
 	r := Result{Allowed: a.Admitted, Remaining: g.g.Remaining(a.TAT, a.At), ResetAfter: g.g.ResetAfter(a.TAT, a.At)}
 	if !a.Admitted {
 		r.RetryAfter = retry(g.g.RetryAfter(a.TAT, a.At, n), r.ResetAfter)

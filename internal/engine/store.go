@@ -9,7 +9,6 @@ import (
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // urgent hands a check to the store with the key's local state, if the
@@ -86,7 +85,7 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 // the totals the store decided on. A denial resets when the newest bucket
 // holding a count of the fleet's leaves the window (window.Sliding.ResetAt),
 // never before its RetryAfter.
-func (w *windowRule) answer(a syncer.Answer, n int64) Result {
+func (w *windowRule) answer(a syncport.Answer, n int64) Result {
 	d := Result{
 		Allowed:    a.Admitted,
 		Remaining:  max(w.geo.Parts(a.At, a.Count).Room(w.limit.Load())+a.Lease, 0),

@@ -45,7 +45,7 @@ func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result,
 
 // Take decides n for key in the store, as Check does.
 func (w *strictWindow) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	if !w.store.Healthy() {
+	if !w.healthy.Load() {
 		return w.fallbackAt(key, n, syncport.ErrUnavailable)
 	}
 	return w.urgentAt(ctx, key, n)
