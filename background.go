@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/syncport"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // tickEvery is how often the published time advances.
@@ -110,7 +109,7 @@ const (
 )
 
 // stateOf returns the store's state in f.
-func stateOf(f syncer.Fleet) int {
+func stateOf(f syncport.Fleet) int {
 	switch {
 	case f.Healthy:
 		return storeHealthy

@@ -34,7 +34,7 @@ func TestKillAndRestart(t *testing.T) {
 	cfg := testConfig(c, "A")
 	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
 	s := startSyncer(t, cfg, r)
-	require.Equal(t, Fleet{Instances: 1, Healthy: true, Changes: 1}, s.Fleet(), "Start reports the store healthy")
+	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 1}, s.Fleet(), "Start reports the store healthy")
 	assert.True(t, changed(s), "and signals it")
 
 	admit(t, s, r, "k", 5)
@@ -71,7 +71,7 @@ func TestKillAndRestart(t *testing.T) {
 	r.Table.SetLimits(healthy)
 	flush(t, s)
 	assert.True(t, s.isHealthy())
-	require.Equal(t, Fleet{Instances: 1, Healthy: true, Changes: 5}, s.Fleet(),
+	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 5}, s.Fleet(),
 		"three changes more: joining (the cycle back found the restarted store without the instance's entry), healthy again, and no longer joining (its heartbeat registered it, alone)")
 	assert.True(t, changed(s), "the change is signalled")
 	// The 5 pushed before the kill died with the store's memory and are

@@ -150,7 +150,7 @@ type Syncer struct {
 	longWaits func() uint64
 
 	fleetMu sync.Mutex
-	fleet   Fleet
+	fleet   syncport.Fleet
 	changed chan struct{}
 
 	mu      sync.Mutex
@@ -291,7 +291,7 @@ func New(cfg Config, rules ...syncport.RuleConfig) (*Syncer, error) {
 	}
 	s.markerTTL.Store(max(s.markerTTL.Load(), 2*cfg.InstanceTTL.Milliseconds()))
 	s.instances.Store(1)
-	s.fleet = Fleet{Instances: 1}
+	s.fleet = syncport.Fleet{Instances: 1}
 	return s, nil
 }
 
@@ -337,8 +337,8 @@ func (s *Syncer) localTime() time.Time {
 }
 
 // Stats returns the counters.
-func (s *Syncer) Stats() Stats {
-	return Stats{
+func (s *Syncer) Stats() syncport.Stats {
+	return syncport.Stats{
 		Cycles:        s.stats.cycles.Load(),
 		UrgentCycles:  s.stats.urgentCycles.Load(),
 		EarlySyncs:    s.stats.earlySyncs.Load(),
@@ -356,7 +356,7 @@ func (s *Syncer) Stats() Stats {
 		Offset:        time.Duration(s.offset.Load()),
 		Healthy:       s.healthy.Load(),
 		Rebuilds:      s.stats.rebuilds.Load(),
-		Waits: Waits{
+		Waits: syncport.Waits{
 			Near:  s.stats.waits[syncport.WhyNear].Load(),
 			New:   s.stats.waits[syncport.WhyNew].Load(),
 			Start: s.stats.waits[syncport.WhyStart].Load(),

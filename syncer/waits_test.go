@@ -27,5 +27,5 @@ func TestWaited(t *testing.T) {
 			r.Waited(why)
 		}
 	}
-	assert.Equal(t, Waits{Near: 1, New: 2, Start: 3, Lease: 4, Cap: 5}, s.Stats().Waits)
+	assert.Equal(t, syncport.Waits{Near: 1, New: 2, Start: 3, Lease: 4, Cap: 5}, s.Stats().Waits)
 }

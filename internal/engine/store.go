@@ -26,7 +26,7 @@ func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result,
 
 // overCap hands to the store a check of an Eventual key whose instance has
 // no local allowance left for it (the table said OverCap), after counting
-// why (syncer.Stats.Waits); it returns what urgentAt does.
+// why (syncport.Stats.Waits); it returns what urgentAt does.
 func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, Receipt, error) {
 	ref, _ := w.table.Ref(key) // nil if gone since: untracked
 	w.store.Waited(w.table.Why(ref, w.now(), n))

@@ -3,7 +3,7 @@ package syncport
 // Why says why a check of an Eventual key had no local allowance left
 // (localcache.Table.Allow returned OverCap) and so waits for the store,
 // from what this instance sees of the key at that moment: localcache.Table.Why
-// says it, syncer.Rule.Waited counts it (syncer.Stats.Waits).
+// says it, WindowStore.Waited counts it (Stats.Waits).
 type Why uint8
 
 const (
