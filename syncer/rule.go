@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
@@ -25,7 +26,7 @@ type windowRule struct {
 	keys  syncport.Keys
 
 	prefix string // "<prefix>:{<name>:"
-	suffix string // "}" + KeySuffix: "}:<sub µs>", or "}:<unit>@<zone>" for a calendar
+	suffix string // "}" + keyname.Suffix: "}:<sub µs>", or "}:<unit>@<zone>" for a calendar
 	ttlMs  int64
 	span   int
 	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
@@ -64,7 +65,7 @@ func (s *Syncer) newRule(rc syncport.RuleConfig) (*windowRule, error) {
 		geo:    rc.Geometry,
 		keys:   rc.Keys,
 		prefix: s.cfg.Prefix + ":{" + rc.Name + ":",
-		suffix: "}" + KeySuffix(rc.Geometry),
+		suffix: "}" + keyname.Suffix(rc.Geometry),
 		cal:    rc.Geometry.Calendar(),
 		span:   rc.Geometry.Span(),
 		leases: rc.Leases,
@@ -119,20 +120,6 @@ func (r *windowRule) Retire() {
 		}
 	}
 }
-
-// KeySuffix returns what follows the hash tag in the Redis keys of a rule
-// of geometry geo (see keyName): ":<sub-window µs>", or for a calendar
-// quota ":<unit>@<zone>" (the calendar, not a length, keeps a rule whose
-// geometry changed from mixing buckets).
-func KeySuffix(geo window.Sliding) string {
-	if c := geo.Calendar(); c != nil {
-		return ":" + calendarUnits[c.Unit()] + "@" + c.Location().String()
-	}
-	return ":" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
-}
-
-// calendarUnits name a calendar's unit in its keys.
-var calendarUnits = [...]string{window.Day: "day", window.Week: "week", window.Month: "month"}
 
 // periodArg is a calendar period's bucket argument for the scripts, boxed.
 type periodArg struct {
@@ -222,7 +209,7 @@ func (r *windowRule) Waited(why syncport.Why) {
 
 // keyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>"
 // ("...}:<unit>@<zone>" for a calendar quota),
-// with the key percent-encoded (see EncodeKey). The braces make it a Redis
+// with the key percent-encoded (see keyname.Encode). The braces make it a Redis
 // Cluster hash tag, so everything of one limiter key lives in one slot; the
 // sub-window length keeps rules whose geometry changed from mixing buckets.
 func (r *windowRule) keyName(key string) string {
@@ -233,7 +220,7 @@ func (r *windowRule) keyName(key string) string {
 // appendKeyName appends the Redis key of a limiter key (see keyName) to dst.
 func (r *windowRule) appendKeyName(dst []byte, key string) []byte {
 	dst = append(dst, r.prefix...)
-	dst = EncodeKey(dst, key)
+	dst = keyname.Encode(dst, key)
 	return append(dst, r.suffix...)
 }
 

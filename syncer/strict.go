@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -50,7 +51,7 @@ func (s *Syncer) newStrict(name, kind string) strictRule {
 func (r *strictRule) KeyName(key string) string {
 	b := make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8)
 	b = append(b, r.prefix...)
-	b = EncodeKey(b, key)
+	b = keyname.Encode(b, key)
 	b = append(b, r.suffix...)
 	return string(b)
 }

@@ -67,6 +67,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
@@ -287,7 +288,7 @@ func New(cfg Config, rules ...syncport.RuleConfig) (*Syncer, error) {
 	s.bulk = s.standalone && !cfg.perKey
 	s.epochKey = epochKey(cfg.Prefix)
 	for i := range s.markers {
-		s.markers[i] = string(EncodeKey([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
+		s.markers[i] = string(keyname.Encode([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
 	}
 	s.markerTTL.Store(max(s.markerTTL.Load(), 2*cfg.InstanceTTL.Milliseconds()))
 	s.instances.Store(1)
