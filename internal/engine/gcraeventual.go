@@ -22,7 +22,7 @@ import (
 //   - denied: … → Allow says Ask → LeaseTable.Denied: the store's last TAT
 //     denies it for sure → Result;
 //   - store: … → Allow says ask → LeaseTable.Ask (a lease to ask for, if no
-//     other check of the key is asking) → syncer.GCRARule (its lease): one script
+//     other check of the key is asking) → syncport.GCRAStore (its lease): one script
 //     call deciding the cost and taking the lease from the key's bucket,
 //     waited for at most Timeout → LeaseTable.Settle → window.GCRA's fields
 //     on the store's answer → Result;

@@ -10,7 +10,7 @@ import (
 
 // gcraStrict is a TokenBucket or GCRA rule without a WarmUp, Strict: every
 // check is decided by the store, on its clock, with window.GCRA's test
-// (syncer.GCRARule). Its paths: Check → syncer.GCRARule.Decide → the
+// (syncport.GCRAStore). Its paths: Check → syncport.GCRAStore.Decide → the
 // store's answer → window.GCRA's fields; or, when the store does not
 // decide, Check → strictKeyed.failed by the failure mode. Every Result
 // field is exact on the store's clock: RetryAfter is the first nanosecond

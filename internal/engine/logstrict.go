@@ -9,8 +9,8 @@ import (
 )
 
 // logStrict is a SlidingLog rule, Strict: every check is decided by the
-// store on its clock, on the key's log kept there (syncer.LogRule). Its
-// paths: Check → syncer.LogRule.Decide → the store's answer; or, when the
+// store on its clock, on the key's log kept there (syncport.LogStore). Its
+// paths: Check → syncport.LogStore.Decide → the store's answer; or, when the
 // store does not decide, Check → strictKeyed.failed by the failure mode.
 // Every Result field is exact on the store's µs clock, as logLocal's:
 // Remaining is Limit less the units in the window, ResetAfter until the

@@ -46,7 +46,7 @@ func (a Answer) Count(j int64) int64 {
 	return 0
 }
 
-// GCRAAnswer is the store's decision on a check of a GCRARule.
+// GCRAAnswer is the store's decision on a check of a GCRAStore.
 type GCRAAnswer struct {
 	// Admitted reports whether the store admitted the cost.
 	Admitted bool
@@ -60,7 +60,7 @@ type GCRAAnswer struct {
 	Leased int64
 }
 
-// LogAnswer is the store's decision on a check of a LogRule, with the log as
+// LogAnswer is the store's decision on a check of a LogStore, with the log as
 // it was after it.
 type LogAnswer struct {
 	// Admitted reports whether the store admitted the cost.

@@ -25,7 +25,7 @@ type Fleet struct {
 	Changes int64
 }
 
-// Stats are counters since New.
+// Stats are the syncer's counters since syncer.New.
 type Stats struct {
 	Cycles        int64         // full sync cycles run
 	UrgentCycles  int64         // out-of-cycle syncs run for reservations (checks that waited)
@@ -43,13 +43,13 @@ type Stats struct {
 	Instances     int64         // N̂ at the last heartbeat
 	Offset        time.Duration // store clock minus local clock
 	Healthy       bool          // the last round trip to the store succeeded
-	Waits         Waits         // checks handed to the store for want of local allowance, by why (windowRule.Waited)
+	Waits         Waits         // checks handed to the store for want of local allowance, by why (WindowStore.Waited)
 	Rebuilds      int64         // losses of the store's data seen (a new epoch), each followed by a restore of the keys in view (rebuild.go)
 }
 
 // Waits counts the checks of Eventual keys that had no local allowance left
 // and waited for the store, by why, as the caller saw the key's state when
-// it handed the check over (windowRule.Waited).
+// it handed the check over (WindowStore.Waited).
 type Waits struct {
 	Near  int64 // the window held 0.9·L or more with the check: no lease from the last tenth, the cap alone
 	New   int64 // a key never synced here: its first admissions used its cap before its first sync came back
