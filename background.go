@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sluicehq/sluice/syncer"
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // tickEvery is how often the published time advances.
@@ -109,13 +109,13 @@ const (
 )
 
 // stateOf returns the store's state in f.
-func stateOf(f syncer.Fleet) int {
+func stateOf(f syncport.Fleet) int {
 	switch {
 	case f.Healthy:
 		return storeHealthy
 	case errors.Is(f.Err, ErrStoreConfig):
 		return storeRefusesClient
-	case errors.Is(f.Err, syncer.ErrWritesRefused):
+	case errors.Is(f.Err, syncport.ErrWritesRefused):
 		return storeRefusesWrites
 	}
 	return storeUnreachable

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // inflightShards is the number of locks a rule's local counts are split
@@ -382,7 +382,7 @@ func (f *inflight) acquireFleet(ctx context.Context, r *inflightRule, key string
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	zkey := string(syncer.EncodeKey([]byte(r.zkey), key)) + "}"
+	zkey := string(keyname.Encode([]byte(r.zkey), key)) + "}"
 	member := f.member()
 	if l.degraded.Load() {
 		return f.fallback(r, key, limit, zkey, member, errors.New("store unreachable"))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -389,7 +390,7 @@ func (l *Limiter) Flush(ctx context.Context) error {
 	err := l.sync.Flush(ctx)
 	l.applyFleet() // what the flush learned binds the checks after it
 	if err != nil {
-		if errors.Is(err, syncer.ErrClosed) {
+		if errors.Is(err, syncport.ErrClosed) {
 			return ErrClosed
 		}
 		return fmt.Errorf("sluice: flush: %w", err)

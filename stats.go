@@ -3,7 +3,7 @@ package sluice
 import (
 	"time"
 
-	"github.com/sluicehq/sluice/syncer"
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // Stats is a snapshot of a limiter's counters.
@@ -103,7 +103,7 @@ func (l *Limiter) Stats() Stats {
 }
 
 // syncStats is the syncer's counters as the limiter exports them.
-func syncStats(s syncer.Stats) SyncStats {
+func syncStats(s syncport.Stats) SyncStats {
 	return SyncStats{
 		Cycles:        s.Cycles,
 		UrgentCycles:  s.UrgentCycles,

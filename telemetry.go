@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/internal/engine"
-	"github.com/sluicehq/sluice/syncer"
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // instrumentationName names the meter and the tracer of every Limiter.
@@ -42,7 +42,7 @@ var errKindNames = [numErrKinds]string{"timeout", "connection", "reply", "other"
 // telemetry is a Limiter's metrics, spans and the state they report that
 // the limiter does not keep otherwise. Nothing here runs per check: the
 // checks are counted on each rule's engine.Counts, which the metrics read
-// when they are collected. It implements syncer.Observer.
+// when they are collected. It implements syncport.Observer.
 type telemetry struct {
 	logger *slog.Logger
 	tracer trace.Tracer
@@ -412,7 +412,7 @@ func errKind(err error) int {
 	switch {
 	case errors.Is(err, ErrStoreConfig):
 		return errConfig
-	case errors.Is(err, syncer.ErrWritesRefused):
+	case errors.Is(err, syncport.ErrWritesRefused):
 		return errRefused
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &nerr) && nerr.Timeout():
 		return errTimeout

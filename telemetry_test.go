@@ -15,8 +15,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // TestErrKind: store errors are classified by kind, also wrapped.
@@ -38,7 +38,7 @@ func TestErrKind(t *testing.T) {
 		{"wrapped reply", fmt.Errorf("syncer: push: %w", reply), "reply"},
 		{"other", errors.New("unexpected reply of 2 values"), "other"},
 		{"store config", fmt.Errorf("%w: grant it ~sluice:*: %w", ErrStoreConfig, reply), "config"},
-		{"writes refused", fmt.Errorf("syncer: push: %w: %w", syncer.ErrWritesRefused, reply), "refused"},
+		{"writes refused", fmt.Errorf("syncer: push: %w: %w", syncport.ErrWritesRefused, reply), "refused"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

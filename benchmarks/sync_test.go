@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // syncSizes are the dirty keys per cycle of BenchmarkSync.
@@ -107,7 +107,7 @@ func benchSync(b *testing.B, srv *Redis, n int, sc syncCase) {
 		sub := strconv.FormatInt(int64(window/policy.DefaultPrecision/time.Microsecond), 10)
 		names := make([]string, n)
 		for i, k := range keys {
-			names[i] = prefix + ":{" + rule.Name + ":" + string(syncer.EncodeKey(nil, k)) + "}:" + sub
+			names[i] = prefix + ":{" + rule.Name + ":" + string(keyname.Encode(nil, k)) + "}:" + sub
 		}
 		fillWindow(b, c, rule, names)
 	}

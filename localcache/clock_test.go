@@ -41,10 +41,10 @@ func TestSettlePublishesTheStoresBucket(t *testing.T) {
 			require.Equal(t, Allowed, tb.Allow("k", 1).Status)
 			r, ok := tb.Ref("k")
 			require.True(t, ok)
-			tb.Settle(r, tc.answer, []Bucket{{Index: k, Count: 1}}, k, []int64{1}, Bucket{})
+			tb.syncView().Settle(r, tc.answer, []Bucket{{Index: k, Count: 1}}, k, []int64{1}, Bucket{})
 			assert.Equal(t, tc.want, tb.Now(), "published time")
 			require.Equal(t, Allowed, tb.Allow("k", 1).Status)
-			assert.Equal(t, []Bucket{{Index: tc.bucket, Count: 1}}, tb.Pending(r, max(tc.answer, t0), nil))
+			assert.Equal(t, []Bucket{{Index: tc.bucket, Count: 1}}, tb.syncView().Pending(r, max(tc.answer, t0), nil))
 		})
 	}
 }

@@ -18,8 +18,8 @@ import (
 // drainKeys drains tb and returns the sorted keys it returned.
 func drainKeys(tb *Table) []string {
 	var keys []string
-	for _, r := range tb.Drain(nil) {
-		keys = append(keys, tb.Key(r))
+	for _, r := range tb.syncView().Drain(nil) {
+		keys = append(keys, tb.syncView().Key(r))
 	}
 	slices.Sort(keys)
 	return keys
@@ -37,7 +37,7 @@ func TestDrain(t *testing.T) {
 		// they are clean, as keys are after a cycle synced them.
 		for _, k := range []string{"a", "b", "c"} {
 			r, _ := tb.Ref(k)
-			tb.MarkDirty(r)
+			tb.syncView().MarkDirty(r)
 		}
 		require.Equal(t, []string{"a", "b", "c"}, drainKeys(tb))
 		for i := 0; i < 5; i++ {
@@ -56,10 +56,10 @@ func TestDrain(t *testing.T) {
 		// Drain appends to dst.
 		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
 		dst := []Ref{nil}
-		dst = tb.Drain(dst)
+		dst = tb.syncView().Drain(dst)
 		require.Len(t, dst, 2)
 		require.Nil(t, dst[0])
-		require.Equal(t, "a", tb.Key(dst[1]))
+		require.Equal(t, "a", tb.syncView().Key(dst[1]))
 	})
 
 	t.Run("denials do not dirty", func(t *testing.T) {
@@ -83,17 +83,17 @@ func TestDrain(t *testing.T) {
 		tb := mkTable(t, geo, 100, true)
 		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
 		a, _ := tb.Ref("a")
-		tb.MarkDirty(a) // born parked: MarkDirty queues it
-		refs := tb.Drain(nil)
+		tb.syncView().MarkDirty(a) // born parked: MarkDirty queues it
+		refs := tb.syncView().Drain(nil)
 		require.Len(t, refs, 1)
-		tb.MarkDirty(refs[0])
-		tb.MarkDirty(refs[0]) // already dirty: not queued twice
+		tb.syncView().MarkDirty(refs[0])
+		tb.syncView().MarkDirty(refs[0]) // already dirty: not queued twice
 		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
 		require.Equal(t, []string{"a"}, drainKeys(tb))
 
 		r, ok := tb.Ref("never-admitted")
 		require.True(t, ok)
-		tb.MarkDirty(r)
+		tb.syncView().MarkDirty(r)
 		require.Equal(t, []string{"never-admitted"}, drainKeys(tb))
 	})
 
@@ -102,8 +102,8 @@ func TestDrain(t *testing.T) {
 		tb := mkTable(t, geo, 100, false)
 		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
 		r, _ := tb.Ref("a")
-		tb.MarkDirty(r)
-		require.Empty(t, tb.Drain(nil))
+		tb.syncView().MarkDirty(r)
+		require.Empty(t, tb.syncView().Drain(nil))
 		require.Equal(t, int64(1), pendingSum(tb, r, now), "Pending still reports a Local table's counts")
 	})
 
@@ -116,14 +116,14 @@ func TestDrain(t *testing.T) {
 		}
 		r, _ := tb.Ref("a")
 		later := now + 2*geo.Sub()
-		require.ElementsMatch(t, []Bucket{{Index: k, Count: 1}, {Index: k + 1, Count: 2}, {Index: k + 2, Count: 3}}, tb.Pending(r, later, nil))
+		require.ElementsMatch(t, []Bucket{{Index: k, Count: 1}, {Index: k + 1, Count: 2}, {Index: k + 2, Count: 3}}, tb.syncView().Pending(r, later, nil))
 		// Buckets that left the window are not pending.
-		require.ElementsMatch(t, []Bucket{{Index: k + 2, Count: 3}}, tb.Pending(r, later+int64(geo.Span()-1)*geo.Sub(), nil))
-		require.Empty(t, tb.Pending(r, later+int64(geo.Span())*geo.Sub(), nil))
+		require.ElementsMatch(t, []Bucket{{Index: k + 2, Count: 3}}, tb.syncView().Pending(r, later+int64(geo.Span()-1)*geo.Sub(), nil))
+		require.Empty(t, tb.syncView().Pending(r, later+int64(geo.Span())*geo.Sub(), nil))
 
 		// A partial ack lowers pend by what it acks.
-		tb.Settle(r, later, []Bucket{{Index: k, Count: 1}, {Index: k + 2, Count: 2}}, k, []int64{1, 0, 2}, Bucket{})
-		require.ElementsMatch(t, []Bucket{{Index: k + 1, Count: 2}, {Index: k + 2, Count: 1}}, tb.Pending(r, later, nil))
+		tb.syncView().Settle(r, later, []Bucket{{Index: k, Count: 1}, {Index: k + 2, Count: 2}}, k, []int64{1, 0, 2}, Bucket{})
+		require.ElementsMatch(t, []Bucket{{Index: k + 1, Count: 2}, {Index: k + 2, Count: 1}}, tb.syncView().Pending(r, later, nil))
 		est, own, _ := tb.Estimate("a", later)
 		require.Equal(t, 6.0, est)
 		require.Equal(t, int64(3), own)
@@ -132,8 +132,8 @@ func TestDrain(t *testing.T) {
 		far := now + int64(geo.Span()+1)*geo.Sub()
 		require.Equal(t, Allowed, tb.AllowAt("a", far, 5).Status)
 		kf := geo.Index(far)
-		tb.Settle(r, far, []Bucket{{Index: kf - int64(geo.Span()), Count: 5}}, kf, []int64{0}, Bucket{})
-		require.Contains(t, tb.Pending(r, far, nil), Bucket{Index: kf, Count: 5})
+		tb.syncView().Settle(r, far, []Bucket{{Index: kf - int64(geo.Span()), Count: 5}}, kf, []int64{0}, Bucket{})
+		require.Contains(t, tb.syncView().Pending(r, far, nil), Bucket{Index: kf, Count: 5})
 	})
 }
 
@@ -161,7 +161,7 @@ func TestDrainConcurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for !stop.Load() {
-					refs := tb.Drain(nil)
+					refs := tb.syncView().Drain(nil)
 					for _, r := range refs {
 						acked.Add(syncRef(tb, geo, store, r, now))
 					}

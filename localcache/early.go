@@ -144,7 +144,8 @@ func (t *Table) part(e *hdr, k int64) float64 {
 
 // OnEarly sets the function an early sync's request calls, after queuing its
 // key, to wake the syncer. The syncer sets it once, when it adds the rule.
-func (t *Table) OnEarly(wake func()) {
+func (sk *syncKeys) OnEarly(wake func()) {
+	t := (*Table)(sk)
 	t.wake.Store(&wake)
 }
 
@@ -152,7 +153,8 @@ func (t *Table) OnEarly(wake func()) {
 // and returns the extended slice; each stays marked until Settle records its
 // sync, so that it does not ask again meanwhile. Only one goroutine may call
 // it (the syncer's loop).
-func (t *Table) Early(dst []Ref) []Ref {
+func (sk *syncKeys) Early(dst []Ref) []Ref {
+	t := (*Table)(sk)
 	for e := t.early.Swap(nil); e != nil && e != earlyEnd; {
 		link := &t.tail(e).early
 		next := link.Load()

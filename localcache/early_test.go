@@ -22,13 +22,13 @@ func earlyTable(t *testing.T, capv int64) (*Table, window.Sliding, int64, *atomi
 	tb := mkTable(t, geo, 100, true)
 	tb.SetLimits(Limits{Cap: capv, Share: 100, Mode: policy.FailLocal})
 	woken := new(atomic.Int64)
-	tb.OnEarly(func() { woken.Add(1) })
+	tb.syncView().OnEarly(func() { woken.Add(1) })
 	t0 := bucketStart(geo, 0)
 	tb.Tick(t0)
 	r, ok := tb.Ref("k")
 	require.True(t, ok)
 	k := geo.Index(t0)
-	tb.Settle(r, t0, nil, k-1, []int64{20, 0}, Bucket{})
+	tb.syncView().Settle(r, t0, nil, k-1, []int64{20, 0}, Bucket{})
 	return tb, geo, t0, woken
 }
 
@@ -67,29 +67,29 @@ func TestEarlyAsk(t *testing.T) {
 			}
 			assert.Equal(t, int64(1), woken.Load(), "asks once")
 
-			refs := tb.Early(nil)
+			refs := tb.syncView().Early(nil)
 			require.Len(t, refs, 1)
-			assert.Equal(t, "k", tb.Key(refs[0]))
-			assert.Empty(t, tb.Early(nil), "taken off the list")
+			assert.Equal(t, "k", tb.syncView().Key(refs[0]))
+			assert.Empty(t, tb.syncView().Early(nil), "taken off the list")
 			assert.Equal(t, OverCap, allow().Status)
 			assert.Equal(t, int64(1), woken.Load(), "no new ask while its sync is under way")
 
 			// The sync acknowledges everything: the cap is whole again, and
 			// the key asks again at half of it.
-			pend := tb.Pending(refs[0], t0, nil)
+			pend := tb.syncView().Pending(refs[0], t0, nil)
 			var sum int64
 			for _, b := range pend {
 				sum += b.Count
 			}
 			require.Equal(t, tc.capv, sum)
-			tb.Settle(refs[0], t0, pend, pend[0].Index-1, []int64{20, sum}, Bucket{})
+			tb.syncView().Settle(refs[0], t0, pend, pend[0].Index-1, []int64{20, sum}, Bucket{})
 			for i := 0; i < tc.askAfter; i++ {
 				require.Equal(t, Allowed, allow().Status)
 			}
 			require.Equal(t, int64(1), woken.Load())
 			require.Equal(t, Allowed, allow().Status)
 			assert.Equal(t, int64(2), woken.Load())
-			assert.Len(t, tb.Early(nil), 1)
+			assert.Len(t, tb.syncView().Early(nil), 1)
 		})
 	}
 }
@@ -121,7 +121,7 @@ func TestEarlyNotAsked(t *testing.T) {
 			for tb.AllowAt("k", t0, 1).Status == Allowed {
 			}
 			assert.Zero(t, woken.Load())
-			assert.Empty(t, tb.Early(nil))
+			assert.Empty(t, tb.syncView().Early(nil))
 		})
 	}
 	t.Run("local table", func(t *testing.T) {
@@ -129,7 +129,7 @@ func TestEarlyNotAsked(t *testing.T) {
 		geo := window.NewSliding(time.Minute, 6)
 		tb := mkTable(t, geo, 10, false)
 		var woken atomic.Int64
-		tb.OnEarly(func() { woken.Add(1) })
+		tb.syncView().OnEarly(func() { woken.Add(1) })
 		t0 := bucketStart(geo, 0)
 		for tb.AllowAt("k", t0, 1).Status == Allowed {
 		}
@@ -160,13 +160,13 @@ func TestEarlyBusy(t *testing.T) {
 			tb := mkTable(t, geo, 100, true)
 			tb.SetLimits(Limits{Cap: 8, Share: tc.share, Mode: policy.FailLocal})
 			var woken atomic.Int64
-			tb.OnEarly(func() { woken.Add(1) })
+			tb.syncView().OnEarly(func() { woken.Add(1) })
 			t0 := bucketStart(geo, 0)
 			tb.Tick(t0)
 			r, ok := tb.Ref("q")
 			require.True(t, ok)
 			k := geo.Index(t0)
-			tb.Settle(r, t0, nil, k-1, []int64{tc.prev, tc.lease}, Bucket{Index: k, Count: tc.lease})
+			tb.syncView().Settle(r, t0, nil, k-1, []int64{tc.prev, tc.lease}, Bucket{Index: k, Count: tc.lease})
 			for i := int64(0); i < tc.lease+4; i++ { // half of the cap past the lease
 				require.Equal(t, Allowed, tb.AllowAt("q", t0, 1).Status)
 			}
@@ -186,7 +186,7 @@ func TestEarlyNewKeys(t *testing.T) {
 	tb := mkTable(t, geo, 100, true)
 	tb.SetLimits(Limits{Cap: 2, Share: 25, Mode: policy.FailLocal})
 	var woken atomic.Int64
-	tb.OnEarly(func() { woken.Add(1) })
+	tb.syncView().OnEarly(func() { woken.Add(1) })
 	t0 := bucketStart(geo, 0)
 	tb.Tick(t0)
 	asked := func(key string, now int64) bool {
@@ -203,12 +203,12 @@ func TestEarlyNewKeys(t *testing.T) {
 	// A key synced since, with no history, does not ask at its first unit.
 	r, ok := tb.Ref("old")
 	require.True(t, ok)
-	tb.Settle(r, t0, nil, geo.Index(t0)-1, []int64{0, 0}, Bucket{})
+	tb.syncView().Settle(r, t0, nil, geo.Index(t0)-1, []int64{0, 0}, Bucket{})
 	t1 := t0 + geo.Sub()
 	tb.Tick(t1)
 	assert.False(t, asked("old", t1), "a key synced, with no history: no ask at its first unit")
 	assert.True(t, asked("next", t1), "a sub-window later, a new key asks again")
-	require.Len(t, tb.Early(nil), newAsks+2, "the asks, each key once")
+	require.Len(t, tb.syncView().Early(nil), newAsks+2, "the asks, each key once")
 }
 
 // TestEarlyConcurrent: keys asked for by many goroutines at once are each on
@@ -220,7 +220,7 @@ func TestEarlyConcurrent(t *testing.T) {
 	for _, key := range keys { // busy, as "k" is
 		r, ok := tb.Ref(key)
 		require.True(t, ok)
-		tb.Settle(r, t0, nil, geo.Index(t0)-1, []int64{20, 0}, Bucket{})
+		tb.syncView().Settle(r, t0, nil, geo.Index(t0)-1, []int64{20, 0}, Bucket{})
 	}
 	done := make(chan struct{})
 	for g := 0; g < 4; g++ {
@@ -234,10 +234,10 @@ func TestEarlyConcurrent(t *testing.T) {
 	for g := 0; g < 4; g++ {
 		<-done
 	}
-	refs := tb.Early(nil)
+	refs := tb.syncView().Early(nil)
 	got := make([]string, 0, len(refs))
 	for _, r := range refs {
-		got = append(got, tb.Key(r))
+		got = append(got, tb.syncView().Key(r))
 	}
 	assert.ElementsMatch(t, keys, got)
 	assert.Equal(t, int64(len(keys)), woken.Load())

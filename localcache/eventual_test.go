@@ -51,7 +51,7 @@ func TestEventualCap(t *testing.T) {
 				require.InDelta(t, float64(total), est, 1e-9)
 				r, ok := tb.Ref("k")
 				require.True(t, ok)
-				require.Equal(t, "k", tb.Key(r))
+				require.Equal(t, "k", tb.syncView().Key(r))
 				require.Equal(t, int64(capv), pendingSum(tb, r, now))
 
 				require.Equal(t, int64(capv), syncAll(tb, g.geo, store, now))
@@ -104,8 +104,8 @@ func TestEventualOtherInstances(t *testing.T) {
 
 	// Totals outside this instance's window are ignored.
 	r, _ := tb.Ref("k")
-	tb.Settle(r, now, nil, k+1, []int64{1000}, Bucket{})
-	tb.Settle(r, now, nil, k-int64(geo.Span())-2, []int64{1000, 1000}, Bucket{})
+	tb.syncView().Settle(r, now, nil, k+1, []int64{1000}, Bucket{})
+	tb.syncView().Settle(r, now, nil, k-int64(geo.Span())-2, []int64{1000, 1000}, Bucket{})
 	est, _, _ = tb.Estimate("k", now)
 	require.Equal(t, 100.0, est)
 
@@ -114,8 +114,8 @@ func TestEventualOtherInstances(t *testing.T) {
 	require.Equal(t, int64(20), syncAll(tb, geo, store, now))
 	require.Equal(t, OverLimit, tb.AllowAt("k", now, 1).Status)
 	store.add("k", k, -40)
-	require.Empty(t, tb.Drain(nil))
-	tb.MarkDirty(r)
+	require.Empty(t, tb.syncView().Drain(nil))
+	tb.syncView().MarkDirty(r)
 	syncAll(tb, geo, store, now)
 	v = tb.AllowAt("k", now, 40)
 	require.Equal(t, Allowed, v.Status)

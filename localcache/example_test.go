@@ -39,9 +39,9 @@ func ExampleNew() {
 
 // An Eventual table keeps what this instance admitted pending for the
 // syncer, and admits locally only within the divergence cap: past it, the
-// check answers OverCap, and the caller hands it to the store. Pending is
-// what the syncer would push.
-func ExampleTable_Pending() {
+// check answers OverCap, and the caller hands it to the store. Pending, of
+// the table as the syncer sees it (SyncKeys), is what the syncer would push.
+func ExampleTable_SyncKeys() {
 	tb, err := localcache.New(localcache.Config{
 		Geometry: window.NewFixed(time.Minute),
 		Limit:    100,
@@ -58,7 +58,7 @@ func ExampleTable_Pending() {
 		fmt.Println(tb.AllowAt("bob", now, 1).Status)
 	}
 	r, _ := tb.Ref("bob")
-	for _, b := range tb.Pending(r, now, nil) {
+	for _, b := range tb.SyncKeys().Pending(r, now, nil) {
 		fmt.Println("pending:", b.Count)
 	}
 	// Output:

@@ -37,7 +37,7 @@ func TestAllowRacingSyncer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				for _, r := range tb.Drain(nil) {
+				for _, r := range tb.syncView().Drain(nil) {
 					acked.Add(syncRef(tb, geo, store, r, now))
 				}
 			}
@@ -127,8 +127,8 @@ func TestCachedDenialInvalidated(t *testing.T) {
 	// acknowledged our 5: the window has room again.
 	ref, ok := tb.Ref("k")
 	require.True(t, ok)
-	acked := tb.Pending(ref, now, nil)
-	tb.Settle(ref, now, acked, geo.Index(now), []int64{0}, Bucket{})
+	acked := tb.syncView().Pending(ref, now, nil)
+	tb.syncView().Settle(ref, now, acked, geo.Index(now), []int64{0}, Bucket{})
 	assert.Zero(t, cachedDenialOf(tb, "k"), "a Settle with room ends the cached denial")
 	assert.Equal(t, Allowed, tb.Allow("k", 1).Status)
 }

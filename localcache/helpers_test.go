@@ -32,7 +32,7 @@ func mkTable(t testing.TB, geo window.Sliding, limit int64, eventual bool) *Tabl
 // pendingSum returns the sum of r's pending counts at now.
 func pendingSum(tb *Table, r Ref, now int64) int64 {
 	var s int64
-	for _, b := range tb.Pending(r, now, nil) {
+	for _, b := range tb.syncView().Pending(r, now, nil) {
 		s += b.Count
 	}
 	return s
@@ -101,10 +101,10 @@ func (s *fakeStore) push(key string, pend []Bucket, first int64, span int) []int
 // syncRef does for one key what the syncer does: read its pending counts,
 // push them, and settle with the store's totals. It returns what it acked.
 func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int64 {
-	pend := tb.Pending(r, now, nil)
+	pend := tb.syncView().Pending(r, now, nil)
 	first := geo.Oldest(geo.Index(now))
-	totals := s.push(tb.Key(r), pend, first, geo.Span())
-	tb.Settle(r, now, pend, first, totals, Bucket{})
+	totals := s.push(tb.syncView().Key(r), pend, first, geo.Span())
+	tb.syncView().Settle(r, now, pend, first, totals, Bucket{})
 	var acked int64
 	for _, b := range pend {
 		acked += b.Count
@@ -118,7 +118,7 @@ func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int6
 func syncAll(tb *Table, geo window.Sliding, s *fakeStore, now int64) int64 {
 	var acked int64
 	seen := map[Ref]bool{}
-	for _, r := range tb.Unsynced(tb.Drain(nil), now) {
+	for _, r := range tb.syncView().Unsynced(tb.syncView().Drain(nil), now) {
 		if !seen[r] {
 			seen[r] = true
 			acked += syncRef(tb, geo, s, r, now)

@@ -87,7 +87,7 @@ func TestKeyBound(t *testing.T) {
 			require.Nil(t, r, "no local state to sync")
 			require.Equal(t, bound, tb.size())
 			if eventual {
-				require.Len(t, tb.Unsynced(tb.Drain(nil), t0), bound, "only tracked keys have counts to sync")
+				require.Len(t, tb.syncView().Unsynced(tb.syncView().Drain(nil), t0), bound, "only tracked keys have counts to sync")
 			}
 
 			// Once the keys are idle, sweeps free them (a clean key is

@@ -46,7 +46,8 @@ func (t *Table) covered(e *hdr, j, p int64) int64 {
 // lease covered nothing; a slow-path one plans again once Release has
 // bumped the entry's synced count. So a lease may end at any time, used or
 // not.
-func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done bool) {
+func (sk *syncKeys) Release(r Ref, j, now int64, force bool) (unused int64, done bool) {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return 0, true
@@ -92,7 +93,8 @@ func (t *Table) Release(r Ref, j, now int64, force bool) (unused int64, done boo
 // It never takes what the key holds unused past holdMost (the lease of the
 // current bucket not used yet and the next bucket's, all of it), the peak
 // included: 0 if it holds that much.
-func (t *Table) Want(r Ref, now, peak int64) int64 {
+func (sk *syncKeys) Want(r Ref, now, peak int64) int64 {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return 0
@@ -162,7 +164,8 @@ func (t *Table) leaseLeft(e *hdr, j int64) int64 {
 // and units leased here and left unused would count against the key there
 // (docs/design-bound.md, "Leases that follow the traffic"). Like Want, it
 // never takes what the key holds unused past holdMost.
-func (t *Table) NextWant(r Ref, now, peak int64) int64 {
+func (sk *syncKeys) NextWant(r Ref, now, peak int64) int64 {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual || e.state.Load() == stGone {
 		return 0

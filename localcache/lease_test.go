@@ -14,12 +14,12 @@ import (
 // grant does what the syncer does with a lease: it pushes key's pending
 // counts, adds the grant to the store's current bucket, and settles.
 func grant(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now, units int64) {
-	pend := tb.Pending(r, now, nil)
+	pend := tb.syncView().Pending(r, now, nil)
 	k := geo.Index(now)
-	s.add(tb.Key(r), k, units)
+	s.add(tb.syncView().Key(r), k, units)
 	first := geo.Oldest(k)
-	totals := s.push(tb.Key(r), pend, first, geo.Span())
-	tb.Settle(r, now, pend, first, totals, Bucket{Index: k, Count: units})
+	totals := s.push(tb.syncView().Key(r), pend, first, geo.Span())
+	tb.syncView().Settle(r, now, pend, first, totals, Bucket{Index: k, Count: units})
 }
 
 // TestLease: a lease raises the bucket's budget past the cap by its units;
@@ -56,7 +56,7 @@ func TestLease(t *testing.T) {
 			est, own, _ := tb.Estimate("k", t0)
 			assert.InDelta(t, 13, est, 1e-9, "3 admitted and 10 leased, once each")
 			assert.Zero(t, own)
-			assert.Equal(t, int64(97), tb.Room("k", t0), "the lease's units are this instance's room")
+			assert.Equal(t, int64(97), tb.room("k", t0), "the lease's units are this instance's room")
 
 			admitted := int64(0)
 			for range tc.admit {
@@ -66,20 +66,20 @@ func TestLease(t *testing.T) {
 			if tc.admit == 13 {
 				assert.Equal(t, OverCap, tb.AllowAt("k", t0+1, 1).Status, "lease used up, cap reached")
 			}
-			assert.Equal(t, 97-admitted, tb.Room("k", t0+1), "what a check would see")
+			assert.Equal(t, 97-admitted, tb.room("k", t0+1), "what a check would see")
 			est, own, _ = tb.Estimate("k", t0+1)
 			assert.InDelta(t, float64(13+admitted-tc.covered), est, 1e-9, "covered units are in the store's count already")
 			assert.Equal(t, admitted-tc.covered, own, "only uncovered units are unacknowledged")
 			assert.Equal(t, admitted-tc.covered, pendingSum(tb, r, t0+1), "only uncovered units are pushed")
 
-			_, done := tb.Release(r, geo.Index(t0), t0+1, false)
+			_, done := tb.syncView().Release(r, geo.Index(t0), t0+1, false)
 			assert.False(t, done, "the bucket is not over")
 			t1 := bucketStart(geo, 1)
 			tb.Tick(t1)
-			unused, done := tb.Release(r, geo.Index(t0), t1, false)
+			unused, done := tb.syncView().Release(r, geo.Index(t0), t1, false)
 			require.True(t, done)
 			assert.Equal(t, 10-tc.covered, unused)
-			_, done = tb.Release(r, geo.Index(t0), t1, false)
+			_, done = tb.syncView().Release(r, geo.Index(t0), t1, false)
 			assert.True(t, done, "nothing left to end")
 
 			// The store: the grant less what is given back, plus the
@@ -119,7 +119,7 @@ func TestLeaseForcedRelease(t *testing.T) {
 	tb, geo, s, t0, r := leasedKey(t, 100, 2)
 	grant(tb, geo, s, r, t0, 5)
 	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-	unused, done := tb.Release(r, geo.Index(t0), t0, true)
+	unused, done := tb.syncView().Release(r, geo.Index(t0), t0, true)
 	require.True(t, done)
 	assert.Equal(t, int64(4), unused)
 	got, v := admitUntil(t, tb, "k", t0, 100)
@@ -167,7 +167,7 @@ func TestReleaseRacingCheck(t *testing.T) {
 					now = t0 + geo.Sub()
 					tb.Tick(now)
 				}
-				unused, done := tb.Release(r, k, now, tc.force)
+				unused, done := tb.syncView().Release(r, k, now, tc.force)
 				require.True(t, done)
 				require.Equal(t, int64(0), unused, "the lease was used up")
 				left := countAt(tb.pend(e, tb.slotOf(k)).Load(), k)
@@ -204,7 +204,7 @@ func TestReleaseUnusedRacingCheck(t *testing.T) {
 	require.Equal(t, int64(0), countAt(w, k), "nothing used in the lease's bucket")
 	require.Equal(t, tag, tagOf(bw))
 	require.GreaterOrEqual(t, countOf(bw), int64(5), "the budget the check read admits 5: the lease")
-	unused, done := tb.Release(r, k, t1, true)
+	unused, done := tb.syncView().Release(r, k, t1, true)
 	require.True(t, done)
 	require.Equal(t, int64(5), unused)
 	assert.False(t, pw.CompareAndSwap(w, w+5), "the word the check read has changed")
@@ -220,11 +220,11 @@ func TestReleaseUnusedRacingCheck(t *testing.T) {
 func TestWant(t *testing.T) {
 	t.Parallel()
 	tb, geo, s, t0, r := leasedKey(t, 1000, 4)
-	assert.Equal(t, int64(8), tb.Want(r, t0, 0), "twice the cap")
+	assert.Equal(t, int64(8), tb.syncView().Want(r, t0, 0), "twice the cap")
 	admitUntil(t, tb, "k", t0, 100)
 	grant(tb, geo, s, r, t0, 8)
 	admitUntil(t, tb, "k", t0, 100) // the lease and the cap again
-	assert.Equal(t, int64(2*(8+4)), tb.Want(r, t0, 0), "doubling: the lease and the pending count")
+	assert.Equal(t, int64(2*(8+4)), tb.syncView().Want(r, t0, 0), "doubling: the lease and the pending count")
 }
 
 // TestWantFollowsTheRate: at a bucket's start a key asks for its part of
@@ -251,8 +251,8 @@ func TestWantFollowsTheRate(t *testing.T) {
 			tb.SetLimits(Limits{Cap: 4, Share: tc.share, Mode: policy.FailLocal})
 			t1 := t0 + geo.Sub()
 			k := geo.Index(t1)
-			tb.Settle(r, t1, nil, k-1, []int64{tc.prev, 0}, Bucket{})
-			assert.Equal(t, tc.want, tb.Want(r, t1, 0))
+			tb.syncView().Settle(r, t1, nil, k-1, []int64{tc.prev, 0}, Bucket{})
+			assert.Equal(t, tc.want, tb.syncView().Want(r, t1, 0))
 		})
 	}
 }
@@ -268,16 +268,16 @@ func TestLeaseNext(t *testing.T) {
 	k0 := geo.Index(t0)
 	grant(tb, geo, s, r, t0, 5)
 	s.add("k", k0+1, 6)
-	tb.Settle(r, t0, nil, geo.Oldest(k0), s.push("k", nil, geo.Oldest(k0), geo.Span()), Bucket{Index: k0 + 1, Count: 6})
+	tb.syncView().Settle(r, t0, nil, geo.Oldest(k0), s.push("k", nil, geo.Oldest(k0), geo.Span()), Bucket{Index: k0 + 1, Count: 6})
 	got, v := admitUntil(t, tb, "k", t0, 100)
 	assert.Equal(t, int64(5+2), got, "this bucket: its lease and the cap, not the next one's")
 	assert.Equal(t, OverCap, v.Status)
-	assert.Equal(t, int64(14), tb.NextWant(r, t0, 0), "7 admitted at the bucket's start: scaled from half a bucket")
-	assert.Equal(t, int64(20), tb.NextWant(r, t0, 20), "or the most used in a bucket of the window, if more")
+	assert.Equal(t, int64(14), tb.syncView().NextWant(r, t0, 0), "7 admitted at the bucket's start: scaled from half a bucket")
+	assert.Equal(t, int64(20), tb.syncView().NextWant(r, t0, 20), "or the most used in a bucket of the window, if more")
 
 	t1 := bucketStart(geo, 1)
 	tb.Tick(t1)
-	unused, done := tb.Release(r, k0, t1, false)
+	unused, done := tb.syncView().Release(r, k0, t1, false)
 	require.True(t, done)
 	assert.Zero(t, unused)
 	est, own, _ := tb.Estimate("k", t1)
@@ -290,10 +290,10 @@ func TestLeaseNext(t *testing.T) {
 	syncRef(tb, geo, s, r, t1) // acknowledges the 2: the cap is whole again
 	got, _ = admitUntil(t, tb, "k", t1, 100)
 	assert.Equal(t, int64(2), got, "the cap")
-	assert.Equal(t, []Bucket{{Index: k0 + 1, Count: 2}}, tb.Pending(r, t1, nil), "only what is past the lease is pushed")
-	assert.Zero(t, tb.NextWant(r, t1+geo.Sub(), 0), "nothing admitted in the bucket after, nothing used before")
-	assert.Zero(t, tb.NextWant(r, t1+geo.Sub(), 20), "nothing admitted in the bucket: its traffic may have left, whatever its peak")
-	assert.Equal(t, int64(20), tb.NextWant(r, t1, 20), "admitting: the most used in a bucket of the window")
+	assert.Equal(t, []Bucket{{Index: k0 + 1, Count: 2}}, tb.syncView().Pending(r, t1, nil), "only what is past the lease is pushed")
+	assert.Zero(t, tb.syncView().NextWant(r, t1+geo.Sub(), 0), "nothing admitted in the bucket after, nothing used before")
+	assert.Zero(t, tb.syncView().NextWant(r, t1+geo.Sub(), 20), "nothing admitted in the bucket: its traffic may have left, whatever its peak")
+	assert.Equal(t, int64(20), tb.syncView().NextWant(r, t1, 20), "admitting: the most used in a bucket of the window")
 }
 
 // TestAheadFit: a bucket's need the cap serves without a lease ahead is
@@ -304,7 +304,7 @@ func TestAheadFit(t *testing.T) {
 		assert.Equal(t, tc.fit, aheadFit(tc.capv), "cap %d", tc.capv)
 	}
 	tb, geo, _, t0, r := leasedKey(t, 100, 1) // one unit admitted
-	assert.Equal(t, int64(2), tb.NextWant(r, t0+geo.Sub()/2, 2), "a cap of 1: leased ahead for a need of 2")
+	assert.Equal(t, int64(2), tb.syncView().NextWant(r, t0+geo.Sub()/2, 2), "a cap of 1: leased ahead for a need of 2")
 }
 
 // TestHoldMost: an instance holds at most ⌊(⌊L/10⌋ − 1)/(N̂+1)⌋ leased units
@@ -344,25 +344,25 @@ func TestWantHoldsMost(t *testing.T) {
 	admitUntil(t, tb, "k", t0, 100)
 	s.add("k", k-1, 400) // the fleet's bucket before: its part is 100
 	grant(tb, geo, s, r, t0, 12)
-	assert.Equal(t, int64(19-12), tb.Want(r, t0, 0), "12 held unused")
-	assert.Equal(t, int64(19-12), tb.Want(r, t0, 300), "a peak past holdMost too")
+	assert.Equal(t, int64(19-12), tb.syncView().Want(r, t0, 0), "12 held unused")
+	assert.Equal(t, int64(19-12), tb.syncView().Want(r, t0, 300), "a peak past holdMost too")
 	for range 10 {
 		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 	}
 	assert.Equal(t, int64(2), tb.leaseLeft(entryOf(r), k))
-	assert.Equal(t, int64(19-2), tb.Want(r, t0, 0), "the used units do not count")
+	assert.Equal(t, int64(19-2), tb.syncView().Want(r, t0, 0), "the used units do not count")
 	s.add("k", k+1, 9)
-	tb.Settle(r, t0, nil, geo.Oldest(k), s.push("k", nil, geo.Oldest(k), geo.Span()), Bucket{Index: k + 1, Count: 9})
-	assert.Equal(t, int64(19-2-9), tb.Want(r, t0, 0), "nor does the next bucket's lease")
-	assert.Equal(t, int64(19-2-9), tb.NextWant(r, t0+geo.Sub()/2, 100), "a lease ahead: past both")
+	tb.syncView().Settle(r, t0, nil, geo.Oldest(k), s.push("k", nil, geo.Oldest(k), geo.Span()), Bucket{Index: k + 1, Count: 9})
+	assert.Equal(t, int64(19-2-9), tb.syncView().Want(r, t0, 0), "nor does the next bucket's lease")
+	assert.Equal(t, int64(19-2-9), tb.syncView().NextWant(r, t0+geo.Sub()/2, 100), "a lease ahead: past both")
 	t1 := t0 + geo.Sub()
 	tb.Tick(t1)
-	tb.Settle(r, t1, nil, k, []int64{400, 9}, Bucket{}) // the fleet's bucket k: a part of 100
-	assert.Equal(t, int64(19-9-2), tb.Want(r, t1, 0), "the bucket after: its lease, and the old one's unused units until it ends")
-	unused, done := tb.Release(r, k, t1, false)
+	tb.syncView().Settle(r, t1, nil, k, []int64{400, 9}, Bucket{}) // the fleet's bucket k: a part of 100
+	assert.Equal(t, int64(19-9-2), tb.syncView().Want(r, t1, 0), "the bucket after: its lease, and the old one's unused units until it ends")
+	unused, done := tb.syncView().Release(r, k, t1, false)
 	require.True(t, done)
 	assert.Equal(t, int64(2), unused)
-	assert.Equal(t, int64(19-9), tb.Want(r, t1, 0), "the old lease ended: its units go back to the store with the next call")
+	assert.Equal(t, int64(19-9), tb.syncView().Want(r, t1, 0), "the old lease ended: its units go back to the store with the next call")
 }
 
 // TestAskHeldLease: a key whose lease is held to holdMost asks for an early
@@ -374,7 +374,7 @@ func TestAskHeldLease(t *testing.T) {
 	tb, geo, s, t0, r := leasedKey(t, 1000, 2)
 	tb.SetLimits(Limits{Cap: 2, Share: 250, Mode: policy.FailLocal}) // holdMost 19: asks with 10 or less left
 	tb.Tick(t0)
-	asked := func() bool { return len(tb.Early(nil)) > 0 }
+	asked := func() bool { return len(tb.syncView().Early(nil)) > 0 }
 	asked() // the first admission's ask (a key never synced), served by the grant
 	grant(tb, geo, s, r, t0, 19)
 	require.False(t, asked())
@@ -388,7 +388,7 @@ func TestAskHeldLease(t *testing.T) {
 		return n
 	}
 	assert.Equal(t, 11, until(), "21 − 11 = 10 left")
-	grant(tb, geo, s, r, t0, tb.Want(r, t0, 0))
+	grant(tb, geo, s, r, t0, tb.syncView().Want(r, t0, 0))
 	require.Equal(t, int64(19), tb.leaseLeft(entryOf(r), geo.Index(t0)), "topped up to holdMost: 11 more")
 	// Budget 2 + 30 = 32 with 11 used: 2·pend ≥ budget from the 5th
 	// admission on, but 10 left only at the 11th.

@@ -30,7 +30,8 @@ package localcache
 //     what a sync does: the cycle keeps its old rule, every key).
 //
 // A key with nothing to push that is not near its limit needs nothing.
-func (t *Table) Need(r Ref, now int64) bool {
+func (sk *syncKeys) Need(r Ref, now int64) bool {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual || health(t.health.Load()) != healthy {
 		return true
@@ -61,7 +62,8 @@ func (t *Table) seen(e *hdr, now int64) (view, int64) {
 // Unsynced appends the keys with unacknowledged counts in the window at now,
 // whether queued or not, for a Flush: the cycles leave the keys that need
 // no sync with their counts pending (Need). It walks every key.
-func (t *Table) Unsynced(dst []Ref, now int64) []Ref {
+func (sk *syncKeys) Unsynced(dst []Ref, now int64) []Ref {
+	t := (*Table)(sk)
 	if !t.eventual {
 		return dst
 	}
@@ -81,7 +83,8 @@ var parkedLink = new(hdr)
 
 // Park parks r, which a cycle drained and found in no need of a sync (Need),
 // unless an admission has queued it again since the drain.
-func (t *Table) Park(r Ref) {
+func (sk *syncKeys) Park(r Ref) {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual || !e.state.CompareAndSwap(stClean, stDirty) {
 		return
@@ -105,7 +108,7 @@ func (t *Table) Park(r Ref) {
 func (t *Table) added(e *hdr) {
 	t.keys.n.Add(1)
 	if t.byNeed && health(t.health.Load()) == healthy {
-		t.Park(e)
+		t.syncView().Park(e)
 	}
 }
 

@@ -47,15 +47,15 @@ func TestNeed(t *testing.T) {
 			r, ok := tb.Ref("k")
 			require.True(t, ok)
 			k := geo.Index(t0)
-			tb.Settle(r, t0, nil, k-1, []int64{tc.fleet, tc.lease}, Bucket{Index: k, Count: tc.lease})
+			tb.syncView().Settle(r, t0, nil, k-1, []int64{tc.fleet, tc.lease}, Bucket{Index: k, Count: tc.lease})
 			for i := int64(0); i < tc.admit; i++ {
 				require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 			}
 			if tc.down {
 				tb.SetLimits(Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal, Down: true})
 			}
-			assert.Equal(t, tc.sync, tb.Need(r, t0), "sync")
-			assert.Equal(t, tc.unsynced, len(tb.Unsynced(nil, t0)) == 1, "unsynced")
+			assert.Equal(t, tc.sync, tb.syncView().Need(r, t0), "sync")
+			assert.Equal(t, tc.unsynced, len(tb.syncView().Unsynced(nil, t0)) == 1, "unsynced")
 		})
 	}
 	t.Run("counts that left the window", func(t *testing.T) {
@@ -67,9 +67,9 @@ func TestNeed(t *testing.T) {
 		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 		r, _ := tb.Ref("k")
 		later := t0 + int64(geo.Window()) + geo.Sub()
-		assert.False(t, tb.Need(r, later))
-		assert.Empty(t, tb.Unsynced(nil, later), "nothing left to push")
-		assert.Len(t, tb.Unsynced(nil, t0), 1)
+		assert.False(t, tb.syncView().Need(r, later))
+		assert.Empty(t, tb.syncView().Unsynced(nil, later), "nothing left to push")
+		assert.Len(t, tb.syncView().Unsynced(nil, t0), 1)
 	})
 }
 
@@ -94,7 +94,7 @@ func TestPark(t *testing.T) {
 				require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 			}
 		}, true},
-		{"MarkDirty", func(tb *Table, r Ref, _ int64) { tb.MarkDirty(r) }, true},
+		{"MarkDirty", func(tb *Table, r Ref, _ int64) { tb.syncView().MarkDirty(r) }, true},
 		{"the store down", func(tb *Table, _ Ref, _ int64) {
 			tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
 		}, true},
@@ -104,8 +104,8 @@ func TestPark(t *testing.T) {
 			t.Parallel()
 			tb, r, t0 := parkedKey(t)
 			tc.wake(tb, r, t0)
-			assert.Equal(t, tc.queue, len(tb.Drain(nil)) == 1, "queued")
-			assert.Len(t, tb.Unsynced(nil, t0), 1, "a flush finds it either way")
+			assert.Equal(t, tc.queue, len(tb.syncView().Drain(nil)) == 1, "queued")
+			assert.Len(t, tb.syncView().Unsynced(nil, t0), 1, "a flush finds it either way")
 		})
 	}
 	t.Run("swept once idle", func(t *testing.T) {
@@ -132,11 +132,11 @@ func parkedKey(t *testing.T) (*Table, Ref, int64) {
 	tb.Tick(t0)
 	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 	r, _ := tb.Ref("k")
-	tb.MarkDirty(r) // a new key is born parked (TestBornParked): queue it
-	refs := tb.Drain(nil)
+	tb.syncView().MarkDirty(r) // a new key is born parked (TestBornParked): queue it
+	refs := tb.syncView().Drain(nil)
 	require.Len(t, refs, 1)
-	require.False(t, tb.Need(refs[0], t0))
-	tb.Park(refs[0])
+	require.False(t, tb.syncView().Need(refs[0], t0))
+	tb.syncView().Park(refs[0])
 	return tb, refs[0], t0
 }
 
@@ -152,12 +152,12 @@ func TestBornParked(t *testing.T) {
 	tb := mkTable(t, geo, 100, true)
 	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
 	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-	assert.Empty(t, tb.Drain(nil), "its first admission does not queue it")
-	assert.Len(t, tb.Unsynced(nil, t0), 1, "a flush finds it")
+	assert.Empty(t, tb.syncView().Drain(nil), "its first admission does not queue it")
+	assert.Len(t, tb.syncView().Unsynced(nil, t0), 1, "a flush finds it")
 	for range 4 {
 		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 	}
-	assert.Len(t, tb.Drain(nil), 1, "half of its allowance queues it")
+	assert.Len(t, tb.syncView().Drain(nil), 1, "half of its allowance queues it")
 
 	// The race Park closes: an entry inserted while the table was healthy
 	// (added saw it so), parked after unparkAll walked the map.
@@ -165,7 +165,7 @@ func TestBornParked(t *testing.T) {
 	_, inserted := tb.m.LoadOrInsert("late", func() *hdr { return late })
 	require.True(t, inserted)
 	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
-	tb.Park(late)
+	tb.syncView().Park(late)
 	assert.Equal(t, []string{"late"}, drainKeys(tb), "parked by a table that left its healthy state: queued")
 
 	require.Equal(t, Allowed, tb.AllowAt("down", t0, 1).Status)

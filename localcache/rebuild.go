@@ -10,7 +10,8 @@ import "github.com/sluicehq/sluice/window"
 // bucket inside the window at now that holds a count. A pull returns the
 // grants of the next bucket's leases within the current bucket's total,
 // so the view of the bucket a pull last saw as current holds them too.
-func (t *Table) View(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+func (sk *syncKeys) View(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return dst
@@ -30,7 +31,8 @@ func (t *Table) View(r Ref, now int64, dst []window.Bucket) []window.Bucket {
 // that no pull since that bucket started has counted (a pull during the
 // bucket counts every lease of it, granted before). Only this instance
 // knows them: each instance restores its own.
-func (t *Table) Leased(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+func (sk *syncKeys) Leased(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return dst
@@ -47,15 +49,16 @@ func (t *Table) Leased(r Ref, now int64, dst []window.Bucket) []window.Bucket {
 
 // Viewed appends every key whose View or Leased at now holds a count. It
 // walks every key.
-func (t *Table) Viewed(dst []Ref, now int64) []Ref {
+func (sk *syncKeys) Viewed(dst []Ref, now int64) []Ref {
+	t := (*Table)(sk)
 	if !t.eventual {
 		return dst
 	}
 	var buf []window.Bucket // reused: it grows to a key's span once
 	t.m.Range(func(e *hdr) bool {
-		buf = t.View(e, now, buf[:0])
+		buf = sk.View(e, now, buf[:0])
 		if len(buf) == 0 {
-			buf = t.Leased(e, now, buf)
+			buf = sk.Leased(e, now, buf)
 		}
 		if len(buf) > 0 {
 			dst = append(dst, e)

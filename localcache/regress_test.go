@@ -100,7 +100,7 @@ func TestSetLimitsRacingTick(t *testing.T) {
 		if v := tb.Allow("k", 1); !assert.Equal(t, OverCap, v.Status, "iteration %d: cap 0 set, yet", i) {
 			return
 		}
-		tb.Settle(r, now, tb.Pending(r, now, nil), geo.Oldest(geo.Index(now)), nil, Bucket{})
+		tb.syncView().Settle(r, now, tb.syncView().Pending(r, now, nil), geo.Oldest(geo.Index(now)), nil, Bucket{})
 	}
 }
 
@@ -142,7 +142,7 @@ func TestSettleRacingPlan(t *testing.T) {
 			}()
 		}
 		runtime.Gosched()
-		tb.Settle(r, now, nil, k, []int64{100}, Bucket{}) // other instances filled the window
+		tb.syncView().Settle(r, now, nil, k, []int64{100}, Bucket{}) // other instances filled the window
 		stop.Store(true)
 		wg.Wait()
 		if v := tb.AllowAt(key, now, 1); !assert.NotEqual(t, Allowed, v.Status, "round %d: the window is full", round) {
@@ -168,10 +168,10 @@ func TestSettleKeepsCountsTheStoreDropped(t *testing.T) {
 	}
 	ref, ok := tb.Ref("a")
 	require.True(t, ok)
-	acked := tb.Pending(ref, now, nil)
+	acked := tb.syncView().Pending(ref, now, nil)
 	require.Equal(t, []Bucket{{Index: k, Count: 10}}, acked)
 	// The store is already in bucket k+1: it returns only that bucket.
-	tb.Settle(ref, now, acked, k+1, []int64{0}, Bucket{})
+	tb.syncView().Settle(ref, now, acked, k+1, []int64{0}, Bucket{})
 	est, own, _ := tb.Estimate("a", now)
 	assert.Equal(t, 10.0, est, "the dropped counts stay in the view")
 	assert.Zero(t, own, "and leave pend")

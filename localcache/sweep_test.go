@@ -85,7 +85,7 @@ func TestSweepEventual(t *testing.T) {
 
 	require.Equal(t, Allowed, tb.AllowAt("dirty", t0, 1).Status)
 	queued, _ := tb.Ref("dirty") // born parked: queue it, as an admission near its cap would
-	tb.MarkDirty(queued)
+	tb.syncView().MarkDirty(queued)
 	for i := 0; i < 3; i++ {
 		require.Zero(t, tb.Sweep(gone), "a dirty key waits for the syncer")
 	}
@@ -98,9 +98,9 @@ func TestSweepEventual(t *testing.T) {
 
 	// A dead key that is checked is revived and queued for the syncer.
 	require.Equal(t, Allowed, tb.AllowAt("dirty", gone, 1).Status)
-	refs := tb.Drain(nil)
+	refs := tb.syncView().Drain(nil)
 	require.Len(t, refs, 1)
-	require.Equal(t, "dirty", tb.Key(refs[0]))
+	require.Equal(t, "dirty", tb.syncView().Key(refs[0]))
 	require.Zero(t, tb.Sweep(gone))
 	require.Equal(t, int64(1), syncRef(tb, geo, store, refs[0], gone))
 
@@ -108,7 +108,7 @@ func TestSweepEventual(t *testing.T) {
 	far := gone + int64(geo.Span())*sub
 	require.Zero(t, tb.Sweep(far))
 	r, _ := tb.Ref("dirty")
-	tb.MarkDirty(r)
+	tb.syncView().MarkDirty(r)
 	require.Zero(t, tb.Sweep(far))
 	require.Equal(t, []string{"dirty"}, drainKeys(tb))
 	require.Zero(t, tb.Sweep(far))
@@ -259,19 +259,19 @@ func TestSweepKeepsLeasedKey(t *testing.T) {
 	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
 	r, ok := tb.Ref("k")
 	require.True(t, ok)
-	require.Len(t, tb.Drain(nil), 1)
+	require.Len(t, tb.syncView().Drain(nil), 1)
 	// A sync that pushes the admission and is granted 6 units of the next
 	// window.
-	pend := tb.Pending(r, t0, nil)
+	pend := tb.syncView().Pending(r, t0, nil)
 	s.add("k", k0+1, 6)
-	tb.Settle(r, t0, pend, k0, s.push("k", pend, k0, geo.Span()), Bucket{Index: k0 + 1, Count: 6})
+	tb.syncView().Settle(r, t0, pend, k0, s.push("k", pend, k0, geo.Span()), Bucket{Index: k0 + 1, Count: 6})
 
 	t1 := bucketStart(geo, 1)
 	tb.Tick(t1)
 	for range 3 {
 		assert.Zero(t, tb.Sweep(t1), "a leased key stays")
 	}
-	unused, done := tb.Release(r, k0+1, t1, true)
+	unused, done := tb.syncView().Release(r, k0+1, t1, true)
 	require.True(t, done)
 	assert.Equal(t, int64(6), unused, "the lease is given back whole")
 	removed := 0

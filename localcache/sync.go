@@ -1,11 +1,25 @@
 package localcache
 
-import "github.com/sluicehq/sluice/window"
+import (
+	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/window"
+)
 
-// What the syncer calls: the table implements the syncer's view of a rule's
-// keys (drain the dirty keys, read their unacknowledged counts, settle what
-// the store acknowledged and returned). A Ref that this table did not hand
-// out is ignored.
+// What the syncer calls: the table's syncKeys implement the syncer's view of
+// a rule's keys (drain the dirty keys, read their unacknowledged counts,
+// settle what the store acknowledged and returned). A Ref that this table
+// did not hand out is ignored.
+
+// syncKeys is a Table as the syncer sees it (syncport.Keys): its methods are
+// the syncer's side of the table, apart from the checks' side.
+type syncKeys Table
+
+// SyncKeys returns the table as the syncer sees it, for
+// syncport.RuleConfig.Keys.
+func (t *Table) SyncKeys() syncport.Keys { return (*syncKeys)(t) }
+
+// syncView is t as the syncer sees it, for the table's own calls.
+func (t *Table) syncView() *syncKeys { return (*syncKeys)(t) }
 
 // entryOf returns the entry behind r, or nil if r is not one.
 func entryOf(r Ref) *hdr {
@@ -15,7 +29,8 @@ func entryOf(r Ref) *hdr {
 
 // Drain appends the keys admitted to since the last Drain, marking them
 // clean, and returns the extended slice. Only one goroutine may drain.
-func (t *Table) Drain(dst []Ref) []Ref {
+func (sk *syncKeys) Drain(dst []Ref) []Ref {
+	t := (*Table)(sk)
 	for e := t.dirty.Swap(nil); e != nil; {
 		next := t.tail(e).next.Load()
 		t.tail(e).next.Store(nil)
@@ -29,7 +44,8 @@ func (t *Table) Drain(dst []Ref) []Ref {
 }
 
 // MarkDirty queues r for the next Drain again.
-func (t *Table) MarkDirty(r Ref) {
+func (sk *syncKeys) MarkDirty(r Ref) {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return
@@ -51,7 +67,8 @@ func (t *Table) MarkDirty(r Ref) {
 }
 
 // Key returns r's key.
-func (t *Table) Key(r Ref) string {
+func (sk *syncKeys) Key(r Ref) string {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
 		return ""
@@ -61,7 +78,8 @@ func (t *Table) Key(r Ref) string {
 
 // Pending appends r's unacknowledged counts in buckets still inside the
 // window at now.
-func (t *Table) Pending(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+func (sk *syncKeys) Pending(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil {
 		return dst
@@ -93,7 +111,8 @@ func (t *Table) Pending(r Ref, now int64, dst []window.Bucket) []window.Bucket {
 // counted that are no longer pending: taken back by a Refund (refund.go)
 // after the syncer read them, for the syncer to push back as a negative
 // correction (nil almost always).
-func (t *Table) Settle(r Ref, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket) {
+func (sk *syncKeys) Settle(r Ref, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket) {
+	t := (*Table)(sk)
 	t.publish(now)
 	e := entryOf(r)
 	if e == nil {

@@ -188,11 +188,11 @@ func (t *Table) Limits() Limits {
 	}
 }
 
-// Room returns how many units the admit test (window.Estimate.Room) would
+// room returns how many units the admit test (window.Estimate.Room) would
 // let key pass at now, as this instance sees the window; a key this table
 // does not track has the whole Limit, less, in a Local table, what its
 // sketch of untracked keys counts for it.
-func (t *Table) Room(key string, now int64) int64 {
+func (t *Table) room(key string, now int64) int64 {
 	e := t.m.Load(key)
 	if e == nil {
 		return t.untrackedRoom(key, now)
@@ -200,7 +200,10 @@ func (t *Table) Room(key string, now int64) int64 {
 	return t.roomOf(e, now)
 }
 
-// RoomReset returns Room and ResetAt of key at now, with one lookup (a
+// RoomReset returns how many units the admit test (window.Estimate.Room)
+// would let key pass at now, as this instance sees the window (a key this
+// table does not track has the whole Limit, less, in a Local table, what its
+// sketch of untracked keys counts for it), and ResetAt, with one lookup (a
 // Peek).
 func (t *Table) RoomReset(key string, now int64) (int64, time.Duration) {
 	e := t.m.Load(key)
@@ -210,7 +213,7 @@ func (t *Table) RoomReset(key string, now int64) (int64, time.Duration) {
 	return t.roomOf(e, now), t.resetOf(e, now)
 }
 
-// roomOf is Room for the key of entry e.
+// roomOf is room for the key of entry e.
 func (t *Table) roomOf(e *hdr, now int64) int64 {
 	k := t.geo.Index(now)
 	s := t.slotOf(k)

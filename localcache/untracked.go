@@ -8,7 +8,7 @@ package localcache
 //   - A Local table decides it on its sketch against the full Limit.
 //   - An Eventual table, store healthy: the status Untracked hands the check
 //     to the store, which decides it exactly on the key's fleet-wide count
-//     (the engine reserves it with no local state: syncer.Rule.Reserve with
+//     (the engine reserves it with no local state: syncport.WindowStore.Reserve with
 //     a nil Ref).
 //   - An Eventual table, store down (or the store failed the check: see
 //     AllowDegraded): by the failure mode. FailLocal decides on the sketch
@@ -60,7 +60,7 @@ func (t *Table) fresh(e *hdr, key string, now int64) *hdr {
 	return e
 }
 
-// untrackedRoom returns what Room says of a key t does not track: the full
+// untrackedRoom returns what room says of a key t does not track: the full
 // Limit, or in a Local table what its sketch leaves.
 func (t *Table) untrackedRoom(key string, now int64) int64 {
 	if s := t.strangers.Load(); s != nil && !t.eventual {

@@ -23,7 +23,7 @@ func fullTable(t *testing.T, geo window.Sliding, limit int64, eventual bool) *Ta
 		require.Less(t, i, 1000, "the bound does not fill")
 		tb.AllowAt(fmt.Sprint("junk-", i%bound), base, 1)
 	}
-	tb.Drain(nil) // the junk keys are synced
+	tb.syncView().Drain(nil) // the junk keys are synced
 	return tb
 }
 
@@ -58,7 +58,7 @@ func TestUntrackedNotShared(t *testing.T) {
 				assert.False(t, tracked(tb, key))
 			}
 			if tc.eventual {
-				assert.Empty(t, tb.Drain(nil), "untracked keys are never synced")
+				assert.Empty(t, tb.syncView().Drain(nil), "untracked keys are never synced")
 			}
 		})
 	}
@@ -175,7 +175,7 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 			if tc.eventual {
 				wantRoom = limit // the store's count is the key's
 			}
-			assert.Equal(t, wantRoom, tb.Room("k", base), "Room of an untracked key")
+			assert.Equal(t, wantRoom, tb.room("k", base), "Room of an untracked key")
 			// Now the cache has room again: the key enters at once.
 			keys.n.Add(-4)
 			v := tb.AllowAt("k", base, 1)

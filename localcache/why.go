@@ -1,52 +1,26 @@
 package localcache
 
-// Why says why a check of an Eventual key had no local allowance left
-// (Allow returned OverCap) and so waits for the store, from what this
-// instance sees of the key at that moment.
-type Why uint8
-
-const (
-	// WhyNear: the window as this instance sees it, the check included,
-	// holds 0.9·L or more: no lease is granted from the last tenth of the
-	// limit, so the divergence cap alone is left, by design.
-	WhyNear Why = iota
-	// WhyNew: the key has nothing in the window here but its own count of
-	// the current bucket, never synced: its first admissions used its cap
-	// before its first sync came back (a key hit hard at once).
-	WhyNew
-	// WhyStart: the key's lease was of an earlier bucket: the current one
-	// started on the cap alone, and the early sync of its first admissions
-	// had not come back.
-	WhyStart
-	// WhyLease: the key's lease of the current bucket and its cap were used
-	// up before the early sync asking for more came back (a burst faster
-	// than the round trip, or a lease sized on a slower bucket).
-	WhyLease
-	// WhyCap: the key holds no lease and has history: its cap ran out
-	// before a sync came back (a key not busy enough to ask early, or whose
-	// early sync was under way).
-	WhyCap
-)
+import "github.com/sluicehq/sluice/internal/syncport"
 
 // Why returns why a check of cost n of r's key at now had no local allowance
-// left. A key without an entry (nil r) is WhyNew.
-func (t *Table) Why(r Ref, now, n int64) Why {
+// left. A key without an entry (nil r) is syncport.WhyNew.
+func (t *Table) Why(r Ref, now, n int64) syncport.Why {
 	e := entryOf(r)
 	if e == nil {
-		return WhyNew
+		return syncport.WhyNew
 	}
 	v, own := t.seen(e, now)
 	seen := v.others.Value()
 	k := t.geo.Index(now)
 	switch {
 	case 10*(seen+float64(own+n)) >= 9*float64(t.limit.Load()):
-		return WhyNear
+		return syncport.WhyNear
 	case t.leaseAt(e, k) > 0:
-		return WhyLease
+		return syncport.WhyLease
 	case t.leaseAt(e, k-1) > 0:
-		return WhyStart
+		return syncport.WhyStart
 	case seen == 0:
-		return WhyNew
+		return syncport.WhyNew
 	}
-	return WhyCap
+	return syncport.WhyCap
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -36,31 +37,31 @@ func TestWhy(t *testing.T) {
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, tb *Table, s *fakeStore) int64 // returns the time of the check
-		want  Why
+		want  syncport.Why
 	}{
 		{"never synced: the cap used at once", func(t *testing.T, tb *Table, s *fakeStore) int64 {
 			admitUntil(t, tb, "k", t0, 100)
 			return t0
-		}, WhyNew},
+		}, syncport.WhyNew},
 		{"history, no lease", func(t *testing.T, tb *Table, s *fakeStore) int64 {
 			leased(t, tb, s, 0)
 			return t0
-		}, WhyCap},
+		}, syncport.WhyCap},
 		{"a lease of this bucket used up", func(t *testing.T, tb *Table, s *fakeStore) int64 {
 			leased(t, tb, s, 10)
 			return t0
-		}, WhyLease},
+		}, syncport.WhyLease},
 		{"a lease of the bucket before", func(t *testing.T, tb *Table, s *fakeStore) int64 {
 			leased(t, tb, s, 10)
 			tb.Tick(t1)
 			admitUntil(t, tb, "k", t1, 100)
 			return t1
-		}, WhyStart},
+		}, syncport.WhyStart},
 		{"the window at 0.9·L, a lease of this bucket", func(t *testing.T, tb *Table, s *fakeStore) int64 {
 			s.add("k", geo.Index(t0), 80)
 			leased(t, tb, s, 5)
 			return t0
-		}, WhyNear},
+		}, syncport.WhyNear},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,6 +79,6 @@ func TestWhy(t *testing.T) {
 	t.Run("a key without an entry (nil Ref)", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		assert.Equal(t, WhyNew, tb.Why(nil, t0, 1))
+		assert.Equal(t, syncport.WhyNew, tb.Why(nil, t0, 1))
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -169,7 +170,7 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	}
 	_, err = syncer.New(syncer.Config{
 		Client: dummyClient, Prefix: "p", InstanceID: "i", Interval: time.Second, Timeout: time.Second,
-	}, syncer.RuleConfig{Name: r.Name, Keys: tab, Geometry: geo, Limit: r.Limit})
+	}, syncport.RuleConfig{Name: r.Name, Keys: tab.SyncKeys(), Geometry: geo, Limit: r.Limit})
 	if err != nil {
 		t.Fatalf("%+v: the syncer rejects an accepted rule: %v", r, err)
 	}
@@ -285,14 +286,14 @@ func checkKeyedModes(t *testing.T, r policy.Rule) {
 	case r.Algorithm == policy.SlidingLog:
 		_, err = s.AddLog(r.Name, r.Window, r.Limit)
 	case mode == policy.Strict:
-		_, err = s.AddGCRA(r.Name, int64(r.Interval()), r.MaxCost())
+		_, err = s.AddGCRA(r.Name, int64(r.Interval()), r.MaxCost(), r.MaxCost())
 	default:
 		for _, budget := range []float64{0, 0.01, 1} {
 			split := window.NewSharedBucket(r.MaxCost(), budget)
 			if split.Store < 1 || split.Store+split.Pool != r.MaxCost()+int64(budget*float64(r.MaxCost())) {
 				t.Fatalf("%+v: split %+v at ε = %v", r, split, budget)
 			}
-			if _, err = s.AddSharedGCRA(r.Name, int64(r.Interval()), r.MaxCost(), split.Store); err != nil && budget < 1 {
+			if _, err = s.AddGCRA(r.Name, int64(r.Interval()), r.MaxCost(), split.Store); err != nil && budget < 1 {
 				break
 			}
 			err = nil // at ε = 1 a store capacity past MaxStrictTolerance is refused by New

@@ -30,7 +30,7 @@ import "time"
 // aheadLead is how long before the end of a bucket of r its keys are leased
 // the next bucket: for a calendar quota, whose periods last a day or more,
 // as for a sub-window of calendarLead·8.
-func aheadLead(r *Rule) int64 {
+func aheadLead(r *windowRule) int64 {
 	if r.cal != nil {
 		return int64(calendarLead)
 	}
@@ -44,13 +44,13 @@ const calendarLead = time.Minute / 8
 // aheadAt returns when (store time) the next lease-ahead pass of r is due
 // after bucket r.ahead: a lead before the end of the bucket of now, or of the
 // one after it if that bucket's pass has run.
-func aheadAt(r *Rule, now int64) int64 {
+func aheadAt(r *windowRule, now int64) int64 {
 	return r.geo.Start(passBucket(r, r.ahead, now)+1) - aheadLead(r)
 }
 
 // passBucket returns the bucket a pass of r is next due in, given done, the
 // last bucket it ran in: the bucket of now, or the one after it.
-func passBucket(r *Rule, done, now int64) int64 {
+func passBucket(r *windowRule, done, now int64) int64 {
 	k := r.geo.Index(now)
 	if done >= k {
 		k++
@@ -66,8 +66,8 @@ func passBucket(r *Rule, done, now int64) int64 {
 // meanwhile.
 func (s *Syncer) leaseAhead() {
 	now := s.Now()
-	due := make(map[*Rule]int64)
-	live := make(map[*Rule]bool)
+	due := make(map[*windowRule]int64)
+	live := make(map[*windowRule]bool)
 	for _, r := range s.ruleList() {
 		live[r] = true
 		if r.leases && now >= aheadAt(r, now) {

@@ -55,12 +55,12 @@ func TestLeaseAhead(t *testing.T) {
 	require.True(t, ok)
 	_, own := estimate(t, r.Table, "k", s.Now())
 	require.Zero(t, own, "the sync settled")
-	require.Greater(t, r.Table.Room("k", s.Now()), int64(900), "with a lease")
+	require.Greater(t, room(r.Table, "k", s.Now()), int64(900), "with a lease")
 	admit(t, s, r, "k", 20) // on the lease
-	want := r.Table.NextWant(ref, s.Now(), 0)
+	want := r.Table.SyncKeys().NextWant(ref, s.Now(), 0)
 	require.Positive(t, want)
 
-	clk.NS.Add((k+1)*geo.Sub() - aheadLead(r.Rule) - 1 - s.Now())
+	clk.NS.Add((k+1)*geo.Sub() - aheadLead(r.windowRule) - 1 - s.Now())
 	s.leaseAhead()
 	name := r.keyName("k")
 	require.Zero(t, buckets(t, c, name)[k+1], "no pass before it is due")
@@ -115,7 +115,7 @@ func TestCloseLeasesNothingAfterItsFlush(t *testing.T) {
 		admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
 		require.Eventually(t, func() bool {
 			_, own := estimate(t, r.Table, "k", s.Now())
-			return s.Stats().EarlySyncs == 1 && own == 0 && r.Table.Room("k", s.Now()) > 900
+			return s.Stats().EarlySyncs == 1 && own == 0 && room(r.Table, "k", s.Now()) > 900
 		}, 5*time.Second, time.Millisecond, "close %d: the early sync settled, with a lease", i)
 		// On the lease, more than twice the cap: the key is leased ahead at
 		// the pass (Keys.NextWant).
@@ -153,8 +153,8 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 	require.Equal(t, localcache.Allowed, r.Table.AllowAt("k", now, 1).Status)
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
-	id := keyID{rule: r.Rule, key: "k"}
-	base := r.Table.Want(ref, now, 0)
+	id := keyID{rule: r.windowRule, key: "k"}
+	base := r.Table.SyncKeys().Want(ref, now, 0)
 	require.Less(t, base, int64(40))
 
 	wantArg := func() any {
@@ -364,10 +364,10 @@ func TestPassServesReservations(t *testing.T) {
 			_, own := estimate(t, r.Table, key, s.Now())
 			require.Equal(t, int64(i+1), s.Stats().EarlySyncs, "%s: the early sync was sent", key)
 			require.Zero(t, own, "%s: the early sync settled", key)
-			require.Greater(t, r.Table.Room(key, s.Now()), int64(900), "%s: with a lease", key)
+			require.Greater(t, room(r.Table, key, s.Now()), int64(900), "%s: with a lease", key)
 			admit(t, s, r, key, 20) // on the lease: the pass leases it the next bucket
 		}
-		due := (k+1)*geo.Sub() - aheadLead(r.Rule)
+		due := (k+1)*geo.Sub() - aheadLead(r.windowRule)
 		if warm {
 			clk.NS.Add(due - s.Now() - int64(100*time.Millisecond))
 			warmUp(t, s, r, false)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkSyncPerKey(b *testing.B) {
 				b.Fatal(err)
 			}
 			tab.SetLimits(localcache.Limits{Cap: 1 << 29, Share: 1 << 30})
-			r := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1 << 30, Keys: tab, Leases: bc.lease}}
+			r := &testRule{Table: tab, cfg: syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 1 << 30, Keys: tab.SyncKeys(), Leases: bc.lease}}
 			s, err := newSyncer(testConfig(c, "a"), r)
 			if err != nil {
 				b.Fatal(err)
@@ -61,7 +62,7 @@ func BenchmarkSyncPerKey(b *testing.B) {
 				if !ok {
 					b.Fatalf("no entry for %q", key)
 				}
-				items[i] = item{id: keyID{rule: r.Rule, key: key}, ref: ref, lease: bc.lease}
+				items[i] = item{id: keyID{rule: r.windowRule, key: key}, ref: ref, lease: bc.lease}
 				for o := range bc.others {
 					seq := strconv.FormatInt(nowUs.UnixMicro()-int64(o), 10)
 					id := "o" + strconv.Itoa(o)

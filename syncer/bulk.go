@@ -37,7 +37,7 @@ const bulkLanes = 2
 type bulkCall struct {
 	seq   int64
 	lane  int
-	rules []*Rule       // the rules of keys, in ARGV order
+	rules []*windowRule // the rules of keys, in ARGV order
 	base  []int64       // per rule (as rules): its current bucket when the call was built
 	keys  []bulkKey     // keys with counts first (in KEYS order: grouped by rule), then pull-only keys
 	push  int           // len of the keys with counts
@@ -68,7 +68,7 @@ func (s *Syncer) bulkable(it item) bool {
 // push and their totals to pull.
 func (s *Syncer) newBulk(items []item, now int64) *bulkCall {
 	c := &bulkCall{keys: make([]bulkKey, 0, len(items))}
-	ruleIdx := make(map[*Rule]int, 1)
+	ruleIdx := make(map[*windowRule]int, 1)
 	var pullOnly []bulkKey
 	// One backing array for every key's deltas: usually one bucket each.
 	all := make([]window.Bucket, 0, len(items))

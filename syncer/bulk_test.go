@@ -240,10 +240,10 @@ func TestPruneRecs(t *testing.T) {
 	s, err := newSyncer(cfg, r) // not started: the test owns the loop's state
 	require.NoError(t, err)
 	ttl := r.ttlMs * int64(time.Millisecond)
-	s.recs[keyID{r.Rule, "old"}] = now - ttl - 1
-	s.recs[keyID{r.Rule, "fresh"}] = now - ttl + int64(time.Second)
+	s.recs[keyID{r.windowRule, "old"}] = now - ttl - 1
+	s.recs[keyID{r.windowRule, "fresh"}] = now - ttl + int64(time.Second)
 	s.pruneRecs()
-	assert.Equal(t, map[keyID]int64{{r.Rule, "fresh"}: now - ttl + int64(time.Second)}, s.recs)
+	assert.Equal(t, map[keyID]int64{{r.windowRule, "fresh"}: now - ttl + int64(time.Second)}, s.recs)
 }
 
 // TestPerKeyErrorDoesNotStallCycles gives the per-key path a key whose

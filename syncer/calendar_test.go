@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/window"
 )
@@ -58,7 +59,7 @@ func TestSubArgPeriod(t *testing.T) {
 	require.NoError(t, err)
 	cal := window.NewCalendar(window.Day, loc)
 	geo := window.NewCalendarWindow(cal)
-	r := &Rule{geo: geo, cal: cal}
+	r := &windowRule{geo: geo, cal: cal}
 	at := time.Date(2026, 10, 25, 12, 0, 0, 0, loc).UnixNano()
 	k := cal.Index(at)
 	start := time.Date(2026, 10, 25, 0, 0, 0, 0, loc).UnixMicro()
@@ -69,6 +70,6 @@ func TestSubArgPeriod(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = r.subArg(at + int64(time.Hour)) }), "made once per period")
 	assert.Equal(t, first, r.subArg(at+int64(time.Hour)))
 	assert.NotEqual(t, first, r.subArg(end*1000))
-	assert.Equal(t, ":day@Europe/Berlin", KeySuffix(geo))
-	assert.Equal(t, ":100000", KeySuffix(window.NewSliding(time.Second, 10)))
+	assert.Equal(t, ":day@Europe/Berlin", keyname.Suffix(geo))
+	assert.Equal(t, ":100000", keyname.Suffix(window.NewSliding(time.Second, 10)))
 }

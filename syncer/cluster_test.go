@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/localcache"
 )
@@ -44,7 +45,7 @@ func TestCluster(t *testing.T) {
 		admit(t, s, r, k, i%7+1)
 
 		name := r.keyName(k)
-		assert.Equal(t, "api:"+string(EncodeKey(nil, k)), hashTag(name), "the hash tag is the whole limiter key")
+		assert.Equal(t, "api:"+string(keyname.Encode(nil, k)), hashTag(name), "the hash tag is the whole limiter key")
 		slot, err := cc.ClusterKeySlot(ctx, name).Result()
 		require.NoError(t, err)
 		tagSlot, err := cc.ClusterKeySlot(ctx, hashTag(name)).Result()

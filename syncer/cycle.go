@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // cycle is one full sync: heartbeat, then every dirty key and every key with
@@ -292,7 +294,7 @@ func (s *Syncer) collect(alive func()) []item {
 // under way: a key of an Eventual rule (one with leases) that does not need
 // a sync now (Keys.Need), unless the cycle is a flush, which takes every
 // key.
-func (s *Syncer) parked(r *Rule, ref handle, now int64) bool {
+func (s *Syncer) parked(r *windowRule, ref handle, now int64) bool {
 	if !r.leases || s.flushing || r.keys.Need(ref, now) {
 		return false
 	}
@@ -328,14 +330,14 @@ func (s *Syncer) deferCorrections(id keyID, ks *keyState, now int64) bool {
 }
 
 // requeue hands back items that were not sent: keys are marked dirty again
-// and waiters answered ErrUnavailable (they decide by their failure mode).
+// and waiters answered syncport.ErrUnavailable (they decide by their failure mode).
 func (s *Syncer) requeue(items []item) {
 	for _, it := range items {
 		if it.ref != nil {
 			it.id.rule.keys.MarkDirty(it.ref)
 		}
 		for _, w := range it.ws {
-			s.finish(w, Answer{}, ErrUnavailable)
+			s.finish(w, syncport.Answer{}, syncport.ErrUnavailable)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // A hung store (a stopped process, a blackholed connection) is judged down
@@ -137,7 +139,7 @@ func (s *Syncer) probe(n int64, silent time.Duration) {
 		if replied(err) {
 			return // it answers: slow, not hung
 		}
-		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, and a probe failed: %w", ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), err))
+		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, and a probe failed: %w", syncport.ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), err))
 	case <-timer.C:
 		select {
 		case err := <-done: // both were ready: the reply came in time
@@ -153,7 +155,7 @@ func (s *Syncer) probe(n int64, silent time.Duration) {
 			s.starved.Store(s.localNow() + int64(s.silentDown()))
 			return
 		}
-		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, nor a probe for %v", ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), s.probeWait()))
+		s.down(fmt.Errorf("%w: %d checks in a row got no answer within %v, nothing else for %v, nor a probe for %v", syncport.ErrTimeout, n, s.cfg.Timeout, silent.Round(time.Millisecond), s.probeWait()))
 	case <-s.done:
 	}
 }
@@ -162,5 +164,5 @@ func (s *Syncer) probe(n int64, silent time.Duration) {
 // until a heartbeat succeeds.
 func (s *Syncer) down(err error) {
 	s.setHealth(false, err)
-	s.failWaiters(ErrUnavailable)
+	s.failWaiters(syncport.ErrUnavailable)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -24,7 +25,7 @@ func busy(t *testing.T, s *Syncer, r *testRule, key string) {
 	ref, ok := r.Table.Ref(key)
 	require.True(t, ok)
 	k := r.cfg.Geometry.Index(now)
-	r.Table.Settle(ref, now, nil, k-1, []int64{r.cfg.Limit * 4 / 10, 0}, window.Bucket{})
+	r.Table.SyncKeys().Settle(ref, now, nil, k-1, []int64{r.cfg.Limit * 4 / 10, 0}, window.Bucket{})
 }
 
 // TestEarlySync: a busy key whose admissions leave it half of its cap or less is
@@ -62,7 +63,7 @@ func TestEarlySync(t *testing.T) {
 
 			ref, ok := r.Table.Ref("k")
 			require.True(t, ok)
-			want := r.Table.Want(ref, s.Now(), 0)
+			want := r.Table.SyncKeys().Want(ref, s.Now(), 0)
 			n := int64(0)
 			for r.Table.AllowAt("k", s.Now(), 1).Status == 0 && n < 1000 {
 				n++
@@ -118,13 +119,13 @@ func TestNeedDrivenCycle(t *testing.T) {
 	r.Table.Tick(now)
 	near, ok := r.Table.Ref("near")
 	require.True(t, ok)
-	r.Table.Settle(near, now, nil, r.cfg.Geometry.Index(now)-1, []int64{500, 0}, window.Bucket{})
+	r.Table.SyncKeys().Settle(near, now, nil, r.cfg.Geometry.Index(now)-1, []int64{500, 0}, window.Bucket{})
 
 	// Synced once, with no history: a key new here would ask for an early
 	// sync at half of its cap (localcache's TestEarlyNewKeys).
 	capped, ok := r.Table.Ref("capped")
 	require.True(t, ok)
-	r.Table.Settle(capped, now, nil, r.cfg.Geometry.Index(now)-1, []int64{0, 0}, window.Bucket{})
+	r.Table.SyncKeys().Settle(capped, now, nil, r.cfg.Geometry.Index(now)-1, []int64{0, 0}, window.Bucket{})
 
 	admit(t, s, r, "quiet", 1)
 	admit(t, s, r, "near", 1)
@@ -158,7 +159,7 @@ func spendNewAsks(t *testing.T, s *Syncer, r *testRule, half int) {
 	for i := 0; ; i++ {
 		require.Less(t, i, 100, "the early asks of new keys have a budget")
 		admit(t, s, r, "spent"+itoa(int64(i)), half)
-		if len(r.Table.Early(nil)) == 0 {
+		if len(r.Table.SyncKeys().Early(nil)) == 0 {
 			return
 		}
 	}
@@ -177,7 +178,7 @@ func TestBornParkedKeys(t *testing.T) {
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, ByNeed: true, Keys: localcache.NewKeys(1000)})
 	require.NoError(t, err)
 	tab.SetLimits(localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal})
-	r := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab, Leases: true}}
+	r := &testRule{Table: tab, cfg: syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab.SyncKeys(), Leases: true}}
 	s := cyclingSyncer(t, c, r)
 	r.Table.Tick(s.Now())
 	spendNewAsks(t, s, r, 2)
@@ -222,7 +223,7 @@ func TestDeferredCorrections(t *testing.T) {
 	require.Equal(t, int64(3), total(t, c, r.keyName("k")))
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
-	id := keyID{rule: r.Rule, key: "k"}
+	id := keyID{rule: r.windowRule, key: "k"}
 	k := r.cfg.Geometry.Index(s.Now())
 	s.correct(id, ref, k, -1)
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -31,7 +32,7 @@ func Example_keyName() {
 		InstanceID: "web-1",
 		Interval:   100 * time.Millisecond,
 		Timeout:    50 * time.Millisecond,
-	}, RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tb, Leases: true})
+	}, syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tb.SyncKeys(), Leases: true})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -33,7 +34,7 @@ func TestKillAndRestart(t *testing.T) {
 	cfg := testConfig(c, "A")
 	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
 	s := startSyncer(t, cfg, r)
-	require.Equal(t, Fleet{Instances: 1, Healthy: true, Changes: 1}, s.Fleet(), "Start reports the store healthy")
+	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 1}, s.Fleet(), "Start reports the store healthy")
 	assert.True(t, changed(s), "and signals it")
 
 	admit(t, s, r, "k", 5)
@@ -53,7 +54,7 @@ func TestKillAndRestart(t *testing.T) {
 	assert.Equal(t, 1, f.Instances)
 	assert.True(t, changed(s), "the change is signalled")
 	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
-	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.ErrorIs(t, err, syncport.ErrUnavailable)
 
 	r.Table.SetLimits(failOpen) // what the limiter does while the store is down
 	admit(t, s, r, "k", 4)
@@ -70,7 +71,7 @@ func TestKillAndRestart(t *testing.T) {
 	r.Table.SetLimits(healthy)
 	flush(t, s)
 	assert.True(t, s.isHealthy())
-	require.Equal(t, Fleet{Instances: 1, Healthy: true, Changes: 5}, s.Fleet(),
+	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 5}, s.Fleet(),
 		"three changes more: joining (the cycle back found the restarted store without the instance's entry), healthy again, and no longer joining (its heartbeat registered it, alone)")
 	assert.True(t, changed(s), "the change is signalled")
 	// The 5 pushed before the kill died with the store's memory and are
@@ -182,7 +183,7 @@ func TestLostReplyTwice(t *testing.T) {
 }
 
 // TestLostReservationReply loses the reply of a call that carried a
-// reservation the store admitted: the caller got ErrUnavailable and counted
+// reservation the store admitted: the caller got syncport.ErrUnavailable and counted
 // the admission locally (its fallback), so the syncer must undo the store's
 // admission once it learns of it.
 func TestLostReservationReply(t *testing.T) {
@@ -211,7 +212,7 @@ func TestLostReservationReply(t *testing.T) {
 			ref := overCap(t, s, r, "k")
 			hook.dropReplies.Store(true)
 			_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
-			require.ErrorIs(t, err, ErrUnavailable)
+			require.ErrorIs(t, err, syncport.ErrUnavailable)
 			require.Equal(t, int64(1), total(t, c, name), "the store admitted it")
 			// The caller's fallback admits and counts it locally.
 			v := r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen)
@@ -249,7 +250,7 @@ func TestCorrectionBucket(t *testing.T) {
 	ref := overCap(t, s, r, "k")
 	hook.dropReplies.Store(true)
 	_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, syncport.ErrUnavailable)
 	hook.dropReplies.Store(false)
 	require.Len(t, buckets(t, c, name), 1, "the store admitted it")
 	// The fallback counts it locally; its count is pushed like any other.
@@ -273,7 +274,7 @@ func TestCorrectionBucket(t *testing.T) {
 }
 
 // TestNoScriptLoadFails gets NOSCRIPT for a call carrying a reservation and
-// then fails to load the script: the caller gets ErrUnavailable and counts the
+// then fails to load the script: the caller gets syncport.ErrUnavailable and counts the
 // admission by its fallback, so the store must never decide that reservation
 // afterwards.
 func TestNoScriptLoadFails(t *testing.T) {
@@ -290,7 +291,7 @@ func TestNoScriptLoadFails(t *testing.T) {
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	hook.failLoad.Store(true)
 	_, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 1)
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, syncport.ErrUnavailable)
 	assert.True(t, s.isHealthy(), "NOSCRIPT is an answer, not an outage")
 	require.Zero(t, total(t, c, name), "nothing executed")
 	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen).Status)
@@ -304,7 +305,7 @@ func TestNoScriptLoadFails(t *testing.T) {
 // settleSpy is a rule's keys that records, at each Settle (a push has been
 // answered), whether the instance is in the registry.
 type settleSpy struct {
-	*localcache.Table
+	syncport.Keys
 	c          redis.UniversalClient
 	id         string
 	armed      atomic.Bool
@@ -319,7 +320,7 @@ func (k *settleSpy) Settle(h handle, now int64, acked []window.Bucket, first int
 			k.registered.Add(1)
 		}
 	}
-	return k.Table.Settle(h, now, acked, first, totals, lease)
+	return k.Keys.Settle(h, now, acked, first, totals, lease)
 }
 
 // TestBackRegistersAfterPush: back from an outage, the syncer heartbeats only
@@ -331,7 +332,7 @@ func TestBackRegistersAfterPush(t *testing.T) {
 	srv := redistest.Start(t) // a restart comes back empty: no registry entry
 	c := srv.Client(t)
 	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
-	spy := &settleSpy{Table: r.Table, c: c, id: "A"}
+	spy := &settleSpy{Keys: r.Table.SyncKeys(), c: c, id: "A"}
 	r.cfg.Keys = spy
 	s := startSyncer(t, testConfig(c, "A"), r)
 
@@ -364,7 +365,7 @@ func TestBackPushesParkedKeys(t *testing.T) {
 	c := srv.Client(t)
 	r := newRule(t, "api", midGeometry(4), 1000, 4)
 	r.cfg.Leases = true
-	spy := &settleSpy{Table: r.Table, c: c, id: "A"}
+	spy := &settleSpy{Keys: r.Table.SyncKeys(), c: c, id: "A"}
 	r.cfg.Keys = spy
 	s := cyclingSyncer(t, c, r)
 	limits := localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal}

@@ -5,33 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
-// Fleet is what the syncer knows of the fleet and the store: the number of
-// live instances, whether the others all count this one, and the store's
-// health, with a count of their changes.
-type Fleet struct {
-	// Instances is N̂, the live instances at the last heartbeat (at least 1).
-	Instances int
-	// Joining reports that some live instance may not count this one in its
-	// N̂ yet, or may hold counts it admitted on a cap sized without it: not
-	// every instance the registry holds has heartbeated twice since this
-	// one (re)registered (see Syncer.isJoining).
-	Joining bool
-	// Healthy reports whether the last round trip to the store succeeded.
-	Healthy bool
-	// Err is why the store was judged unhealthy (nil while it is healthy).
-	// It wraps ErrWritesRefused if the store refuses writes, apierr.StoreConfig
-	// if it refuses this client.
-	Err error
-	// Changes counts the changes of Instances, Joining and Healthy, and of
-	// the kind of Err (unreachable, refusing writes, refusing the client),
-	// since New.
-	Changes int64
-}
-
 // Fleet returns the syncer's view of the fleet and the store.
-func (s *Syncer) Fleet() Fleet {
+func (s *Syncer) Fleet() syncport.Fleet {
 	s.fleetMu.Lock()
 	defer s.fleetMu.Unlock()
 	return s.fleet
@@ -70,7 +49,7 @@ func (s *Syncer) isJoining() bool { return s.joining.Load() }
 func (s *Syncer) oldestHeartbeat() int64 { return s.oldestBeat.Load() }
 
 // publish records a change of the fleet view and signals it.
-func (s *Syncer) publish(change func(f *Fleet) bool) {
+func (s *Syncer) publish(change func(f *syncport.Fleet) bool) {
 	s.fleetMu.Lock()
 	changed := change(&s.fleet)
 	if changed {
@@ -92,7 +71,7 @@ func (s *Syncer) setHealth(ok bool, err error) {
 		s.refusals.Add(1) // any failure restarts the count of good cycles (health.go)
 	}
 	s.healthy.Store(ok)
-	s.publish(func(f *Fleet) bool {
+	s.publish(func(f *syncport.Fleet) bool {
 		same := causeOf(f.Err) == causeOf(err)
 		f.Err = err // the latest cause, also before the first success
 		if f.Healthy == ok && same {
@@ -208,7 +187,7 @@ func (s *Syncer) registry(ctx context.Context, mode string) error {
 		joining = joining || absent == 1
 	}
 	s.joining.Store(joining)
-	s.publish(func(f *Fleet) bool {
+	s.publish(func(f *syncport.Fleet) bool {
 		if f.Instances == int(n) && f.Joining == joining {
 			return false
 		}

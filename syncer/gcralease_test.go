@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
 // TestGCRALeaseMatchesReference: on random arrivals, costs and lease
 // requests over a few keys, then a burst of them per key that the store runs
-// back to back, an Eventual rule's store (AddSharedGCRA, whose
+// back to back, an Eventual rule's store (AddGCRA, whose
 // bucket holds window.SharedBucket.Store units) decides each cost as
 // window.GCRA of that capacity decides it at the store's time, leases what
 // the bucket holds after it up to the want, and leaves the key at the
@@ -44,13 +45,13 @@ func TestGCRALeaseMatchesReference(t *testing.T) {
 			split := window.NewSharedBucket(full.Burst(), tc.budget)
 			require.Positive(t, split.Pool)
 			g := window.NewGCRA(tc.window, tc.limit, split.Store)
-			r, err := s.AddSharedGCRA("g", full.Interval(), full.Burst(), split.Store)
+			r, err := s.addGCRA("g", full.Interval(), full.Burst(), split.Store)
 			require.NoError(t, err)
 			rng := rand.New(rand.NewPCG(9, uint64(i)))
 			tats := map[string]int64{}
 			var leased, denied int64
 			ctx := ctxT(t, opTimeout)
-			check := func(step, key string, n, want int64, a GCRAAnswer) {
+			check := func(step, key string, n, want int64, a syncport.GCRAAnswer) {
 				t.Helper()
 				at := fmt.Sprintf("step %s key %s n %d want %d at %d", step, key, n, want, a.At)
 				next, ok := g.Admit(tats[key], a.At, n)

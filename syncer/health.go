@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // A store can fail in three ways that the failure mode covers, and the
@@ -17,7 +18,7 @@ import (
 //
 //   - unreachable: a network error, a timeout, a hung store (deadline.go).
 //     Healthy again at the first registry round trip that succeeds.
-//   - it refuses writes (ErrWritesRefused): out of memory under noeviction
+//   - it refuses writes (syncport.ErrWritesRefused): out of memory under noeviction
 //     ("OOM command not allowed"), a read-only replica (READONLY), a failed
 //     snapshot with stop-writes-on-bgsave-error (MISCONF). The store still
 //     answers reads, so a cycle's read-only registry look would succeed and
@@ -34,16 +35,6 @@ import (
 //     renamed), protected mode (DENIED). Check reports it at start-up with
 //     what to change; later (permissions revoked) it is handled as a
 //     refusal of writes, with the same hysteresis.
-
-// Errors that Fleet.Err and Check wrap, besides apierr.StoreConfig (the
-// store refuses this client: authentication, ACL permissions, or scripting
-// disabled; the error says what to change).
-var (
-	// ErrWritesRefused means the store answers but refuses writes: out of
-	// memory (maxmemory with noeviction), a read-only replica, or a failed
-	// snapshot (MISCONF).
-	ErrWritesRefused = errors.New("sluice: the store refuses writes")
-)
 
 // ACLCommands are the commands a Redis ACL user must be allowed for sluice:
 // the ones it sends and the ones its scripts run.
@@ -64,21 +55,21 @@ func (s *Syncer) okCycles() int64 {
 }
 
 // classify wraps err, a round trip's error, with apierr.StoreConfig (and what to
-// change) or ErrWritesRefused if it is one of those; else it returns err.
+// change) or syncport.ErrWritesRefused if it is one of those; else it returns err.
 func (s *Syncer) classify(err error) error {
 	var rerr redis.Error
-	if err == nil || errors.Is(err, apierr.StoreConfig) || errors.Is(err, ErrWritesRefused) || !errors.As(err, &rerr) {
+	if err == nil || errors.Is(err, apierr.StoreConfig) || errors.Is(err, syncport.ErrWritesRefused) || !errors.As(err, &rerr) {
 		return err
 	}
 	msg := rerr.Error()
 	word, _, _ := strings.Cut(msg, " ")
 	switch {
 	case word == "OOM":
-		return fmt.Errorf("%w (out of memory: raise maxmemory, pick an eviction policy other than noeviction, or free memory): %w", ErrWritesRefused, err)
+		return fmt.Errorf("%w (out of memory: raise maxmemory, pick an eviction policy other than noeviction, or free memory): %w", syncport.ErrWritesRefused, err)
 	case word == "READONLY":
-		return fmt.Errorf("%w (a read-only replica: point the client at the master): %w", ErrWritesRefused, err)
+		return fmt.Errorf("%w (a read-only replica: point the client at the master): %w", syncport.ErrWritesRefused, err)
 	case word == "MISCONF":
-		return fmt.Errorf("%w (it cannot persist to disk: fix its snapshot or AOF, see its log): %w", ErrWritesRefused, err)
+		return fmt.Errorf("%w (it cannot persist to disk: fix its snapshot or AOF, see its log): %w", syncport.ErrWritesRefused, err)
 	case word == "NOAUTH":
 		return fmt.Errorf("%w: it requires authentication: set Password (and Username for an ACL user) in the client's options (redis.Options): %w", apierr.StoreConfig, err)
 	case word == "WRONGPASS":
@@ -103,7 +94,7 @@ func causeOf(err error) int {
 		return 0
 	case errors.Is(err, apierr.StoreConfig):
 		return 3
-	case errors.Is(err, ErrWritesRefused):
+	case errors.Is(err, syncport.ErrWritesRefused):
 		return 2
 	}
 	return 1
@@ -112,7 +103,7 @@ func causeOf(err error) int {
 // refused reports whether err puts the store in the refusal state: it
 // refuses writes or this client.
 func refused(err error) bool {
-	return errors.Is(err, ErrWritesRefused) || errors.Is(err, apierr.StoreConfig)
+	return errors.Is(err, syncport.ErrWritesRefused) || errors.Is(err, apierr.StoreConfig)
 }
 
 // refuse enters the refusal state for err (classified): the store is down
@@ -153,13 +144,13 @@ func (s *Syncer) accepted(mark int64) bool {
 // key under Prefix (HGETALL) as the syncer does outside its scripts, and
 // loads the scripts (SCRIPT LOAD). Its error wraps apierr.StoreConfig if the
 // store refuses this client (credentials, ACL permissions on the commands
-// or the keys, scripting disabled), with what to change; ErrWritesRefused if
+// or the keys, scripting disabled), with what to change; syncport.ErrWritesRefused if
 // it refuses writes; else it is a failure to reach the store. The syncer's
 // health follows: Start, after Check, begins from it without another round
 // trip.
 func (s *Syncer) Check(ctx context.Context) error {
 	if s.closed.Load() {
-		return ErrClosed
+		return syncport.ErrClosed
 	}
 	err := s.heartbeat(ctx)
 	// What the syncer sends outside its scripts: the probe's PING and the

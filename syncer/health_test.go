@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // TestRefusalHysteresis: a store that refuses writes (out of memory) is
@@ -37,7 +38,7 @@ func TestRefusalHysteresis(t *testing.T) {
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "1").Err())
 	require.Eventually(t, func() bool { return !s.isHealthy() }, 5*time.Second, time.Millisecond)
 	f := s.Fleet()
-	require.ErrorIs(t, f.Err, ErrWritesRefused)
+	require.ErrorIs(t, f.Err, syncport.ErrWritesRefused)
 	require.ErrorContains(t, f.Err, "OOM")
 	changes := f.Changes
 

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -64,24 +65,24 @@ func newTable(t *testing.T, geo window.Sliding, limit, capv int64) *localcache.T
 	return tab
 }
 
-// testRule is a rule of a test: its table, and its Rule once startSyncer
+// testRule is a rule of a test: its table, and its windowRule once startSyncer
 // (or newSyncer) has created the syncer.
 type testRule struct {
-	*Rule
+	*windowRule
 	Table *localcache.Table
-	cfg   RuleConfig
+	cfg   syncport.RuleConfig
 }
 
 // newRule returns a rule of a fresh table.
 func newRule(t *testing.T, name string, geo window.Sliding, limit, capv int64) *testRule {
 	t.Helper()
 	tab := newTable(t, geo, limit, capv)
-	return &testRule{Table: tab, cfg: RuleConfig{Name: name, Geometry: geo, Limit: limit, Keys: tab}}
+	return &testRule{Table: tab, cfg: syncport.RuleConfig{Name: name, Geometry: geo, Limit: limit, Keys: tab.SyncKeys()}}
 }
 
-// newSyncer creates a Syncer for rules and sets each rule's Rule.
+// newSyncer creates a Syncer for rules and sets each rule's windowRule.
 func newSyncer(cfg Config, rules ...*testRule) (*Syncer, error) {
-	rcs := make([]RuleConfig, len(rules))
+	rcs := make([]syncport.RuleConfig, len(rules))
 	for i, r := range rules {
 		rcs[i] = r.cfg
 	}
@@ -90,16 +91,16 @@ func newSyncer(cfg Config, rules ...*testRule) (*Syncer, error) {
 		return nil, err
 	}
 	for _, r := range rules {
-		r.Rule = s.rule(r.cfg.Name)
+		r.windowRule = s.rule(r.cfg.Name)
 	}
 	return s, nil
 }
 
-// outcome is what a caller makes of a reservation's Answer with its rule's
+// outcome is what a caller makes of a reservation's syncport.Answer with its rule's
 // window math (as the engines do): the room the window has left, when it
 // resets and, for a denial of cost n, when that cost could pass (-1: never).
 // An admission needs no retry: its RetryAfter is 0, as the syncer's Result
-// had it before Answer left the window math to the caller.
+// had it before syncport.Answer left the window math to the caller.
 type outcome struct {
 	Remaining  int64
 	ResetAfter time.Duration
@@ -107,7 +108,7 @@ type outcome struct {
 }
 
 // outcomeOf turns a for cost n on r into an outcome.
-func outcomeOf(r *testRule, a Answer, n int64) outcome {
+func outcomeOf(r *testRule, a syncport.Answer, n int64) outcome {
 	o := outcome{
 		Remaining:  max(r.geo.Parts(a.At, a.Count).Room(r.limit.Load()), 0),
 		ResetAfter: r.geo.ResetAfter(a.At),
@@ -243,6 +244,13 @@ func estimate(t *testing.T, tab *localcache.Table, key string, now int64) (float
 	est, own, ok := tab.Estimate(key, now)
 	require.True(t, ok, "key %q is not tracked", key)
 	return est, own
+}
+
+// room returns how many units a table's admit test would let key pass at
+// now.
+func room(tab *localcache.Table, key string, now int64) int64 {
+	n, _ := tab.RoomReset(key, now)
+	return n
 }
 
 // loadScript loads syncScript and bulkScript into the store's script cache.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -98,7 +99,7 @@ var syncHash any = syncScript.Hash()
 // args appends c's EVALSHA command to dst: built here rather than by
 // Script.EvalSha, which copies the arguments into an array of its own, so
 // that a pipeline's calls share one array (exec) and the rule's constant
-// arguments go in boxed once (Rule.head). Like bulkArgs, every argument is a
+// arguments go in boxed once (windowRule.head). Like bulkArgs, every argument is a
 // value, not a pointer.
 func (s *Syncer) args(dst []any, c *call) []any {
 	r := c.it.id.rule
@@ -274,10 +275,10 @@ func (s *Syncer) apply(c *call) error {
 	nowStore, oldest, totals := ints[0]*int64(time.Microsecond), ints[1], ints[2:]
 	s.pulledTotals(r, nowStore, oldest, totals)
 	lease := window.Bucket{Index: grantAt, Count: grant}
-	res := Answer{At: nowStore, First: oldest, Totals: totals, Lease: grant}
+	res := syncport.Answer{At: nowStore, First: oldest, Totals: totals, Lease: grant}
 	type answer struct {
 		w   *waiter
-		res Answer
+		res syncport.Answer
 		k   int64 // bucket the store counted an admission in
 	}
 	acked := s.acked[:0] // Settle reads it; nothing keeps it
@@ -359,7 +360,7 @@ func (s *Syncer) apply(c *call) error {
 			s.prev = append(s.prev, c.it)
 		}
 	}
-	// Answer after Settle, so a caller sees its key's fresh view.
+	// syncport.Answer after Settle, so a caller sees its key's fresh view.
 	for _, a := range answers {
 		s.stats.reservations.Add(1)
 		if s.finish(a.w, a.res, nil) && a.res.Admitted {
@@ -404,13 +405,13 @@ func (s *Syncer) freeBatch(b *batch) {
 
 // fail handles a call without a usable reply. Its batches may or may not
 // have been applied: they are kept, to be resent as they are. Its waiters get
-// ErrUnavailable and decide by their failure mode.
+// syncport.ErrUnavailable and decide by their failure mode.
 func (s *Syncer) fail(c *call, err error) {
 	ks := s.keyState(c.it.id, c.it.ref)
 	ks.batches = c.batches
 	for _, b := range c.batches {
 		for _, w := range b.ws {
-			s.finish(w, Answer{}, ErrUnavailable)
+			s.finish(w, syncport.Answer{}, syncport.ErrUnavailable)
 		}
 		b.ws = nil
 		// The waiters now decide by their failure mode, so the store must

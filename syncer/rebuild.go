@@ -136,7 +136,7 @@ func (s *Syncer) restore(ctx context.Context) error {
 
 // restoreBatch sends one pipeline of restoreScript calls, loading the
 // script once if the store does not have it.
-func (s *Syncer) restoreBatch(ctx context.Context, r *Rule, refs []handle, now int64, buf *[]window.Bucket) error {
+func (s *Syncer) restoreBatch(ctx context.Context, r *windowRule, refs []handle, now int64, buf *[]window.Bucket) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	defer cancel()
 	whole := "0"

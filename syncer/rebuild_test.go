@@ -73,7 +73,7 @@ func TestRebuildAfterLoss(t *testing.T) {
 			if tc.call {
 				ref, ok := ra.Table.Ref("k")
 				require.True(t, ok)
-				err := a.syncKeys(ctxT(t, opTimeout), []item{{id: keyID{rule: ra.Rule, key: "k"}, ref: ref}})
+				err := a.syncKeys(ctxT(t, opTimeout), []item{{id: keyID{rule: ra.windowRule, key: "k"}, ref: ref}})
 				require.ErrorIs(t, err, errStoreLost)
 				assert.Zero(t, total(t, c, name), "a call of the old epoch runs nothing")
 				assert.Equal(t, 10.0, view(ra), "nor is its pull taken: the view still holds 8, and the 2 pending")

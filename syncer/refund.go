@@ -9,11 +9,11 @@ type refund struct {
 }
 
 // Refund takes back cost n that the store admitted for key at store time at
-// (Answer.At): it is pushed as a negative correction of the bucket of at
+// (syncport.Answer.At): it is pushed as a negative correction of the bucket of at
 // with the key's next sync. h is the key's local entry, or nil. It never
 // blocks on the store. Limiter.AllowAll uses it when a later check of the
 // same request is denied.
-func (r *Rule) Refund(key string, h handle, at, n int64) {
+func (r *windowRule) Refund(key string, h handle, at, n int64) {
 	if n < 1 || r.s.closed.Load() {
 		return
 	}

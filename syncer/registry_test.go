@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 )
 
@@ -27,7 +28,7 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, Keys: localcache.NewKeys(1 << 20)})
 	require.NoError(t, err)
 	tab.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 1000})
-	ra := &testRule{Table: tab, cfg: RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab}}
+	ra := &testRule{Table: tab, cfg: syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab.SyncKeys()}}
 	cfgA := testConfig(c, "A") // cycles only on Flush
 	cfgA.InstanceTTL = ttl
 	a := startSyncer(t, cfgA, ra)

@@ -7,35 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
-
-// Answer is the store's decision on a reservation, with the key's window as
-// the store saw it when it decided: the caller turns it into its own result
-// (remaining room, retry time) with the window math of its algorithm.
-type Answer struct {
-	// Admitted reports whether the store admitted the cost.
-	Admitted bool
-	// At is the store's time of the decision, in ns.
-	At int64
-	// First is the bucket index of Totals[0]; Totals holds the fleet-wide
-	// counts of the window's buckets, from First to the bucket of At, after
-	// the decision. The slice is shared: do not modify it.
-	First  int64
-	Totals []int64
-	// Lease is what the store granted this instance with the decision, in
-	// the bucket of At: counted in Totals, and this instance's to admit.
-	Lease int64
-}
-
-// Count returns bucket j's total (0 outside Totals), in the form the methods
-// of window.Sliding take it.
-func (a Answer) Count(j int64) int64 {
-	if i := j - a.First; i >= 0 && i < int64(len(a.Totals)) {
-		return a.Totals[i]
-	}
-	return 0
-}
 
 // waiter states.
 const (
@@ -50,7 +24,7 @@ type waiter struct {
 	ref   handle
 	n     int64
 	state atomic.Int32
-	res   Answer
+	res   syncport.Answer
 	err   error
 	done  chan struct{}
 }
@@ -60,15 +34,15 @@ type waiter struct {
 // ref is the key's local entry (nil if it has none): its pending counts travel
 // in the same call and its view is refreshed from the reply. On an error the
 // caller decides by its failure mode and counts what it admits locally.
-func (s *Syncer) reserve(ctx context.Context, r *Rule, key string, ref handle, n int64) (Answer, error) {
+func (s *Syncer) reserve(ctx context.Context, r *windowRule, key string, ref handle, n int64) (syncport.Answer, error) {
 	if s.closed.Load() {
-		return Answer{}, ErrClosed
+		return syncport.Answer{}, syncport.ErrClosed
 	}
 	if !s.healthy.Load() {
-		return Answer{}, ErrUnavailable
+		return syncport.Answer{}, syncport.ErrUnavailable
 	}
 	if r == nil || r.s != s {
-		return Answer{}, errors.New("syncer: a rule of another syncer")
+		return syncport.Answer{}, errors.New("syncer: a rule of another syncer")
 	}
 	w := &waiter{id: keyID{rule: r, key: key}, ref: ref, n: n, done: make(chan struct{})}
 	s.mu.Lock()
@@ -96,12 +70,12 @@ func (s *Syncer) reserve(ctx context.Context, r *Rule, key string, ref handle, n
 		if w.state.CompareAndSwap(st, wAbandoned) {
 			switch {
 			case s.closed.Load():
-				return Answer{}, ErrClosed
+				return syncport.Answer{}, syncport.ErrClosed
 			case ctx.Err() != nil:
-				return Answer{}, ctx.Err()
+				return syncport.Answer{}, ctx.Err()
 			}
 			s.timedOut()
-			return Answer{}, ErrTimeout
+			return syncport.Answer{}, syncport.ErrTimeout
 		}
 	}
 }
@@ -113,13 +87,13 @@ func (s *Syncer) failWaiters(err error) {
 	s.urgent = nil
 	s.mu.Unlock()
 	for _, w := range ws {
-		s.finish(w, Answer{}, err)
+		s.finish(w, syncport.Answer{}, err)
 	}
 }
 
 // finish hands a result to a waiter that still waits; it reports whether the
 // waiter had given up instead.
-func (s *Syncer) finish(w *waiter, res Answer, err error) (abandoned bool) {
+func (s *Syncer) finish(w *waiter, res syncport.Answer, err error) (abandoned bool) {
 	for {
 		st := w.state.Load()
 		switch st {
@@ -177,7 +151,7 @@ func (s *Syncer) askEarly() {
 // leasing reports whether a sync of a key of rule r asks for a lease: on
 // rules with leases, except in a flush (Flush, Close), which ends every lease
 // so that the store counts what was admitted, and must not grant new ones.
-func (s *Syncer) leasing(r *Rule) bool { return r.leases && !s.flushing }
+func (s *Syncer) leasing(r *windowRule) bool { return r.leases && !s.flushing }
 
 // earlyItems drains the keys that asked for an early sync: each is synced
 // at once with a lease request (rules with leases), with no check waiting
@@ -246,7 +220,7 @@ func (s *Syncer) serveUrgent() {
 	}
 	if !s.healthy.Load() {
 		for _, w := range ws {
-			s.finish(w, Answer{}, ErrUnavailable)
+			s.finish(w, syncport.Answer{}, syncport.ErrUnavailable)
 		}
 		return
 	}
@@ -281,7 +255,7 @@ func (s *Syncer) serveUrgent() {
 		if err != nil && !s.healthy.Load() {
 			for _, it := range items[end:] {
 				for _, w := range it.ws {
-					s.finish(w, Answer{}, ErrUnavailable)
+					s.finish(w, syncport.Answer{}, syncport.ErrUnavailable)
 				}
 			}
 			break

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -51,7 +52,7 @@ func TestReserveAdmitsExactlyLimit(t *testing.T) {
 			ref := overCap(t, s, r, "k")
 
 			var mu sync.Mutex
-			var results []Answer
+			var results []syncport.Answer
 			var wg sync.WaitGroup
 			for g := 0; g < goroutines; g++ {
 				wg.Add(1)
@@ -154,7 +155,7 @@ func TestReserveErrors(t *testing.T) {
 	s2, err := newSyncer(testConfig(c, "B"), other)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s2.Close(context.Background()) })
-	_, err = s.reserve(ctxT(t, opTimeout), other.Rule, "k", nil, 1)
+	_, err = s.reserve(ctxT(t, opTimeout), other.windowRule, "k", nil, 1)
 	assert.Error(t, err, "a rule the syncer does not know")
 	_, err = s.reserve(ctxT(t, opTimeout), nil, "k", nil, 1)
 	assert.Error(t, err, "no rule")
@@ -177,11 +178,11 @@ func TestReserveErrors(t *testing.T) {
 
 	require.NoError(t, s.Close(ctxT(t, opTimeout)))
 	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
-	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, err, syncport.ErrClosed)
 }
 
 // TestReservePausedStore freezes the store while a reservation is in flight:
-// the caller gets ErrTimeout after about Config.Timeout and counts nothing
+// the caller gets syncport.ErrTimeout after about Config.Timeout and counts nothing
 // (its fallback is simulated by not counting); the store executes the call
 // once it resumes, and the syncer undoes that admission with a negative
 // correction, so the store's total is exactly what callers were told was
@@ -227,7 +228,7 @@ func TestReservePausedStore(t *testing.T) {
 			began := time.Now()
 			_, err := r.Reserve(context.Background(), "k", ref, 1)
 			took := time.Since(began)
-			require.ErrorIs(t, err, ErrTimeout)
+			require.ErrorIs(t, err, syncport.ErrTimeout)
 			assert.GreaterOrEqual(t, took, cfg.Timeout)
 			assert.Less(t, took, 5*cfg.Timeout)
 			if tc.waitFail {

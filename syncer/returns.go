@@ -24,18 +24,18 @@ import "time"
 // returnLag is how long after the end of a bucket of r its leases are
 // ended: long enough for the limiter's ticker, every millisecond, to have
 // published a time in the next bucket (Table.Release waits for it).
-func returnLag(r *Rule) int64 { return max(r.geo.Sub()/16, int64(2*time.Millisecond)) }
+func returnLag(r *windowRule) int64 { return max(r.geo.Sub()/16, int64(2*time.Millisecond)) }
 
 // returns reports whether r takes return passes: it takes leases, and the
 // cycles come less often than its buckets end.
-func (s *Syncer) returns(r *Rule) bool {
+func (s *Syncer) returns(r *windowRule) bool {
 	return r.leases && time.Duration(r.geo.Sub()) < s.cfg.Interval
 }
 
 // returnAt returns when (store time) the next return pass of r is due
 // after bucket r.returned: a lag after the start of the bucket of now, or of
 // the one after it if that bucket's pass has run.
-func returnAt(r *Rule, now int64) int64 {
+func returnAt(r *windowRule, now int64) int64 {
 	return r.geo.Start(passBucket(r, r.returned, now)) + returnLag(r)
 }
 

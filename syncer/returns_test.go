@@ -20,7 +20,7 @@ func TestReturnPass(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
 	geo, r, s, k := leasing(t, c)
-	require.True(t, s.returns(r.Rule))
+	require.True(t, s.returns(r.windowRule))
 	// The other instances admitted 450 in the bucket before: with the lease
 	// the key is near its limit (half of it or more), where the returns
 	// matter and a key cannot leave them for a later cycle.

@@ -7,111 +7,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/keyname"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
 )
 
-// Keys is one rule's local key state, as the syncer needs it: the keys
-// admitted to since the last drain, their unacknowledged counts, and where to
-// hand back what the store acknowledged and returned. localcache.Table
-// implements it. The syncer owns this interface; the local state does not
-// know the syncer.
-type Keys interface {
-	// Drain appends the keys admitted to since the last Drain. Only the
-	// syncer's loop calls it.
-	Drain(dst []handle) []handle
-	// Key returns h's key.
-	Key(h handle) string
-	// Pending appends h's unacknowledged counts in buckets still inside the
-	// window at now.
-	Pending(h handle, now int64, dst []window.Bucket) []window.Bucket
-	// Settle records a sync of h: the totals of buckets first, first+1, …
-	// as the store returned them (a lease granted is in them), the counts it
-	// acknowledged, and the lease it granted: lease.Count units in bucket
-	// lease.Index (0 units: none). It returns acknowledged units that are
-	// no longer pending (refunded after Pending read them), for a negative
-	// correction.
-	Settle(h handle, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket)
-	// Release ends h's lease of bucket j if that bucket is over at now (as
-	// the checks see the time too), or with force: the units it covered
-	// leave the pending counts (the store counted them at the grant), and
-	// the units it did not use are returned, for the syncer to push as a
-	// negative correction of bucket j. done is false while the bucket is
-	// not over (the lease stays); true once it is ended, or if h holds none.
-	Release(h handle, j, now int64, force bool) (unused int64, done bool)
-	// Want returns how many units h should ask the store to lease it at
-	// now: in proportion to what it has admitted in the current bucket, so
-	// that unused units, which count in the window until they are given
-	// back, stay below what it used; at least peak, the most units of a
-	// lease it used in a bucket of the window, but never past holdMost.
-	Want(h handle, now, peak int64) int64
-	// NextWant returns how many units h should ask the store to lease it
-	// at now in the bucket after the current one (ahead.go), given the
-	// most units of a lease it used in a bucket of the window: about what
-	// it admits in a bucket; 0 if a lease would not help it.
-	NextWant(h handle, now, peak int64) int64
-	// MarkDirty queues h for the next Drain again.
-	MarkDirty(h handle)
-	// Need reports whether h, drained by a cycle, needs a sync at now. A key
-	// that does not keeps its counts pending, and is parked (Park).
-	Need(h handle, now int64) bool
-	// Park takes h, which Need found in no need of a sync, off the dirty
-	// tracking until an admission takes it near its cap or its limit (or
-	// MarkDirty queues it).
-	Park(h handle)
-	// Unsynced appends every key with unacknowledged counts in the window at
-	// now, queued or not: a Flush syncs them all.
-	Unsynced(dst []handle, now int64) []handle
-	// Early appends the keys that asked for an early sync since the last
-	// call: an admission left them half of their local allowance or less.
-	// Only the syncer's loop calls it.
-	Early(dst []handle) []handle
-	// View appends h's window as last pulled from the store: the total of
-	// every bucket inside the window at now that holds a count, for a
-	// store that lost its data to be restored from (rebuild.go).
-	View(h handle, now int64, dst []window.Bucket) []window.Bucket
-	// Leased appends the units of h's leases, of a bucket in the window at
-	// now or of the next one, that no pull has brought into its View.
-	Leased(h handle, now int64, dst []window.Bucket) []window.Bucket
-	// Viewed appends every key whose View or Leased at now holds a count.
-	Viewed(dst []handle, now int64) []handle
-	// OnEarly sets the function a key's request for an early sync calls,
-	// once the key is queued; the syncer sets it when it adds the rule.
-	OnEarly(wake func())
-}
-
 // handle is an opaque reference to one key's local state: the syncer only
-// passes back what Keys gave it. It is an alias of any so that Keys can be
-// implemented without importing this package.
+// passes back what syncport.Keys gave it.
 type handle = any
 
-// RuleConfig describes one rule to the syncer.
-type RuleConfig struct {
-	// Name is the rule's name, part of its Redis keys.
-	Name string
-	// Geometry is the rule's window geometry; its sub-window must be a whole
-	// number of microseconds.
-	Geometry window.Sliding
-	// Limit is the rule's limit per window: reservations are decided
-	// against it.
-	Limit int64
-	// Keys is the rule's local key state.
-	Keys Keys
-	// Leases makes every per-key call of the rule ask the store for a lease
-	// (Eventual rules; see syncScript).
-	Leases bool
-}
-
-// Rule is one rule of a Syncer, created by New: its Redis key names and its
+// windowRule is one rule of a Syncer, created by New: its Redis key names and its
 // reservations.
-type Rule struct {
+type windowRule struct {
 	s     *Syncer
 	name  string
 	geo   window.Sliding
 	limit atomic.Int64 // SetLimit changes it
-	keys  Keys
+	keys  syncport.Keys
 
 	prefix string // "<prefix>:{<name>:"
-	suffix string // "}" + KeySuffix: "}:<sub µs>", or "}:<unit>@<zone>" for a calendar
+	suffix string // "}" + keyname.Suffix: "}:<sub µs>", or "}:<unit>@<zone>" for a calendar
 	ttlMs  int64
 	span   int
 	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
@@ -136,7 +51,7 @@ type Rule struct {
 	returned int64
 }
 
-func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
+func (s *Syncer) newRule(rc syncport.RuleConfig) (*windowRule, error) {
 	sub := rc.Geometry.Sub()
 	switch {
 	case rc.Keys == nil:
@@ -144,13 +59,13 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 	case sub < int64(time.Microsecond) || sub%int64(time.Microsecond) != 0:
 		return nil, fmt.Errorf("syncer: rule %q: sub-window %v is not a whole number of microseconds", rc.Name, time.Duration(sub))
 	}
-	r := &Rule{
+	r := &windowRule{
 		s:      s,
 		name:   rc.Name,
 		geo:    rc.Geometry,
 		keys:   rc.Keys,
 		prefix: s.cfg.Prefix + ":{" + rc.Name + ":",
-		suffix: "}" + KeySuffix(rc.Geometry),
+		suffix: "}" + keyname.Suffix(rc.Geometry),
 		cal:    rc.Geometry.Calendar(),
 		span:   rc.Geometry.Span(),
 		leases: rc.Leases,
@@ -172,9 +87,9 @@ func (s *Syncer) newRule(rc RuleConfig) (*Rule, error) {
 // one of the same name runs (a limiter replacing a rule whose geometry
 // changed) syncs beside it until the old one is retired; New refuses
 // duplicate names.
-func (s *Syncer) AddRule(rc RuleConfig) (*Rule, error) {
+func (s *Syncer) AddRule(rc syncport.RuleConfig) (syncport.WindowStore, error) {
 	if s.closed.Load() {
-		return nil, fmt.Errorf("syncer: rule %q: %w", rc.Name, ErrClosed)
+		return nil, fmt.Errorf("syncer: rule %q: %w", rc.Name, syncport.ErrClosed)
 	}
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()
@@ -193,7 +108,7 @@ func (s *Syncer) AddRule(rc RuleConfig) (*Rule, error) {
 // one last time (keys with something outstanding stay until it is
 // settled), then r is forgotten and a rule of the same name may be added.
 // Its table must take no more checks.
-func (r *Rule) Retire() {
+func (r *windowRule) Retire() {
 	s := r.s
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()
@@ -206,20 +121,6 @@ func (r *Rule) Retire() {
 	}
 }
 
-// KeySuffix returns what follows the hash tag in the Redis keys of a rule
-// of geometry geo (see keyName): ":<sub-window µs>", or for a calendar
-// quota ":<unit>@<zone>" (the calendar, not a length, keeps a rule whose
-// geometry changed from mixing buckets).
-func KeySuffix(geo window.Sliding) string {
-	if c := geo.Calendar(); c != nil {
-		return ":" + calendarUnits[c.Unit()] + "@" + c.Location().String()
-	}
-	return ":" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
-}
-
-// calendarUnits name a calendar's unit in its keys.
-var calendarUnits = [...]string{window.Day: "day", window.Week: "week", window.Month: "month"}
-
 // periodArg is a calendar period's bucket argument for the scripts, boxed.
 type periodArg struct {
 	k int64
@@ -229,7 +130,7 @@ type periodArg struct {
 // subArg returns the scripts' bucket argument at now (luaBucket): the
 // sub-window in µs, or for a calendar quota its period at now and the
 // period's bounds in µs, made once per period.
-func (r *Rule) subArg(now int64) any {
+func (r *windowRule) subArg(now int64) any {
 	if r.cal == nil {
 		return r.head[0]
 	}
@@ -244,7 +145,7 @@ func (r *Rule) subArg(now int64) any {
 }
 
 // limitValue returns the limit for a script call, boxed.
-func (r *Rule) limitValue() any {
+func (r *windowRule) limitValue() any {
 	if l := r.limit.Load(); r.limitArg == nil || l != r.limitBoxed {
 		r.limitArg, r.limitBoxed = l, l
 	}
@@ -252,11 +153,11 @@ func (r *Rule) limitValue() any {
 }
 
 // SetLimit changes the limit the store decides r's reservations against.
-func (r *Rule) SetLimit(limit int64) { r.limit.Store(limit) }
+func (r *windowRule) SetLimit(limit int64) { r.limit.Store(limit) }
 
 // ruleList returns the rules, and under the lock's hand-off the slice is
 // never written again (AddRule and Retire copy).
-func (s *Syncer) ruleList() []*Rule {
+func (s *Syncer) ruleList() []*windowRule {
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()
 	return s.rules
@@ -264,7 +165,7 @@ func (s *Syncer) ruleList() []*Rule {
 
 // drainList returns the rules to drain this cycle: the rules and those
 // retired since the last cycle, which it forgets.
-func (s *Syncer) drainList() []*Rule {
+func (s *Syncer) drainList() []*windowRule {
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()
 	if len(s.retired) == 0 {
@@ -276,46 +177,50 @@ func (s *Syncer) drainList() []*Rule {
 }
 
 // Healthy reports whether the rule's store is healthy (see Syncer.isHealthy).
-func (r *Rule) Healthy() bool { return r.s.isHealthy() }
+func (r *windowRule) Healthy() bool { return r.s.isHealthy() }
+
+// Health is the rule's Syncer's health, for the caller to load per check
+// (see Syncer.isHealthy).
+func (r *windowRule) Health() *atomic.Bool { return &r.s.healthy }
 
 // OldestHeartbeat is the rule's Syncer's oldestHeartbeat.
-func (r *Rule) OldestHeartbeat() int64 { return r.s.oldestHeartbeat() }
+func (r *windowRule) OldestHeartbeat() int64 { return r.s.oldestHeartbeat() }
 
 // Joining is the rule's Syncer's isJoining.
-func (r *Rule) Joining() bool { return r.s.isJoining() }
+func (r *windowRule) Joining() bool { return r.s.isJoining() }
 
 // InstanceTTL is how long a silent instance stays in the rule's Syncer's
 // registry (Config.InstanceTTL).
-func (r *Rule) InstanceTTL() time.Duration { return r.s.cfg.InstanceTTL }
+func (r *windowRule) InstanceTTL() time.Duration { return r.s.cfg.InstanceTTL }
 
 // Reserve asks the store to decide cost n for key and waits for the answer
 // (see Syncer.reserve).
-func (r *Rule) Reserve(ctx context.Context, key string, h handle, n int64) (Answer, error) {
+func (r *windowRule) Reserve(ctx context.Context, key string, h handle, n int64) (syncport.Answer, error) {
 	return r.s.reserve(ctx, r, key, h, n)
 }
 
 // Waited counts a check of the rule that had no local allowance left and is
 // handed to the store (Reserve), by why (Stats.Waits).
-func (r *Rule) Waited(why Why) {
-	if why < numWhy {
+func (r *windowRule) Waited(why syncport.Why) {
+	if why < syncport.NumWhy {
 		r.s.stats.waits[why].Add(1)
 	}
 }
 
 // keyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>"
 // ("...}:<unit>@<zone>" for a calendar quota),
-// with the key percent-encoded (see EncodeKey). The braces make it a Redis
+// with the key percent-encoded (see keyname.Encode). The braces make it a Redis
 // Cluster hash tag, so everything of one limiter key lives in one slot; the
 // sub-window length keeps rules whose geometry changed from mixing buckets.
-func (r *Rule) keyName(key string) string {
+func (r *windowRule) keyName(key string) string {
 	b := r.appendKeyName(make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8), key)
 	return string(b)
 }
 
 // appendKeyName appends the Redis key of a limiter key (see keyName) to dst.
-func (r *Rule) appendKeyName(dst []byte, key string) []byte {
+func (r *windowRule) appendKeyName(dst []byte, key string) []byte {
 	dst = append(dst, r.prefix...)
-	dst = EncodeKey(dst, key)
+	dst = keyname.Encode(dst, key)
 	return append(dst, r.suffix...)
 }
 
@@ -325,4 +230,4 @@ func (r *Rule) appendKeyName(dst []byte, key string) []byte {
 // other bucket and holds about span fields, as the sync script keeps it
 // (per-key bookkeeping fields make it clean at every new bucket: one HKEYS
 // per key per sub-window).
-func (r *Rule) fieldBound() int { return r.span + 1 }
+func (r *windowRule) fieldBound() int { return r.span + 1 }

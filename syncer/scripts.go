@@ -9,7 +9,7 @@ import (
 // luaBucket defines bucket_of(now, arg), the scripts' bucket of the
 // store's time now (µs) and its phase: arg is the rule's sub-window in µs
 // (the bucket is ⌊now/sub⌋), or for a calendar quota "c<k>,<start>,<end>",
-// the period the caller's clock is in and its bounds in µs (Rule.subArg):
+// the period the caller's clock is in and its bounds in µs (windowRule.subArg):
 // the store's clock, a few milliseconds off the caller's at most, is in
 // that period, or in the one after it past its end, or before it before
 // its start. The period index is the bucket; the caller computes the

@@ -2,58 +2,13 @@ package syncer
 
 import (
 	"sync/atomic"
-	"time"
-)
 
-// Stats are counters since New.
-type Stats struct {
-	Cycles        int64         // full sync cycles run
-	UrgentCycles  int64         // out-of-cycle syncs run for reservations (checks that waited)
-	EarlySyncs    int64         // keys synced early, in the background, before their checks ran out of local allowance (leases asked ahead of a bucket included)
-	KeySyncs      int64         // keys pushed and pulled (per-key calls and bulk-path keys answered)
-	Deferred      int64         // dirty keys a cycle left for later: far from their limit and their cap (Keys.Need)
-	Reservations  int64         // reservations decided by the store
-	RoundTrips    int64         // pipelines and single calls sent
-	Commands      int64         // commands sent (script calls, bulk-path pulls and heartbeats)
-	Failures      int64         // round trips that failed
-	Corrections   int64         // correction counts pushed
-	Retried       int64         // batches resent after an ambiguous failure
-	LastCycle     time.Duration // duration of the last full cycle
-	LastCycleKeys int64         // keys synced in the last full cycle
-	Instances     int64         // N̂ at the last heartbeat
-	Offset        time.Duration // store clock minus local clock
-	Healthy       bool          // the last round trip to the store succeeded
-	Waits         Waits         // checks handed to the store for want of local allowance, by why (Rule.Waited)
-	Rebuilds      int64         // losses of the store's data seen (a new epoch), each followed by a restore of the keys in view (rebuild.go)
-}
-
-// Waits counts the checks of Eventual keys that had no local allowance left
-// and waited for the store, by why, as the caller saw the key's state when
-// it handed the check over (Rule.Waited).
-type Waits struct {
-	Near  int64 // the window held 0.9·L or more with the check: no lease from the last tenth, the cap alone
-	New   int64 // a key never synced here: its first admissions used its cap before its first sync came back
-	Start int64 // a key whose lease was of an earlier bucket: the current one started on the cap alone
-	Lease int64 // a key whose lease of the current bucket and cap ran out before more came
-	Cap   int64 // a key without a lease whose cap ran out before a sync came back
-}
-
-// Why is why a check waited for the store, for Rule.Waited.
-type Why uint8
-
-// The reasons of Waits, in its order.
-const (
-	WaitNear Why = iota
-	WaitNew
-	WaitStart
-	WaitLease
-	WaitCap
-	numWhy
+	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // counters are the Stats counters, updated as the syncer goes.
 type counters struct {
 	cycles, urgentCycles, earlySyncs, deferred, keySyncs, reservations, roundTrips, commands,
 	failures, corrections, retried, lastCycle, lastCycleKeys, rebuilds atomic.Int64
-	waits [numWhy]atomic.Int64
+	waits [syncport.NumWhy]atomic.Int64
 }

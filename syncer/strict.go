@@ -9,10 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/keyname"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/policy"
 )
 
-// GCRARule and LogRule are the Strict rules of the per-key algorithms
+// gcraRule and logRule are the Strict rules of the per-key algorithms
 // (TokenBucket and GCRA, SlidingLog): every check is one call of the
 // algorithm's own script (gcrascript.go, logscript.go), which decides it on
 // the store's clock (Redis TIME inside the script) and the key's state in
@@ -22,7 +24,7 @@ import (
 // deadline, whichever comes first, whether or not the client's socket reads
 // honour context deadlines.
 //
-// A check whose wait ends before the reply (ErrTimeout, a cancelled
+// A check whose wait ends before the reply (syncport.ErrTimeout, a cancelled
 // context) may still have been admitted by the store: the store then
 // counts a unit the caller did not get, which errs on the safe side. A
 // failed round trip other than a Redis error reply marks the store
@@ -34,7 +36,7 @@ import (
 // parameters change does not read a state of other units; the braces make
 // the key its own Redis Cluster hash tag, as the window rules' keys.
 
-// strictRule is what GCRARule and LogRule share: the syncer, the key names.
+// strictRule is what gcraRule and logRule share: the syncer, the key names.
 type strictRule struct {
 	s      *Syncer
 	prefix string // "<prefix>:{<name>:"
@@ -49,7 +51,7 @@ func (s *Syncer) newStrict(name, kind string) strictRule {
 func (r *strictRule) KeyName(key string) string {
 	b := make([]byte, 0, len(r.prefix)+len(key)+len(r.suffix)+8)
 	b = append(b, r.prefix...)
-	b = EncodeKey(b, key)
+	b = keyname.Encode(b, key)
 	b = append(b, r.suffix...)
 	return string(b)
 }
@@ -59,10 +61,10 @@ func (r *strictRule) KeyName(key string) string {
 func (r *strictRule) call(ctx context.Context, script *redis.Script, key string, args ...any) ([]int64, error) {
 	s := r.s
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, syncport.ErrClosed
 	}
 	if !s.healthy.Load() {
-		return nil, ErrUnavailable
+		return nil, syncport.ErrUnavailable
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -109,58 +111,47 @@ func (r *strictRule) call(ctx context.Context, script *redis.Script, key string,
 			}
 			// The cause is not wrapped: a deadline of the round trip's own
 			// is not the caller's context ending.
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, rep.err)
+			return nil, fmt.Errorf("%w: %v", syncport.ErrUnavailable, rep.err)
 		}
 		return rep.v, nil
 	case <-timer.C:
 		s.timedOut()
-		return nil, ErrTimeout
+		return nil, syncport.ErrTimeout
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.done:
-		return nil, ErrClosed
+		return nil, syncport.ErrClosed
 	}
 }
 
 // storeTime turns the script's TIME (seconds, microseconds) into ns.
 func storeTime(sec, usec int64) int64 { return sec*int64(time.Second) + usec*int64(time.Microsecond) }
 
-// GCRARule is a TokenBucket or GCRA rule in Strict mode: each check is one
+// gcraRule is a TokenBucket or GCRA rule in Strict mode: each check is one
 // call of gcraScript.
-type GCRARule struct {
+type gcraRule struct {
 	strictRule
 	interval int64
 	tau      int64
 }
 
-// GCRAAnswer is the store's decision on a check of a GCRARule.
-type GCRAAnswer struct {
-	// Admitted reports whether the store admitted the cost.
-	Admitted bool
-	// At is the store's time of the decision, in ns (Redis TIME: whole µs).
-	At int64
-	// TAT is the key's theoretical arrival time after the decision, in ns:
-	// At plus its debt, and At for a full bucket. It counts the units
-	// leased as taken.
-	TAT int64
-	// Leased is the units leased to the caller with the admission (Lease).
-	Leased int64
-}
-
-// AddGCRA returns the Strict rule named name of a GCRA with emission
-// interval (ns) and burst: its keys' states are kept in the store. It may
-// be called before or after Start.
-func (s *Syncer) AddGCRA(name string, interval, burst int64) (*GCRARule, error) {
-	return s.AddSharedGCRA(name, interval, burst, burst)
-}
-
-// AddSharedGCRA returns the rule named name of a GCRA with emission interval
-// (ns) and burst whose store decides on a capacity of store units instead
-// (window.SharedBucket: an Eventual rule, whose instances hold leases). Its
-// keys are those of the Strict rule of the same interval and burst, so a
+// AddGCRA returns the rule named name of a GCRA with emission interval (ns)
+// and burst, whose keys' states are kept in the store. The store decides on
+// a capacity of store units: burst for a Strict rule; for an Eventual rule,
+// whose instances hold leases, the shared bucket's (window.SharedBucket).
+// Its keys are those of the Strict rule of the same interval and burst, so a
 // rule that changes mode keeps its keys' states. It may be called before or
 // after Start.
-func (s *Syncer) AddSharedGCRA(name string, interval, burst, store int64) (*GCRARule, error) {
+func (s *Syncer) AddGCRA(name string, interval, burst, store int64) (syncport.GCRAStore, error) {
+	r, err := s.addGCRA(name, interval, burst, store)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// addGCRA is AddGCRA with the rule's concrete type.
+func (s *Syncer) addGCRA(name string, interval, burst, store int64) (*gcraRule, error) {
 	switch {
 	case interval < 1 || burst < 1 || store < 1:
 		return nil, fmt.Errorf("syncer: rule %q: GCRA interval %d ns, burst %d and store capacity %d must be positive", name, interval, burst, store)
@@ -168,12 +159,12 @@ func (s *Syncer) AddSharedGCRA(name string, interval, burst, store int64) (*GCRA
 		return nil, fmt.Errorf("syncer: rule %q: Burst·Interval %d·%v exceeds %v", name, max(burst, store), time.Duration(interval), policy.MaxStrictTolerance)
 	}
 	kind := "gcra:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(burst, 10)
-	return &GCRARule{strictRule: s.newStrict(name, kind), interval: interval, tau: store * interval}, nil
+	return &gcraRule{strictRule: s.newStrict(name, kind), interval: interval, tau: store * interval}, nil
 }
 
 // Decide asks the store to decide cost n for key; with peek it decides
 // nothing and records nothing, and Admitted reports whether one unit fits.
-func (r *GCRARule) Decide(ctx context.Context, key string, n int64, peek bool) (GCRAAnswer, error) {
+func (r *gcraRule) Decide(ctx context.Context, key string, n int64, peek bool) (syncport.GCRAAnswer, error) {
 	p := "0"
 	if peek {
 		p, n = "1", 1
@@ -185,7 +176,7 @@ func (r *GCRARule) Decide(ctx context.Context, key string, n int64, peek bool) (
 // lease up to want more units (as many as the bucket holds after n): they
 // are taken from the key's bucket in the same step, and Leased says how
 // many. A call whose wait ends before the reply may still have taken them.
-func (r *GCRARule) lease(ctx context.Context, key string, n, want int64) (GCRAAnswer, error) {
+func (r *gcraRule) lease(ctx context.Context, key string, n, want int64) (syncport.GCRAAnswer, error) {
 	return r.run(ctx, key, n, "0", max(want, 0))
 }
 
@@ -197,7 +188,7 @@ func (r *GCRARule) lease(ctx context.Context, key string, n, want int64) (GCRAAn
 // owed, units the failure mode admitted for key meanwhile: the store takes
 // them from the bucket first, whatever it decides, so that the units it
 // refilled while it did not answer are not spent twice.
-func (r *GCRARule) LeaseAbove(ctx context.Context, key string, n, want, tat, owed int64) (GCRAAnswer, error) {
+func (r *gcraRule) LeaseAbove(ctx context.Context, key string, n, want, tat, owed int64) (syncport.GCRAAnswer, error) {
 	if tat <= 0 && owed == 0 {
 		return r.lease(ctx, key, n, want)
 	}
@@ -208,74 +199,65 @@ func (r *GCRARule) LeaseAbove(ctx context.Context, key string, n, want, tat, owe
 
 // run calls gcraScript, with a floor's seconds and nanoseconds and a charge
 // if given.
-func (r *GCRARule) run(ctx context.Context, key string, n int64, peek string, want int64, floor ...any) (GCRAAnswer, error) {
+func (r *gcraRule) run(ctx context.Context, key string, n int64, peek string, want int64, floor ...any) (syncport.GCRAAnswer, error) {
 	v, err := r.call(ctx, gcraScript, key, append([]any{r.interval, r.tau, n, peek, want}, floor...)...)
 	if err != nil {
-		return GCRAAnswer{}, err
+		return syncport.GCRAAnswer{}, err
 	}
 	return gcraAnswer(v)
 }
 
 // gcraAnswer reads gcraScript's reply.
-func gcraAnswer(v []int64) (GCRAAnswer, error) {
+func gcraAnswer(v []int64) (syncport.GCRAAnswer, error) {
 	if len(v) != 5 {
-		return GCRAAnswer{}, fmt.Errorf("syncer: gcra script: unexpected reply %v", v)
+		return syncport.GCRAAnswer{}, fmt.Errorf("syncer: gcra script: unexpected reply %v", v)
 	}
 	at := storeTime(v[1], v[2])
-	return GCRAAnswer{Admitted: v[0] == 1, At: at, TAT: at + v[3], Leased: v[4]}, nil
+	return syncport.GCRAAnswer{Admitted: v[0] == 1, At: at, TAT: at + v[3], Leased: v[4]}, nil
 }
 
-// LogRule is a SlidingLog rule in Strict mode: each check is one call of
+// logRule is a SlidingLog rule in Strict mode: each check is one call of
 // logScript.
-type LogRule struct {
+type logRule struct {
 	strictRule
 	windowUs int64
 	limit    int64
 }
 
-// LogAnswer is the store's decision on a check of a LogRule, with the log as
-// it was after it.
-type LogAnswer struct {
-	// Admitted reports whether the store admitted the cost.
-	Admitted bool
-	// At is the store's time of the decision, in ns (whole µs).
-	At int64
-	// Count is the units in the window (At−Window, At] after the decision.
-	Count int64
-	// Newest is the time of the newest unit in the window, in ns; -1 if
-	// there is none.
-	Newest int64
-	// Retry is, for a denial of a cost of at most Limit, the time of the
-	// unit whose leaving the window makes room for the cost, in ns; -1
-	// otherwise.
-	Retry int64
-}
-
 // AddLog returns the Strict rule named name of a sliding log of limit
 // units per window (a whole number of µs): its keys' logs are kept in the
 // store. It may be called before or after Start.
-func (s *Syncer) AddLog(name string, window time.Duration, limit int64) (*LogRule, error) {
+func (s *Syncer) AddLog(name string, window time.Duration, limit int64) (syncport.LogStore, error) {
+	r, err := s.addLog(name, window, limit)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// addLog is AddLog with the rule's concrete type.
+func (s *Syncer) addLog(name string, window time.Duration, limit int64) (*logRule, error) {
 	if window < time.Microsecond || window%time.Microsecond != 0 || limit < 1 {
 		return nil, fmt.Errorf("syncer: rule %q: sliding log of %d per %v: the window must be a positive whole number of µs, the limit positive", name, limit, window)
 	}
 	us := int64(window / time.Microsecond)
-	return &LogRule{strictRule: s.newStrict(name, "log:"+strconv.FormatInt(us, 10)), windowUs: us, limit: limit}, nil
+	return &logRule{strictRule: s.newStrict(name, "log:"+strconv.FormatInt(us, 10)), windowUs: us, limit: limit}, nil
 }
 
 // Decide asks the store to decide cost n for key; with peek it decides
 // nothing and records nothing (expired units may still be dropped), and
 // Admitted reports whether one unit fits.
-func (r *LogRule) Decide(ctx context.Context, key string, n int64, peek bool) (LogAnswer, error) {
+func (r *logRule) Decide(ctx context.Context, key string, n int64, peek bool) (syncport.LogAnswer, error) {
 	p := "0"
 	if peek {
 		p, n = "1", 1
 	}
 	v, err := r.call(ctx, logScript, key, r.windowUs, r.limit, n, p)
 	if err != nil {
-		return LogAnswer{}, err
+		return syncport.LogAnswer{}, err
 	}
 	if len(v) != 5 {
-		return LogAnswer{}, fmt.Errorf("syncer: log script: unexpected reply %v", v)
+		return syncport.LogAnswer{}, fmt.Errorf("syncer: log script: unexpected reply %v", v)
 	}
 	us := func(x int64) int64 {
 		if x < 0 {
@@ -283,5 +265,5 @@ func (r *LogRule) Decide(ctx context.Context, key string, n int64, peek bool) (L
 		}
 		return x * int64(time.Microsecond)
 	}
-	return LogAnswer{Admitted: v[0] == 1, At: us(v[1]), Count: v[2], Newest: us(v[3]), Retry: us(v[4])}, nil
+	return syncport.LogAnswer{Admitted: v[0] == 1, At: us(v[1]), Count: v[2], Newest: us(v[3]), Retry: us(v[4])}, nil
 }

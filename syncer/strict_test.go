@@ -51,7 +51,7 @@ func TestGCRAScriptMatchesReference(t *testing.T) {
 			cfg.Prefix = "gcra" + strconv.Itoa(i)
 			s := startSyncer(t, cfg)
 			g := window.NewGCRA(tc.window, tc.limit, tc.burst)
-			r, err := s.AddGCRA("g", g.Interval(), g.Burst())
+			r, err := s.addGCRA("g", g.Interval(), g.Burst(), g.Burst())
 			require.NoError(t, err)
 			rng := rand.New(rand.NewPCG(7, uint64(i)))
 			tats := map[string]int64{}
@@ -109,7 +109,7 @@ func TestLogScriptMatchesReference(t *testing.T) {
 			cfg := testConfig(client, "l")
 			cfg.Prefix = "log" + strconv.Itoa(i)
 			s := startSyncer(t, cfg)
-			r, err := s.AddLog("l", tc.window, tc.limit)
+			r, err := s.addLog("l", tc.window, tc.limit)
 			require.NoError(t, err)
 			ref, err := localcache.NewLogTable(tc.window, tc.limit, localcache.NewKeys(100))
 			require.NoError(t, err)
@@ -166,9 +166,9 @@ func TestStrictRulesCluster(t *testing.T) {
 	cc := cl.Client(t)
 	ctx := ctxT(t, opTimeout)
 	s := startSyncer(t, testConfig(cc, "A"))
-	g, err := s.AddGCRA("bucket", int64(time.Minute), 3)
+	g, err := s.addGCRA("bucket", int64(time.Minute), 3, 3)
 	require.NoError(t, err)
-	l, err := s.AddLog("log", time.Hour, 4)
+	l, err := s.addLog("log", time.Hour, 4)
 	require.NoError(t, err)
 
 	masters := map[string]bool{}

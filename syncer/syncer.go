@@ -6,13 +6,13 @@
 //
 // It works one atomic step per key, batched in pipelines, and also runs the
 // live-instance registry and the store-clock offset. It knows a rule's keys
-// only through the Keys interface (package localcache implements it), and
-// publishes what it learns of the fleet (Fleet, Changed) rather than calling
-// back into its user.
+// only through the syncport.Keys interface (localcache.Table.SyncKeys
+// implements it), and publishes what it learns of the fleet (Fleet,
+// Changed) rather than calling back into its user.
 //
 // # Protocol
 //
-// Every limiter key is one Redis hash (see Rule.keyName) whose fields are bucket
+// Every limiter key is one Redis hash (see windowRule.keyName) whose fields are bucket
 // indices. Once a SyncInterval, and at once when a check asks for it (urgent
 // syncs), the syncer drains the keys admitted to since its last pass and sends,
 // per key, one call of a Lua script that adds this instance's unacknowledged
@@ -67,18 +67,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/keyname"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/window"
-)
-
-// Errors returned by Reserve.
-var (
-	// ErrUnavailable means the store could not be reached, or is marked
-	// unhealthy.
-	ErrUnavailable = errors.New("syncer: store unavailable")
-	// ErrTimeout means the store did not answer within the timeout.
-	ErrTimeout = errors.New("syncer: store did not answer in time")
-	// ErrClosed means the syncer was closed.
-	ErrClosed = errors.New("syncer: closed")
 )
 
 // Config configures a Syncer.
@@ -101,22 +92,17 @@ type Config struct {
 	// InstanceTTL is how long a silent instance stays in the registry;
 	// default max(3s, 10·Interval).
 	InstanceTTL time.Duration
-	// Clock is the local clock; nil means the system clock, read through
-	// its monotonic reading (immune to wall-clock steps). The store clock is
-	// this clock plus the offset measured at every heartbeat.
-	Clock Clock
+	// Clock is the local clock (Now returns the current local time); nil
+	// means the system clock, read through its monotonic reading (immune to
+	// wall-clock steps). The store clock is this clock plus the offset
+	// measured at every heartbeat.
+	Clock interface{ Now() time.Time }
 	// Observer, if not nil, hears the cycles, urgent round trips, store
 	// errors and over-limit pulls (telemetry).
-	Observer Observer
+	Observer syncport.Observer
 
 	// perKey forces the per-key path on a standalone store (tests).
 	perKey bool
-}
-
-// Clock is a source of local time.
-type Clock interface {
-	// Now returns the current local time.
-	Now() time.Time
 }
 
 // Syncer is the background sync of one limiter. Its methods are safe for
@@ -124,9 +110,9 @@ type Clock interface {
 type Syncer struct {
 	cfg     Config
 	rulesMu sync.Mutex
-	rules   []*Rule // copied on write: a slice handed out is never written
-	retired []*Rule // to drain once more, then forget
-	reg     string  // registry key
+	rules   []*windowRule // copied on write: a slice handed out is never written
+	retired []*windowRule // to drain once more, then forget
+	reg     string        // registry key
 	base    time.Time
 	baseN   int64 // base as Unix ns
 
@@ -165,7 +151,7 @@ type Syncer struct {
 	longWaits func() uint64
 
 	fleetMu sync.Mutex
-	fleet   Fleet
+	fleet   syncport.Fleet
 	changed chan struct{}
 
 	mu      sync.Mutex
@@ -247,13 +233,13 @@ type Syncer struct {
 }
 
 type keyID struct {
-	rule *Rule
+	rule *windowRule
 	key  string
 }
 
-// New returns a Syncer for rules. Call Start to register and begin syncing;
-// Rule returns the handle of each rule.
-func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
+// New returns a Syncer for rules. Call Start to register and begin
+// syncing; AddRule adds a rule later and returns its handle.
+func New(cfg Config, rules ...syncport.RuleConfig) (*Syncer, error) {
 	switch {
 	case cfg.Client == nil:
 		return nil, errors.New("syncer: Client is nil")
@@ -302,11 +288,11 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 	s.bulk = s.standalone && !cfg.perKey
 	s.epochKey = epochKey(cfg.Prefix)
 	for i := range s.markers {
-		s.markers[i] = string(EncodeKey([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
+		s.markers[i] = string(keyname.Encode([]byte(cfg.Prefix+":bulk:"), cfg.InstanceID)) + ":" + strconv.Itoa(i)
 	}
 	s.markerTTL.Store(max(s.markerTTL.Load(), 2*cfg.InstanceTTL.Milliseconds()))
 	s.instances.Store(1)
-	s.fleet = Fleet{Instances: 1}
+	s.fleet = syncport.Fleet{Instances: 1}
 	return s, nil
 }
 
@@ -316,7 +302,7 @@ func New(cfg Config, rules ...RuleConfig) (*Syncer, error) {
 // limiter works on its failure mode meanwhile.
 func (s *Syncer) Start(ctx context.Context) error {
 	if s.closed.Load() {
-		return ErrClosed
+		return syncport.ErrClosed
 	}
 	var err error
 	if s.checked.Load() {
@@ -351,12 +337,9 @@ func (s *Syncer) localTime() time.Time {
 	return time.Now()
 }
 
-// Offset returns the store clock minus the local clock.
-func (s *Syncer) Offset() time.Duration { return time.Duration(s.offset.Load()) }
-
 // Stats returns the counters.
-func (s *Syncer) Stats() Stats {
-	return Stats{
+func (s *Syncer) Stats() syncport.Stats {
+	return syncport.Stats{
 		Cycles:        s.stats.cycles.Load(),
 		UrgentCycles:  s.stats.urgentCycles.Load(),
 		EarlySyncs:    s.stats.earlySyncs.Load(),
@@ -371,15 +354,15 @@ func (s *Syncer) Stats() Stats {
 		LastCycle:     time.Duration(s.stats.lastCycle.Load()),
 		LastCycleKeys: s.stats.lastCycleKeys.Load(),
 		Instances:     s.instances.Load(),
-		Offset:        s.Offset(),
+		Offset:        time.Duration(s.offset.Load()),
 		Healthy:       s.healthy.Load(),
 		Rebuilds:      s.stats.rebuilds.Load(),
-		Waits: Waits{
-			Near:  s.stats.waits[WaitNear].Load(),
-			New:   s.stats.waits[WaitNew].Load(),
-			Start: s.stats.waits[WaitStart].Load(),
-			Lease: s.stats.waits[WaitLease].Load(),
-			Cap:   s.stats.waits[WaitCap].Load(),
+		Waits: syncport.Waits{
+			Near:  s.stats.waits[syncport.WhyNear].Load(),
+			New:   s.stats.waits[syncport.WhyNew].Load(),
+			Start: s.stats.waits[syncport.WhyStart].Load(),
+			Lease: s.stats.waits[syncport.WhyLease].Load(),
+			Cap:   s.stats.waits[syncport.WhyCap].Load(),
 		},
 	}
 }
@@ -388,13 +371,13 @@ func (s *Syncer) Stats() Stats {
 // pushed and every key's totals pulled, unless the store fails.
 func (s *Syncer) Flush(ctx context.Context) error {
 	if s.closed.Load() || !s.running.Load() {
-		return ErrClosed
+		return syncport.ErrClosed
 	}
 	ch := make(chan error, 1)
 	select {
 	case s.flushReq <- flushRequest{err: ch}:
 	case <-s.stopped:
-		return ErrClosed
+		return syncport.ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -407,7 +390,7 @@ func (s *Syncer) Flush(ctx context.Context) error {
 }
 
 // Close flushes, stops the loop and removes the instance from the registry.
-// Waiting reservations fail with ErrClosed. It is idempotent.
+// Waiting reservations fail with syncport.ErrClosed. It is idempotent.
 //
 // Close waits for the final flush until ctx ends. Then it cancels the store
 // round trip in flight: a client whose socket reads ignore context deadlines
@@ -438,7 +421,7 @@ func (s *Syncer) Close(ctx context.Context) error {
 		close(s.done)
 		<-s.stopped
 	}
-	s.failWaiters(ErrClosed)
+	s.failWaiters(syncport.ErrClosed)
 	if s.healthy.Load() {
 		if derr := s.deregister(ctx); err == nil {
 			err = derr

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -23,23 +24,23 @@ func TestNewValidates(t *testing.T) {
 	ok := testConfig(c, "a")
 	geo := midGeometry(4)
 	tab := newTable(t, geo, 10, 0)
-	rule := RuleConfig{Name: "api", Geometry: geo, Limit: 10, Keys: tab}
+	rule := syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 10, Keys: tab.SyncKeys()}
 	noKeys := rule
 	noKeys.Keys = nil
 	other := rule
-	other.Keys = newTable(t, geo, 10, 0)
+	other.Keys = newTable(t, geo, 10, 0).SyncKeys()
 	cases := []struct {
 		name  string
 		edit  func(*Config)
-		rules []RuleConfig
+		rules []syncport.RuleConfig
 	}{
 		{"no client", func(c *Config) { c.Client = nil }, nil},
 		{"no prefix", func(c *Config) { c.Prefix = "" }, nil},
 		{"no instance", func(c *Config) { c.InstanceID = "" }, nil},
 		{"zero interval", func(c *Config) { c.Interval = 0 }, nil},
 		{"negative timeout", func(c *Config) { c.Timeout = -1 }, nil},
-		{"rule without keys", func(*Config) {}, []RuleConfig{noKeys}},
-		{"duplicate rule name", func(*Config) {}, []RuleConfig{rule, other}},
+		{"rule without keys", func(*Config) {}, []syncport.RuleConfig{noKeys}},
+		{"duplicate rule name", func(*Config) {}, []syncport.RuleConfig{rule, other}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,11 +58,11 @@ func TestNewValidates(t *testing.T) {
 	assert.Equal(t, max(time.Second, 2*ok.Interval), s.cfg.OpTimeout)
 	assert.Equal(t, 256, s.cfg.Batch)
 	assert.Equal(t, max(3*time.Second, 10*ok.Interval), s.cfg.InstanceTTL)
-	assert.ErrorIs(t, s.Flush(context.Background()), ErrClosed, "Flush before Start")
+	assert.ErrorIs(t, s.Flush(context.Background()), syncport.ErrClosed, "Flush before Start")
 	require.NoError(t, s.Close(context.Background()), "Close of a syncer never started")
 	_ = s.Start(ctxT(t, opTimeout))
 	assert.False(t, s.running.Load(), "Start after Close must not run the loop")
-	assert.ErrorIs(t, s.Flush(context.Background()), ErrClosed)
+	assert.ErrorIs(t, s.Flush(context.Background()), syncport.ErrClosed)
 }
 
 // TestFlushPushesAndPulls admits on real tables, flushes and checks the
@@ -227,7 +228,7 @@ func TestTwoInstancesConverge(t *testing.T) {
 			// sees one instance.
 			require.NoError(t, b.Close(ctxT(t, opTimeout)))
 			require.NoError(t, b.Close(ctxT(t, opTimeout)), "Close is idempotent")
-			assert.ErrorIs(t, b.Flush(ctxT(t, opTimeout)), ErrClosed)
+			assert.ErrorIs(t, b.Flush(ctxT(t, opTimeout)), syncport.ErrClosed)
 			flush(t, a)
 			assert.Equal(t, 1, a.instanceCount())
 		})

@@ -14,14 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // redisKey is the Redis key of a limiter key (see the syncer's Rule.keyName).
 func redisKey(prefix string, rule policy.Rule, key string) string {
-	return prefix + ":{" + rule.Name + ":" + string(syncer.EncodeKey(nil, key)) + "}:" + strconv.FormatInt(rule.SubWindow().Microseconds(), 10)
+	return prefix + ":{" + rule.Name + ":" + string(keyname.Encode(nil, key)) + "}:" + strconv.FormatInt(rule.SubWindow().Microseconds(), 10)
 }
 
 // keyTotal returns the sum of the bucket counts Redis holds for a limiter key

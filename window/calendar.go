@@ -61,8 +61,8 @@ func (c *Calendar) Unit() Unit { return c.unit }
 // Location returns the calendar's time zone.
 func (c *Calendar) Location() *time.Location { return c.loc }
 
-// Longest returns an upper bound on the length of a period.
-func (c *Calendar) Longest() time.Duration { return longest[c.unit] }
+// longestPeriod returns an upper bound on the length of a period.
+func (c *Calendar) longestPeriod() time.Duration { return longest[c.unit] }
 
 // Index returns the period that holds t (ns since the Unix epoch).
 func (c *Calendar) Index(t int64) int64 {
@@ -80,8 +80,8 @@ func (c *Calendar) Bounds(k int64) (start, end int64) {
 	return c.first(k), c.first(k + 1)
 }
 
-// Start returns the start of period k, ns: the end of period k−1.
-func (c *Calendar) Start(k int64) int64 {
+// start returns the start of period k, ns: the end of period k−1.
+func (c *Calendar) start(k int64) int64 {
 	s, _ := c.Bounds(k)
 	return s
 }

@@ -106,7 +106,7 @@ func TestCalendarContiguous(t *testing.T) {
 					k := c.Index(at)
 					start, end := c.Bounds(k)
 					require.True(t, start <= at && at < end, "%v not in period %d [%v, %v)", time.Unix(0, at).In(loc), k, time.Unix(0, start).In(loc), time.Unix(0, end).In(loc))
-					require.LessOrEqual(t, end-start, int64(c.Longest()))
+					require.LessOrEqual(t, end-start, int64(window.LongestPeriod(c)))
 					if prevEnd != 0 && k != prevK {
 						require.Equal(t, prevK+1, k, "periods are consecutive")
 						require.Equal(t, prevEnd, start, "no gap or overlap")

@@ -108,9 +108,9 @@ func NewFixed(window time.Duration) Sliding {
 // NewCalendarWindow returns the geometry of a calendar quota: a fixed
 // window whose buckets are the periods of c (bucket k is period k, from
 // c.Bounds(k)) rather than intervals of one length. Sub and
-// Window return c.Longest(), an upper bound on a period's length.
+// Window return the longest a period of c can be.
 func NewCalendarWindow(c *Calendar) Sliding {
-	return Sliding{sub: int64(c.Longest()), buckets: 1, fixed: true, cal: c}
+	return Sliding{sub: int64(c.longestPeriod()), buckets: 1, fixed: true, cal: c}
 }
 
 // Calendar returns the calendar of a calendar quota's geometry, nil for
@@ -120,7 +120,7 @@ func (s Sliding) Calendar() *Calendar { return s.cal }
 // Start returns the start of bucket j: j·w, or a calendar period's start.
 func (s Sliding) Start(j int64) int64 {
 	if s.cal != nil {
-		return s.cal.Start(j)
+		return s.cal.start(j)
 	}
 	return j * s.sub
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // Concurrency: -instances limiters (at least 2) share an InFlight rule of
@@ -168,7 +168,7 @@ func (m *concMeasured) verdict() ([]concCheck, bool) {
 
 // concZKey is the store key of a key's leases under the profile's rule.
 func concZKey(prefix, key string) string {
-	return string(syncer.EncodeKey([]byte(prefix+":inflight:{"+concRule+":"), key)) + "}"
+	return string(keyname.Encode([]byte(prefix+":inflight:{"+concRule+":"), key)) + "}"
 }
 
 // concInstance is one instance of the concurrency profile.

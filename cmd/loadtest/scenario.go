@@ -20,8 +20,8 @@ import (
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // fleetConfig builds the fleet configuration of one scenario.
@@ -416,7 +416,7 @@ func localBytesPerKey(rule policy.Rule, n int) float64 {
 // layout"); the syncer does not export it for a rule outside a limiter.
 func redisKeyName(prefix string, rule policy.Rule, key string) string {
 	b := []byte(prefix + ":{" + rule.Name + ":")
-	b = syncer.EncodeKey(b, key)
+	b = keyname.Encode(b, key)
 	switch rule.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
 		return string(b) + "}:gcra:" + strconv.FormatInt(int64(rule.Interval()), 10) + ":" + strconv.FormatInt(rule.MaxCost(), 10)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // inspectTimeout bounds inspect's whole conversation with the store.
@@ -434,8 +434,8 @@ func (in inspector) key(ctx context.Context, r policy.Rule, key string, now int6
 	}
 	geo := engine.WindowGeometry(r) // as the limiter builds it
 	b := []byte(in.prefix + ":{" + r.Name + ":")
-	b = syncer.EncodeKey(b, key)
-	kr.RedisKey = string(b) + "}" + syncer.KeySuffix(geo)
+	b = keyname.Encode(b, key)
+	kr.RedisKey = string(b) + "}" + keyname.Suffix(geo)
 	h, err := in.rdb.HGetAll(ctx, kr.RedisKey).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", kr.RedisKey, err)
@@ -464,7 +464,7 @@ func (in inspector) inFlight(ctx context.Context, r policy.Rule, kr *keyReport, 
 		return kr, nil
 	}
 	b := []byte(in.prefix + ":inflight:{" + r.Name + ":")
-	kr.RedisKey = string(syncer.EncodeKey(b, kr.Key)) + "}"
+	kr.RedisKey = string(keyname.Encode(b, kr.Key)) + "}"
 	n, err := in.rdb.ZCount(ctx, kr.RedisKey, "("+strconv.FormatInt(now/int64(time.Millisecond), 10), "+inf").Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", kr.RedisKey, err)

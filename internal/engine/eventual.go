@@ -14,7 +14,7 @@ import (
 // the divergence cap. Its paths:
 //
 //   - fast and slow: Check → Table.Allow → window math (allowed or denied);
-//   - urgent: the verdict is OverCap → urgent → syncer.Rule.Reserve → the
+//   - urgent: the verdict is OverCap → urgent → syncport.WindowStore.Reserve → the
 //     store's Answer → window math;
 //   - untracked: the verdict is Untracked (the admission rule keeps the key
 //     out of the local cache) → reserve, with no local state → the store

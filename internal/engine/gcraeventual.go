@@ -4,9 +4,9 @@ import (
 	"context"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -22,7 +22,7 @@ import (
 //   - denied: … → Allow says Ask → LeaseTable.Denied: the store's last TAT
 //     denies it for sure → Result;
 //   - store: … → Allow says ask → LeaseTable.Ask (a lease to ask for, if no
-//     other check of the key is asking) → syncer.GCRARule (its lease): one script
+//     other check of the key is asking) → syncport.GCRAStore (its lease): one script
 //     call deciding the cost and taking the lease from the key's bucket,
 //     waited for at most Timeout → LeaseTable.Settle → window.GCRA's fields
 //     on the store's answer → Result;
@@ -44,7 +44,7 @@ type gcraEventual struct {
 	split    window.SharedBucket
 	table    *localcache.LeaseTable
 	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table, floored)
-	store    *syncer.GCRARule
+	store    syncport.GCRAStore
 }
 
 // floored is the failure mode's table of an Eventual bucket: the full
@@ -94,7 +94,7 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 	if e.fallback, err = localcache.NewGCRATable(full, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
-	if e.store, err = s.AddSharedGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
+	if e.store, err = s.AddGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
 		return nil, ruleError(r, err)
 	}
 	e.init(cfg, floored{GCRATable: e.fallback, leases: e.table, gap: full.Tolerance() - e.g.Tolerance()})

@@ -30,7 +30,7 @@ func TestEventualBucketClockBehindStore(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	require.NoError(t, s.Start(context.Background()))
 	lag := int64(20 * time.Millisecond)
-	now := func() int64 { return time.Now().UnixNano() + int64(s.Offset()) - lag }
+	now := func() int64 { return s.Now() - lag }
 	e, err := engine.New(engine.Config{
 		Rule:         policy.Rule{Name: "bucket", Limit: 2, Window: time.Minute, Algorithm: policy.GCRA, Mode: policy.Eventual},
 		Keys:         localcache.NewKeys(1000),

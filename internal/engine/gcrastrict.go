@@ -3,14 +3,14 @@ package engine
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
-	"github.com/sluicehq/sluice/syncer"
 	"github.com/sluicehq/sluice/window"
 )
 
 // gcraStrict is a TokenBucket or GCRA rule without a WarmUp, Strict: every
 // check is decided by the store, on its clock, with window.GCRA's test
-// (syncer.GCRARule). Its paths: Check → syncer.GCRARule.Decide → the
+// (syncport.GCRAStore). Its paths: Check → syncport.GCRAStore.Decide → the
 // store's answer → window.GCRA's fields; or, when the store does not
 // decide, Check → strictKeyed.failed by the failure mode. Every Result
 // field is exact on the store's clock: RetryAfter is the first nanosecond
@@ -19,7 +19,7 @@ import (
 type gcraStrict struct {
 	strictKeyed
 	g     window.GCRA
-	store *syncer.GCRARule
+	store syncport.GCRAStore
 }
 
 func newGCRAStrict(cfg Config) (Engine, error) {
@@ -34,7 +34,7 @@ func newGCRAStrict(cfg Config) (Engine, error) {
 		return nil, ruleError(r, err)
 	}
 	e := &gcraStrict{g: g}
-	if e.store, err = s.AddGCRA(r.Name, g.Interval(), g.Burst()); err != nil {
+	if e.store, err = s.AddGCRA(r.Name, g.Interval(), g.Burst(), g.Burst()); err != nil {
 		return nil, ruleError(r, err)
 	}
 	e.init(cfg, t)
@@ -52,7 +52,7 @@ func (g *gcraStrict) Check(ctx context.Context, key string, n int64) (Result, er
 
 // answer turns the store's answer into a Result with window.GCRA's math on
 // the key's TAT after the decision.
-func (g *gcraStrict) answer(a syncer.GCRAAnswer, n int64) Result {
+func (g *gcraStrict) answer(a syncport.GCRAAnswer, n int64) Result {
 	r := Result{Allowed: a.Admitted, Remaining: g.g.Remaining(a.TAT, a.At), ResetAfter: g.g.ResetAfter(a.TAT, a.At)}
 	if !a.Admitted {
 		r.RetryAfter = retry(g.g.RetryAfter(a.TAT, a.At, n), r.ResetAfter)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // logStrict is a SlidingLog rule, Strict: every check is decided by the
-// store on its clock, on the key's log kept there (syncer.LogRule). Its
-// paths: Check → syncer.LogRule.Decide → the store's answer; or, when the
+// store on its clock, on the key's log kept there (syncport.LogStore). Its
+// paths: Check → syncport.LogStore.Decide → the store's answer; or, when the
 // store does not decide, Check → strictKeyed.failed by the failure mode.
 // Every Result field is exact on the store's µs clock, as logLocal's:
 // Remaining is Limit less the units in the window, ResetAfter until the
@@ -19,7 +19,7 @@ type logStrict struct {
 	strictKeyed
 	limit  int64
 	window int64
-	store  *syncer.LogRule
+	store  syncport.LogStore
 }
 
 func newLogStrict(cfg Config) (Engine, error) {
@@ -50,7 +50,7 @@ func (l *logStrict) Check(ctx context.Context, key string, n int64) (Result, err
 }
 
 // answer turns the store's answer into a Result.
-func (l *logStrict) answer(a syncer.LogAnswer) Result {
+func (l *logStrict) answer(a syncport.LogAnswer) Result {
 	r := Result{Allowed: a.Admitted, Remaining: l.limit - a.Count}
 	if a.Newest >= 0 && a.Count > 0 {
 		r.ResetAfter = time.Duration(a.Newest + l.window - a.At)

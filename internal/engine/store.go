@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // urgent hands a check to the store with the key's local state, if the
@@ -26,20 +26,11 @@ func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result,
 
 // overCap hands to the store a check of an Eventual key whose instance has
 // no local allowance left for it (the table said OverCap), after counting
-// why (syncer.Stats.Waits); it returns what urgentAt does.
+// why (syncport.Stats.Waits); it returns what urgentAt does.
 func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, Receipt, error) {
 	ref, _ := w.table.Ref(key) // nil if gone since: untracked
-	w.store.Waited(waitWhy[w.table.Why(ref, w.now(), n)])
+	w.store.Waited(w.table.Why(ref, w.now(), n))
 	return w.reserveAt(ctx, key, ref, n)
-}
-
-// waitWhy maps why a key had no local allowance left to the syncer's count.
-var waitWhy = [...]syncer.Why{
-	localcache.WhyNear:  syncer.WaitNear,
-	localcache.WhyNew:   syncer.WaitNew,
-	localcache.WhyStart: syncer.WaitStart,
-	localcache.WhyLease: syncer.WaitLease,
-	localcache.WhyCap:   syncer.WaitCap,
 }
 
 // reserve hands a check to the store: the key's pending counts, if it has a
@@ -66,13 +57,13 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 		return res, Receipt{At: a.At, Store: true}, nil
 	}
 	switch {
-	case errors.Is(err, syncer.ErrClosed):
+	case errors.Is(err, syncport.ErrClosed):
 		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, apierr.Closed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, fmt.Errorf("sluice: check abandoned: %w", err)
-	case errors.Is(err, syncer.ErrTimeout) && w.mode == policy.FailLocal && w.path == PathStrict:
+	case errors.Is(err, syncport.ErrTimeout) && w.mode == policy.FailLocal && w.path == PathStrict:
 		// The store is up but did not answer in time, for a Strict rule
 		// (which promises the store's decision). Deny, and let the caller
 		// retry once the store has caught up.
@@ -94,7 +85,7 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 // the totals the store decided on. A denial resets when the newest bucket
 // holding a count of the fleet's leaves the window (window.Sliding.ResetAt),
 // never before its RetryAfter.
-func (w *windowRule) answer(a syncer.Answer, n int64) Result {
+func (w *windowRule) answer(a syncport.Answer, n int64) Result {
 	d := Result{
 		Allowed:    a.Admitted,
 		Remaining:  max(w.geo.Parts(a.At, a.Count).Room(w.limit.Load())+a.Lease, 0),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -72,13 +73,13 @@ func (k *strictKeyed) SetFleet(instances int64, _ bool) { k.share.Store(max(inst
 // failed decides a check the store did not decide: err is why.
 func (k *strictKeyed) failed(key string, n int64, err error) (Result, error) {
 	switch {
-	case errors.Is(err, syncer.ErrClosed):
+	case errors.Is(err, syncport.ErrClosed):
 		k.counts.Add(PathStrict, OutcomeError)
 		return Result{}, apierr.Closed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		k.counts.Add(PathStrict, OutcomeError)
 		return Result{}, fmt.Errorf("sluice: check abandoned: %w", err)
-	case errors.Is(err, syncer.ErrTimeout) && k.mode == policy.FailLocal && !k.eventual:
+	case errors.Is(err, syncport.ErrTimeout) && k.mode == policy.FailLocal && !k.eventual:
 		k.counts.Add(PathFallback, OutcomeDenied)
 		return Result{RetryAfter: k.interval}, nil
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // Receipt says where Take counted an admission, so that Refund can take it
@@ -45,8 +45,8 @@ func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result,
 
 // Take decides n for key in the store, as Check does.
 func (w *strictWindow) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	if !w.store.Healthy() {
-		return w.fallbackAt(key, n, syncer.ErrUnavailable)
+	if !w.healthy.Load() {
+		return w.fallbackAt(key, n, syncport.ErrUnavailable)
 	}
 	return w.urgentAt(ctx, key, n)
 }

@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -18,12 +18,15 @@ import (
 // (localWindow, eventualWindow, strictWindow) differ only in Check; they
 // embed it by value, so that a check reaches the table one load sooner.
 type windowRule struct {
-	limit  atomic.Int64 // SetLimit changes it in place
-	geo    window.Sliding
-	table  *localcache.Table
-	store  *syncer.Rule // nil for Local
-	now    func() int64
-	ticked bool
+	limit atomic.Int64 // SetLimit changes it in place
+	geo   window.Sliding
+	table *localcache.Table
+	store syncport.WindowStore // nil for Local
+	// healthy is the syncer's health (store.Health), loaded per Strict
+	// check; nil for Local.
+	healthy *atomic.Bool
+	now     func() int64
+	ticked  bool
 
 	budget   float64
 	mode     policy.FailureMode
@@ -108,10 +111,11 @@ func newWindow(cfg Config) (Engine, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w %q: Mode %v needs a store", policy.ErrInvalidRule, r.Name, r.Mode)
 	}
-	w.store, err = cfg.Store.AddRule(syncer.RuleConfig{Name: r.Name, Geometry: w.geo, Limit: r.Limit, Keys: t, Leases: r.Mode == policy.Eventual})
+	w.store, err = cfg.Store.AddRule(syncport.RuleConfig{Name: r.Name, Geometry: w.geo, Limit: r.Limit, Keys: t.SyncKeys(), Leases: r.Mode == policy.Eventual})
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %v", policy.ErrInvalidRule, r.Name, err)
 	}
+	w.healthy = w.store.Health()
 	w.SetFleet(1, false)
 	return e, nil
 }
@@ -199,7 +203,7 @@ func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
 // SetFleet splits the error budget among instances+1 (the divergence cap
 // ⌊ε·L/(N̂+1)⌋ per instance) and sets each instance's share L/N̂ for the
 // failure mode. A Local rule's table ignores them. While the store says the
-// instance is joining (syncer.Rule.Joining: some instance may not count it
+// instance is joining (syncport.WindowStore.Joining: some instance may not count it
 // in its N̂ yet), the cap is 0: every admission is counted in the store
 // before it is made (a reservation or a lease), so the others' caps, sized
 // on a fleet without this instance, keep the bound.

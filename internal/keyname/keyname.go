@@ -1,0 +1,59 @@
+// Package keyname holds the layout of sluice's Redis keys that the syncer,
+// the limiter's in-flight rules and the command-line tools share: a limiter
+// key percent-encoded (Encode) and what follows a rule's hash tag (Suffix).
+package keyname
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// Encode appends key to dst so that it can sit inside a Redis key without
+// changing its structure: bytes other than ASCII letters, digits and
+// "-._~@+=/,;!*'()$&|^[]<>#?" become %XX. The encoding is injective ('%'
+// itself is always encoded), so two keys never share a Redis key, and the
+// result holds no '{', '}', ':', whitespace, control byte or non-ASCII byte.
+func Encode(dst []byte, key string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if safe[c] {
+			dst = append(dst, c)
+			continue
+		}
+		dst = append(dst, '%', hex[c>>4], hex[c&15])
+	}
+	return dst
+}
+
+var safe = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-._~@+=/,;!*'()$&|^[]<>#?" {
+		t[c] = true
+	}
+	return t
+}()
+
+// Suffix returns what follows the hash tag in the Redis keys of a rule
+// of geometry geo (see syncer's keyName): ":<sub-window µs>", or for a calendar
+// quota ":<unit>@<zone>" (the calendar, not a length, keeps a rule whose
+// geometry changed from mixing buckets).
+func Suffix(geo window.Sliding) string {
+	if c := geo.Calendar(); c != nil {
+		return ":" + calendarUnits[c.Unit()] + "@" + c.Location().String()
+	}
+	return ":" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
+}
+
+// calendarUnits name a calendar's unit in its keys.
+var calendarUnits = [...]string{window.Day: "day", window.Week: "week", window.Month: "month"}
