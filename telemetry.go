@@ -285,24 +285,10 @@ func (t *telemetry) start(l *Limiter) {
 		synced := t.synced
 		t.mu.Unlock()
 		for _, rt := range rules {
-			s := rt.counts.Snapshot()
-			for p := range engine.NumPaths {
-				for oc := range engine.NumOutcomes {
-					if v := s[p][oc]; v > 0 {
-						o.ObserveInt64(checks, int64(v), rt.attrs[p][oc])
-					}
-				}
-			}
+			rt.observe(o, checks)
 		}
 		for _, rt := range inflight {
-			s := rt.counts.Snapshot()
-			for p := range engine.NumPaths {
-				for oc := range engine.NumOutcomes {
-					if v := s[p][oc]; v > 0 {
-						o.ObserveInt64(acquires, int64(v), rt.attrs[p][oc])
-					}
-				}
-			}
+			rt.observe(o, acquires)
 			if r := l.inf.rule(rt.name); r != nil {
 				o.ObserveInt64(held, r.heldAll(), rt.self)
 			}
@@ -440,4 +426,17 @@ func (r *rule) count(d Decision, err error) {
 		r.counts.Add(engine.PathShadow, o)
 	}
 	r.counts.Check(o)
+}
+
+// observe reports rt's counts to inst, one point per path and outcome that
+// has any.
+func (rt *ruleTelemetry) observe(o metric.Observer, inst metric.Int64Observable) {
+	s := rt.counts.Snapshot()
+	for p := range engine.NumPaths {
+		for oc := range engine.NumOutcomes {
+			if v := s[p][oc]; v > 0 {
+				o.ObserveInt64(inst, int64(v), rt.attrs[p][oc])
+			}
+		}
+	}
 }
