@@ -66,11 +66,11 @@ const (
 // concMeasured is what the concurrency profile observed; its verdict is
 // computed from it alone.
 type concMeasured struct {
-	Limit, Budget int64
-	Instances     int
-	Workers       int
-	Duration      time.Duration
-	TTL           time.Duration
+	Limit     int64
+	Instances int
+	Workers   int
+	Duration  time.Duration
+	TTL       time.Duration
 
 	Samples     int64           // samples of the slots held
 	MaxHeld     [concKeys]int64 // most slots held at once per key: at admissions and in samples
@@ -115,9 +115,9 @@ func (m *concMeasured) verdict() ([]concCheck, bool) {
 		worst = max(worst, m.MaxHeld[k])
 		worstStore = max(worstStore, m.StoreMax[k])
 	}
-	add(m.Samples > 0 && worst <= m.Limit+m.Budget,
-		"most slots held at once per key, fleet-wide (at every admission and in %d samples): %d (limit %d + budget %d, while the store answers); the store's live leases, at most %d; Acquires decided by the failure mode: %d",
-		m.Samples, worst, m.Limit, m.Budget, worstStore, m.Fallback)
+	add(m.Samples > 0 && worst <= m.Limit,
+		"most slots held at once per key, fleet-wide (at every admission and in %d samples): %d (limit %d, while the store answers); the store's live leases, at most %d; Acquires decided by the failure mode: %d",
+		m.Samples, worst, m.Limit, worstStore, m.Fallback)
 	if last := &cs[len(cs)-1]; !last.ok && m.Samples > 0 && m.Fallback > 0 {
 		last.excuse = fmt.Sprintf("the store did not answer %d Acquires within -timeout, which FailLocal decided on this instance's share (the limit holds while the store answers): the machine's or the store's, not a broken promise", m.Fallback)
 	}
