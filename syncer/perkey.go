@@ -360,7 +360,7 @@ func (s *Syncer) apply(c *call) error {
 			s.prev = append(s.prev, c.it)
 		}
 	}
-	// syncport.Answer after Settle, so a caller sees its key's fresh view.
+	// Answer the waiters after Settle, so a caller sees its key's fresh view.
 	for _, a := range answers {
 		s.stats.reservations.Add(1)
 		if s.finish(a.w, a.res, nil) && a.res.Admitted {

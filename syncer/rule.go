@@ -176,9 +176,6 @@ func (s *Syncer) drainList() []*windowRule {
 	return out
 }
 
-// Healthy reports whether the rule's store is healthy (see Syncer.isHealthy).
-func (r *windowRule) Healthy() bool { return r.s.isHealthy() }
-
 // Health is the rule's Syncer's health, for the caller to load per check
 // (see Syncer.isHealthy).
 func (r *windowRule) Health() *atomic.Bool { return &r.s.healthy }
