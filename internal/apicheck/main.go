@@ -93,6 +93,7 @@ type use struct{ lib, libTest, other bool }
 
 func main() {
 	count := flag.Bool("count", false, "print how many names the library exports (top-level names and methods of exported types, outside internal/) and exit")
+	flag.BoolVar(&listNames, "names", false, "with -count, print every counted name too")
 	flag.Parse()
 	run := run
 	if *count {
@@ -397,6 +398,9 @@ func chainVars(tuples ...*types.Tuple) func(yield func(*types.Var) bool) {
 	}
 }
 
+// listNames makes countNames print every name it counts.
+var listNames bool
+
 // countNames prints how many names each of the library's packages outside
 // internal/ exports: top-level names, and the methods of exported types
 // (an exported interface's methods included).
@@ -422,6 +426,9 @@ func countNames(out io.Writer) error {
 				continue
 			}
 			n++
+			if listNames {
+				fmt.Fprintf(out, "       %s.%s\n", p.ImportPath, name)
+			}
 			tn, ok := obj.(*types.TypeName)
 			if !ok || tn.IsAlias() {
 				continue
@@ -434,6 +441,9 @@ func countNames(out io.Writer) error {
 				for m := range iface.ExplicitMethods() {
 					if m.Exported() {
 						n++
+						if listNames {
+							fmt.Fprintf(out, "       %s.%s.%s\n", p.ImportPath, name, m.Name())
+						}
 					}
 				}
 				continue
@@ -441,6 +451,9 @@ func countNames(out io.Writer) error {
 			for m := range named.Methods() {
 				if m.Exported() {
 					n++
+					if listNames {
+						fmt.Fprintf(out, "       %s.%s.%s\n", p.ImportPath, name, m.Name())
+					}
 				}
 			}
 		}
