@@ -21,6 +21,9 @@
 // The test files of the package itself are not uses. The report says which
 // names only other modules (the load test, the benchmarks, the system tests)
 // or only the library's other tests keep exported.
+//
+// It also fails on any exported name of the library's packages outside
+// internal/ (the public ones and the machinery) without a doc comment.
 package main
 
 import (
@@ -60,9 +63,11 @@ var (
 // report is what the check found: the keys ("path.Name" or
 // "path.Type.Method") of the machinery's exported names used by no other
 // package, by the library's other packages' tests only, by other modules
-// only, and how many names it checked.
+// only, how many names it checked, and the exported names of any package of
+// the library outside internal/ that have no doc comment.
 type report struct {
 	unused, onlyTests, onlyOther []string
+	undocumented                 []string // "pkg/file.go:line: Name", every public package
 	checked                      int
 }
 
@@ -124,6 +129,10 @@ func run(out io.Writer) error {
 	section("exported, used by no other package", r.unused)
 	if len(r.unused) > 0 {
 		return errors.New("unexport these names (or move them to the package's export_test.go)")
+	}
+	if len(r.undocumented) > 0 {
+		section("exported without a doc comment", r.undocumented)
+		return errors.New("document these names")
 	}
 	fmt.Fprintf(out, "apicheck: every exported name of %d in %s is used by another package\n",
 		r.checked, strings.Join(trim(machinery), ", "))
@@ -334,7 +343,33 @@ func analyse() (report, error) {
 		}
 	}
 	r.checked = len(order)
+
+	// Doc comments, on every package of the library outside internal/.
+	for _, p := range pkgs {
+		if !public(p) {
+			continue
+		}
+		var files []*ast.File
+		for _, f := range p.GoFiles {
+			af, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, parser.ParseComments)
+			if err != nil {
+				return r, err
+			}
+			files = append(files, af)
+		}
+		for _, u := range undocumented(fset, files) {
+			r.undocumented = append(r.undocumented, strings.TrimPrefix(p.ImportPath, library)+"/"+u)
+		}
+	}
 	return r, nil
+}
+
+// public says whether p is one of the library's packages whose exported
+// names are counted: in the library module, outside internal/, not a
+// command.
+func public(p listed) bool {
+	return !p.DepOnly && p.Module != nil && p.Module.Path == library && p.Name != "main" &&
+		!strings.Contains(p.ImportPath+"/", "/internal/") && len(p.GoFiles) > 0
 }
 
 // testUses marks the names that a test file of another package uses:
@@ -411,8 +446,7 @@ func countNames(out io.Writer) error {
 	}
 	total := 0
 	for _, p := range pkgs {
-		if p.DepOnly || p.Module == nil || p.Module.Path != library || p.Name == "main" ||
-			strings.Contains(p.ImportPath+"/", "/internal/") || len(p.GoFiles) == 0 {
+		if !public(p) {
 			continue
 		}
 		pkg, err := imp.Import(p.ImportPath)
