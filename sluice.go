@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apierr"
-	"github.com/sluicehq/sluice/policy"
 )
 
 // Errors returned by New, Allow, AllowN, Flush and Close. A denial is not an
@@ -57,22 +56,6 @@ var (
 	// commands or the keys sluice needs, scripting disabled. The error says
 	// what to change.
 	ErrStoreConfig = apierr.StoreConfig
-)
-
-// FailureMode says how checks that need the store are decided while it is
-// unreachable or too slow (policy.FailureMode).
-type FailureMode = policy.FailureMode
-
-// The failure modes.
-const (
-	// FailLocal enforces Limit/N̂ per instance locally (N̂ as last seen), keeps
-	// the counts, and pushes them when the store returns. The default.
-	FailLocal = policy.FailLocal
-	// FailOpen admits every check (still counting it, to push later).
-	FailOpen = policy.FailOpen
-	// FailClosed denies every check that needs the store, with
-	// ErrStoreUnavailable.
-	FailClosed = policy.FailClosed
 )
 
 // Clock is a source of time for a Limiter, for tests and simulation.

@@ -185,17 +185,17 @@ func TestOutagePersistentStore(t *testing.T) {
 func TestFailureModes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		mode      sluice.FailureMode
+		mode      policy.FailureMode
 		ruleMode  policy.Mode
 		wantErr   error
 		wantAllow int // of 50 checks, with L=20 and N̂=1
 	}{
-		{sluice.FailLocal, policy.Eventual, nil, 20},
-		{sluice.FailLocal, policy.Strict, nil, 20},
-		{sluice.FailOpen, policy.Eventual, nil, 50},
-		{sluice.FailOpen, policy.Strict, nil, 50},
-		{sluice.FailClosed, policy.Eventual, sluice.ErrStoreUnavailable, 0},
-		{sluice.FailClosed, policy.Strict, sluice.ErrStoreUnavailable, 0},
+		{policy.FailLocal, policy.Eventual, nil, 20},
+		{policy.FailLocal, policy.Strict, nil, 20},
+		{policy.FailOpen, policy.Eventual, nil, 50},
+		{policy.FailOpen, policy.Strict, nil, 50},
+		{policy.FailClosed, policy.Eventual, sluice.ErrStoreUnavailable, 0},
+		{policy.FailClosed, policy.Strict, sluice.ErrStoreUnavailable, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode.String()+"/"+tc.ruleMode.String(), func(t *testing.T) {
