@@ -13,8 +13,8 @@ import (
 type Period uint8
 
 const (
-	// NoPeriod (the zero value) is a rule counted over its Window.
-	NoPeriod Period = iota
+	// noPeriod (the zero value) is a rule counted over its Window.
+	noPeriod Period = iota
 	// Day is a calendar day, from local midnight to the next.
 	Day
 	// Week is an ISO week, from Monday's local midnight to the next
@@ -28,7 +28,7 @@ const (
 // String returns the period's name as used in policy files.
 func (p Period) String() string {
 	switch p {
-	case NoPeriod:
+	case noPeriod:
 		return ""
 	case Day:
 		return "day"
@@ -42,7 +42,7 @@ func (p Period) String() string {
 
 // Length returns the period's nominal length, which speaks of a calendar
 // rule where a length is wanted (RateLimit-Policy's window, the time its
-// counts take to lapse): 24 hours, 7 days, 30 days; 0 for NoPeriod. The
+// counts take to lapse): 24 hours, 7 days, 30 days; 0 for the zero Period (none). The
 // periods themselves are the calendar's (see Period).
 func (p Period) Length() time.Duration {
 	switch p {
@@ -56,19 +56,19 @@ func (p Period) Length() time.Duration {
 	return 0
 }
 
-// ParsePeriod returns the period named s ("day", "week" or "month", in any
+// parsePeriod returns the period named s ("day", "week" or "month", in any
 // case), or an error that says what the names are.
-func ParsePeriod(s string) (Period, error) {
+func parsePeriod(s string) (Period, error) {
 	for _, p := range []Period{Day, Week, Month} {
 		if strings.EqualFold(s, p.String()) {
 			return p, nil
 		}
 	}
-	return NoPeriod, fmt.Errorf("%q is not a period: use day, week or month", s)
+	return noPeriod, fmt.Errorf("%q is not a period: use day, week or month", s)
 }
 
 // Calendar reports whether the rule is a calendar quota (Period set).
-func (r Rule) Calendar() bool { return r.Period != NoPeriod }
+func (r Rule) Calendar() bool { return r.Period != noPeriod }
 
 // WindowLength returns the rule's Window, or for a calendar quota its
 // Period's nominal Length.
