@@ -235,27 +235,6 @@ type Rule struct {
 // ErrInvalidRule is wrapped by every error Validate returns.
 var ErrInvalidRule = errors.New("invalid rule")
 
-// Buckets returns the number of sub-windows the rule counts with: 1 for a
-// FixedWindow, Precision (or DefaultPrecision) for a SlidingWindow or a
-// WeightedWindow, and 1 for the algorithms without sub-windows (TokenBucket,
-// GCRA, SlidingLog).
-func (r Rule) Buckets() int {
-	switch r.Algorithm {
-	case FixedWindow, TokenBucket, GCRA, SlidingLog:
-		return 1
-	}
-	if r.Precision == 0 {
-		return DefaultPrecision
-	}
-	return r.Precision
-}
-
-// SubWindow returns the length of one sub-window: Window / Buckets (a
-// calendar quota's nominal period length, WindowLength).
-func (r Rule) SubWindow() time.Duration {
-	return r.WindowLength() / time.Duration(r.Buckets())
-}
-
 // Interval returns the emission interval of a TokenBucket or GCRA rule,
 // Window/Limit rounded to the nearest nanosecond: the bucket gains one unit
 // per Interval; it must be at least 1µs. For the other algorithms it is the
@@ -300,7 +279,7 @@ func (r Rule) Validate() error {
 	if r.Limit < 1 || r.Limit > MaxLimit {
 		return bad("Limit %d is out of range: it must be between 1 and %d", r.Limit, int64(MaxLimit))
 	}
-	if (r.Window < MinWindow || r.Window > MaxWindow) && !r.Calendar() {
+	if (r.Window < MinWindow || r.Window > MaxWindow) && !r.calendar() {
 		return bad("Window %v is out of range: it must be between %v and %v", r.Window, MinWindow, MaxWindow)
 	}
 	switch r.Algorithm {
@@ -326,7 +305,10 @@ func (r Rule) Validate() error {
 		if r.Precision < 0 || r.Precision > MaxPrecision {
 			return bad("Precision %d is out of range: it must be between 1 and %d (0 means %d)", r.Precision, MaxPrecision, DefaultPrecision)
 		}
-		b := time.Duration(r.Buckets())
+		b := time.Duration(DefaultPrecision)
+		if r.Precision != 0 {
+			b = time.Duration(r.Precision)
+		}
 		if r.Window%(b*time.Microsecond) != 0 {
 			return bad("Window %v does not split into %d sub-windows of whole microseconds: pick a Precision that divides it", r.Window, b)
 		}

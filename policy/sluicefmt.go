@@ -117,7 +117,7 @@ func decodeRule(n *yaml.Node, at string) (Rule, error) {
 	if err != nil {
 		return Rule{}, err
 	}
-	if r.Calendar() && !hasField(n, "algorithm") {
+	if r.calendar() && !hasField(n, "algorithm") {
 		r.Algorithm = FixedWindow // a calendar period is a fixed window
 	}
 	if err := r.Validate(); err != nil {
@@ -190,10 +190,10 @@ func (c Config) Encode(w io.Writer) error {
 		if r.Limit != 0 || !r.Deny {
 			add(m, "limit", integerNode(r.Limit))
 		}
-		if !r.InFlight && !r.Calendar() {
+		if !r.InFlight && !r.calendar() {
 			add(m, "window", scalar(durationString(r.Window), "!!str"))
 		}
-		if r.Calendar() {
+		if r.calendar() {
 			add(m, "period", scalar(r.Period.String(), "!!str"))
 		}
 		if r.TimeZone != "" {

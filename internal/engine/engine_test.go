@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -66,7 +67,7 @@ func TestLocalMatchesReference(t *testing.T) {
 			t.Parallel()
 			c := &clock{t: 1_700_000_000_000_000_000}
 			e := newEngine(t, tc.rule, c, policy.FailLocal)
-			geo := window.NewSliding(tc.rule.Window, tc.rule.Buckets())
+			geo := window.NewSliding(tc.rule.Window, rulegeo.Buckets(tc.rule))
 			if tc.rule.Algorithm == policy.FixedWindow {
 				geo = window.NewFixed(tc.rule.Window)
 			}
