@@ -45,17 +45,17 @@ var (
 	// ErrKeyTooLong means the key is longer than Options.MaxKeyLength.
 	ErrKeyTooLong = errors.New("sluice: key too long")
 	// ErrClosed means the limiter was closed.
-	ErrClosed = apierr.Closed
+	ErrClosed = apierr.ErrClosed
 	// ErrStoreUnavailable means the check needed the store, the store failed,
 	// and the failure mode is FailClosed. The Decision is a denial. New
 	// wraps it too, with Options.RequireStore, when the store cannot be
 	// reached or refuses writes at start.
-	ErrStoreUnavailable = apierr.StoreUnavailable
+	ErrStoreUnavailable = apierr.ErrStoreUnavailable
 	// ErrStoreConfig is wrapped by New's errors about a store that refuses
 	// this client: wrong or missing credentials, an ACL user without the
 	// commands or the keys sluice needs, scripting disabled. The error says
 	// what to change.
-	ErrStoreConfig = apierr.StoreConfig
+	ErrStoreConfig = apierr.ErrStoreConfig
 )
 
 // Clock is a source of time for a Limiter, for tests and simulation.

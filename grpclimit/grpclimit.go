@@ -58,10 +58,11 @@ import (
 // ErrorMode.
 type ErrorMode uint8
 
+// The error modes; the zero ErrorMode makes the interceptors' constructors
+// fail: the choice must be explicit.
 const (
-	errorModeUnset ErrorMode = iota
 	// ErrorReject fails the call with codes.Unavailable.
-	ErrorReject
+	ErrorReject ErrorMode = iota + 1
 	// ErrorServe lets the call proceed unlimited.
 	ErrorServe
 )
@@ -276,7 +277,7 @@ func (l *limiter) route(cr Route, key KeyFunc, cost func(context.Context, string
 	}
 	switch {
 	case cr.Unlimited && len(cr.Rules) > 0:
-		return nil, errors.New("Unlimited with Rules: choose one")
+		return nil, errors.New("a route with both Unlimited and Rules: choose one")
 	case cr.Unlimited:
 		return rt, nil
 	case len(cr.Rules) == 0:

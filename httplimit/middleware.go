@@ -54,12 +54,12 @@ type Route struct {
 // ErrorMode, as that failure mode asks.
 type ErrorMode uint8
 
+// The error modes; the zero ErrorMode makes New fail: the choice must be
+// explicit.
 const (
-	// errorModeUnset makes New fail: the choice must be explicit.
-	errorModeUnset ErrorMode = iota
 	// ErrorReject answers 503 Service Unavailable (Config.OnError, by
 	// default a problem+json body).
-	ErrorReject
+	ErrorReject ErrorMode = iota + 1
 	// ErrorServe serves the request unlimited, without rate-limit headers.
 	// Config.ReportError still hears of the error.
 	ErrorServe

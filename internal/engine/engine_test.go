@@ -123,7 +123,7 @@ func TestEventualCapAndFallback(t *testing.T) {
 		{policy.FailLocal, 4, 250, nil},
 		{policy.FailOpen, 4, 400, nil},
 		// The cap's 20, then every store check fails closed.
-		{policy.FailClosed, 4, 20, apierr.StoreUnavailable},
+		{policy.FailClosed, 4, 20, apierr.ErrStoreUnavailable},
 		// cap ⌊0.1·1000/2⌋ = 50, share 1000.
 		{policy.FailLocal, 1, 400, nil},
 	} {
@@ -167,7 +167,7 @@ func TestStoreDownDecidesByMode(t *testing.T) {
 	require.True(t, d.Allowed)
 	closed.SetFleet(2, true)
 	_, err = closed.Check(context.Background(), "k", 1)
-	require.ErrorIs(t, err, apierr.StoreUnavailable)
+	require.ErrorIs(t, err, apierr.ErrStoreUnavailable)
 	closed.SetFleet(2, false)
 	d, err = closed.Check(context.Background(), "k", 1)
 	require.NoError(t, err)
