@@ -69,7 +69,7 @@ func FuzzOptions(f *testing.F) {
 			SyncInterval: time.Duration(sync),
 			ErrorBudget:  budget,
 			InstanceID:   id,
-			FailureMode:  sluice.FailureMode(mode),
+			FailureMode:  policy.FailureMode(mode),
 			Timeout:      time.Duration(timeout),
 			MaxKeys:      maxKeys,
 			MaxKeyLength: maxKeyLen,

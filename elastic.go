@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -55,7 +56,7 @@ func (l *Limiter) linkCapacity(set *ruleSet, rules []policy.Rule, old map[string
 		switch {
 		case cp == nil:
 			return fmt.Errorf("%w %q: Capacity %q is not a rule of this limiter: pass the capacity rule to New too", policy.ErrInvalidRule, pr.Name, pr.Capacity)
-		case cp.Calendar():
+		case rulegeo.Calendar(*cp):
 			return fmt.Errorf("%w %q: Capacity %q is a calendar quota: a capacity rule counts over a Window", policy.ErrInvalidRule, pr.Name, pr.Capacity)
 		case cp.Capacity != "":
 			return fmt.Errorf("%w %q: Capacity %q is itself elastic: a capacity rule must be a plain rule", policy.ErrInvalidRule, pr.Name, pr.Capacity)
@@ -81,7 +82,7 @@ func (l *Limiter) linkCapacity(set *ruleSet, rules []policy.Rule, old map[string
 		}
 		r := set.byName[pr.Name]
 		r.capacity, r.capLimit = m, cp.Limit
-		r.capRetry = max(cp.SubWindow(), cp.Interval(), 1)
+		r.capRetry = max(rulegeo.SubWindow(*cp), cp.Interval(), 1)
 	}
 	return nil
 }

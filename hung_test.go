@@ -40,7 +40,7 @@ func hungLimiter(t *testing.T, opts sluice.Options) (*redistest.Server, *sluice.
 func TestHungStoreDefaultClient(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		mode     sluice.FailureMode
+		mode     policy.FailureMode
 		min, max int  // admitted in the checks while the store hangs
 		all      bool // every check admitted (min and max unused)
 	}{
@@ -49,8 +49,8 @@ func TestHungStoreDefaultClient(t *testing.T) {
 		// counts the units Redis leased it and it had not used yet (their
 		// number follows the timing of the ten checks' syncs: 60–90
 		// admitted in -race runs; the test asks for at least half of 90).
-		{mode: sluice.FailLocal, min: 45, max: 90},
-		{mode: sluice.FailOpen, all: true},
+		{mode: policy.FailLocal, min: 45, max: 90},
+		{mode: policy.FailOpen, all: true},
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			t.Parallel()
@@ -107,7 +107,7 @@ func TestHungStoreDefaultClient(t *testing.T) {
 // whether or not it admitted the reservation too when it woke up.
 func TestTimeoutWithinShare(t *testing.T) {
 	t.Parallel()
-	srv, l := hungLimiter(t, sluice.Options{FailureMode: sluice.FailLocal, Timeout: 200 * time.Millisecond})
+	srv, l := hungLimiter(t, sluice.Options{FailureMode: policy.FailLocal, Timeout: 200 * time.Millisecond})
 	ctx := context.Background()
 	// 90 admitted: the room left (10) is the last tenth of the limit, which
 	// the store never leases, so the next check goes to the store.

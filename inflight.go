@@ -420,9 +420,9 @@ func (f *inflight) fallback(r *inflightRule, key string, limit int64, zkey, memb
 	l := f.l
 	d := Decision{Allowed: true, Limit: limit}
 	switch l.opts.FailureMode {
-	case FailClosed:
+	case policy.FailClosed:
 		return Slot{}, Decision{Limit: limit}, true, fmt.Errorf("%w: in-flight rule %q: %w", ErrStoreUnavailable, r.name, cause)
-	case FailOpen:
+	case policy.FailOpen:
 		r.add(key)
 	default:
 		share := limit / max(l.nhat.Load(), 1)

@@ -275,9 +275,9 @@ func TestInFlightStoreDown(t *testing.T) {
 	c := srv.Client(t)
 	opts := sluice.Options{Prefix: "down", Timeout: 200 * time.Millisecond, MinInstances: 2}
 	local := inflightFleet(t, 1, srv, opts, uploads(10, policy.ModeDefault))[0]
-	opts.FailureMode = sluice.FailClosed
+	opts.FailureMode = policy.FailClosed
 	closed := inflightFleet(t, 1, srv, opts, uploads(10, policy.ModeDefault))[0]
-	opts.FailureMode = sluice.FailOpen
+	opts.FailureMode = policy.FailOpen
 	open := inflightFleet(t, 1, srv, opts, uploads(10, policy.ModeDefault))[0]
 
 	srv.Kill()

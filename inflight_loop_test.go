@@ -76,7 +76,7 @@ func TestRenewalLoopRunsWithFleetRules(t *testing.T) {
 	time.Sleep(ttl + ttl/3) // past the lease: renewed, or it would have lapsed
 	assert.True(t, l.inf.running(), "a slot held: the loop renews it")
 	assert.Equal(t, 1, renewLoops())
-	members, err := srv.Client(t).ZRangeByScore(ctx, s.h.zkey, &redis.ZRangeBy{Min: strconv.FormatInt(time.Now().UnixMilli(), 10), Max: "+inf"}).Result()
+	members, err := srv.Client(t).ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.h.zkey, Start: strconv.FormatInt(time.Now().UnixMilli(), 10), Stop: "+inf", ByScore: true}).Result()
 	require.NoError(t, err)
 	assert.Len(t, members, 1, "its lease is live")
 	s.Release()

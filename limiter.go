@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
@@ -247,7 +248,7 @@ func windowAlgorithm(a policy.Algorithm) bool {
 // resolution or less.
 func resolution(pr policy.Rule) time.Duration {
 	if windowAlgorithm(pr.Algorithm) {
-		return pr.SubWindow()
+		return rulegeo.SubWindow(pr)
 	}
 	return pr.Interval()
 }

@@ -75,8 +75,8 @@ type Options struct {
 	// '.' and '-'; unique across the fleet.
 	InstanceID string
 	// FailureMode decides checks that need the store while it fails; default
-	// FailLocal.
-	FailureMode FailureMode
+	// policy.FailLocal.
+	FailureMode policy.FailureMode
 	// Timeout bounds how long a check waits for the store (an urgent sync, a
 	// Strict rule); default DefaultTimeout. A check never blocks longer than
 	// Timeout or its context's deadline. A check the store does not answer

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -188,7 +189,7 @@ func TestRemainingNeverRises(t *testing.T) {
 			c := newFakeClock(1_800_000_000 * int64(time.Second))
 			r := policy.Rule{Name: "api", Limit: 20, Window: 10 * time.Second, Algorithm: a, Mode: policy.Local}
 			l := newAlgoLimiter(t, c, r)
-			sub := int64(r.SubWindow())
+			sub := int64(rulegeo.SubWindow(r))
 			rng := rand.New(rand.NewPCG(11, uint64(ai)))
 			var admitted []int64 // admission times
 			prevAt, prevRem := int64(-1), int64(0)
@@ -218,7 +219,7 @@ func TestRemainingNeverRises(t *testing.T) {
 				case policy.SlidingWindow, policy.FixedWindow:
 					quiet = quiet && now/sub == prevAt/sub
 				case policy.WeightedWindow:
-					oldest := now/sub - int64(r.Buckets())
+					oldest := now/sub - int64(rulegeo.Buckets(r))
 					for _, at := range admitted {
 						quiet = quiet && at/sub != oldest
 					}

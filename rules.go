@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -201,7 +202,7 @@ func (l *Limiter) keep(o *rule, pr policy.Rule, b *build) engine.Engine {
 func sameGeometry(a, b policy.Rule) bool {
 	return a.Name == b.Name && a.Algorithm == b.Algorithm && a.Window == b.Window &&
 		a.Period == b.Period && a.TimeZone == b.TimeZone &&
-		a.Buckets() == b.Buckets() && a.Mode == b.Mode &&
+		rulegeo.Buckets(a) == rulegeo.Buckets(b) && a.Mode == b.Mode &&
 		a.Limit != 0 && b.Limit != 0 && !a.Deny && !b.Deny
 }
 

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apierr"
-	"github.com/sluicehq/sluice/policy"
 )
 
 // Errors returned by New, Allow, AllowN, Flush and Close. A denial is not an
@@ -46,33 +45,17 @@ var (
 	// ErrKeyTooLong means the key is longer than Options.MaxKeyLength.
 	ErrKeyTooLong = errors.New("sluice: key too long")
 	// ErrClosed means the limiter was closed.
-	ErrClosed = apierr.Closed
+	ErrClosed = apierr.ErrClosed
 	// ErrStoreUnavailable means the check needed the store, the store failed,
 	// and the failure mode is FailClosed. The Decision is a denial. New
 	// wraps it too, with Options.RequireStore, when the store cannot be
 	// reached or refuses writes at start.
-	ErrStoreUnavailable = apierr.StoreUnavailable
+	ErrStoreUnavailable = apierr.ErrStoreUnavailable
 	// ErrStoreConfig is wrapped by New's errors about a store that refuses
 	// this client: wrong or missing credentials, an ACL user without the
 	// commands or the keys sluice needs, scripting disabled. The error says
 	// what to change.
-	ErrStoreConfig = apierr.StoreConfig
-)
-
-// FailureMode says how checks that need the store are decided while it is
-// unreachable or too slow (policy.FailureMode).
-type FailureMode = policy.FailureMode
-
-// The failure modes.
-const (
-	// FailLocal enforces Limit/N̂ per instance locally (N̂ as last seen), keeps
-	// the counts, and pushes them when the store returns. The default.
-	FailLocal = policy.FailLocal
-	// FailOpen admits every check (still counting it, to push later).
-	FailOpen = policy.FailOpen
-	// FailClosed denies every check that needs the store, with
-	// ErrStoreUnavailable.
-	FailClosed = policy.FailClosed
+	ErrStoreConfig = apierr.ErrStoreConfig
 )
 
 // Clock is a source of time for a Limiter, for tests and simulation.

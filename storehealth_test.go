@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
 )
@@ -242,7 +243,7 @@ func TestPermissionsRevoked(t *testing.T) {
 // Prefix; key needs no encoding).
 func storeTotal(t *testing.T, c *redis.Client, rule policy.Rule, key string) int64 {
 	t.Helper()
-	h, err := c.HGetAll(context.Background(), fmt.Sprintf("sluice:{%s:%s}:%d", rule.Name, key, rule.SubWindow().Microseconds())).Result()
+	h, err := c.HGetAll(context.Background(), fmt.Sprintf("sluice:{%s:%s}:%d", rule.Name, key, rulegeo.SubWindow(rule).Microseconds())).Result()
 	require.NoError(t, err)
 	var total int64
 	for f, v := range h {

@@ -122,7 +122,7 @@ func TestStrictAlgorithmsHungStore(t *testing.T) {
 	local, err := sluice.New(opts, rules...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = local.Close() })
-	opts.FailureMode = sluice.FailClosed
+	opts.FailureMode = policy.FailClosed
 	opts.Prefix = "closed"
 	closed, err := sluice.New(opts, rules...)
 	require.NoError(t, err)

@@ -88,7 +88,7 @@ func (o *recObserver) ObserveInt64(inst metric.Int64Observable, v int64, opts ..
 	attrs := metric.NewObserveConfig(opts).Attributes()
 	for it := attrs.Iter(); it.Next(); {
 		kv := it.Attribute()
-		name += " " + string(kv.Key) + "=" + kv.Value.Emit()
+		name += " " + string(kv.Key) + "=" + kv.Value.String()
 	}
 	o.got[name] = v
 }

@@ -25,7 +25,7 @@ const (
 	// under policy.MaxWindow).
 	bucketBurst = 3_000_000_000
 	// warmBurst is the largest capacity of a rule with a WarmUp at this
-	// interval (policy.MaxWarmUpDebt: a day of intervals).
+	// interval (a WarmUp rule's Burst·Interval is at most 24 hours: a day of intervals).
 	warmBurst  = 8_640_000
 	warmPeriod = time.Minute // 6000 intervals
 	// warmFill is the cost of a warm-up key's first check on the allow

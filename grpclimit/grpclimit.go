@@ -12,7 +12,7 @@
 //
 // An admitted call proceeds with the rate-limit fields in its response
 // header metadata, the same fields as httplimit's headers, built by the
-// same code (httplimit.RuleSet) from what is in force for the call's keys:
+// same code as its middleware from what is in force for the call's keys:
 // their override tiers' limits, and the rules as the last SetRules or
 // WatchFile reload left them. They are ratelimit-policy and ratelimit, the
 // IETF fields, one item per rule that limits the key, and
@@ -58,10 +58,11 @@ import (
 // ErrorMode.
 type ErrorMode uint8
 
+// The error modes; the zero ErrorMode makes the interceptors' constructors
+// fail: the choice must be explicit.
 const (
-	errorModeUnset ErrorMode = iota
 	// ErrorReject fails the call with codes.Unavailable.
-	ErrorReject
+	ErrorReject ErrorMode = iota + 1
 	// ErrorServe lets the call proceed unlimited.
 	ErrorServe
 )
@@ -139,9 +140,9 @@ const maxRules = 8
 // route is a checked Route; one without rules is unlimited.
 type route struct {
 	pattern string
-	rules   *httplimit.RuleSet // the rate rules; nil if none
-	keys    []KeyFunc          // the rate rules' keys, then the InFlight rules'
-	slots   []string           // the InFlight rules, acquired in this order
+	rules   *layer.RuleSet // the rate rules; nil if none
+	keys    []KeyFunc      // the rate rules' keys, then the InFlight rules'
+	slots   []string       // the InFlight rules, acquired in this order
 	cost    func(ctx context.Context, fullMethod string) int64
 }
 
@@ -152,7 +153,7 @@ func (rt *route) unlimited() bool { return rt.rules == nil && len(rt.slots) == 0
 func (rt *route) names() []string {
 	var out []string
 	if rt.rules != nil {
-		out = names(rt.rules)
+		out = rt.rules.Names()
 	}
 	return append(out, rt.slots...)
 }
@@ -185,7 +186,7 @@ type limiter struct {
 	maxKey    int
 	errorMode ErrorMode
 	report    func(ctx context.Context, fullMethod string, err error)
-	set       httplimit.Headers // the fields sent: all, or none
+	set       layer.FieldSet // the fields sent: all, or none
 }
 
 func newLimiter(cfg Config) (l *limiter, err error) {
@@ -223,7 +224,7 @@ func newLimiter(cfg Config) (l *limiter, err error) {
 		report:    cfg.ReportError,
 	}
 	if !cfg.OmitMetadata {
-		l.set = allFields
+		l.set = layer.AllFields
 	}
 	var releases []func()
 	defer func() {
@@ -276,7 +277,7 @@ func (l *limiter) route(cr Route, key KeyFunc, cost func(context.Context, string
 	}
 	switch {
 	case cr.Unlimited && len(cr.Rules) > 0:
-		return nil, errors.New("Unlimited with Rules: choose one")
+		return nil, errors.New("a route with both Unlimited and Rules: choose one")
 	case cr.Unlimited:
 		return rt, nil
 	case len(cr.Rules) == 0:
@@ -297,20 +298,11 @@ func (l *limiter) route(cr Route, key KeyFunc, cost func(context.Context, string
 	}
 	rt.slots, rt.keys = split.Slots, split.Keys
 	if len(split.Rates) > 0 {
-		if rt.rules, err = httplimit.NewRuleSet(l.lim, split.Rates...); err != nil {
+		if rt.rules, err = layer.NewRuleSet(l.lim, split.Rates...); err != nil {
 			return nil, err
 		}
 	}
 	return rt, nil
-}
-
-// names returns the names of the rules of rs.
-func names(rs *httplimit.RuleSet) []string {
-	out := make([]string, rs.Len())
-	for i := range out {
-		out[i] = rs.Name(i)
-	}
-	return out
 }
 
 // UnaryServerInterceptor checks cfg and returns the unary interceptor.
@@ -364,10 +356,6 @@ func StreamServerInterceptor(cfg Config) (grpc.StreamServerInterceptor, error) {
 		return handler(srv, ss)
 	}, nil
 }
-
-// allFields are the fields the interceptors send, unless
-// Config.OmitMetadata.
-const allFields = httplimit.HeaderRateLimitPolicy | httplimit.HeaderRateLimit | httplimit.HeaderXRateLimit | httplimit.HeaderRetryAfter
 
 // check decides a call: the header metadata to send (nil for none) and the
 // call's error (nil to proceed). The in-flight slots taken for a call that
@@ -506,7 +494,7 @@ const (
 
 // toMetadata returns the fields f as header metadata, under their names in
 // lower case, all in one []string; nil when f has none.
-func toMetadata(f *httplimit.Fields) metadata.MD {
+func toMetadata(f *layer.Fields) metadata.MD {
 	vals := [6]string{f.Policy, f.RateLimit, f.Limit, f.Remaining, f.Reset, f.RetryAfter}
 	n := 0
 	for _, v := range vals {
@@ -528,7 +516,7 @@ func toMetadata(f *httplimit.Fields) metadata.MD {
 	return md
 }
 
-// fieldNames are the metadata keys of the fields, in httplimit.Fields'
+// fieldNames are the metadata keys of the fields, in layer.Fields'
 // order.
 var fieldNames = [6]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
 

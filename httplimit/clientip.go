@@ -125,7 +125,6 @@ func (c ClientIP) Addr(req *http.Request) (netip.Addr, error) {
 type resolver struct {
 	trusted []netip.Prefix
 	header  string // canonical; "" for none
-	kind    string // the header's kind: one of the constants
 	v6, v4  int
 }
 

@@ -29,8 +29,7 @@
 // (one string holding every header value, one slice for them) and none
 // without.
 //
-// RuleSet is what a route does, exported for other transports: rules
-// checked together and the values of the fields that describe them.
-// grpclimit's interceptors use it, so that a gRPC client is told what an
+// grpclimit's interceptors check a route's rules and build its fields with
+// the same code as the middleware, so that a gRPC client is told what an
 // HTTP client is, field for field.
 package httplimit

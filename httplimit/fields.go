@@ -6,6 +6,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/layer"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -36,13 +37,13 @@ func PolicyField(rules ...policy.Rule) (string, error) {
 // writes the same bytes without httpsfv's allocations.
 func RateLimitField(rule string, d sluice.Decision) (string, error) {
 	it := httpsfv.NewItem(rule)
-	it.Params.Add("r", sfInt(d.Remaining))
-	it.Params.Add("t", sfInt(seconds(d.ResetAfter, 0)))
+	it.Params.Add("r", layer.SFInt(d.Remaining))
+	it.Params.Add("t", layer.SFInt(layer.Seconds(d.ResetAfter, 0)))
 	if d.Shadowed() {
-		it.Params.Add(shadowParam, true)
+		it.Params.Add(layer.ShadowParam, true)
 	}
 	if d.InSoftBand() {
-		it.Params.Add(softParam, true)
+		it.Params.Add(layer.SoftParam, true)
 	}
 	v, err := httpsfv.Marshal(httpsfv.List{it})
 	if err != nil {

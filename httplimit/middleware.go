@@ -54,12 +54,12 @@ type Route struct {
 // ErrorMode, as that failure mode asks.
 type ErrorMode uint8
 
+// The error modes; the zero ErrorMode makes New fail: the choice must be
+// explicit.
 const (
-	// errorModeUnset makes New fail: the choice must be explicit.
-	errorModeUnset ErrorMode = iota
 	// ErrorReject answers 503 Service Unavailable (Config.OnError, by
 	// default a problem+json body).
-	ErrorReject
+	ErrorReject ErrorMode = iota + 1
 	// ErrorServe serves the request unlimited, without rate-limit headers.
 	// Config.ReportError still hears of the error.
 	ErrorServe
@@ -138,16 +138,15 @@ const BusyRetryAfter = 1
 
 var busyRetryAfter = strconv.Itoa(BusyRetryAfter)
 
-// maxRules is the most rules a route may layer (AllowAll decides up to 8
-// checks without allocating).
-const maxRules = 8
+// maxRules is the most rules a route may layer.
+const maxRules = layer.MaxRules
 
 // route is a checked Route.
 type route struct {
 	pattern string
-	rules   *RuleSet  // the rate rules; nil if there are none
-	keys    []KeyFunc // the rate rules' keys, then the InFlight rules'
-	slots   []string  // the InFlight rules, acquired in this order
+	rules   *layer.RuleSet // the rate rules; nil if there are none
+	keys    []KeyFunc      // the rate rules' keys, then the InFlight rules'
+	slots   []string       // the InFlight rules, acquired in this order
 	cost    func(*http.Request) int64
 }
 
@@ -319,7 +318,7 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 	}
 	rt.slots, rt.keys = split.Slots, split.Keys
 	if len(split.Rates) > 0 {
-		if rt.rules, err = NewRuleSet(m.lim, split.Rates...); err != nil {
+		if rt.rules, err = layer.NewRuleSet(m.lim, split.Rates...); err != nil {
 			return nil, err
 		}
 	}
@@ -330,7 +329,7 @@ func (m *middleware) route(cr Route, key KeyFunc) (*route, error) {
 func (rt *route) names() []string {
 	var names []string
 	if rt.rules != nil {
-		names = append(names, rt.rules.names...)
+		names = rt.rules.Names()
 	}
 	return append(names, rt.slots...)
 }
@@ -377,16 +376,16 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		if rt.cost != nil {
 			n = rt.cost(r)
 		}
-		res, err := rt.rules.Check(r.Context(), keys[:nr], n, m.set)
+		res, err := rt.rules.Check(r.Context(), keys[:nr], n, layer.FieldSet(m.set))
 		if err != nil {
 			if m.failed(w, r, err) {
 				next.ServeHTTP(w, r)
 			}
 			return
 		}
-		setHeaders(w.Header(), &res.vals)
+		setHeaders(w.Header(), &res.Values)
 		if d := res.Decision; !d.Allowed {
-			dn := Denial{Rule: rt.rules.names[max(res.Denied, 0)], Decision: d}
+			dn := Denial{Rule: rt.rules.Name(max(res.Denied, 0)), Decision: d}
 			if d.Blocked() {
 				m.blocked(w, r, dn)
 				return
@@ -465,7 +464,7 @@ func (m *middleware) key(fn KeyFunc, r *http.Request) (string, error) {
 }
 
 func (m *middleware) defaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
-	retry := seconds(d.Decision.RetryAfter, 1)
+	retry := layer.Seconds(d.Decision.RetryAfter, 1)
 	Problem{
 		Type:       m.problemType,
 		Title:      http.StatusText(http.StatusTooManyRequests),

@@ -12,15 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/layer"
 	"github.com/sluicehq/sluice/internal/vclock"
 	"github.com/sluicehq/sluice/policy"
 )
 
-// TestRuleSetIsTheMiddleware: a RuleSet checked by hand and the middleware
-// over another limiter of the same rules on the same virtual clock decide
-// the same and send the same field values, byte for byte (but for the
-// wall-clock X-RateLimit-Reset, which is parsed), layered and alone, to a
-// denial.
+// TestRuleSetIsTheMiddleware: a layer.RuleSet (what grpclimit checks)
+// checked by hand and the middleware over another limiter of the same
+// rules on the same virtual clock decide the same and send the same field
+// values, byte for byte (but for the wall-clock X-RateLimit-Reset, which
+// is parsed), layered and alone, to a denial.
 func TestRuleSetIsTheMiddleware(t *testing.T) {
 	t.Parallel()
 	rules := []policy.Rule{
@@ -33,7 +34,7 @@ func TestRuleSetIsTheMiddleware(t *testing.T) {
 			t.Parallel()
 			c := &vclock.Clock{}
 			c.NS.Store(1_800_000_000 * int64(time.Second))
-			rs, err := httplimit.NewRuleSet(clockLimiter(t, c, rules...), names...)
+			rs, err := layer.NewRuleSet(clockLimiter(t, c, rules...), names...)
 			require.NoError(t, err)
 			require.Equal(t, len(names), rs.Len())
 			var route []httplimit.Rule
@@ -51,7 +52,7 @@ func TestRuleSetIsTheMiddleware(t *testing.T) {
 			}
 			denied := 0
 			for i := range 7 {
-				res, err := rs.Check(context.Background(), keys, 1, allHeaders)
+				res, err := rs.Check(context.Background(), keys, 1, layer.AllFields)
 				require.NoError(t, err)
 				w := httptest.NewRecorder()
 				r := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -78,31 +79,7 @@ func TestRuleSetIsTheMiddleware(t *testing.T) {
 
 			res, err := rs.Check(context.Background(), keys, 1, 0)
 			require.NoError(t, err)
-			assert.Equal(t, httplimit.Fields{}, res.Fields(), "no field asked, none built")
+			assert.Equal(t, layer.Fields{}, res.Fields(), "no field asked, none built")
 		})
 	}
-}
-
-// TestNewRuleSetRefuses: no limiter, no rule, an unknown rule, too many;
-// and a check with a key per rule only.
-func TestNewRuleSetRefuses(t *testing.T) {
-	t.Parallel()
-	lim := newLimiter(t, policy.Rule{Name: "api", Limit: 5, Window: time.Minute})
-	for _, tc := range []struct {
-		names []string
-		want  string
-	}{
-		{nil, "no Rules"},
-		{[]string{"nope"}, `"nope"`},
-		{[]string{"api", "api", "api", "api", "api", "api", "api", "api", "api"}, "at most 8"},
-	} {
-		_, err := httplimit.NewRuleSet(lim, tc.names...)
-		require.ErrorContains(t, err, tc.want)
-	}
-	_, err := httplimit.NewRuleSet(nil, "api")
-	require.Error(t, err)
-	rs, err := httplimit.NewRuleSet(lim, "api")
-	require.NoError(t, err)
-	_, err = rs.Check(context.Background(), []string{"a", "b"}, 1, allHeaders)
-	require.ErrorContains(t, err, "2 keys for 1 rules")
 }

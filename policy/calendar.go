@@ -13,8 +13,8 @@ import (
 type Period uint8
 
 const (
-	// NoPeriod (the zero value) is a rule counted over its Window.
-	NoPeriod Period = iota
+	// noPeriod (the zero value) is a rule counted over its Window.
+	noPeriod Period = iota
 	// Day is a calendar day, from local midnight to the next.
 	Day
 	// Week is an ISO week, from Monday's local midnight to the next
@@ -28,7 +28,7 @@ const (
 // String returns the period's name as used in policy files.
 func (p Period) String() string {
 	switch p {
-	case NoPeriod:
+	case noPeriod:
 		return ""
 	case Day:
 		return "day"
@@ -42,7 +42,7 @@ func (p Period) String() string {
 
 // Length returns the period's nominal length, which speaks of a calendar
 // rule where a length is wanted (RateLimit-Policy's window, the time its
-// counts take to lapse): 24 hours, 7 days, 30 days; 0 for NoPeriod. The
+// counts take to lapse): 24 hours, 7 days, 30 days; 0 for the zero Period (none). The
 // periods themselves are the calendar's (see Period).
 func (p Period) Length() time.Duration {
 	switch p {
@@ -56,33 +56,33 @@ func (p Period) Length() time.Duration {
 	return 0
 }
 
-// ParsePeriod returns the period named s ("day", "week" or "month", in any
+// parsePeriod returns the period named s ("day", "week" or "month", in any
 // case), or an error that says what the names are.
-func ParsePeriod(s string) (Period, error) {
+func parsePeriod(s string) (Period, error) {
 	for _, p := range []Period{Day, Week, Month} {
 		if strings.EqualFold(s, p.String()) {
 			return p, nil
 		}
 	}
-	return NoPeriod, fmt.Errorf("%q is not a period: use day, week or month", s)
+	return noPeriod, fmt.Errorf("%q is not a period: use day, week or month", s)
 }
 
-// Calendar reports whether the rule is a calendar quota (Period set).
-func (r Rule) Calendar() bool { return r.Period != NoPeriod }
+// calendar reports whether the rule is a calendar quota (Period set).
+func (r Rule) calendar() bool { return r.Period != noPeriod }
 
 // WindowLength returns the rule's Window, or for a calendar quota its
 // Period's nominal Length.
 func (r Rule) WindowLength() time.Duration {
-	if r.Calendar() {
+	if r.calendar() {
 		return r.Period.Length()
 	}
 	return r.Window
 }
 
-// Location returns the time zone of a calendar rule: TimeZone loaded from
+// location returns the time zone of a calendar rule: TimeZone loaded from
 // the system's time zone database (or the one a program embeds with
 // import _ "time/tzdata"); UTC for an empty TimeZone.
-func (r Rule) Location() (*time.Location, error) {
+func (r Rule) location() (*time.Location, error) {
 	if r.TimeZone == "Local" {
 		return nil, fmt.Errorf("TimeZone \"Local\" is each instance's own zone, which a fleet need not share: name the zone, such as Europe/Berlin")
 	}
@@ -96,7 +96,7 @@ func (r Rule) Location() (*time.Location, error) {
 // validateCalendar checks Period and TimeZone: a calendar quota is a fixed
 // window whose length the calendar sets, in a zone the fleet shares.
 func (r Rule) validateCalendar(bad func(string, ...any) error) error {
-	if !r.Calendar() {
+	if !r.calendar() {
 		if r.TimeZone != "" {
 			return bad("TimeZone %q is set without a Period: a time zone places calendar periods; set Period (day, week or month), or remove TimeZone", r.TimeZone)
 		}
@@ -114,7 +114,7 @@ func (r Rule) validateCalendar(bad func(string, ...any) error) error {
 	case r.Deny || r.InFlight:
 		return bad("Period %v is set with Deny or InFlight: neither counts per period; remove Period", r.Period)
 	}
-	if _, err := r.Location(); err != nil {
+	if _, err := r.location(); err != nil {
 		return bad("%v", err)
 	}
 	return nil

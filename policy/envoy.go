@@ -236,11 +236,11 @@ func ruleName(path string) string {
 			b[i], changed = '_', true
 		}
 	}
-	if !changed && len(b) <= MaxNameLength {
+	if !changed && len(b) <= maxNameLength {
 		return path
 	}
 	h := fnv.New64a()
 	h.Write([]byte(path))
 	suffix := fmt.Sprintf("-%016x", h.Sum64())
-	return string(b[:min(len(b), MaxNameLength-len(suffix))]) + suffix
+	return string(b[:min(len(b), maxNameLength-len(suffix))]) + suffix
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -61,13 +62,13 @@ func FuzzCalendarRule(f *testing.F) {
 			}
 			return
 		}
-		if !r.Calendar() {
+		if !rulegeo.Calendar(r) {
 			return
 		}
 		if r.Algorithm != policy.FixedWindow || r.Window != 0 || r.WindowLength() != r.Period.Length() {
 			t.Fatalf("accepted %+v", r)
 		}
-		loc, err := r.Location()
+		loc, err := time.LoadLocation(r.TimeZone)
 		if err != nil {
 			t.Fatalf("accepted a zone that does not load: %v", err)
 		}

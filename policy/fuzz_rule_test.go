@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
@@ -128,7 +129,7 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	if r.Burst != 0 || r.WarmUp != 0 {
 		t.Fatalf("%+v: a window rule accepted with Burst or WarmUp", r)
 	}
-	b := r.Buckets()
+	b := rulegeo.Buckets(r)
 	switch {
 	case r.Algorithm == policy.FixedWindow && b != 1,
 		r.Algorithm != policy.FixedWindow && r.Precision == 0 && b != policy.DefaultPrecision,
@@ -147,9 +148,9 @@ func checkAccepted(t *testing.T, r policy.Rule) {
 	}
 	sub := geo.Sub()
 	switch {
-	case geo.Buckets() != b, geo.Window() != r.Window, time.Duration(sub) != r.SubWindow(),
+	case geo.Buckets() != b, geo.Window() != r.Window, time.Duration(sub) != rulegeo.SubWindow(r),
 		sub < int64(time.Microsecond), sub%int64(time.Microsecond) != 0:
-		t.Fatalf("%+v: geometry %d × %dns, window %v, SubWindow %v", r, geo.Buckets(), sub, geo.Window(), r.SubWindow())
+		t.Fatalf("%+v: geometry %d × %dns, window %v, SubWindow %v", r, geo.Buckets(), sub, geo.Window(), rulegeo.SubWindow(r))
 	}
 	// The geometry's bucket arithmetic holds at times near the epoch and
 	// at today's store clock.

@@ -2,14 +2,14 @@ package policy
 
 import "fmt"
 
-// TierSeparator joins a rule's name and an override's Tier into the name the
+// tierSeparator joins a rule's name and an override's Tier into the name the
 // override's keys are counted under (see Rule.Tier). Rule names cannot hold
 // it, so a tier never shares counts with a rule of its own.
-const TierSeparator = "/"
+const tierSeparator = "/"
 
-// MaxOverrideKeys bounds the keys named by one rule's overrides, all tiers
+// maxOverrideKeys bounds the keys named by one rule's overrides, all tiers
 // together: the limiter holds them in memory, one map entry each.
-const MaxOverrideKeys = 1 << 20
+const maxOverrideKeys = 1 << 20
 
 // Override gives named keys of a rule their own limit: a customer on a
 // higher plan, an internal service allow-listed, a client blocked. It keeps
@@ -21,7 +21,7 @@ const MaxOverrideKeys = 1 << 20
 // its tier, counted apart from the rule's other keys, in the store under
 // the name Rule.Tier returns.
 type Override struct {
-	// Tier names the override: 1 to MaxNameLength bytes of letters, digits,
+	// Tier names the override: 1 to 64 bytes of letters, digits,
 	// '_', '.' and '-', unique within the rule.
 	Tier string
 	// Keys are the keys the override applies to: each non-empty, in one
@@ -40,7 +40,7 @@ type Override struct {
 }
 
 // Tier returns the rule the keys of r's override named tier are decided
-// under: r with the override's limit, named r.Name + TierSeparator + tier,
+// under: r with the override's limit, named r.Name + "/" + tier,
 // without overrides and without elasticity (Ceiling, Capacity: a tier's
 // limit is its own); ok is false if r has no such override. Soft and
 // Shadow apply to a tier as to its rule. An
@@ -56,7 +56,7 @@ func (r Rule) Tier(tier string) (Rule, bool) {
 
 func (r Rule) tierRule(o Override) Rule {
 	t := r
-	t.Name = r.Name + TierSeparator + o.Tier
+	t.Name = r.Name + tierSeparator + o.Tier
 	t.Overrides = nil
 	t.Limit, t.Burst, t.Deny = o.Limit, o.Burst, o.Deny
 	t.Ceiling, t.Capacity = 0, "" // a tier's limit is its own: not elastic
@@ -76,7 +76,7 @@ func (r Rule) validateOverrides(bad func(string, ...any) error) error {
 	keys := make(map[string]string)
 	for i, o := range r.Overrides {
 		if err := ValidateName(o.Tier); err != nil {
-			return bad("override %d: Tier %q: use 1 to %d letters, digits, '_', '.' or '-'", i+1, o.Tier, MaxNameLength)
+			return bad("override %d: Tier %q: use 1 to %d letters, digits, '_', '.' or '-'", i+1, o.Tier, maxNameLength)
 		}
 		if tiers[o.Tier] {
 			return bad("override tier %q appears twice: merge the two, or rename one", o.Tier)
@@ -94,8 +94,8 @@ func (r Rule) validateOverrides(bad func(string, ...any) error) error {
 		if len(o.Keys) == 0 {
 			return bad("override tier %q has no Keys: name the keys it applies to, or remove it", o.Tier)
 		}
-		if len(keys)+len(o.Keys) > MaxOverrideKeys {
-			return bad("overrides name more than %d keys: move the largest tiers to rules of their own", MaxOverrideKeys)
+		if len(keys)+len(o.Keys) > maxOverrideKeys {
+			return bad("overrides name more than %d keys: move the largest tiers to rules of their own", maxOverrideKeys)
 		}
 		for _, k := range o.Keys {
 			if k == "" {

@@ -23,8 +23,8 @@ const (
 	MaxPrecision = 64
 	// DefaultPrecision is the number of sub-windows used when Precision is 0.
 	DefaultPrecision = 10
-	// MaxNameLength is the longest rule name, in bytes.
-	MaxNameLength = 64
+	// maxNameLength is the longest rule name, in bytes.
+	maxNameLength = 64
 	// MaxLogLimit is the largest Limit of a SlidingLog rule. The log keeps
 	// one 8-byte timestamp per unit in the window, per key: at this bound a
 	// key at its limit holds 8 KiB, so a million keys at their limits (the
@@ -33,23 +33,23 @@ const (
 	// Options.MaxKeys for such rules. Higher limits are what the counting
 	// algorithms are for.
 	MaxLogLimit = 1024
-	// MinInterval is the shortest emission interval Window/Limit of a
+	// minInterval is the shortest emission interval Window/Limit of a
 	// TokenBucket or GCRA rule: the interval is rounded to the nanosecond,
 	// which at 1µs changes the rate by at most 0.05%.
-	MinInterval = time.Microsecond
-	// MinWarmUpInterval is the shortest emission interval of a rule with a
+	minInterval = time.Microsecond
+	// minWarmUpInterval is the shortest emission interval of a rule with a
 	// WarmUp: its state runs on Guava's µs clock and each admission's cost
 	// is truncated to the µs, as in Guava, so at 1ms the rate is off by at
 	// most 0.1%.
-	MinWarmUpInterval = time.Millisecond
+	minWarmUpInterval = time.Millisecond
 	// MaxWarmUpIntervals bounds WarmUp/Interval, the cold permits a key of a
 	// warm-up rule stores: kept in 20 bits, they are then exact to 1/16 of
 	// a permit (see localcache.WarmTable).
 	MaxWarmUpIntervals = 1 << 16
-	// MaxWarmUpDebt bounds Burst·Interval for a rule with a WarmUp: a key's
+	// maxWarmUpDebt bounds Burst·Interval for a rule with a WarmUp: a key's
 	// debt (at most three times that, when cold) must fit the packed state
 	// of localcache.WarmTable.
-	MaxWarmUpDebt = 24 * time.Hour
+	maxWarmUpDebt = 24 * time.Hour
 	// MaxStrictTolerance is the largest Burst·Interval of a TokenBucket or
 	// GCRA rule in Mode Strict: the store's script keeps the debt in Lua
 	// numbers, doubles exact to 2^53 ns; this bound (2^52 ns, about 52
@@ -152,7 +152,7 @@ func (m Mode) String() string {
 // per key.
 type Rule struct {
 	// Name identifies the rule in Allow calls and is part of the Redis key:
-	// 1 to MaxNameLength bytes of [A-Za-z0-9_.-]. Unique within a limiter.
+	// 1 to 64 bytes of [A-Za-z0-9_.-]. Unique within a limiter.
 	Name string
 	// Limit is the number of requests (or cost units) allowed per Window, per
 	// key: 1 to MaxLimit.
@@ -186,8 +186,9 @@ type Rule struct {
 	// WarmUp, for a TokenBucket or GCRA, makes an idle key go cold: its rate
 	// then ramps up to Limit per Window over WarmUp of saturated use, as in
 	// Guava's SmoothWarmingUp (cold factor 3: a cold key admits one unit
-	// per 3·Interval and about Burst/3 at once; see window.WarmUp). 0 (the
-	// default) means no warm-up. Refused by the other algorithms.
+	// per 3·Interval and about Burst/3 at once; see window.WarmUp). It needs
+	// an Interval of at least 1ms and a Burst·Interval of at most 24 hours.
+	// 0 (the default) means no warm-up. Refused by the other algorithms.
 	WarmUp time.Duration
 	// Mode is where decisions are made; default ModeDefault.
 	Mode Mode
@@ -195,7 +196,8 @@ type Rule struct {
 	// for a TokenBucket or GCRA, refills and holds that much more), while
 	// the Decision's Limit and Remaining still speak of Limit: a check in
 	// the soft band is Allowed with Remaining 0. 0 (the default) means no
-	// soft band; negative, NaN and infinite values are refused.
+	// soft band; negative, NaN, infinite values and values above 10 are
+	// refused.
 	Soft float64
 	// Ceiling makes the rule elastic: a key may pass its Limit, up to
 	// Ceiling per Window, while the rule named by Capacity (a shared
@@ -220,7 +222,7 @@ type Rule struct {
 	Deny bool
 	// Overrides give named keys their own limit: a higher tier, an
 	// allow-listed service, a blocked client (see Override). A key in no
-	// override gets the rule's Limit.
+	// override gets the rule's Limit. At most 2^20 keys, all tiers together.
 	Overrides []Override
 	// InFlight makes the rule a concurrency limit instead of a rate: at
 	// most Limit slots held at once per key, taken by Limiter.Acquire and
@@ -233,31 +235,10 @@ type Rule struct {
 // ErrInvalidRule is wrapped by every error Validate returns.
 var ErrInvalidRule = errors.New("invalid rule")
 
-// Buckets returns the number of sub-windows the rule counts with: 1 for a
-// FixedWindow, Precision (or DefaultPrecision) for a SlidingWindow or a
-// WeightedWindow, and 1 for the algorithms without sub-windows (TokenBucket,
-// GCRA, SlidingLog).
-func (r Rule) Buckets() int {
-	switch r.Algorithm {
-	case FixedWindow, TokenBucket, GCRA, SlidingLog:
-		return 1
-	}
-	if r.Precision == 0 {
-		return DefaultPrecision
-	}
-	return r.Precision
-}
-
-// SubWindow returns the length of one sub-window: Window / Buckets (a
-// calendar quota's nominal period length, WindowLength).
-func (r Rule) SubWindow() time.Duration {
-	return r.WindowLength() / time.Duration(r.Buckets())
-}
-
 // Interval returns the emission interval of a TokenBucket or GCRA rule,
 // Window/Limit rounded to the nearest nanosecond: the bucket gains one unit
-// per Interval. For the other algorithms it is the same quotient, the mean
-// spacing of Limit units over the Window.
+// per Interval; it must be at least 1µs. For the other algorithms it is the
+// same quotient, the mean spacing of Limit units over the Window.
 func (r Rule) Interval() time.Duration {
 	if r.Limit < 1 {
 		return 0
@@ -298,7 +279,7 @@ func (r Rule) Validate() error {
 	if r.Limit < 1 || r.Limit > MaxLimit {
 		return bad("Limit %d is out of range: it must be between 1 and %d", r.Limit, int64(MaxLimit))
 	}
-	if (r.Window < MinWindow || r.Window > MaxWindow) && !r.Calendar() {
+	if (r.Window < MinWindow || r.Window > MaxWindow) && !r.calendar() {
 		return bad("Window %v is out of range: it must be between %v and %v", r.Window, MinWindow, MaxWindow)
 	}
 	switch r.Algorithm {
@@ -324,7 +305,10 @@ func (r Rule) Validate() error {
 		if r.Precision < 0 || r.Precision > MaxPrecision {
 			return bad("Precision %d is out of range: it must be between 1 and %d (0 means %d)", r.Precision, MaxPrecision, DefaultPrecision)
 		}
-		b := time.Duration(r.Buckets())
+		b := time.Duration(DefaultPrecision)
+		if r.Precision != 0 {
+			b = time.Duration(r.Precision)
+		}
 		if r.Window%(b*time.Microsecond) != 0 {
 			return bad("Window %v does not split into %d sub-windows of whole microseconds: pick a Precision that divides it", r.Window, b)
 		}
@@ -360,8 +344,8 @@ func (r Rule) validateAlgorithm(bad func(string, ...any) error) error {
 		return nil
 	}
 	iv := r.Interval()
-	if iv < MinInterval {
-		return bad("Window/Limit is %v: a %v emits one unit per interval, which must be at least %v; count in coarser units, or lengthen the Window", iv, a, MinInterval)
+	if iv < minInterval {
+		return bad("Window/Limit is %v: a %v emits one unit per interval, which must be at least %v; count in coarser units, or lengthen the Window", iv, a, minInterval)
 	}
 	if r.Burst < 0 || r.Burst > MaxLimit {
 		return bad("Burst %d is out of range: it must be between 1 and %d (0 means Limit)", r.Burst, int64(MaxLimit))
@@ -380,14 +364,14 @@ func (r Rule) validateAlgorithm(bad func(string, ...any) error) error {
 		return nil
 	}
 	switch {
-	case iv < MinWarmUpInterval:
-		return bad("Window/Limit is %v: with a WarmUp the interval must be at least %v (the warm-up runs on a µs clock); lower the Limit, lengthen the Window, or remove WarmUp", iv, MinWarmUpInterval)
+	case iv < minWarmUpInterval:
+		return bad("Window/Limit is %v: with a WarmUp the interval must be at least %v (the warm-up runs on a µs clock); lower the Limit, lengthen the Window, or remove WarmUp", iv, minWarmUpInterval)
 	case r.WarmUp < iv:
 		return bad("WarmUp %v is shorter than one interval (%v): nothing to ramp; lengthen it or remove it", r.WarmUp, iv)
 	case r.WarmUp/iv > MaxWarmUpIntervals:
 		return bad("WarmUp %v spans %d intervals of %v; the most is %d: shorten WarmUp, or lower the Limit", r.WarmUp, r.WarmUp/iv, iv, MaxWarmUpIntervals)
-	case time.Duration(burst) > MaxWarmUpDebt/iv:
-		return bad("Burst %d takes %v to refill; with a WarmUp the most is %v: lower Burst or raise the rate", burst, time.Duration(burst)*iv, MaxWarmUpDebt)
+	case time.Duration(burst) > maxWarmUpDebt/iv:
+		return bad("Burst %d takes %v to refill; with a WarmUp the most is %v: lower Burst or raise the rate", burst, time.Duration(burst)*iv, maxWarmUpDebt)
 	}
 	return nil
 }
@@ -404,15 +388,15 @@ func (r Rule) validateMode(bad func(string, ...any) error) error {
 	return nil
 }
 
-// ValidateName reports whether s can be a rule name: 1 to MaxNameLength bytes
-// of ASCII letters, digits, '_', '.' and '-'. These cannot break the Redis key
+// ValidateName reports whether s can be a rule name: 1 to 64 bytes of
+// ASCII letters, digits, '_', '.' and '-'. These cannot break the Redis key
 // layout (no ':', '{', '}' or spaces).
 func ValidateName(s string) error {
 	if s == "" {
 		return fmt.Errorf("%w: empty Name: every rule needs a unique name", ErrInvalidRule)
 	}
-	if len(s) > MaxNameLength {
-		return fmt.Errorf("%w %.20q...: Name is %d bytes long; the maximum is %d", ErrInvalidRule, s, len(s), MaxNameLength)
+	if len(s) > maxNameLength {
+		return fmt.Errorf("%w %.20q...: Name is %d bytes long; the maximum is %d", ErrInvalidRule, s, len(s), maxNameLength)
 	}
 	for i := 0; i < len(s); i++ {
 		if !nameByte(s[i]) {

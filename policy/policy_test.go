@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -265,11 +266,11 @@ func TestValidRulesMakeGeometry(t *testing.T) {
 			continue
 		}
 		accepted++
-		b := rule.Buckets()
+		b := rulegeo.Buckets(rule)
 		require.GreaterOrEqual(t, b, 1)
 		require.LessOrEqual(t, b, policy.MaxPrecision)
-		require.Equal(t, rule.Window, rule.SubWindow()*time.Duration(b), "%+v", rule)
-		require.Zero(t, rule.SubWindow()%time.Microsecond, "%+v", rule)
+		require.Equal(t, rule.Window, rulegeo.SubWindow(rule)*time.Duration(b), "%+v", rule)
+		require.Zero(t, rulegeo.SubWindow(rule)%time.Microsecond, "%+v", rule)
 		require.NotPanics(t, func() {
 			var geo window.Sliding
 			if rule.Algorithm == policy.FixedWindow {
@@ -277,39 +278,11 @@ func TestValidRulesMakeGeometry(t *testing.T) {
 			} else {
 				geo = window.NewSliding(rule.Window, b)
 			}
-			require.Equal(t, int64(rule.SubWindow()), geo.Sub())
+			require.Equal(t, int64(rulegeo.SubWindow(rule)), geo.Sub())
 			require.Equal(t, b, geo.Buckets())
 		}, "%+v", rule)
 	}
 	assert.Greater(t, accepted, 2000)
-}
-
-func TestBucketsSubWindow(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		rule    policy.Rule
-		buckets int
-		sub     time.Duration
-	}{
-		{"sliding default precision", policy.Rule{Window: time.Second}, policy.DefaultPrecision, 100 * time.Millisecond},
-		{"sliding precision 1", policy.Rule{Window: time.Second, Precision: 1}, 1, time.Second},
-		{"sliding precision 60", policy.Rule{Window: time.Minute, Precision: 60}, 60, time.Second},
-		{"sliding precision 64", policy.Rule{Window: time.Second, Precision: 64}, 64, 15625 * time.Microsecond},
-		{"fixed", policy.Rule{Window: time.Second, Algorithm: policy.FixedWindow}, 1, time.Second},
-		{"fixed ignores precision", policy.Rule{Window: time.Minute, Algorithm: policy.FixedWindow, Precision: 30}, 1, time.Minute},
-		{"token bucket", policy.Rule{Window: time.Minute, Algorithm: policy.TokenBucket}, 1, time.Minute},
-		{"gcra", policy.Rule{Window: time.Minute, Algorithm: policy.GCRA}, 1, time.Minute},
-		{"sliding log", policy.Rule{Window: time.Minute, Algorithm: policy.SlidingLog}, 1, time.Minute},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			assert.Equal(t, tt.buckets, tt.rule.Buckets())
-			assert.Equal(t, tt.sub, tt.rule.SubWindow())
-		})
-	}
-	assert.Equal(t, 10, policy.DefaultPrecision)
 }
 
 func TestStrings(t *testing.T) {

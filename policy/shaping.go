@@ -2,13 +2,9 @@ package policy
 
 import "math"
 
-// MaxSoft is the largest Soft a rule may have: a soft band of ten times the
+// maxSoft is the largest Soft a rule may have: a soft band of ten times the
 // limit is already no limit worth the name.
-const MaxSoft = 10
-
-// SoftLimit returns the most the rule admits per Window with its soft band:
-// ⌊Limit·(1+Soft)⌋, and Limit without one.
-func (r Rule) SoftLimit() int64 { return softOf(r.Limit, r.Soft) }
+const maxSoft = 10
 
 // Effective returns the rule as its engine counts it: Limit (and Burst, if
 // set) widened by the soft band. Decisions still report the rule's own
@@ -79,8 +75,8 @@ func (r Rule) validateSoft(bad func(string, ...any) error) error {
 		return bad("Soft %v is not a number: use a fraction of the limit such as 0.1 (10%% over Limit), or 0 for none", s)
 	case s < 0:
 		return bad("Soft %v is negative: the soft band is how far past Limit the rule admits, a fraction such as 0.1; use 0 for none", s)
-	case s > MaxSoft:
-		return bad("Soft %v is above %d: raise the Limit instead", s, MaxSoft)
+	case s > maxSoft:
+		return bad("Soft %v is above %d: raise the Limit instead", s, maxSoft)
 	case s == 0:
 		return nil
 	}

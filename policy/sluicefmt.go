@@ -10,8 +10,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// MaxRules bounds the rules of one configuration file.
-const MaxRules = 10_000
+// maxRules bounds the rules of one configuration file.
+const maxRules = 10_000
 
 var (
 	sluiceTop      = []string{"rules"}
@@ -26,8 +26,8 @@ func loadSluice(top *yaml.Node) (Config, error) {
 	c := Config{Format: FormatSluice}
 	names := map[string]bool{}
 	err := fields(top, "", sluiceTop, func(_ string, v *yaml.Node, field string) error {
-		if v.Kind == yaml.SequenceNode && len(v.Content) > MaxRules {
-			return errAt(v, field, "has %d rules; the most is %d", len(v.Content), MaxRules)
+		if v.Kind == yaml.SequenceNode && len(v.Content) > maxRules {
+			return errAt(v, field, "has %d rules; the most is %d", len(v.Content), maxRules)
 		}
 		return list(v, field, func(_ int, rn *yaml.Node, field string) error {
 			r, err := decodeRule(rn, field)
@@ -99,7 +99,7 @@ func decodeRule(n *yaml.Node, at string) (Rule, error) {
 		case "period":
 			var s string
 			if s, err = str(v, field); err == nil {
-				if r.Period, err = ParsePeriod(s); err != nil {
+				if r.Period, err = parsePeriod(s); err != nil {
 					err = errAt(v, field, "%v", err)
 				}
 			}
@@ -117,7 +117,7 @@ func decodeRule(n *yaml.Node, at string) (Rule, error) {
 	if err != nil {
 		return Rule{}, err
 	}
-	if r.Calendar() && !hasField(n, "algorithm") {
+	if r.calendar() && !hasField(n, "algorithm") {
 		r.Algorithm = FixedWindow // a calendar period is a fixed window
 	}
 	if err := r.Validate(); err != nil {
@@ -190,10 +190,10 @@ func (c Config) Encode(w io.Writer) error {
 		if r.Limit != 0 || !r.Deny {
 			add(m, "limit", integerNode(r.Limit))
 		}
-		if !r.InFlight && !r.Calendar() {
+		if !r.InFlight && !r.calendar() {
 			add(m, "window", scalar(durationString(r.Window), "!!str"))
 		}
-		if r.Calendar() {
+		if r.calendar() {
 			add(m, "period", scalar(r.Period.String(), "!!str"))
 		}
 		if r.TimeZone != "" {

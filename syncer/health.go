@@ -29,7 +29,7 @@ import (
 //     row (at least refusedCycles, spanning refusedFor) whose writes the
 //     store accepted (every push of the cycle and its closing heartbeat, a
 //     write), with no failure between them.
-//   - it refuses this client (apierr.StoreConfig): authentication (NOAUTH,
+//   - it refuses this client (apierr.ErrStoreConfig): authentication (NOAUTH,
 //     WRONGPASS), permissions (NOPERM, an ACL that forbids a command or a
 //     key inside a script), an unknown command (scripting disabled or
 //     renamed), protected mode (DENIED). Check reports it at start-up with
@@ -54,11 +54,11 @@ func (s *Syncer) okCycles() int64 {
 	return max(refusedCycles, int64((refusedFor+s.cfg.Interval-1)/s.cfg.Interval))
 }
 
-// classify wraps err, a round trip's error, with apierr.StoreConfig (and what to
+// classify wraps err, a round trip's error, with apierr.ErrStoreConfig (and what to
 // change) or syncport.ErrWritesRefused if it is one of those; else it returns err.
 func (s *Syncer) classify(err error) error {
 	var rerr redis.Error
-	if err == nil || errors.Is(err, apierr.StoreConfig) || errors.Is(err, syncport.ErrWritesRefused) || !errors.As(err, &rerr) {
+	if err == nil || errors.Is(err, apierr.ErrStoreConfig) || errors.Is(err, syncport.ErrWritesRefused) || !errors.As(err, &rerr) {
 		return err
 	}
 	msg := rerr.Error()
@@ -71,17 +71,17 @@ func (s *Syncer) classify(err error) error {
 	case word == "MISCONF":
 		return fmt.Errorf("%w (it cannot persist to disk: fix its snapshot or AOF, see its log): %w", syncport.ErrWritesRefused, err)
 	case word == "NOAUTH":
-		return fmt.Errorf("%w: it requires authentication: set Password (and Username for an ACL user) in the client's options (redis.Options): %w", apierr.StoreConfig, err)
+		return fmt.Errorf("%w: it requires authentication: set Password (and Username for an ACL user) in the client's options (redis.Options): %w", apierr.ErrStoreConfig, err)
 	case word == "WRONGPASS":
-		return fmt.Errorf("%w: wrong credentials: set the right Username and Password in the client's options (redis.Options): %w", apierr.StoreConfig, err)
+		return fmt.Errorf("%w: wrong credentials: set the right Username and Password in the client's options (redis.Options): %w", apierr.ErrStoreConfig, err)
 	case word == "DENIED":
-		return fmt.Errorf("%w: protected mode: set a password on the store (requirepass or an ACL user) and in the client's options: %w", apierr.StoreConfig, err)
+		return fmt.Errorf("%w: protected mode: set a password on the store (requirepass or an ACL user) and in the client's options: %w", apierr.ErrStoreConfig, err)
 	case strings.Contains(msg, "can't access at least one of the keys"), word == "NOPERM" && strings.Contains(msg, "keys"):
-		return fmt.Errorf("%w: the ACL user may not use the keys under Prefix: grant it ~%s:* (ACL SETUSER <user> ~%s:*): %w", apierr.StoreConfig, s.cfg.Prefix, s.cfg.Prefix, err)
+		return fmt.Errorf("%w: the ACL user may not use the keys under Prefix: grant it ~%s:* (ACL SETUSER <user> ~%s:*): %w", apierr.ErrStoreConfig, s.cfg.Prefix, s.cfg.Prefix, err)
 	case word == "NOPERM", strings.Contains(msg, "can't run this command"):
-		return fmt.Errorf("%w: the ACL user may not run a command sluice needs: grant it the commands and keys (ACL SETUSER <user> %s ~%s:*): %w", apierr.StoreConfig, ACLCommands, s.cfg.Prefix, err)
+		return fmt.Errorf("%w: the ACL user may not run a command sluice needs: grant it the commands and keys (ACL SETUSER <user> %s ~%s:*): %w", apierr.ErrStoreConfig, ACLCommands, s.cfg.Prefix, err)
 	case strings.HasPrefix(msg, "ERR unknown command"):
-		return fmt.Errorf("%w: a command sluice needs is disabled or renamed (rename-command): sluice needs EVALSHA, EVAL and SCRIPT LOAD (Lua scripting): %w", apierr.StoreConfig, err)
+		return fmt.Errorf("%w: a command sluice needs is disabled or renamed (rename-command): sluice needs EVALSHA, EVAL and SCRIPT LOAD (Lua scripting): %w", apierr.ErrStoreConfig, err)
 	}
 	return err
 }
@@ -92,7 +92,7 @@ func causeOf(err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, apierr.StoreConfig):
+	case errors.Is(err, apierr.ErrStoreConfig):
 		return 3
 	case errors.Is(err, syncport.ErrWritesRefused):
 		return 2
@@ -103,7 +103,7 @@ func causeOf(err error) int {
 // refused reports whether err puts the store in the refusal state: it
 // refuses writes or this client.
 func refused(err error) bool {
-	return errors.Is(err, syncport.ErrWritesRefused) || errors.Is(err, apierr.StoreConfig)
+	return errors.Is(err, syncport.ErrWritesRefused) || errors.Is(err, apierr.ErrStoreConfig)
 }
 
 // refuse enters the refusal state for err (classified): the store is down
@@ -142,7 +142,7 @@ func (s *Syncer) accepted(mark int64) bool {
 // Check checks the store once, bounded by ctx: it registers the instance (a
 // script call on a key under Prefix, which writes), sends a PING and reads a
 // key under Prefix (HGETALL) as the syncer does outside its scripts, and
-// loads the scripts (SCRIPT LOAD). Its error wraps apierr.StoreConfig if the
+// loads the scripts (SCRIPT LOAD). Its error wraps apierr.ErrStoreConfig if the
 // store refuses this client (credentials, ACL permissions on the commands
 // or the keys, scripting disabled), with what to change; syncport.ErrWritesRefused if
 // it refuses writes; else it is a failure to reach the store. The syncer's

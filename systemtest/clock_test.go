@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -86,7 +87,7 @@ func TestSkewedClocksAgree(t *testing.T) {
 	// than the instances admitted in it, after Close, with no failed round
 	// trip; that surplus, a utilization loss for the rest of the window, is
 	// not explained yet.
-	last := buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow())
+	last := buckets(t, srv.Client(t), "sluice", rule.Name, "k", rulegeo.SubWindow(rule))
 	for j, n := range last {
 		assert.GreaterOrEqual(t, n, perWindow[j], "window %d in Redis%s", j, syncCounts(ls))
 		assert.LessOrEqual(t, n, bound, "window %d in Redis", j)
@@ -123,7 +124,7 @@ func TestSkewedClocksSliding(t *testing.T) {
 	}
 	flushAll(t, ls)
 	ctx := context.Background()
-	sub := rule.SubWindow().Microseconds()
+	sub := rulegeo.SubWindow(rule).Microseconds()
 	storeBucket := func() int64 {
 		tm, err := direct.Time(ctx).Result()
 		require.NoError(t, err)
@@ -131,7 +132,7 @@ func TestSkewedClocksSliding(t *testing.T) {
 	}
 	seen := map[int64]int64{} // last total seen per bucket
 	watch := func() {
-		for j, n := range buckets(t, direct, "sluice", rule.Name, "k", rule.SubWindow()) {
+		for j, n := range buckets(t, direct, "sluice", rule.Name, "k", rulegeo.SubWindow(rule)) {
 			seen[j] = n
 		}
 	}
@@ -198,7 +199,7 @@ func TestSkewedClocksSliding(t *testing.T) {
 	// over three windows. A clock the fleet does not align on would lose
 	// hundreds: counts twenty buckets off are dropped or clamped.
 	bound := int64(float64(rule.Limit) * (1 + eps))
-	b := int64(rule.Buckets())
+	b := int64(rulegeo.Buckets(rule))
 	windows := (last - first + b) / b
 	capv := int64(eps * float64(rule.Limit) / float64(len(ls)+1))
 	assert.InDelta(t, admitted.Load(), total, float64(windows*max(int64(len(ls))*(capv-1), int64(eps*float64(rule.Limit)))),

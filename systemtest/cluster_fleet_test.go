@@ -16,12 +16,13 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
 // redisKey is the Redis key of a limiter key (see the syncer's Rule.keyName).
 func redisKey(prefix string, rule policy.Rule, key string) string {
-	return prefix + ":{" + rule.Name + ":" + string(keyname.Encode(nil, key)) + "}:" + strconv.FormatInt(rule.SubWindow().Microseconds(), 10)
+	return prefix + ":{" + rule.Name + ":" + string(keyname.Encode(nil, key)) + "}:" + strconv.FormatInt(rulegeo.SubWindow(rule).Microseconds(), 10)
 }
 
 // keyTotal returns the sum of the bucket counts Redis holds for a limiter key
@@ -121,7 +122,7 @@ func TestClusterFleet(t *testing.T) {
 		closeAll(t, ls)
 		bound := int64(float64(limit) * (1 + eps))
 		for i, k := range keys {
-			b := buckets(t, cc, prefix, rule.Name, k, rule.SubWindow())
+			b := buckets(t, cc, prefix, rule.Name, k, rulegeo.SubWindow(rule))
 			assert.Equal(t, admitted[i], sum(b), "%s: Redis counts exactly what was admitted", k)
 			for j, c := range b {
 				assert.LessOrEqual(t, c, bound, "%s: window %d", k, j)
@@ -151,7 +152,7 @@ func TestClusterFleet(t *testing.T) {
 		closeAll(t, ls)
 		bound := int64(float64(limit) * (1 + eps))
 		for i, k := range keys {
-			assert.Equal(t, admitted[i], sum(buckets(t, cc, prefix, rule.Name, k, rule.SubWindow())), "%s: Redis counts exactly what was admitted", k)
+			assert.Equal(t, admitted[i], sum(buckets(t, cc, prefix, rule.Name, k, rulegeo.SubWindow(rule))), "%s: Redis counts exactly what was admitted", k)
 			assert.LessOrEqual(t, admitted[i], bound, "%s: all traffic fell in one window", k)
 			assert.GreaterOrEqual(t, admitted[i], int64(limit*95/100), "%s: the fleet uses its limit", k)
 		}
@@ -168,7 +169,7 @@ func TestClusterFleet(t *testing.T) {
 		flushAll(t, ls)
 		for ki, k := range keys {
 			assert.Equal(t, int64(50), admitted[ki].Load(), "%s: exactly Limit pass", k)
-			assert.Equal(t, int64(50), sum(buckets(t, cc, prefix, rule.Name, k, rule.SubWindow())), "%s in Redis", k)
+			assert.Equal(t, int64(50), sum(buckets(t, cc, prefix, rule.Name, k, rulegeo.SubWindow(rule))), "%s in Redis", k)
 		}
 	})
 
@@ -218,7 +219,7 @@ func TestClusterFleet(t *testing.T) {
 		assert.Equal(t, before.KeySyncs+int64(len(keys)), after.KeySyncs, "every key pulled")
 		assert.LessOrEqual(t, after.RoundTrips-before.RoundTrips, int64(3), "one pipeline and one heartbeat per cycle")
 		for _, k := range keys {
-			require.Equal(t, want[k], sum(buckets(t, cc, prefix, rule.Name, k, rule.SubWindow())), "%s in Redis", k)
+			require.Equal(t, want[k], sum(buckets(t, cc, prefix, rule.Name, k, rulegeo.SubWindow(rule))), "%s in Redis", k)
 			for i, l := range ls {
 				d, err := l.Peek(rule.Name, k)
 				require.NoError(t, err)

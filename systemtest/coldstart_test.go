@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -88,7 +89,7 @@ type coldRun struct {
 // closes (and deregisters) before it returns: the next run starts cold.
 func coldFleet(t *testing.T, srv *redistest.Server, n, g int, opts sluice.Options, rule policy.Rule, phase float64, d time.Duration) coldRun {
 	t.Helper()
-	sub := int64(rule.SubWindow())
+	sub := int64(rulegeo.SubWindow(rule))
 	now := time.Now().UnixNano()
 	at := (now/sub+1)*sub + int64(phase*float64(sub))
 	time.Sleep(time.Duration(at - now))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -100,8 +101,8 @@ func TestFleetAllowAllLayered(t *testing.T) {
 				assert.GreaterOrEqual(t, a, int64(tight*0.9), "and uses it")
 			}
 			c := srv.Client(t)
-			assert.Equal(t, a, sum(buckets(t, c, "sluice", "tight", "k", rt.SubWindow())), "the store counts what was admitted under the tight rule")
-			assert.Equal(t, a, sum(buckets(t, c, "sluice", "wide", "k", rw.SubWindow())), "and under the wide one: denials took nothing from it")
+			assert.Equal(t, a, sum(buckets(t, c, "sluice", "tight", "k", rulegeo.SubWindow(rt))), "the store counts what was admitted under the tight rule")
+			assert.Equal(t, a, sum(buckets(t, c, "sluice", "wide", "k", rulegeo.SubWindow(rw))), "and under the wide one: denials took nothing from it")
 			t.Logf("%s: admitted %d, denied %d", tc.name, a, denied.Load())
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -131,7 +132,7 @@ func TestOutageFailLocal(t *testing.T) {
 	srv.Restart() // empty: the store lost everything
 	waitFor(t, 10*time.Second, "every limiter to see the store again", degraded(ls, false))
 	closeAll(t, ls)
-	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow()))
+	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rulegeo.SubWindow(rule)))
 	// The counts pushed before were lost with the store and are restored
 	// from the instances' views, the largest per bucket: a view pulled
 	// before another instance gave back its lease's unused units still
@@ -175,7 +176,7 @@ func TestOutagePersistentStore(t *testing.T) {
 	wait()
 	waitFor(t, 10*time.Second, "recovery", degraded(ls, false))
 	closeAll(t, ls)
-	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow()))
+	got := sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rulegeo.SubWindow(rule)))
 	assert.Equal(t, admitted.Load(), got, "Redis counts every admission exactly once%s", syncCounts(ls))
 	assert.Less(t, admitted.Load(), rule.Limit, "the test stayed under the limit")
 }
@@ -185,17 +186,17 @@ func TestOutagePersistentStore(t *testing.T) {
 func TestFailureModes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		mode      sluice.FailureMode
+		mode      policy.FailureMode
 		ruleMode  policy.Mode
 		wantErr   error
 		wantAllow int // of 50 checks, with L=20 and N̂=1
 	}{
-		{sluice.FailLocal, policy.Eventual, nil, 20},
-		{sluice.FailLocal, policy.Strict, nil, 20},
-		{sluice.FailOpen, policy.Eventual, nil, 50},
-		{sluice.FailOpen, policy.Strict, nil, 50},
-		{sluice.FailClosed, policy.Eventual, sluice.ErrStoreUnavailable, 0},
-		{sluice.FailClosed, policy.Strict, sluice.ErrStoreUnavailable, 0},
+		{policy.FailLocal, policy.Eventual, nil, 20},
+		{policy.FailLocal, policy.Strict, nil, 20},
+		{policy.FailOpen, policy.Eventual, nil, 50},
+		{policy.FailOpen, policy.Strict, nil, 50},
+		{policy.FailClosed, policy.Eventual, sluice.ErrStoreUnavailable, 0},
+		{policy.FailClosed, policy.Strict, sluice.ErrStoreUnavailable, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode.String()+"/"+tc.ruleMode.String(), func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -273,7 +274,7 @@ func runFault(t *testing.T, fc faultCase) {
 		}
 	}
 	flushAll(t, ls)
-	require.Equal(t, admitted["hot"], sum(buckets(t, direct, "sluice", rule.Name, "hot", rule.SubWindow())))
+	require.Equal(t, admitted["hot"], sum(buckets(t, direct, "sluice", rule.Name, "hot", rulegeo.SubWindow(rule))))
 
 	// The fault, under traffic.
 	for _, tx := range fc.toxics {
@@ -365,7 +366,7 @@ func runFault(t *testing.T, fc faultCase) {
 
 	// Redis holds exactly what was admitted, per key.
 	got := func(key string) int64 {
-		return sum(buckets(t, direct, "sluice", rule.Name, key, rule.SubWindow()))
+		return sum(buckets(t, direct, "sluice", rule.Name, key, rulegeo.SubWindow(rule)))
 	}
 	if fc.lost {
 		// Rebuilt from the views, the largest per bucket: a view pulled
@@ -467,6 +468,6 @@ func TestInstancePartitioned(t *testing.T) {
 	waitFor(t, 5*time.Second, "N̂ to be 3 everywhere", instances(3, ls...))
 	flushAll(t, ls)
 	flushAll(t, ls)
-	assert.Equal(t, want, sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow())), "the cut-off counts arrive once")
+	assert.Equal(t, want, sum(buckets(t, srv.Client(t), "sluice", rule.Name, "k", rulegeo.SubWindow(rule))), "the cut-off counts arrive once")
 	t.Logf("N̂ dropped %v after the cut; cut-off instance admitted %d", dropped.Round(time.Millisecond), cutOff)
 }

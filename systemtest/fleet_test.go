@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -79,7 +80,7 @@ func TestFleetBound(t *testing.T) {
 			}
 			flushAll(t, ls)
 			flushAll(t, ls)
-			b := buckets(t, srv.Client(t), "sluice", tc.rule.Name, "k", tc.rule.SubWindow())
+			b := buckets(t, srv.Client(t), "sluice", tc.rule.Name, "k", rulegeo.SubWindow(tc.rule))
 			assert.Equal(t, admitted, sum(b), "Redis counts exactly what was admitted")
 			bound := int64(float64(limit) * (1 + eps))
 			if tc.rule.Algorithm == policy.FixedWindow {
@@ -194,7 +195,7 @@ func steadyRun(t *testing.T, srv *redistest.Server, eps float64, rule policy.Rul
 		sluice.Options{ErrorBudget: eps, Timeout: 2 * time.Second}, rule)
 	const perSecond = 180 // 0.9·Limit
 	every := time.Duration(len(ls)) * time.Second / perSecond
-	sub := rule.SubWindow()
+	sub := rulegeo.SubWindow(rule)
 	var mu sync.Mutex
 	perSub := map[int64]int{}
 	var nDenied, nAdmitted atomic.Int64
@@ -268,7 +269,7 @@ func TestFleetReconverges(t *testing.T) {
 	}
 	flushAll(t, ls) // pushes
 	flushAll(t, ls) // the sync with no traffic
-	b := buckets(t, srv.Client(t), "sluice", rule.Name, "k", rule.SubWindow())
+	b := buckets(t, srv.Client(t), "sluice", rule.Name, "k", rulegeo.SubWindow(rule))
 	require.Equal(t, want, sum(b))
 	for i, l := range ls {
 		d, err := l.Peek(rule.Name, "k")
@@ -306,5 +307,5 @@ func TestStrictExact(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int64(50), admitted.Load())
 	flushAll(t, ls)
-	assert.Equal(t, int64(50), sum(buckets(t, srv.Client(t), "sluice", rule.Name, "alice", rule.SubWindow())))
+	assert.Equal(t, int64(50), sum(buckets(t, srv.Client(t), "sluice", rule.Name, "alice", rulegeo.SubWindow(rule))))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -142,7 +143,7 @@ func movingRun(t *testing.T, srv *redistest.Server, prefix string, a policy.Algo
 		closeAll(t, ls)
 		for p, o := range out {
 			admitted := int64(len(o.sent) - len(o.denied))
-			b := buckets(t, srv.Client(t), prefix, rule.Name, "k-"+movings[p].name, rule.SubWindow())
+			b := buckets(t, srv.Client(t), prefix, rule.Name, "k-"+movings[p].name, rulegeo.SubWindow(rule))
 			assert.Equal(t, admitted, sum(b), "%s: Redis counts what was admitted", movings[p].name)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -172,7 +173,7 @@ func sentinelFailover(t *testing.T, lag bool) {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
 	rule := policy.Rule{Name: "api", Limit: limit, Window: 3 * time.Second}
-	sub := rule.SubWindow()
+	sub := rulegeo.SubWindow(rule)
 	span := int64(rule.Window / sub) // B: the store keeps the current bucket and B before it
 	// Each key is offered twice its limit, spread over the goroutines.
 	pace := time.Duration(n*g) * rule.Window / time.Duration(2*limit*nkeys)

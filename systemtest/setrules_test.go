@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -79,8 +80,8 @@ func TestFleetSetRulesUnderLoad(t *testing.T) {
 
 	require.Positive(t, total(steadyN))
 	c := srv.Client(t)
-	assert.Equal(t, total(steadyN), sum(buckets(t, c, "sluice", "steady", "k", steady.SubWindow())), "Redis counts exactly what the fleet admitted (unchanged rule)")
-	assert.Equal(t, total(tunedN), sum(buckets(t, c, "sluice", "tuned", "k", tuned.SubWindow())), "Redis counts exactly what the fleet admitted (retuned rule)")
+	assert.Equal(t, total(steadyN), sum(buckets(t, c, "sluice", "steady", "k", rulegeo.SubWindow(steady))), "Redis counts exactly what the fleet admitted (unchanged rule)")
+	assert.Equal(t, total(tunedN), sum(buckets(t, c, "sluice", "tuned", "k", rulegeo.SubWindow(tuned))), "Redis counts exactly what the fleet admitted (retuned rule)")
 	assert.LessOrEqual(t, total(tunedN), int64(float64(tuned.Limit+1000)*(1+eps)), "within the highest limit any instance had, and the error budget")
 	for _, l := range ls {
 		assert.False(t, l.Stats().Degraded)

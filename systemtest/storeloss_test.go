@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -171,7 +172,7 @@ func TestStoreLoss(t *testing.T) {
 		// granted ahead, which no pull has counted in it yet: each
 		// restores its own.
 		{"fixed/flushall-at-start", fixed, atWindowStart(time.Second, flushAllData), 1500 * time.Millisecond, time.Second, limit + eps*limit},
-		{"sliding/flushall-at-bucket-start", sliding, atWindowStart(sliding.SubWindow(), flushAllData), 1500 * time.Millisecond, time.Second, limit + eps*limit},
+		{"sliding/flushall-at-bucket-start", sliding, atWindowStart(rulegeo.SubWindow(sliding), flushAllData), 1500 * time.Millisecond, time.Second, limit + eps*limit},
 		// A bucket admits at most Burst + ⌊ε·Burst⌋ + r·w in any w
 		// (window.SharedBucket): the loss comes right after the fleet
 		// drained a full bucket, which a store that forgot the key

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/logbuf"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -72,7 +73,7 @@ func TestTLSStore(t *testing.T) {
 	flushAll(t, ls) // pushes
 	flushAll(t, ls) // pulls what the other pushed
 	direct := srv.Client(t)
-	assert.Equal(t, int64(30), sum(buckets(t, direct, "tls", eventual.Name, "k", eventual.SubWindow())), "Redis counts both instances' admissions")
+	assert.Equal(t, int64(30), sum(buckets(t, direct, "tls", eventual.Name, "k", rulegeo.SubWindow(eventual))), "Redis counts both instances' admissions")
 	for i, l := range ls {
 		d, err := l.Peek(eventual.Name, "k")
 		require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
 	"github.com/sluicehq/sluice/internal/redisproc"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -37,7 +38,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	if o.Instances != 4 || o.Sync != 100*time.Millisecond || o.Budget != 0.01 || o.Duration != 5*time.Second ||
 		len(o.Profiles) != 10 || o.Profiles[9] != traffic.Throughput || o.MaxRecords != defaultRecords || o.recordsFor(traffic.Throughput) != throughputRecords ||
-		o.recordsFor(traffic.Steady) != defaultRecords || o.durationFor(traffic.Throughput) != traffic.ThroughputDuration || o.Rule.Limit != 1000 || o.Rule.Window != time.Second || o.Rule.Buckets() != 10 || o.Redis != "" {
+		o.recordsFor(traffic.Steady) != defaultRecords || o.durationFor(traffic.Throughput) != traffic.ThroughputDuration || o.Rule.Limit != 1000 || o.Rule.Window != time.Second || rulegeo.Buckets(o.Rule) != 10 || o.Redis != "" {
 		t.Errorf("defaults: %+v", o)
 	}
 	o, err = parseFlags([]string{"-sim"}, &bytes.Buffer{})

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
 	"github.com/sluicehq/sluice/internal/keyname"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -30,7 +31,7 @@ func fleetConfig(o *options, profile string, target store.Target, prefix, runID 
 	if rule.Algorithm == policy.SlidingWindow || rule.Algorithm == policy.WeightedWindow {
 		rule.Precision = o.Precision
 	}
-	sub := rule.SubWindow()
+	sub := rulegeo.SubWindow(rule)
 	cfg := fleet.Config{
 		Target:       target,
 		Rule:         rule,
@@ -77,7 +78,7 @@ func ruleText(r policy.Rule) string {
 	case policy.TokenBucket, policy.GCRA, policy.SlidingLog:
 		return fmt.Sprintf("%d/%v %v %v", r.Limit, r.Window, r.Algorithm, r.Mode)
 	}
-	return fmt.Sprintf("%d/%v %v B=%d", r.Limit, r.Window, r.Algorithm, r.Buckets())
+	return fmt.Sprintf("%d/%v %v B=%d", r.Limit, r.Window, r.Algorithm, rulegeo.Buckets(r))
 }
 
 // runScenario runs one profile on the fleet and measures it.
@@ -110,7 +111,7 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		Name: profile,
 		Settings: report.Settings{
 			Profile: profile, Rule: ruleText(cfg.Rule), Limit: cfg.Rule.Limit, Window: cfg.Rule.Window,
-			Algorithm: cfg.Rule.Algorithm.String(), Precision: cfg.Rule.Buckets(),
+			Algorithm: cfg.Rule.Algorithm.String(), Precision: rulegeo.Buckets(cfg.Rule),
 			SyncInterval: cfg.SyncInterval, ErrorBudget: cfg.ErrorBudget, Instances: cfg.Traffic.Instances,
 			Workers: cfg.Traffic.Workers, Procs: cfg.Procs, Keys: cfg.Traffic.Keys, Zipf: cfg.Traffic.Zipf,
 			Rate: cfg.Traffic.Rate, Duration: cfg.Traffic.Duration, Seed: cfg.Traffic.Seed, Sweep: sweep,
@@ -423,7 +424,7 @@ func redisKeyName(prefix string, rule policy.Rule, key string) string {
 	case policy.SlidingLog:
 		return string(b) + "}:log:" + strconv.FormatInt(rule.Window.Microseconds(), 10)
 	}
-	return string(b) + "}:" + strconv.FormatInt(rule.SubWindow().Microseconds(), 10)
+	return string(b) + "}:" + strconv.FormatInt(rulegeo.SubWindow(rule).Microseconds(), 10)
 }
 
 // redisBytesPerKey averages MEMORY USAGE over up to 64 keys of the run.

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/keyname"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -275,7 +276,7 @@ func describeFile(path string, cfg policy.Config, store bool) fileReport {
 			}
 			rr.Mode = mode.String()
 		} else if r.Algorithm == policy.SlidingWindow || r.Algorithm == policy.WeightedWindow {
-			rr.Precision = r.Buckets()
+			rr.Precision = rulegeo.Buckets(r)
 		}
 		if note := storeNote(r, mode); note != "" {
 			rr.StoreNote = note

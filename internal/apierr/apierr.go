@@ -7,12 +7,12 @@ package apierr
 import "errors"
 
 var (
-	// Closed is sluice.ErrClosed: the limiter was closed.
-	Closed = errors.New("sluice: limiter closed")
-	// StoreUnavailable is sluice.ErrStoreUnavailable: the check needed the
+	// ErrClosed is sluice.ErrClosed: the limiter was closed.
+	ErrClosed = errors.New("sluice: limiter closed")
+	// ErrStoreUnavailable is sluice.ErrStoreUnavailable: the check needed the
 	// store, the store failed, and the failure mode is FailClosed.
-	StoreUnavailable = errors.New("sluice: store unavailable")
-	// StoreConfig is sluice.ErrStoreConfig: the store refuses this client
+	ErrStoreUnavailable = errors.New("sluice: store unavailable")
+	// ErrStoreConfig is sluice.ErrStoreConfig: the store refuses this client
 	// (authentication, an ACL, scripting disabled).
-	StoreConfig = errors.New("sluice: the store refuses this client")
+	ErrStoreConfig = errors.New("sluice: the store refuses this client")
 )

@@ -42,7 +42,7 @@ import (
 // is spilled to memory at every return, a store-forwarding stall measured
 // at 6–8 ns a hop).
 //
-// Errors an engine returns wrap apierr.Closed or apierr.StoreUnavailable
+// Errors an engine returns wrap apierr.ErrClosed or apierr.ErrStoreUnavailable
 // (package sluice exports them as ErrClosed and ErrStoreUnavailable).
 type Result struct {
 	// Allowed reports whether the cost was admitted (sluice.Decision.Allowed).

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
@@ -66,7 +67,7 @@ func TestLocalMatchesReference(t *testing.T) {
 			t.Parallel()
 			c := &clock{t: 1_700_000_000_000_000_000}
 			e := newEngine(t, tc.rule, c, policy.FailLocal)
-			geo := window.NewSliding(tc.rule.Window, tc.rule.Buckets())
+			geo := window.NewSliding(tc.rule.Window, rulegeo.Buckets(tc.rule))
 			if tc.rule.Algorithm == policy.FixedWindow {
 				geo = window.NewFixed(tc.rule.Window)
 			}
@@ -122,7 +123,7 @@ func TestEventualCapAndFallback(t *testing.T) {
 		{policy.FailLocal, 4, 250, nil},
 		{policy.FailOpen, 4, 400, nil},
 		// The cap's 20, then every store check fails closed.
-		{policy.FailClosed, 4, 20, apierr.StoreUnavailable},
+		{policy.FailClosed, 4, 20, apierr.ErrStoreUnavailable},
 		// cap ⌊0.1·1000/2⌋ = 50, share 1000.
 		{policy.FailLocal, 1, 400, nil},
 	} {
@@ -166,7 +167,7 @@ func TestStoreDownDecidesByMode(t *testing.T) {
 	require.True(t, d.Allowed)
 	closed.SetFleet(2, true)
 	_, err = closed.Check(context.Background(), "k", 1)
-	require.ErrorIs(t, err, apierr.StoreUnavailable)
+	require.ErrorIs(t, err, apierr.ErrStoreUnavailable)
 	closed.SetFleet(2, false)
 	d, err = closed.Check(context.Background(), "k", 1)
 	require.NoError(t, err)

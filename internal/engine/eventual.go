@@ -51,7 +51,7 @@ func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localc
 		return w.reserve(ctx, key, nil, n)
 	case localcache.StoreDown:
 		w.counts.Add(PathFallback, OutcomeError)
-		return Result{ResetAfter: reset}, fmt.Errorf("%w: the failure mode is fail-closed", apierr.StoreUnavailable)
+		return Result{ResetAfter: reset}, fmt.Errorf("%w: the failure mode is fail-closed", apierr.ErrStoreUnavailable)
 	}
 	return w.local(v, key, now, reset), nil
 }

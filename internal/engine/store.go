@@ -59,7 +59,7 @@ func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.R
 	switch {
 	case errors.Is(err, syncport.ErrClosed):
 		w.counts.Add(w.path, OutcomeError)
-		return Result{}, Receipt{}, apierr.Closed
+		return Result{}, Receipt{}, apierr.ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		w.counts.Add(w.path, OutcomeError)
 		return Result{}, Receipt{}, fmt.Errorf("sluice: check abandoned: %w", err)
@@ -112,7 +112,7 @@ func (w *windowRule) fallbackAt(key string, n int64, cause error) (Result, Recei
 	v := w.table.AllowDegraded(key, now, n, w.mode)
 	if v.Status == localcache.StoreDown {
 		w.counts.Add(PathFallback, OutcomeError)
-		return Result{Remaining: v.Remaining, ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: %w", apierr.StoreUnavailable, cause)
+		return Result{Remaining: v.Remaining, ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: %w", apierr.ErrStoreUnavailable, cause)
 	}
 	res := w.local(v, key, now, reset)
 	w.counts.Add(PathFallback, OutcomeOf(res.Allowed, nil))

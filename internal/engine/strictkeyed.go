@@ -28,7 +28,7 @@ import (
 //     — a Strict rule's; an Eventual bucket's (gcraEventual, eventual) is
 //     decided as below, as a window's timed-out check is;
 //   - the store failed (or is marked down): FailOpen admits, FailClosed
-//     denies with apierr.StoreUnavailable, FailLocal decides on the local table
+//     denies with apierr.ErrStoreUnavailable, FailLocal decides on the local table
 //     against this instance's share, the rule scaled by 1/N̂: each unit
 //     costs N̂ there, so the table admits Limit/N̂ per Window with a burst
 //     of Burst/N̂ (a GCRA), or Limit/N̂ in any window (the log).
@@ -75,7 +75,7 @@ func (k *strictKeyed) failed(key string, n int64, err error) (Result, error) {
 	switch {
 	case errors.Is(err, syncport.ErrClosed):
 		k.counts.Add(PathStrict, OutcomeError)
-		return Result{}, apierr.Closed
+		return Result{}, apierr.ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		k.counts.Add(PathStrict, OutcomeError)
 		return Result{}, fmt.Errorf("sluice: check abandoned: %w", err)
@@ -89,7 +89,7 @@ func (k *strictKeyed) failed(key string, n int64, err error) (Result, error) {
 		return Result{Allowed: true}, nil
 	case policy.FailClosed:
 		k.counts.Add(PathFallback, OutcomeError)
-		return Result{RetryAfter: k.interval}, fmt.Errorf("%w: %w", apierr.StoreUnavailable, err)
+		return Result{RetryAfter: k.interval}, fmt.Errorf("%w: %w", apierr.ErrStoreUnavailable, err)
 	}
 	s := k.share.Load()
 	r := result(k.table.Allow(key, k.now(), n*s))

@@ -15,7 +15,7 @@ import (
 // TestStrictKeyedStoreDown: a Strict TokenBucket, GCRA or SlidingLog rule
 // whose store is down decides by the failure mode: FailLocal admits this
 // instance's share (Limit/N̂ of a full bucket or log), FailOpen admits
-// everything, FailClosed denies with apierr.StoreUnavailable.
+// everything, FailClosed denies with apierr.ErrStoreUnavailable.
 func TestStrictKeyedStoreDown(t *testing.T) {
 	t.Parallel()
 	for _, a := range []policy.Algorithm{policy.TokenBucket, policy.GCRA, policy.SlidingLog} {
@@ -37,7 +37,7 @@ func TestStrictKeyedStoreDown(t *testing.T) {
 				for i := 0; i < 20; i++ {
 					d, err := e.Check(context.Background(), "k", 1)
 					if tc.mode == policy.FailClosed {
-						require.ErrorIs(t, err, apierr.StoreUnavailable)
+						require.ErrorIs(t, err, apierr.ErrStoreUnavailable)
 					} else {
 						require.NoError(t, err)
 					}

@@ -38,7 +38,7 @@ func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result,
 		return w.reserveAt(ctx, key, nil, n)
 	case localcache.StoreDown:
 		w.counts.Add(PathFallback, OutcomeError)
-		return Result{ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: the failure mode is fail-closed", apierr.StoreUnavailable)
+		return Result{ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: the failure mode is fail-closed", apierr.ErrStoreUnavailable)
 	}
 	return w.local(v, key, now, reset), Receipt{At: now}, nil
 }

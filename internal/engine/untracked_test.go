@@ -62,7 +62,7 @@ func TestUntrackedKeysDecidedAlone(t *testing.T) {
 		{"local", policy.Local, policy.SlidingWindow, 0, policy.FailLocal, limit, false, nil},
 		{"eventual/fail-local", policy.Eventual, policy.SlidingWindow, 0, policy.FailLocal, limit / 4, false, nil}, // the share L/N̂
 		{"eventual/fail-open", policy.Eventual, policy.SlidingWindow, 0, policy.FailOpen, 2 * limit, false, nil},
-		{"eventual/fail-closed", policy.Eventual, policy.SlidingWindow, 0, policy.FailClosed, 0, false, apierr.StoreUnavailable},
+		{"eventual/fail-closed", policy.Eventual, policy.SlidingWindow, 0, policy.FailClosed, 0, false, apierr.ErrStoreUnavailable},
 		{"strict/fail-local", policy.Strict, policy.SlidingWindow, 0, policy.FailLocal, limit / 4, false, nil},
 		{"gcra/local", policy.Local, policy.GCRA, 0, policy.FailLocal, limit, false, nil}, // Burst = Limit
 		{"tokenbucket/local", policy.Local, policy.TokenBucket, 0, policy.FailLocal, limit, false, nil},

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
@@ -146,8 +147,8 @@ func (w *windowRule) Retire() {
 // weighted or fixed window rule; for a calendar quota, a fixed window per
 // period of its calendar.
 func WindowGeometry(r policy.Rule) window.Sliding {
-	if r.Calendar() {
-		loc, err := r.Location()
+	if rulegeo.Calendar(r) {
+		loc, err := time.LoadLocation(r.TimeZone)
 		if err != nil {
 			loc = time.UTC // Validate refused it: unreachable for a validated rule
 		}
@@ -157,9 +158,9 @@ func WindowGeometry(r policy.Rule) window.Sliding {
 	case policy.FixedWindow:
 		return window.NewFixed(r.Window)
 	case policy.WeightedWindow:
-		return window.NewWeighted(r.Window, r.Buckets())
+		return window.NewWeighted(r.Window, rulegeo.Buckets(r))
 	}
-	return window.NewSliding(r.Window, r.Buckets())
+	return window.NewSliding(r.Window, rulegeo.Buckets(r))
 }
 
 // calendarUnits map a rule's Period to its calendar's unit.

@@ -1,7 +1,10 @@
-// Package layer sorts a front door's route into the rules it checks per
-// request: the rate rules, checked first, and the InFlight rules, whose
-// slots are taken once the rates admit. httplimit and grpclimit share it;
-// it is sluice's machinery, with no compatibility promise.
+// Package layer is what a front door does with a route's rules per
+// request: Split sorts them into the rate rules, checked first, and the
+// InFlight rules, whose slots are taken once the rates admit; a RuleSet
+// checks the rate rules together and builds the rate-limit fields that
+// tell the client about them. httplimit and grpclimit share it, so that
+// both decide alike and send the same fields, byte for byte; it is
+// sluice's machinery, with no compatibility promise.
 package layer
 
 import (

@@ -136,7 +136,7 @@ func (s *Server) waitReady(p *process) error {
 	}()
 
 	deadline := time.Now().Add(readyTimeout)
-	lastErr := errors.New("no probe yet")
+	var lastErr error
 	for {
 		select {
 		case <-p.done:

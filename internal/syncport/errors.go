@@ -14,7 +14,7 @@ var (
 )
 
 // ErrWritesRefused is wrapped by the syncer's Fleet.Err and Check, besides
-// apierr.StoreConfig (the store refuses this client: authentication, ACL
+// apierr.ErrStoreConfig (the store refuses this client: authentication, ACL
 // permissions, or scripting disabled; the error says what to change): the
 // store answers but refuses writes: out of memory (maxmemory with
 // noeviction), a read-only replica, or a failed snapshot (MISCONF).

@@ -17,7 +17,7 @@ type Fleet struct {
 	Healthy bool
 	// Err is why the store was judged unhealthy (nil while it is healthy).
 	// It wraps ErrWritesRefused if the store refuses writes,
-	// apierr.StoreConfig if it refuses this client.
+	// apierr.ErrStoreConfig if it refuses this client.
 	Err error
 	// Changes counts the changes of Instances, Joining and Healthy, and of
 	// the kind of Err (unreachable, refusing writes, refusing the client),

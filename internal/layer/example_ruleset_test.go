@@ -1,4 +1,4 @@
-package httplimit_test
+package layer_test
 
 import (
 	"context"
@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/layer"
 	"github.com/sluicehq/sluice/policy"
 )
 
-// A transport other than HTTP decides as the middleware does with a
-// RuleSet: the rules checked together, all or none, and the fields that
+// A transport decides as httplimit's middleware does with a RuleSet: the rules checked together, all or none, and the fields that
 // tell the client about them.
 func ExampleRuleSet() {
 	limiter, err := sluice.New(sluice.Options{},
@@ -22,13 +21,13 @@ func ExampleRuleSet() {
 		log.Fatal(err)
 	}
 	defer limiter.Close()
-	rs, err := httplimit.NewRuleSet(limiter, "per-client", "per-tenant")
+	rs, err := layer.NewRuleSet(limiter, "per-client", "per-tenant")
 	if err != nil {
 		log.Fatal(err)
 	}
 	keys := []string{"198.51.100.7", "acme"} // one per rule, in order
 	for range 3 {
-		res, err := rs.Check(context.Background(), keys, 1, httplimit.HeaderRateLimit)
+		res, err := rs.Check(context.Background(), keys, 1, layer.FieldRateLimit)
 		if err != nil {
 			log.Fatal(err) // the check could not be made
 		}

@@ -1,17 +1,25 @@
-package httplimit
+package layer
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/dunglas/httpsfv"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
 )
 
+// MaxRules is the most rules a route may layer (AllowAll decides up to 8
+// checks without allocating).
+const MaxRules = 8
+
 // RuleSet is rules of a Limiter checked together, and the rate-limit fields
-// that tell a client about them: what the middleware does for each request
-// of a route, exported so that other transports decide alike and send the
-// same fields, byte for byte. grpclimit's interceptors use it.
+// that tell a client about them: what httplimit's middleware does for each
+// request of a route, and grpclimit's interceptors for each call, so that
+// both decide alike and send the same fields, byte for byte.
 //
 // Each check reads what is in force for its keys: the limit of each key's
 // override tier, and the rules as the last SetRules or WatchFile reload
@@ -31,13 +39,14 @@ type Result struct {
 	// Denied is the index of the rule that denied the check (that blocks
 	// it, when Decision.Blocked()), -1 when it was admitted.
 	Denied int
-	vals   values
+	// Values are the fields' values, in one string.
+	Values Values
 }
 
 // Fields returns the values of the rate-limit fields of the answer.
 func (r *Result) Fields() Fields {
-	v := &r.vals
-	return Fields{Policy: v.field(0), RateLimit: v.field(1), Limit: v.field(2), Remaining: v.field(3), Reset: v.field(4), RetryAfter: v.field(5)}
+	v := &r.Values
+	return Fields{Policy: v.Field(0), RateLimit: v.Field(1), Limit: v.Field(2), Remaining: v.Field(3), Reset: v.Field(4), RetryAfter: v.Field(5)}
 }
 
 // NewRuleSet returns the rules of lim named names, checked together in that
@@ -46,11 +55,11 @@ func (r *Result) Fields() Fields {
 func NewRuleSet(lim *sluice.Limiter, names ...string) (*RuleSet, error) {
 	switch {
 	case lim == nil:
-		return nil, errors.New("httplimit: NewRuleSet: the Limiter is nil")
+		return nil, errors.New("layer: NewRuleSet: the Limiter is nil")
 	case len(names) == 0:
 		return nil, errors.New("no Rules: name at least one rule of the limiter")
-	case len(names) > maxRules:
-		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(names), maxRules)
+	case len(names) > MaxRules:
+		return nil, fmt.Errorf("%d Rules: a route layers at most %d", len(names), MaxRules)
 	}
 	rs := &RuleSet{lim: lim}
 	for _, name := range names {
@@ -77,32 +86,35 @@ func (rs *RuleSet) Len() int { return len(rs.names) }
 // Name returns the name of the i-th rule.
 func (rs *RuleSet) Name(i int) string { return rs.names[i] }
 
+// Names returns the names of the rules, in order, in a new slice.
+func (rs *RuleSet) Names() []string { return slices.Clone(rs.names) }
+
 // Check decides cost n under keys, one per rule in order, all or none
 // (Limiter.AllowN for one rule, Limiter.AllowAll for several: a denial by
 // one rule uses up nothing of the others), and builds the values of the
-// fields in set (see Headers for what each says). An error is the
+// fields in set (see httplimit.Headers for what each says). An error is the
 // limiter's: the check was not made, and the Result is empty.
 //
 // It allocates one string for the fields (none when set is 0), and reads
 // the clock only for X-RateLimit-Reset.
-func (rs *RuleSet) Check(ctx context.Context, keys []string, n int64, set Headers) (Result, error) {
+func (rs *RuleSet) Check(ctx context.Context, keys []string, n int64, set FieldSet) (Result, error) {
 	if len(keys) != len(rs.names) {
-		return Result{Denied: -1}, fmt.Errorf("httplimit: RuleSet.Check: %d keys for %d rules", len(keys), len(rs.names))
+		return Result{Denied: -1}, fmt.Errorf("layer: RuleSet.Check: %d keys for %d rules", len(keys), len(rs.names))
 	}
 	if len(rs.names) == 1 {
 		var one [1]item // not the eight a layered set needs: zeroed per check
 		return rs.check(ctx, keys, n, set, one[:])
 	}
-	var buf [maxRules]item
+	var buf [MaxRules]item
 	return rs.check(ctx, keys, n, set, buf[:len(rs.names)])
 }
 
-func (rs *RuleSet) check(ctx context.Context, keys []string, n int64, set Headers, items []item) (Result, error) {
+func (rs *RuleSet) check(ctx context.Context, keys []string, n int64, set FieldSet, items []item) (Result, error) {
 	d, bind, deny, err := rs.decide(ctx, keys, n, set, items)
 	if err != nil {
 		return Result{Denied: -1}, err
 	}
-	return Result{Decision: d, Denied: deny, vals: fields(set, items, bind, d)}, nil
+	return Result{Decision: d, Denied: deny, Values: fields(set, items, bind, d)}, nil
 }
 
 // decide checks cost n against the rules under keys (one per rule), all or
@@ -110,7 +122,7 @@ func (rs *RuleSet) check(ctx context.Context, keys []string, n int64, set Header
 // the legacy fields give (bind: the enforcing rule that binds, -1 if none
 // does) and of the rule that denied it (deny, -1 if admitted). It fills
 // items with each rule's state, for the RateLimit fields.
-func (rs *RuleSet) decide(ctx context.Context, keys []string, n int64, set Headers, items []item) (d sluice.Decision, bind, deny int, err error) {
+func (rs *RuleSet) decide(ctx context.Context, keys []string, n int64, set FieldSet, items []item) (d sluice.Decision, bind, deny int, err error) {
 	if len(rs.names) == 1 {
 		d, err = rs.lim.AllowN(ctx, rs.names[0], keys[0], n)
 		if err != nil {
@@ -127,7 +139,7 @@ func (rs *RuleSet) decide(ctx context.Context, keys []string, n int64, set Heade
 		}
 		return d, bind, deny, nil
 	}
-	var buf [maxRules]sluice.Check
+	var buf [MaxRules]sluice.Check
 	checks := buf[:len(rs.names)]
 	for i, name := range rs.names {
 		checks[i] = sluice.Check{Rule: name, Key: keys[i]}
@@ -174,9 +186,9 @@ func (rs *RuleSet) decide(ctx context.Context, keys []string, n int64, set Heade
 // item is a rule's state for an answer from its decision d: the limit in
 // force for the key, the rule's window in force (read only when
 // RateLimit-Policy is sent).
-func (rs *RuleSet) item(rh *ruleHeaders, d sluice.Decision, set Headers) item {
+func (rs *RuleSet) item(rh *ruleHeaders, d sluice.Decision, set FieldSet) item {
 	it := item{rh: rh, limit: d.Limit, remaining: d.Remaining, reset: d.ResetAfter}
-	if set&HeaderRateLimitPolicy != 0 && d.Limit > 0 {
+	if set&FieldPolicy != 0 && d.Limit > 0 {
 		it.window, _ = rs.lim.Window(rh.name)
 	}
 	return it
@@ -191,4 +203,25 @@ func (rs *RuleSet) blockedRule(keys []string) int {
 		}
 	}
 	return 0
+}
+
+// ruleHeaders holds what the fields say about one rule that never changes:
+// its name as an sf-string, in the prefixes of its items. Its limit and
+// window are read for each answer: tiers and reloads change them.
+type ruleHeaders struct {
+	name            string // the rule's name, for Limiter.Window
+	shadow          bool   // policy.Rule.Shadow: a dry run
+	policyPrefix    string // `"name";q=`
+	rateLimitPrefix string // `"name";r=`
+}
+
+// ruleHeader serializes, once per RuleSet, a rule's fixed parts with
+// httpsfv: the name is an sf-string, so any rule name is written
+// correctly.
+func ruleHeader(pr policy.Rule) (ruleHeaders, error) {
+	name, err := httpsfv.Marshal(httpsfv.NewItem(pr.Name))
+	if err != nil {
+		return ruleHeaders{}, fmt.Errorf("httplimit: rule %q: %w", pr.Name, err)
+	}
+	return ruleHeaders{name: pr.Name, shadow: pr.Shadow, policyPrefix: name + ";q=", rateLimitPrefix: name + ";r="}, nil
 }

@@ -1,0 +1,41 @@
+package rulegeo
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/sluicehq/sluice/policy"
+)
+
+func TestGeometry(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		rule     policy.Rule
+		calendar bool
+		buckets  int
+		sub      time.Duration
+	}{
+		{"sliding default precision", policy.Rule{Window: time.Second}, false, policy.DefaultPrecision, 100 * time.Millisecond},
+		{"sliding precision 1", policy.Rule{Window: time.Second, Precision: 1}, false, 1, time.Second},
+		{"sliding precision 60", policy.Rule{Window: time.Minute, Precision: 60}, false, 60, time.Second},
+		{"sliding precision 64", policy.Rule{Window: time.Second, Precision: 64}, false, 64, 15625 * time.Microsecond},
+		{"weighted", policy.Rule{Window: time.Minute, Algorithm: policy.WeightedWindow, Precision: 2}, false, 2, 30 * time.Second},
+		{"fixed", policy.Rule{Window: time.Second, Algorithm: policy.FixedWindow}, false, 1, time.Second},
+		{"fixed ignores precision", policy.Rule{Window: time.Minute, Algorithm: policy.FixedWindow, Precision: 30}, false, 1, time.Minute},
+		{"token bucket", policy.Rule{Window: time.Minute, Algorithm: policy.TokenBucket}, false, 1, time.Minute},
+		{"gcra", policy.Rule{Window: time.Minute, Algorithm: policy.GCRA}, false, 1, time.Minute},
+		{"sliding log", policy.Rule{Window: time.Minute, Algorithm: policy.SlidingLog}, false, 1, time.Minute},
+		{"calendar day", policy.Rule{Algorithm: policy.FixedWindow, Period: policy.Day}, true, 1, 24 * time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.calendar, Calendar(tt.rule))
+			assert.Equal(t, tt.buckets, Buckets(tt.rule))
+			assert.Equal(t, tt.sub, SubWindow(tt.rule))
+		})
+	}
+	assert.Equal(t, 10, policy.DefaultPrecision)
+}
