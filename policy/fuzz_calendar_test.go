@@ -71,7 +71,7 @@ func FuzzCalendarRule(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted a zone that does not load: %v", err)
 		}
-		c := window.NewCalendar(window.Unit(r.Period), loc)
+		c := window.NewCalendar(r.Period, loc)
 		at = max(min(at, int64(1)<<62), -int64(1)<<62) // about ±146 years
 		k := c.Index(at)
 		start, end := c.Bounds(k)

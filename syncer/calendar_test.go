@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -57,7 +58,7 @@ func TestLuaBucketPeriod(t *testing.T) {
 func TestSubArgPeriod(t *testing.T) {
 	loc, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
-	cal := window.NewCalendar(window.Day, loc)
+	cal := window.NewCalendar(policy.Day, loc)
 	geo := window.NewCalendarWindow(cal)
 	r := &windowRule{geo: geo, cal: cal}
 	at := time.Date(2026, 10, 25, 12, 0, 0, 0, loc).UnixNano()

@@ -4,31 +4,21 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/policy"
 )
 
-// Unit is the calendar unit of a Calendar: a day, an ISO week (from
-// Monday) or a month.
-type Unit uint8
-
-const (
-	// Day is a calendar day.
-	Day Unit = iota + 1
-	// Week is an ISO week, Monday to Sunday.
-	Week
-	// Month is a calendar month.
-	Month
-)
-
-// longest is the longest period of each unit, an hour over its longest
+// longest is the longest period of each policy.Period, an hour over its longest
 // civil length for a daylight-saving change: what the store keeps a key
 // for (the geometry's nominal window).
 var longest = [...]time.Duration{
-	Day:   25 * time.Hour,
-	Week:  7*24*time.Hour + time.Hour,
-	Month: 31*24*time.Hour + time.Hour,
+	policy.Day:   25 * time.Hour,
+	policy.Week:  7*24*time.Hour + time.Hour,
+	policy.Month: 31*24*time.Hour + time.Hour,
 }
 
-// Calendar cuts time into the periods of a unit in a time zone: period k
+// Calendar cuts time into the periods of a policy.Period (a day, an ISO
+// week from Monday, or a month) in a time zone: period k
 // is the k-th day, week or month since 1970 (as local dates: day 0 is
 // 1970-01-01, week 0 starts on Monday 1969-12-29, month 0 is January
 // 1970), from the first instant of its first local date to the first
@@ -38,7 +28,7 @@ var longest = [...]time.Duration{
 // is cached, so that Index costs an atomic load and two comparisons
 // while the time stays in it.
 type Calendar struct {
-	unit Unit
+	unit policy.Period
 	loc  *time.Location
 	cur  atomic.Pointer[period]
 }
@@ -46,17 +36,18 @@ type Calendar struct {
 // period is one period's index and bounds, ns.
 type period struct{ k, start, end int64 }
 
-// NewCalendar returns the calendar of unit in loc. It panics on an unknown
-// unit or a nil loc; callers validate rules first (policy.Rule.Validate).
-func NewCalendar(unit Unit, loc *time.Location) *Calendar {
-	if unit < Day || unit > Month || loc == nil {
-		panic(fmt.Sprintf("window: bad calendar %d in %v", unit, loc))
+// NewCalendar returns the calendar of the periods p in loc. It panics on
+// NoPeriod, an unknown period or a nil loc; callers validate rules first
+// (policy.Rule.Validate).
+func NewCalendar(p policy.Period, loc *time.Location) *Calendar {
+	if p < policy.Day || p > policy.Month || loc == nil {
+		panic(fmt.Sprintf("window: bad calendar %d in %v", p, loc))
 	}
-	return &Calendar{unit: unit, loc: loc}
+	return &Calendar{unit: p, loc: loc}
 }
 
-// Unit returns the calendar's unit.
-func (c *Calendar) Unit() Unit { return c.unit }
+// Period returns the calendar's period: a day, a week or a month.
+func (c *Calendar) Period() policy.Period { return c.unit }
 
 // Location returns the calendar's time zone.
 func (c *Calendar) Location() *time.Location { return c.loc }
@@ -112,9 +103,9 @@ func (c *Calendar) find(t int64) period {
 func (c *Calendar) indexOf(t int64) int64 {
 	y, m, d := time.Unix(0, t).In(c.loc).Date()
 	switch c.unit {
-	case Day:
+	case policy.Day:
 		return dayNumber(y, m, d)
-	case Week:
+	case policy.Week:
 		return floorDiv(dayNumber(y, m, d)+3, 7)
 	}
 	return int64(y-1970)*12 + int64(m-1)
@@ -126,9 +117,9 @@ func (c *Calendar) first(k int64) int64 {
 	var m time.Month
 	d := 1
 	switch c.unit {
-	case Day:
+	case policy.Day:
 		y, m, d = civil(k)
-	case Week:
+	case policy.Week:
 		y, m, d = civil(7*k - 3)
 	default:
 		y, m = 1970+int(floorDiv(k, 12)), time.Month(k-12*floorDiv(k, 12)+1)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -25,28 +26,28 @@ func TestCalendarPeriods(t *testing.T) {
 	tests := []struct {
 		name       string
 		zone       string
-		unit       window.Unit
+		period     policy.Period
 		at         string // local time inside the period
 		start, end string // local, as the period's first instant and its end
 		length     time.Duration
 	}{
-		{"NY spring forward day", "America/New_York", window.Day, "2026-03-08 12:00", "2026-03-08 00:00", "2026-03-09 00:00", 23 * time.Hour},
-		{"NY fall back day", "America/New_York", window.Day, "2026-11-01 01:30", "2026-11-01 00:00", "2026-11-02 00:00", 25 * time.Hour},
-		{"NY plain day", "America/New_York", window.Day, "2026-03-07 23:59", "2026-03-07 00:00", "2026-03-08 00:00", 24 * time.Hour},
-		{"Berlin spring forward day", "Europe/Berlin", window.Day, "2026-03-29 03:00", "2026-03-29 00:00", "2026-03-30 00:00", 23 * time.Hour},
-		{"Berlin fall back day", "Europe/Berlin", window.Day, "2026-10-25 02:30", "2026-10-25 00:00", "2026-10-26 00:00", 25 * time.Hour},
-		{"NY week with the change", "America/New_York", window.Week, "2026-03-08 12:00", "2026-03-02 00:00", "2026-03-09 00:00", 167 * time.Hour},
-		{"Berlin week with the change", "Europe/Berlin", window.Week, "2026-10-26 00:00", "2026-10-26 00:00", "2026-11-02 00:00", 168 * time.Hour},
-		{"Berlin week ending with the change", "Europe/Berlin", window.Week, "2026-10-25 23:59", "2026-10-19 00:00", "2026-10-26 00:00", 169 * time.Hour},
-		{"NY February", "America/New_York", window.Month, "2026-02-28 23:59", "2026-02-01 00:00", "2026-03-01 00:00", 28 * 24 * time.Hour},
-		{"Berlin February", "Europe/Berlin", window.Month, "2026-02-28 23:59", "2026-02-01 00:00", "2026-03-01 00:00", 28 * 24 * time.Hour},
-		{"NY March", "America/New_York", window.Month, "2026-03-01 00:00", "2026-03-01 00:00", "2026-04-01 00:00", 31*24*time.Hour - time.Hour},
-		{"Berlin October", "Europe/Berlin", window.Month, "2026-10-31 23:59", "2026-10-01 00:00", "2026-11-01 00:00", 31*24*time.Hour + time.Hour},
-		{"NY December", "America/New_York", window.Month, "2026-12-31 23:59", "2026-12-01 00:00", "2027-01-01 00:00", 31 * 24 * time.Hour},
-		{"Berlin new year's day", "Europe/Berlin", window.Day, "2027-01-01 00:00", "2027-01-01 00:00", "2027-01-02 00:00", 24 * time.Hour},
-		{"Berlin Dec 31", "Europe/Berlin", window.Day, "2026-12-31 23:59", "2026-12-31 00:00", "2027-01-01 00:00", 24 * time.Hour},
-		{"UTC leap February", "UTC", window.Month, "2028-02-29 12:00", "2028-02-01 00:00", "2028-03-01 00:00", 29 * 24 * time.Hour},
-		{"before 1970", "UTC", window.Week, "1969-12-31 12:00", "1969-12-29 00:00", "1970-01-05 00:00", 168 * time.Hour},
+		{"NY spring forward day", "America/New_York", policy.Day, "2026-03-08 12:00", "2026-03-08 00:00", "2026-03-09 00:00", 23 * time.Hour},
+		{"NY fall back day", "America/New_York", policy.Day, "2026-11-01 01:30", "2026-11-01 00:00", "2026-11-02 00:00", 25 * time.Hour},
+		{"NY plain day", "America/New_York", policy.Day, "2026-03-07 23:59", "2026-03-07 00:00", "2026-03-08 00:00", 24 * time.Hour},
+		{"Berlin spring forward day", "Europe/Berlin", policy.Day, "2026-03-29 03:00", "2026-03-29 00:00", "2026-03-30 00:00", 23 * time.Hour},
+		{"Berlin fall back day", "Europe/Berlin", policy.Day, "2026-10-25 02:30", "2026-10-25 00:00", "2026-10-26 00:00", 25 * time.Hour},
+		{"NY week with the change", "America/New_York", policy.Week, "2026-03-08 12:00", "2026-03-02 00:00", "2026-03-09 00:00", 167 * time.Hour},
+		{"Berlin week with the change", "Europe/Berlin", policy.Week, "2026-10-26 00:00", "2026-10-26 00:00", "2026-11-02 00:00", 168 * time.Hour},
+		{"Berlin week ending with the change", "Europe/Berlin", policy.Week, "2026-10-25 23:59", "2026-10-19 00:00", "2026-10-26 00:00", 169 * time.Hour},
+		{"NY February", "America/New_York", policy.Month, "2026-02-28 23:59", "2026-02-01 00:00", "2026-03-01 00:00", 28 * 24 * time.Hour},
+		{"Berlin February", "Europe/Berlin", policy.Month, "2026-02-28 23:59", "2026-02-01 00:00", "2026-03-01 00:00", 28 * 24 * time.Hour},
+		{"NY March", "America/New_York", policy.Month, "2026-03-01 00:00", "2026-03-01 00:00", "2026-04-01 00:00", 31*24*time.Hour - time.Hour},
+		{"Berlin October", "Europe/Berlin", policy.Month, "2026-10-31 23:59", "2026-10-01 00:00", "2026-11-01 00:00", 31*24*time.Hour + time.Hour},
+		{"NY December", "America/New_York", policy.Month, "2026-12-31 23:59", "2026-12-01 00:00", "2027-01-01 00:00", 31 * 24 * time.Hour},
+		{"Berlin new year's day", "Europe/Berlin", policy.Day, "2027-01-01 00:00", "2027-01-01 00:00", "2027-01-02 00:00", 24 * time.Hour},
+		{"Berlin Dec 31", "Europe/Berlin", policy.Day, "2026-12-31 23:59", "2026-12-31 00:00", "2027-01-01 00:00", 24 * time.Hour},
+		{"UTC leap February", "UTC", policy.Month, "2028-02-29 12:00", "2028-02-01 00:00", "2028-03-01 00:00", 29 * 24 * time.Hour},
+		{"before 1970", "UTC", policy.Week, "1969-12-31 12:00", "1969-12-29 00:00", "1970-01-05 00:00", 168 * time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +58,7 @@ func TestCalendarPeriods(t *testing.T) {
 				require.NoError(t, err)
 				return v.UnixNano()
 			}
-			c := window.NewCalendar(tt.unit, loc)
+			c := window.NewCalendar(tt.period, loc)
 			at := local(tt.at)
 			k := c.Index(at)
 			start, end := c.Bounds(k)
@@ -93,11 +94,11 @@ func TestCalendarContiguous(t *testing.T) {
 	t.Parallel()
 	zones := []string{"America/New_York", "Europe/Berlin", "America/Santiago", "America/Havana", "Australia/Lord_Howe", "Asia/Kolkata", "UTC"}
 	for _, zone := range zones {
-		for _, unit := range []window.Unit{window.Day, window.Week, window.Month} {
+		for _, p := range []policy.Period{policy.Day, policy.Week, policy.Month} {
 			t.Run(zone, func(t *testing.T) {
 				t.Parallel()
 				loc := mustZone(t, zone)
-				c := window.NewCalendar(unit, loc)
+				c := window.NewCalendar(p, loc)
 				from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 				to := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 				step := int64(71*time.Minute + 13*time.Second)

@@ -50,10 +50,7 @@ var safe = func() (t [256]bool) {
 // geometry changed from mixing buckets).
 func Suffix(geo window.Sliding) string {
 	if c := geo.Calendar(); c != nil {
-		return ":" + calendarUnits[c.Unit()] + "@" + c.Location().String()
+		return ":" + c.Period().String() + "@" + c.Location().String()
 	}
 	return ":" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
 }
-
-// calendarUnits name a calendar's unit in its keys.
-var calendarUnits = [...]string{window.Day: "day", window.Week: "week", window.Month: "month"}
