@@ -146,7 +146,7 @@ func TestWarmUpMatchesReference(t *testing.T) {
 				if !seen {
 					s = w.Fresh(now)
 				}
-				next, ok := w.Admit(s, now, n)
+				next, ok, _, _, _ := w.Check(s, now, n)
 				want := sluice.Decision{Limit: tc.Limit, Allowed: ok, RetryAfter: w.RetryAfter(s, now, n)}
 				if ok {
 					s = w.Round(next, localcache.WarmSteps)

@@ -108,15 +108,6 @@ func NewWarmUp(window, warmup time.Duration, limit, burst int64) WarmUp {
 	return w
 }
 
-// MaxPermits returns the stored permits of a fully cold key.
-func (w WarmUp) MaxPermits() float64 { return w.maxP }
-
-// Stable returns T in µs.
-func (w WarmUp) Stable() float64 { return w.stable }
-
-// Burst returns the capacity in units.
-func (w WarmUp) Burst() int64 { return w.burst }
-
 // Fresh returns the state of a key never seen, at t (ns): fully cold, no
 // debt.
 func (w WarmUp) Fresh(t int64) Warm { return Warm{Next: micros(t), Stored: w.maxP} }
@@ -136,13 +127,17 @@ func (w WarmUp) room(n int64) int64 {
 
 // fits reports whether cost n is admitted with debt (µs): debt ≤ room(n),
 // compared without the floor (the same for a whole debt).
-func (w WarmUp) fits(debt, n int64) bool {
-	return float64(debt) <= float64(w.burst-n)*w.stable
+func (w WarmUp) fits(debt, n int64) bool { return fitsDebt(w.burst, w.stable, debt, n) }
+
+// fitsDebt is fits for a capacity burst and T = stable µs.
+func fitsDebt(burst int64, stable float64, debt, n int64) bool {
+	return float64(debt) <= float64(burst-n)*stable
 }
 
-// Admit decides cost n at t (ns) on s: it returns the new state and true if
-// n is admitted, and s and false if not.
-func (w WarmUp) Admit(s Warm, t, n int64) (Warm, bool) {
+// admit decides cost n at t (ns) on s: it returns the new state and true if
+// n is admitted, and s and false if not. Check decides the same and reports
+// the rest.
+func (w WarmUp) admit(s Warm, t, n int64) (Warm, bool) {
 	if n < 0 || n > w.burst {
 		return s, false
 	}
@@ -163,8 +158,8 @@ func (w WarmUp) take(s Warm, now, n int64) Warm {
 	return r
 }
 
-// Check is Admit, Remaining, ResetAfter and RetryAfter in one pass over the
-// state, as a limiter reports a check: the new state and whether n is
+// Check decides cost n at t (ns) on s, and reports it as a limiter does, in
+// one pass over the state: the new state (s if denied) and whether n is
 // admitted; then, after the check, the largest cost admitted at t and the
 // time until no debt; and for a denial the RetryAfter.
 func (w WarmUp) Check(s Warm, t, n int64) (next Warm, ok bool, remaining int64, reset, retry time.Duration) {
@@ -277,7 +272,7 @@ func (w WarmUp) remaining(debt int64) int64 {
 	if w.whole > 0 {
 		return wholeRemaining(w.burst, w.whole, debt)
 	}
-	return w.remainingFloat(debt)
+	return remainingFloat(w.burst, w.stable, w.inv, debt)
 }
 
 // wholeRemaining is remaining's integer path: max(burst − ⌈debt/t⌉, 0).
@@ -285,16 +280,16 @@ func wholeRemaining(burst int64, t uint64, debt int64) int64 {
 	return max(burst-int64((uint64(debt)+t-1)/t), 0)
 }
 
-// remainingFloat is remaining for any T: an estimate from 1/T, settled on
-// the exact predicate fits.
-func (w WarmUp) remainingFloat(debt int64) int64 {
-	n := w.burst - int64(math.Ceil(float64(debt)*w.inv))
+// remainingFloat is remaining for any T (stable, µs, and its inverse inv):
+// an estimate from 1/T, settled on the exact predicate fits.
+func remainingFloat(burst int64, stable, inv float64, debt int64) int64 {
+	n := burst - int64(math.Ceil(float64(debt)*inv))
 	// The estimate can be an ulp off either way: settle on the exact
 	// predicate.
-	for n < w.burst && w.fits(debt, n+1) {
+	for n < burst && fitsDebt(burst, stable, debt, n+1) {
 		n++
 	}
-	for n > 0 && !w.fits(debt, n) {
+	for n > 0 && !fitsDebt(burst, stable, debt, n) {
 		n--
 	}
 	return max(n, 0)
@@ -311,8 +306,8 @@ func micros(t int64) int64 {
 
 // Round returns s with its stored permits rounded to the nearest multiple of
 // MaxPermits/steps: the state as it survives packing into fewer bits
-// (package localcache keeps them in 20 bits). A reference that rounds after
-// every admission decides exactly what the packed state decides.
+// (package localcache keeps them in 20 bits). A reference that rounds
+// after every admission decides exactly what the packed state decides.
 func (w WarmUp) Round(s Warm, steps int64) Warm {
 	q := math.Round(s.Stored * (float64(steps) / w.maxP))
 	q = min(max(q, 0), float64(steps))
