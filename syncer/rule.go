@@ -134,11 +134,11 @@ func (r *windowRule) subArg(now int64) any {
 	if r.cal == nil {
 		return r.head[0]
 	}
-	k := r.cal.Index(now)
+	k := r.geo.Index(now)
 	if a := r.calArg.Load(); a != nil && a.k == k {
 		return a.v
 	}
-	start, end := r.cal.Bounds(k)
+	start, end := r.geo.Start(k), r.geo.Start(k+1)
 	a := &periodArg{k: k, v: "c" + strconv.FormatInt(k, 10) + "," + strconv.FormatInt(start/1000, 10) + "," + strconv.FormatInt(end/1000, 10)}
 	r.calArg.Store(a)
 	return a.v

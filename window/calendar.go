@@ -25,7 +25,7 @@ var longest = [...]time.Duration{
 // instant of the next period's. A period's length is the calendar's: a
 // day across a daylight-saving change has 23 or 25 hours, a month 28 to 31
 // days. It is safe for concurrent use; the latest period asked about
-// is cached, so that Index costs an atomic load and two comparisons
+// is cached, so that index costs an atomic load and two comparisons
 // while the time stays in it.
 type Calendar struct {
 	unit policy.Period
@@ -36,14 +36,18 @@ type Calendar struct {
 // period is one period's index and bounds, ns.
 type period struct{ k, start, end int64 }
 
-// NewCalendar returns the calendar of the periods p in loc. It panics on
-// NoPeriod, an unknown period or a nil loc; callers validate rules first
-// (policy.Rule.Validate).
-func NewCalendar(p policy.Period, loc *time.Location) *Calendar {
+// NewCalendar returns the geometry of a calendar quota of the periods p in
+// loc: a fixed window whose buckets are the periods of its Calendar
+// (bucket k is period k, from Start(k) to Start(k+1)) rather than
+// intervals of one length. Sub and Window return the longest a period can
+// be. It panics on NoPeriod, an unknown period or a nil loc; callers
+// validate rules first (policy.Rule.Validate).
+func NewCalendar(p policy.Period, loc *time.Location) Sliding {
 	if p < policy.Day || p > policy.Month || loc == nil {
 		panic(fmt.Sprintf("window: bad calendar %d in %v", p, loc))
 	}
-	return &Calendar{unit: p, loc: loc}
+	c := &Calendar{unit: p, loc: loc}
+	return Sliding{sub: int64(c.longestPeriod()), buckets: 1, fixed: true, cal: c}
 }
 
 // Period returns the calendar's period: a day, a week or a month.
@@ -55,16 +59,16 @@ func (c *Calendar) Location() *time.Location { return c.loc }
 // longestPeriod returns an upper bound on the length of a period.
 func (c *Calendar) longestPeriod() time.Duration { return longest[c.unit] }
 
-// Index returns the period that holds t (ns since the Unix epoch).
-func (c *Calendar) Index(t int64) int64 {
+// index returns the period that holds t (ns since the Unix epoch).
+func (c *Calendar) index(t int64) int64 {
 	if p := c.cur.Load(); p != nil && t >= p.start && t < p.end {
 		return p.k
 	}
 	return c.find(t).k
 }
 
-// Bounds returns the start and the end of period k, ns.
-func (c *Calendar) Bounds(k int64) (start, end int64) {
+// bounds returns the start and the end of period k, ns.
+func (c *Calendar) bounds(k int64) (start, end int64) {
 	if p := c.cur.Load(); p != nil && p.k == k {
 		return p.start, p.end
 	}
@@ -73,7 +77,7 @@ func (c *Calendar) Bounds(k int64) (start, end int64) {
 
 // start returns the start of period k, ns: the end of period k−1.
 func (c *Calendar) start(k int64) int64 {
-	s, _ := c.Bounds(k)
+	s, _ := c.bounds(k)
 	return s
 }
 

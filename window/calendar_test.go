@@ -58,29 +58,26 @@ func TestCalendarPeriods(t *testing.T) {
 				require.NoError(t, err)
 				return v.UnixNano()
 			}
-			c := window.NewCalendar(tt.period, loc)
+			g := window.NewCalendar(tt.period, loc)
 			at := local(tt.at)
-			k := c.Index(at)
-			start, end := c.Bounds(k)
+			k := g.Index(at)
+			start, end := g.Start(k), g.Start(k+1)
 			assert.Equal(t, time.Unix(0, local(tt.start)).In(loc), time.Unix(0, start).In(loc), "start")
 			assert.Equal(t, time.Unix(0, local(tt.end)).In(loc), time.Unix(0, end).In(loc), "end")
 			assert.Equal(t, tt.length, time.Duration(end-start))
-			assert.Equal(t, k, c.Index(start), "the first instant is in the period")
-			assert.Equal(t, k, c.Index(end-1), "the last instant is in the period")
-			assert.Equal(t, k+1, c.Index(end), "the end starts the next period")
-			assert.Equal(t, k-1, c.Index(start-1), "the instant before is in the period before")
+			assert.Equal(t, k, g.Index(start), "the first instant is in the period")
+			assert.Equal(t, k, g.Index(end-1), "the last instant is in the period")
+			assert.Equal(t, k+1, g.Index(end), "the end starts the next period")
+			assert.Equal(t, k-1, g.Index(start-1), "the instant before is in the period before")
 
 			// The geometry: an admission resets, and a full window retries,
 			// at the period's end.
-			g := window.NewCalendarWindow(c)
-			assert.Equal(t, k, g.Index(at))
 			assert.Equal(t, time.Duration(end-at), g.ResetAfter(at))
 			count := func(j int64) int64 { return map[bool]int64{true: 5}[j == k] }
 			assert.Equal(t, time.Duration(end-at), g.RetryAfter(at, 5, 1, count))
 			assert.Equal(t, time.Duration(end-at), g.ResetAt(at, count))
 			assert.Equal(t, time.Duration(0), g.RetryAfter(at, 6, 1, count))
 			assert.InDelta(t, float64(at-start)/float64(end-start), g.Phase(at), 1e-9)
-			assert.Equal(t, start, g.Start(k))
 		})
 	}
 }
@@ -98,16 +95,16 @@ func TestCalendarContiguous(t *testing.T) {
 			t.Run(zone, func(t *testing.T) {
 				t.Parallel()
 				loc := mustZone(t, zone)
-				c := window.NewCalendar(p, loc)
+				g := window.NewCalendar(p, loc)
 				from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 				to := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 				step := int64(71*time.Minute + 13*time.Second)
 				prevK, prevEnd := int64(0), int64(0)
 				for at := from; at < to; at += step {
-					k := c.Index(at)
-					start, end := c.Bounds(k)
+					k := g.Index(at)
+					start, end := g.Start(k), g.Start(k+1)
 					require.True(t, start <= at && at < end, "%v not in period %d [%v, %v)", time.Unix(0, at).In(loc), k, time.Unix(0, start).In(loc), time.Unix(0, end).In(loc))
-					require.LessOrEqual(t, end-start, int64(window.LongestPeriod(c)))
+					require.LessOrEqual(t, end-start, int64(g.Window()))
 					if prevEnd != 0 && k != prevK {
 						require.Equal(t, prevK+1, k, "periods are consecutive")
 						require.Equal(t, prevEnd, start, "no gap or overlap")

@@ -58,7 +58,7 @@
 // A fixed window (B = 1, no weighting) estimates E(t) = c[k]: exact inside the
 // window, but 2L can pass in a span of W straddling a boundary.
 //
-// A calendar quota (NewCalendarWindow) is a fixed window whose bucket k is
+// A calendar quota (NewCalendar) is a fixed window whose bucket k is
 // period k of a Calendar (calendar.go), a day, week or month of a time
 // zone, of the calendar's length rather than w: the bucket of t, its
 // phase and the time it ends come from the calendar; the rest is a fixed
@@ -79,7 +79,7 @@ type Sliding struct {
 	buckets  int
 	fixed    bool
 	weighted bool      // the oldest bucket counts by its overlap 1−φ
-	cal      *Calendar // a calendar quota's periods (NewCalendarWindow); nil: sub-windows of sub
+	cal      *Calendar // a calendar quota's periods (NewCalendar); nil: sub-windows of sub
 }
 
 // NewSliding returns the geometry of a sliding window of length window cut into
@@ -103,14 +103,6 @@ func NewWeighted(window time.Duration, buckets int) Sliding {
 // NewFixed returns the geometry of a fixed window of length window.
 func NewFixed(window time.Duration) Sliding {
 	return newGeometry(window, 1, true, false)
-}
-
-// NewCalendarWindow returns the geometry of a calendar quota: a fixed
-// window whose buckets are the periods of c (bucket k is period k, from
-// c.Bounds(k)) rather than intervals of one length. Sub and
-// Window return the longest a period of c can be.
-func NewCalendarWindow(c *Calendar) Sliding {
-	return Sliding{sub: int64(c.longestPeriod()), buckets: 1, fixed: true, cal: c}
 }
 
 // Calendar returns the calendar of a calendar quota's geometry, nil for
@@ -162,7 +154,7 @@ func (s Sliding) Span() int {
 // negative times work too); for a calendar geometry, the period of t.
 func (s Sliding) Index(t int64) int64 {
 	if s.cal != nil {
-		return s.cal.Index(t)
+		return s.cal.index(t)
 	}
 	k := t / s.sub
 	if t%s.sub < 0 {
@@ -174,7 +166,7 @@ func (s Sliding) Index(t int64) int64 {
 // Phase returns φ ∈ [0, 1), how far t is into its bucket.
 func (s Sliding) Phase(t int64) float64 {
 	if s.cal != nil {
-		start, end := s.cal.Bounds(s.cal.Index(t))
+		start, end := s.cal.bounds(s.cal.index(t))
 		return float64(t-start) / float64(end-start)
 	}
 	return float64(t-s.Index(t)*s.sub) / float64(s.sub)
@@ -243,7 +235,7 @@ func (s Sliding) ResetAfter(t int64) time.Duration {
 // nothing more is counted.
 func (s Sliding) leaves(j int64) int64 {
 	if s.cal != nil {
-		_, end := s.cal.Bounds(j)
+		_, end := s.cal.bounds(j)
 		return end
 	}
 	if s.fixed {

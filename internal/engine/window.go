@@ -151,7 +151,7 @@ func WindowGeometry(r policy.Rule) window.Sliding {
 		if err != nil {
 			loc = time.UTC // Validate refused it: unreachable for a validated rule
 		}
-		return window.NewCalendarWindow(window.NewCalendar(r.Period, loc))
+		return window.NewCalendar(r.Period, loc)
 	}
 	switch r.Algorithm {
 	case policy.FixedWindow:
