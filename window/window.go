@@ -127,9 +127,6 @@ func newGeometry(window time.Duration, buckets int, fixed, weighted bool) Slidin
 // Buckets returns B, the number of sub-windows per window.
 func (s Sliding) Buckets() int { return s.buckets }
 
-// Fixed reports whether this is a fixed window.
-func (s Sliding) Fixed() bool { return s.fixed }
-
 // Weighted reports whether the oldest bucket counts by its overlap with the
 // window (NewWeighted) rather than whole.
 func (s Sliding) Weighted() bool { return s.weighted }
@@ -172,9 +169,9 @@ func (s Sliding) Phase(t int64) float64 {
 	return float64(t-s.Index(t)*s.sub) / float64(s.sub)
 }
 
-// Oldest returns the index of the oldest bucket that still counts at bucket k:
-// k−B for a sliding window, k for a fixed one.
-func (s Sliding) Oldest(k int64) int64 {
+// oldest returns the index of the oldest bucket that still counts at bucket k:
+// k−B for a sliding window, k for a fixed one (k − Span() + 1).
+func (s Sliding) oldest(k int64) int64 {
 	if s.fixed {
 		return k
 	}
@@ -191,17 +188,13 @@ func (s Sliding) OldWeight(phase float64) float64 {
 	return 1 - phase
 }
 
-// Estimate returns E(t) for the counts count(j) of buckets j; count is called
-// for the Span() buckets from Oldest(k) to k.
-func (s Sliding) Estimate(t int64, count func(j int64) int64) float64 {
-	return s.Parts(t, count).Value()
-}
-
-// Parts returns E(t) in its two parts (see Estimate): the buckets counted
-// whole, and the weighted oldest one.
+// Parts returns E(t) for the counts count(j) of buckets j, in its two parts
+// (Estimate; Value is E(t)): the buckets counted whole, and the weighted
+// oldest one. count is called for the Span() buckets from k − Span() + 1 to
+// k = Index(t).
 func (s Sliding) Parts(t int64, count func(j int64) int64) Estimate {
 	k := s.Index(t)
-	old := s.Oldest(k)
+	old := s.oldest(k)
 	if s.fixed {
 		return Estimate{Whole: count(k)}
 	}
@@ -246,12 +239,12 @@ func (s Sliding) leaves(j int64) int64 {
 
 // ResetAt returns how long from t until the estimate holds none of the
 // counts of the Span() buckets up to ⌊t/w⌋ (count gives them, as for
-// Estimate): until the newest bucket with a count leaves (leaves), 0 if
+// Parts): until the newest bucket with a count leaves (leaves), 0 if
 // none has one. While nothing more is counted, t+ResetAt(t) never moves
 // later.
 func (s Sliding) ResetAt(t int64, count func(j int64) int64) time.Duration {
 	k := s.Index(t)
-	for j := k; j >= s.Oldest(k); j-- {
+	for j := k; j >= s.oldest(k); j-- {
 		if count(j) > 0 {
 			return time.Duration(max(s.leaves(j)-t, 0))
 		}
@@ -270,7 +263,7 @@ const (
 
 // RetryAfter returns how long from t until E falls to limit−n or below, if
 // nothing more is admitted: 0 if it already has, and -1 if it never will
-// (n > limit). count gives the bucket counts as for Estimate.
+// (n > limit). count gives the bucket counts as for Parts.
 func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) time.Duration {
 	if n > limit {
 		return -1
@@ -279,7 +272,7 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	// snapshot even if count changes under us; later buckets get no new
 	// counts.
 	k := s.Index(t)
-	oldest := s.Oldest(k)
+	oldest := s.oldest(k)
 	var buf [stackBuckets + 1]int64
 	c := buf[:0]
 	if s.Span() > len(buf) {

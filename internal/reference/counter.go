@@ -46,7 +46,7 @@ func (c *Counter) slot(j int64) int {
 
 // Estimate returns E(t), the counter's estimate of the events in the window
 // ending at t.
-func (c *Counter) Estimate(t int64) float64 { return c.geo.Estimate(t, c.Count) }
+func (c *Counter) Estimate(t int64) float64 { return c.geo.Parts(t, c.Count).Value() }
 
 // Allow admits n at time t if it passes the admit test (window.Estimate.Admits),
 // and counts it in bucket ⌊t/w⌋.
