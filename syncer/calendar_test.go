@@ -59,7 +59,7 @@ func TestSubArgPeriod(t *testing.T) {
 	loc, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	geo := window.NewCalendar(policy.Day, loc)
-	r := &windowRule{geo: geo, cal: geo.Calendar()}
+	r := &windowRule{geo: geo, cal: true}
 	at := time.Date(2026, 10, 25, 12, 0, 0, 0, loc).UnixNano()
 	k := geo.Index(at)
 	start := time.Date(2026, 10, 25, 0, 0, 0, 0, loc).UnixMicro()

@@ -17,7 +17,7 @@ var longest = [...]time.Duration{
 	policy.Month: 31*24*time.Hour + time.Hour,
 }
 
-// Calendar cuts time into the periods of a policy.Period (a day, an ISO
+// calendar cuts time into the periods of a policy.Period (a day, an ISO
 // week from Monday, or a month) in a time zone: period k
 // is the k-th day, week or month since 1970 (as local dates: day 0 is
 // 1970-01-01, week 0 starts on Monday 1969-12-29, month 0 is January
@@ -27,7 +27,7 @@ var longest = [...]time.Duration{
 // days. It is safe for concurrent use; the latest period asked about
 // is cached, so that index costs an atomic load and two comparisons
 // while the time stays in it.
-type Calendar struct {
+type calendar struct {
 	unit policy.Period
 	loc  *time.Location
 	cur  atomic.Pointer[period]
@@ -37,7 +37,7 @@ type Calendar struct {
 type period struct{ k, start, end int64 }
 
 // NewCalendar returns the geometry of a calendar quota of the periods p in
-// loc: a fixed window whose buckets are the periods of its Calendar
+// loc: a fixed window whose buckets are the periods of its calendar
 // (bucket k is period k, from Start(k) to Start(k+1)) rather than
 // intervals of one length. Sub and Window return the longest a period can
 // be. It panics on NoPeriod, an unknown period or a nil loc; callers
@@ -46,21 +46,15 @@ func NewCalendar(p policy.Period, loc *time.Location) Sliding {
 	if p < policy.Day || p > policy.Month || loc == nil {
 		panic(fmt.Sprintf("window: bad calendar %d in %v", p, loc))
 	}
-	c := &Calendar{unit: p, loc: loc}
+	c := &calendar{unit: p, loc: loc}
 	return Sliding{sub: int64(c.longestPeriod()), buckets: 1, fixed: true, cal: c}
 }
 
-// Period returns the calendar's period: a day, a week or a month.
-func (c *Calendar) Period() policy.Period { return c.unit }
-
-// Location returns the calendar's time zone.
-func (c *Calendar) Location() *time.Location { return c.loc }
-
 // longestPeriod returns an upper bound on the length of a period.
-func (c *Calendar) longestPeriod() time.Duration { return longest[c.unit] }
+func (c *calendar) longestPeriod() time.Duration { return longest[c.unit] }
 
 // index returns the period that holds t (ns since the Unix epoch).
-func (c *Calendar) index(t int64) int64 {
+func (c *calendar) index(t int64) int64 {
 	if p := c.cur.Load(); p != nil && t >= p.start && t < p.end {
 		return p.k
 	}
@@ -68,7 +62,7 @@ func (c *Calendar) index(t int64) int64 {
 }
 
 // bounds returns the start and the end of period k, ns.
-func (c *Calendar) bounds(k int64) (start, end int64) {
+func (c *calendar) bounds(k int64) (start, end int64) {
 	if p := c.cur.Load(); p != nil && p.k == k {
 		return p.start, p.end
 	}
@@ -76,14 +70,14 @@ func (c *Calendar) bounds(k int64) (start, end int64) {
 }
 
 // start returns the start of period k, ns: the end of period k−1.
-func (c *Calendar) start(k int64) int64 {
+func (c *calendar) start(k int64) int64 {
 	s, _ := c.bounds(k)
 	return s
 }
 
 // find computes the period of t, and caches it if it is later than the
 // one cached.
-func (c *Calendar) find(t int64) period {
+func (c *calendar) find(t int64) period {
 	k := c.indexOf(t)
 	p := period{k: k, start: c.first(k), end: c.first(k + 1)}
 	// A daylight-saving change at local midnight can put t before the
@@ -104,7 +98,7 @@ func (c *Calendar) find(t int64) period {
 }
 
 // indexOf returns the period of t's local date.
-func (c *Calendar) indexOf(t int64) int64 {
+func (c *calendar) indexOf(t int64) int64 {
 	y, m, d := time.Unix(0, t).In(c.loc).Date()
 	switch c.unit {
 	case policy.Day:
@@ -116,7 +110,7 @@ func (c *Calendar) indexOf(t int64) int64 {
 }
 
 // first returns the first instant of period k, ns.
-func (c *Calendar) first(k int64) int64 {
+func (c *calendar) first(k int64) int64 {
 	var y int
 	var m time.Month
 	d := 1

@@ -59,6 +59,9 @@ func TestCalendarPeriods(t *testing.T) {
 				return v.UnixNano()
 			}
 			g := window.NewCalendar(tt.period, loc)
+			p, zone := g.Period()
+			assert.Equal(t, tt.period, p)
+			assert.Same(t, loc, zone)
 			at := local(tt.at)
 			k := g.Index(at)
 			start, end := g.Start(k), g.Start(k+1)
@@ -116,5 +119,16 @@ func TestCalendarContiguous(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPeriodNone: the geometries that are not calendar quotas have no
+// period.
+func TestPeriodNone(t *testing.T) {
+	t.Parallel()
+	for _, g := range []window.Sliding{window.NewSliding(time.Minute, 6), window.NewWeighted(time.Minute, 6), window.NewFixed(time.Minute)} {
+		p, zone := g.Period()
+		assert.Equal(t, policy.NoPeriod, p)
+		assert.Nil(t, zone)
 	}
 }

@@ -59,7 +59,7 @@
 // window, but 2L can pass in a span of W straddling a boundary.
 //
 // A calendar quota (NewCalendar) is a fixed window whose bucket k is
-// period k of a Calendar (calendar.go), a day, week or month of a time
+// period k of a calendar (calendar.go), a day, week or month of a time
 // zone, of the calendar's length rather than w: the bucket of t, its
 // phase and the time it ends come from the calendar; the rest is a fixed
 // window's.
@@ -69,6 +69,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/policy"
 )
 
 // Sliding is the geometry of a sliding-window (or fixed-window) counter: the
@@ -79,7 +81,7 @@ type Sliding struct {
 	buckets  int
 	fixed    bool
 	weighted bool      // the oldest bucket counts by its overlap 1−φ
-	cal      *Calendar // a calendar quota's periods (NewCalendar); nil: sub-windows of sub
+	cal      *calendar // a calendar quota's periods (NewCalendar); nil: sub-windows of sub
 }
 
 // NewSliding returns the geometry of a sliding window of length window cut into
@@ -105,9 +107,14 @@ func NewFixed(window time.Duration) Sliding {
 	return newGeometry(window, 1, true, false)
 }
 
-// Calendar returns the calendar of a calendar quota's geometry, nil for
-// the others.
-func (s Sliding) Calendar() *Calendar { return s.cal }
+// Period returns the period and the time zone of a calendar quota's
+// geometry (NewCalendar), and policy.NoPeriod and nil for the others.
+func (s Sliding) Period() (policy.Period, *time.Location) {
+	if s.cal == nil {
+		return policy.NoPeriod, nil
+	}
+	return s.cal.unit, s.cal.loc
+}
 
 // Start returns the start of bucket j: j·w, or a calendar period's start.
 func (s Sliding) Start(j int64) int64 {
