@@ -297,7 +297,7 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	// fits reports whether a limiter would admit n at t+d: the admit test
 	// on the same estimate, so that 0 is returned if and only if n is
 	// admitted at t, and t+RetryAfter is the first nanosecond at which it is.
-	fits := func(d int64) bool { return s.Parts(t+d, snap).Admits(n, limit) }
+	fits := func(d int64) bool { return n <= s.Parts(t+d, snap).Room(limit) }
 	if fits(0) {
 		return 0
 	}
