@@ -101,8 +101,8 @@ func TestWarmTableMatchesMath(t *testing.T) {
 				if !seen {
 					s = w.Fresh(now)
 				}
-				next, ok, _, _, _ := w.Check(s, now, n)
-				want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: w.RetryAfter(s, now, n)}
+				next, ok, _, _, retry := w.Check(s, now, n)
+				want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
 				if ok {
 					allowed++
 					next = w.Round(next, WarmSteps)

@@ -177,8 +177,8 @@ func (t *WarmTable) untracked(key string, now, n int64) Outcome {
 	us := t.w.Fresh(now).Next
 	for {
 		st := window.Warm{Next: c.estimate(), Stored: t.u.MaxPermits}
-		if ra := t.w.RetryAfter(st, now, n); ra != 0 {
-			return Outcome{Remaining: t.w.Remaining(st, now), ResetAfter: t.w.ResetAfter(st, now), RetryAfter: ra}
+		if _, ok, rem, reset, retry := t.w.Check(st, now, n); !ok {
+			return Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
 		}
 		st.Next = max(st.Next, us) + t.coldCost(n)
 		if s.commit(&c, st.Next) {

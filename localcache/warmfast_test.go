@@ -87,8 +87,8 @@ func TestWarmTableFastPaths(t *testing.T) {
 					}
 					e := tb.keys.lookup(key)
 					paths[warmPath(tb, e.word.Load(), now)]++
-					next, ok, _, _, _ := w.Check(s, now, 1)
-					want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: w.RetryAfter(s, now, 1)}
+					next, ok, _, _, retry := w.Check(s, now, 1)
+					want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
 					if ok {
 						next = w.Round(next, WarmSteps)
 						ref[key] = next

@@ -105,7 +105,7 @@ func FuzzWarmUp(f *testing.F) {
 			now += int64(seq[i]) * tn / 16
 			n := 1 + int64(seq[i+1])%u.Burst
 			next, ok := window.WarmAdmit(w, s, now, n)
-			ra := w.RetryAfter(s, now, n)
+			ra := window.WarmRetryAfter(w, s, now, n)
 			if ok {
 				if ra != 0 {
 					t.Fatalf("admitted with RetryAfter %v", ra)

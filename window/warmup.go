@@ -54,8 +54,8 @@ import (
 // admits about Burst/3 units at once (each costs up to 3T) and then one per
 // 3T, ramping to Burst and one per T over P of saturated use.
 //
-// Times are passed in ns and truncated to µs, Guava's clock; RetryAfter is
-// exact on that clock (denied at t+RetryAfter−1ns, admitted at
+// Times are passed in ns and truncated to µs, Guava's clock; Check's
+// RetryAfter is exact on that clock (denied at t+RetryAfter−1ns, admitted at
 // t+RetryAfter).
 type WarmUp struct {
 	stable    float64 // T, µs (Guava's stableIntervalMicros)
@@ -161,7 +161,8 @@ func (w WarmUp) take(s Warm, now, n int64) Warm {
 // Check decides cost n at t (ns) on s, and reports it as a limiter does, in
 // one pass over the state: the new state (s if denied) and whether n is
 // admitted; then, after the check, the largest cost admitted at t and the
-// time until no debt; and for a denial the RetryAfter.
+// time until no debt; and for a denial the RetryAfter: how long from t
+// until n is admitted if nothing else is (-1 if it never is, n > Burst).
 func (w WarmUp) Check(s Warm, t, n int64) (next Warm, ok bool, remaining int64, reset, retry time.Duration) {
 	now := micros(t)
 	debt := debtMicros(s.Next, now)
@@ -203,10 +204,10 @@ func (w WarmUp) waitMicros(stored, take float64) int64 {
 	return us + int64(w.stable*take)
 }
 
-// RetryAfter returns how long from t until cost n is admitted on s if
+// retryAfter returns how long from t until cost n is admitted on s if
 // nothing else is: 0 if it is admitted at t, -1 if it never is
-// (n > Burst).
-func (w WarmUp) RetryAfter(s Warm, t, n int64) time.Duration {
+// (n > Burst). Check reports it for a denial.
+func (w WarmUp) retryAfter(s Warm, t, n int64) time.Duration {
 	if n < 0 || n > w.burst {
 		return -1
 	}
@@ -215,7 +216,7 @@ func (w WarmUp) RetryAfter(s Warm, t, n int64) time.Duration {
 	return w.retry(now, debtMicros(s.Next, now), t, n)
 }
 
-// retry is RetryAfter for a debt (µs) at now (µs, t in ns).
+// retry is retryAfter for a debt (µs) at now (µs, t in ns).
 func (w WarmUp) retry(now, debt, t, n int64) time.Duration {
 	d := debt - w.room(n)
 	if d <= 0 {

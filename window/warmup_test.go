@@ -226,14 +226,14 @@ func TestWarmUpRetryAfterExact(t *testing.T) {
 				cn, cok, crem, creset, cretry := w.Check(s, now, n)
 				require.Equal(t, next, cn, "Check's state")
 				require.Equal(t, ok, cok, "Check's decision")
-				require.Equal(t, w.RetryAfter(s, now, n), cretry, "Check's RetryAfter")
+				require.Equal(t, w.retryAfter(s, now, n), cretry, "Check's RetryAfter")
 				require.Equal(t, w.Remaining(next, now), crem, "Check's Remaining")
 				require.Equal(t, w.ResetAfter(next, now), creset, "Check's ResetAfter")
 				if ok {
-					require.Zero(t, w.RetryAfter(s, now, n))
+					require.Zero(t, w.retryAfter(s, now, n))
 					s = next
 				} else {
-					ra := int64(w.RetryAfter(s, now, n))
+					ra := int64(w.retryAfter(s, now, n))
 					require.Positive(t, ra)
 					_, early := w.admit(s, now+ra-1, n)
 					_, onTime := w.admit(s, now+ra, n)
@@ -274,7 +274,7 @@ func TestWarmUpRamp(t *testing.T) {
 	count := func(from, to int64) int {
 		c := 0
 		for now < to {
-			if ra := w.RetryAfter(s, now, 1); ra > 0 {
+			if ra := w.retryAfter(s, now, 1); ra > 0 {
 				now += int64(ra)
 				continue
 			}
