@@ -121,7 +121,7 @@ func TestWarmRemainingWhole(t *testing.T) {
 			for k := range w.burst + 3 {
 				for _, debt := range []int64{k*T - 1, k * T, k*T + 1, k*T + rng.Int64N(T)} {
 					debt = max(debt, 0)
-					require.Equal(t, remainingFloat(w.burst, w.stable, w.inv, debt), w.remaining(debt), "debt %d", debt)
+					require.Equal(t, w.remainingFloat(debt), w.remaining(debt), "debt %d", debt)
 				}
 				if k > 1000 {
 					break
@@ -129,9 +129,9 @@ func TestWarmRemainingWhole(t *testing.T) {
 			}
 			for range 10000 {
 				debt := rng.Int64N(4*w.burst*T + 1)
-				require.Equal(t, remainingFloat(w.burst, w.stable, w.inv, debt), w.remaining(debt), "debt %d", debt)
+				require.Equal(t, w.remainingFloat(debt), w.remaining(debt), "debt %d", debt)
 			}
-			require.Equal(t, remainingFloat(w.burst, w.stable, w.inv, maxDebt), w.remaining(maxDebt))
+			require.Equal(t, w.remainingFloat(maxDebt), w.remaining(maxDebt))
 		})
 	}
 }

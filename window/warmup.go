@@ -127,25 +127,8 @@ func (w WarmUp) room(n int64) int64 {
 
 // fits reports whether cost n is admitted with debt (µs): debt ≤ room(n),
 // compared without the floor (the same for a whole debt).
-func (w WarmUp) fits(debt, n int64) bool { return fitsDebt(w.burst, w.stable, debt, n) }
-
-// fitsDebt is fits for a capacity burst and T = stable µs.
-func fitsDebt(burst int64, stable float64, debt, n int64) bool {
-	return float64(debt) <= float64(burst-n)*stable
-}
-
-// admit decides cost n at t (ns) on s: it returns the new state and true if
-// n is admitted, and s and false if not. Check decides the same and reports
-// the rest.
-func (w WarmUp) admit(s Warm, t, n int64) (Warm, bool) {
-	if n < 0 || n > w.burst {
-		return s, false
-	}
-	now := micros(t)
-	if !w.fits(debtMicros(s.Next, now), n) {
-		return s, false
-	}
-	return w.take(s, now, n), true
+func (w WarmUp) fits(debt, n int64) bool {
+	return float64(debt) <= float64(w.burst-n)*w.stable
 }
 
 // take is an admission of n at now (µs): Guava's reserveEarliestAvailable.
@@ -204,19 +187,7 @@ func (w WarmUp) waitMicros(stored, take float64) int64 {
 	return us + int64(w.stable*take)
 }
 
-// retryAfter returns how long from t until cost n is admitted on s if
-// nothing else is: 0 if it is admitted at t, -1 if it never is
-// (n > Burst). Check reports it for a denial.
-func (w WarmUp) retryAfter(s Warm, t, n int64) time.Duration {
-	if n < 0 || n > w.burst {
-		return -1
-	}
-	// Admitted from the first µs u with s.Next − u ≤ room(n).
-	now := micros(t)
-	return w.retry(now, debtMicros(s.Next, now), t, n)
-}
-
-// retry is retryAfter for a debt (µs) at now (µs, t in ns).
+// retry is the RetryAfter of Check for a debt (µs) at now (µs, t in ns).
 func (w WarmUp) retry(now, debt, t, n int64) time.Duration {
 	d := debt - w.room(n)
 	if d <= 0 {
@@ -273,7 +244,7 @@ func (w WarmUp) remaining(debt int64) int64 {
 	if w.whole > 0 {
 		return wholeRemaining(w.burst, w.whole, debt)
 	}
-	return remainingFloat(w.burst, w.stable, w.inv, debt)
+	return w.remainingFloat(debt)
 }
 
 // wholeRemaining is remaining's integer path: max(burst − ⌈debt/t⌉, 0).
@@ -281,16 +252,16 @@ func wholeRemaining(burst int64, t uint64, debt int64) int64 {
 	return max(burst-int64((uint64(debt)+t-1)/t), 0)
 }
 
-// remainingFloat is remaining for any T (stable, µs, and its inverse inv):
-// an estimate from 1/T, settled on the exact predicate fits.
-func remainingFloat(burst int64, stable, inv float64, debt int64) int64 {
-	n := burst - int64(math.Ceil(float64(debt)*inv))
+// remainingFloat is remaining for any T: an estimate from 1/T, settled on
+// the exact predicate fits.
+func (w WarmUp) remainingFloat(debt int64) int64 {
+	n := w.burst - int64(math.Ceil(float64(debt)*w.inv))
 	// The estimate can be an ulp off either way: settle on the exact
 	// predicate.
-	for n < burst && fitsDebt(burst, stable, debt, n+1) {
+	for n < w.burst && w.fits(debt, n+1) {
 		n++
 	}
-	for n > 0 && !fitsDebt(burst, stable, debt, n) {
+	for n > 0 && !w.fits(debt, n) {
 		n--
 	}
 	return max(n, 0)
