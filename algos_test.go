@@ -146,8 +146,8 @@ func TestWarmUpMatchesReference(t *testing.T) {
 				if !seen {
 					s = w.Fresh(now)
 				}
-				next, ok := w.Admit(s, now, n)
-				want := sluice.Decision{Limit: tc.Limit, Allowed: ok, RetryAfter: w.RetryAfter(s, now, n)}
+				next, ok, _, _, retry := w.Check(s, now, n)
+				want := sluice.Decision{Limit: tc.Limit, Allowed: ok, RetryAfter: retry}
 				if ok {
 					s = w.Round(next, localcache.WarmSteps)
 					ref[key] = s

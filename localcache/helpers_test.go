@@ -98,11 +98,14 @@ func (s *fakeStore) push(key string, pend []Bucket, first int64, span int) []int
 	return totals
 }
 
+// oldest returns the oldest bucket of geo that still counts at bucket k.
+func oldest(geo window.Sliding, k int64) int64 { return k - int64(geo.Span()) + 1 }
+
 // syncRef does for one key what the syncer does: read its pending counts,
 // push them, and settle with the store's totals. It returns what it acked.
 func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int64 {
 	pend := tb.syncView().Pending(r, now, nil)
-	first := geo.Oldest(geo.Index(now))
+	first := oldest(geo, geo.Index(now))
 	totals := s.push(tb.syncView().Key(r), pend, first, geo.Span())
 	tb.syncView().Settle(r, now, pend, first, totals, Bucket{})
 	var acked int64

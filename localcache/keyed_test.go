@@ -91,18 +91,18 @@ func TestWarmTableMatchesMath(t *testing.T) {
 			rng := rand.New(rand.NewPCG(32, uint64(i)))
 			ref := map[string]window.Warm{}
 			now := base + 321
-			iv := int64(w.Stable() * 1000)
+			iv := int64(w.Unit().Stable * 1000)
 			var allowed, denied int
 			for step := 0; step < 5000; step++ {
 				now += gap(rng, iv)
 				key := fmt.Sprint("k", rng.IntN(3))
-				n := 1 + rng.Int64N(w.Burst())
+				n := 1 + rng.Int64N(w.Unit().Burst)
 				s, seen := ref[key]
 				if !seen {
 					s = w.Fresh(now)
 				}
-				next, ok := w.Admit(s, now, n)
-				want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: w.RetryAfter(s, now, n)}
+				next, ok, _, _, retry := w.Check(s, now, n)
+				want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
 				if ok {
 					allowed++
 					next = w.Round(next, WarmSteps)
@@ -138,7 +138,7 @@ func TestWarmPacking(t *testing.T) {
 		{"ahead by the horizon", us + tb.horizon, false},
 		// A state at its most debt (3·Burst·T), written by a check whose
 		// clock read 1ms later than this one's.
-		{"ahead by a cold burst, 1ms skewed", us + int64(math.Ceil(coldBurst(w))) + 1000, false},
+		{"ahead by a cold burst, 1ms skewed", us + int64(math.Ceil(coldBurst(w.Unit()))) + 1000, false},
 		{"behind by a minute", us - 60e6, false},
 		{"behind by 100 days", us - 100*86400e6, false},
 		{"ahead past the horizon", us + tb.horizon + 1, true},
@@ -149,7 +149,7 @@ func TestWarmPacking(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := w.Round(window.Warm{Next: tc.next, Stored: 0.3 * w.MaxPermits()}, WarmSteps)
+			s := w.Round(window.Warm{Next: tc.next, Stored: 0.3 * w.Unit().MaxPermits}, WarmSteps)
 			word, packed := tb.pack(s)
 			require.Equal(t, s, packed)
 			got := tb.unpack(word, now)

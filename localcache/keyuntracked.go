@@ -138,7 +138,7 @@ func (t *WarmTable) sketch() *tatSketch { return loadTATSketch(&t.strangers, t.k
 // coldCost returns what the sketch charges for n units, in µs: ⌈3·n·T⌉,
 // rounded up past the float error of WarmUp's own costs.
 func (t *WarmTable) coldCost(n int64) int64 {
-	return int64(math.Ceil(window.ColdFactor * float64(n) * t.w.Stable() * (1 + 1e-9)))
+	return int64(math.Ceil(window.ColdFactor * float64(n) * t.u.Stable * (1 + 1e-9)))
 }
 
 // estimated returns key's state at now as the sketch bounds it: its
@@ -156,7 +156,7 @@ func (t *WarmTable) estimated(key string, now int64) (st window.Warm, fresh bool
 	}
 	// A valid estimate is at most 3·Burst·T ahead of the time of the check
 	// that wrote it; horizon has room for a skew between checks' clocks.
-	return window.Warm{Next: min(next, f.Next+t.horizon), Stored: t.w.MaxPermits()}, false
+	return window.Warm{Next: min(next, f.Next+t.horizon), Stored: t.u.MaxPermits}, false
 }
 
 // seed gives e, if it is still unseeded, the state the sketch bounds for
@@ -176,9 +176,9 @@ func (t *WarmTable) untracked(key string, now, n int64) Outcome {
 	c := s.cellsOf(key)
 	us := t.w.Fresh(now).Next
 	for {
-		st := window.Warm{Next: c.estimate(), Stored: t.w.MaxPermits()}
-		if ra := t.w.RetryAfter(st, now, n); ra != 0 {
-			return Outcome{Remaining: t.w.Remaining(st, now), ResetAfter: t.w.ResetAfter(st, now), RetryAfter: ra}
+		st := window.Warm{Next: c.estimate(), Stored: t.u.MaxPermits}
+		if _, ok, rem, reset, retry := t.w.Check(st, now, n); !ok {
+			return Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
 		}
 		st.Next = max(st.Next, us) + t.coldCost(n)
 		if s.commit(&c, st.Next) {

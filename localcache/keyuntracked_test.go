@@ -130,9 +130,9 @@ func TestWarmSketchNeverOverAdmits(t *testing.T) {
 		window.NewWarmUp(time.Minute, time.Minute, 100, 10),
 		window.NewWarmUp(time.Second, time.Second, 3, 1),
 	} {
-		iv := int64(w.Stable() * 1000)
+		iv := int64(w.Unit().Stable * 1000)
 		for _, sc := range sketchCases {
-			t.Run(fmt.Sprintf("%s/T=%v/burst=%d", sc.name, time.Duration(iv), w.Burst()), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/T=%v/burst=%d", sc.name, time.Duration(iv), w.Unit().Burst), func(t *testing.T) {
 				t.Parallel()
 				tb, err := NewWarmTable(w, NewKeys(1))
 				require.NoError(t, err)
@@ -148,11 +148,11 @@ func TestWarmSketchNeverOverAdmits(t *testing.T) {
 					now += gap(rng, iv/sc.perIv)
 					k := rng.IntN(sc.keys)
 					key := names[k]
-					n := 1 + rng.Int64N(min(w.Burst(), 3))
+					n := 1 + rng.Int64N(min(w.Unit().Burst, 3))
 					if !seen[k] {
 						ref[k], seen[k] = w.Fresh(now), true
 					}
-					next, ok := w.Admit(ref[k], now, n)
+					next, ok, _, _, _ := w.Check(ref[k], now, n)
 					switch o := tb.Allow(key, now, n); {
 					case o.Allowed:
 						require.True(t, ok, "step %d: %s admitted past its own warm-up", step, key)
@@ -181,13 +181,13 @@ func TestWarmSketchNeverOverAdmits(t *testing.T) {
 			require.NoError(t, err)
 			fill(t, tb)
 			now := base
-			step := int64(window.ColdFactor*w.Stable()*1000) + 1000 // 3T and a µs
+			step := int64(window.ColdFactor*w.Unit().Stable*1000) + 1000 // 3T and a µs
 			for c := range 200 {
 				require.True(t, tb.Allow("alone", now, 1).Allowed, "check %d at the cold rate", c)
 				now += step
 			}
-			if w.Burst() == 1 {
-				require.False(t, tb.Allow("alone", now-step+int64(2*w.Stable()*1000), 1).Allowed, "faster than the cold rate, at Burst 1")
+			if w.Unit().Burst == 1 {
+				require.False(t, tb.Allow("alone", now-step+int64(2*w.Unit().Stable*1000), 1).Allowed, "faster than the cold rate, at Burst 1")
 			}
 		})
 	}

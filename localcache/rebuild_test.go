@@ -14,7 +14,7 @@ func TestViewAndLeased(t *testing.T) {
 	t.Parallel()
 	tb, geo, s, t0, r := leasedKey(t, 100, 2)
 	k0 := geo.Index(t0)
-	first := geo.Oldest(k0)
+	first := oldest(geo, k0)
 	assert.Empty(t, tb.syncView().View(r, t0, nil), "never pulled")
 	assert.Empty(t, tb.syncView().Leased(r, t0, nil))
 	assert.Empty(t, tb.syncView().Viewed(nil, t0))

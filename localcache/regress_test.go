@@ -100,7 +100,7 @@ func TestSetLimitsRacingTick(t *testing.T) {
 		if v := tb.Allow("k", 1); !assert.Equal(t, OverCap, v.Status, "iteration %d: cap 0 set, yet", i) {
 			return
 		}
-		tb.syncView().Settle(r, now, tb.syncView().Pending(r, now, nil), geo.Oldest(geo.Index(now)), nil, Bucket{})
+		tb.syncView().Settle(r, now, tb.syncView().Pending(r, now, nil), oldest(geo, geo.Index(now)), nil, Bucket{})
 	}
 }
 

@@ -62,7 +62,7 @@ func TestWarmTableFastPaths(t *testing.T) {
 			tb, err := NewWarmTable(w, NewKeys(100))
 			require.NoError(t, err)
 			rng := rand.New(rand.NewPCG(33, uint64(i)))
-			iv := int64(w.Stable() * 1000)
+			iv := int64(w.Unit().Stable * 1000)
 			gaps := map[string]func() int64{
 				"hammered": func() int64 { return rng.Int64N(iv/4 + 1) },
 				"steady":   func() int64 { return iv/2 + rng.Int64N(3*iv/2) },
@@ -87,8 +87,8 @@ func TestWarmTableFastPaths(t *testing.T) {
 					}
 					e := tb.keys.lookup(key)
 					paths[warmPath(tb, e.word.Load(), now)]++
-					next, ok := w.Admit(s, now, 1)
-					want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: w.RetryAfter(s, now, 1)}
+					next, ok, _, _, retry := w.Check(s, now, 1)
+					want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
 					if ok {
 						next = w.Round(next, WarmSteps)
 						ref[key] = next
@@ -120,10 +120,10 @@ func TestWarmColdBands(t *testing.T) {
 			require.NoError(t, err)
 			now := base + 999
 			us := usOf(now)
-			want, _ := w.Admit(w.Fresh(now), now, 1)
+			want, _, _, _, _ := w.Check(w.Fresh(now), now, 1)
 			cold := func(q uint64, d int64) bool {
 				// A unit on the state is what it is on a fresh key.
-				got, ok := w.Admit(window.Warm{Next: us - d, Stored: float64(q) * tb.unit}, now, 1)
+				got, ok, _, _, _ := w.Check(window.Warm{Next: us - d, Stored: float64(q) * tb.unit}, now, 1)
 				return ok && got == want
 			}
 			for q := uint64(0); q <= WarmSteps; q++ {

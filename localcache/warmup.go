@@ -105,7 +105,7 @@ const (
 	WarmSteps = warmQMask - 3
 	warmTBits = 64 - warmQBits
 	warmTMask = 1<<warmTBits - 1
-	// maxWarmPermits bounds window.WarmUp.MaxPermits (WarmUp/T, which
+	// maxWarmPermits bounds window.WarmUnit.MaxPermits (WarmUp/T, which
 	// policy.Rule.Validate bounds by MaxWarmUpIntervals whole intervals) so
 	// that the step is about 1/16 of a permit.
 	maxWarmPermits = policy.MaxWarmUpIntervals + 1
@@ -133,19 +133,20 @@ func NewWarmTable(w window.WarmUp, keys *Keys) (*WarmTable, error) {
 	if keys == nil {
 		return nil, fmt.Errorf("%w: Keys is nil", errConfig)
 	}
-	if w.MaxPermits() > maxWarmPermits {
-		return nil, fmt.Errorf("%w: %v stored permits is more than %d", errConfig, w.MaxPermits(), maxWarmPermits)
+	u := w.Unit()
+	if u.MaxPermits > maxWarmPermits {
+		return nil, fmt.Errorf("%w: %v stored permits is more than %d", errConfig, u.MaxPermits, maxWarmPermits)
 	}
-	h := math.Ceil(coldBurst(w)) + 2 + warmSkew
+	h := math.Ceil(coldBurst(u)) + 2 + warmSkew
 	if !(h < maxWarmHorizon) {
 		return nil, fmt.Errorf("%w: a debt of %vµs does not fit the packed state", errConfig, h)
 	}
 	t := &WarmTable{
 		w:       w,
-		u:       w.Unit(),
+		u:       u,
 		horizon: int64(h),
-		scale:   WarmSteps / w.MaxPermits(),
-		unit:    w.MaxPermits() / WarmSteps,
+		scale:   WarmSteps / u.MaxPermits,
+		unit:    u.MaxPermits / WarmSteps,
 		keys:    newKeyed(keys, newWarmEntry),
 	}
 	cold, _ := t.pack(t.u.Cold)
@@ -160,8 +161,8 @@ func NewWarmTable(w window.WarmUp, keys *Keys) (*WarmTable, error) {
 
 // coldBurst returns the most debt (µs) a key of w can carry: a whole burst
 // at the cold interval, 3·Burst·T.
-func coldBurst(w window.WarmUp) float64 {
-	return window.ColdFactor * float64(w.Burst()) * w.Stable()
+func coldBurst(u window.WarmUnit) float64 {
+	return window.ColdFactor * float64(u.Burst) * u.Stable
 }
 
 // pack rounds s's stored permits to the step and returns s as a word, and
@@ -237,7 +238,7 @@ func (t *WarmTable) Allow(key string, now, n int64) Outcome {
 				debt := d + t.u.Wait
 				rem, ok := t.u.Remaining(debt)
 				if !ok {
-					rem = t.w.RemainingDebt(debt)
+					rem = t.w.Remaining(window.Warm{Next: us + debt}, now)
 				}
 				return Outcome{Allowed: true, Remaining: rem, ResetAfter: resetAfter(us+debt, now)}
 			}

@@ -31,7 +31,7 @@ import "time"
 // the next bucket: for a calendar quota, whose periods last a day or more,
 // as for a sub-window of calendarLead·8.
 func aheadLead(r *windowRule) int64 {
-	if r.cal != nil {
+	if r.cal {
 		return int64(calendarLead)
 	}
 	return r.geo.Sub() / 8

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -57,11 +58,10 @@ func TestLuaBucketPeriod(t *testing.T) {
 func TestSubArgPeriod(t *testing.T) {
 	loc, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
-	cal := window.NewCalendar(window.Day, loc)
-	geo := window.NewCalendarWindow(cal)
-	r := &windowRule{geo: geo, cal: cal}
+	geo := window.NewCalendar(policy.Day, loc)
+	r := &windowRule{geo: geo, cal: true}
 	at := time.Date(2026, 10, 25, 12, 0, 0, 0, loc).UnixNano()
-	k := cal.Index(at)
+	k := geo.Index(at)
 	start := time.Date(2026, 10, 25, 0, 0, 0, 0, loc).UnixMicro()
 	end := time.Date(2026, 10, 26, 0, 0, 0, 0, loc).UnixMicro()
 	assert.Equal(t, "c"+strconv.FormatInt(k, 10)+","+strconv.FormatInt(start, 10)+","+strconv.FormatInt(end, 10), r.subArg(at))

@@ -43,12 +43,12 @@ func (s *Syncer) pulledTotals(r *windowRule, now, first int64, totals []int64) {
 	if sum <= limit { // the estimate never exceeds the sum of the buckets
 		return
 	}
-	est := r.geo.Estimate(now, func(j int64) int64 {
+	est := r.geo.Parts(now, func(j int64) int64 {
 		if i := j - first; i >= 0 && i < int64(len(totals)) {
 			return totals[i]
 		}
 		return 0
-	})
+	}).Value()
 	if lim := float64(limit); est > lim {
 		s.cfg.Observer.OverLimit(r.name, (est-lim)/lim)
 	}

@@ -39,9 +39,9 @@ type windowRule struct {
 	limitArg   any
 	limitBoxed int64
 	leases     bool
-	// cal is a calendar quota's calendar (nil for the others), and calArg
-	// the scripts' bucket argument for its period last asked (subArg).
-	cal    *window.Calendar
+	// cal reports a calendar quota, and calArg is the scripts' bucket
+	// argument for its period last asked (subArg).
+	cal    bool
 	calArg atomic.Pointer[periodArg]
 	// ahead is the last bucket whose keys were leased the next one
 	// (ahead.go); owned by the syncer's loop.
@@ -59,6 +59,7 @@ func (s *Syncer) newRule(rc syncport.RuleConfig) (*windowRule, error) {
 	case sub < int64(time.Microsecond) || sub%int64(time.Microsecond) != 0:
 		return nil, fmt.Errorf("syncer: rule %q: sub-window %v is not a whole number of microseconds", rc.Name, time.Duration(sub))
 	}
+	_, zone := rc.Geometry.Period()
 	r := &windowRule{
 		s:      s,
 		name:   rc.Name,
@@ -66,7 +67,7 @@ func (s *Syncer) newRule(rc syncport.RuleConfig) (*windowRule, error) {
 		keys:   rc.Keys,
 		prefix: s.cfg.Prefix + ":{" + rc.Name + ":",
 		suffix: "}" + keyname.Suffix(rc.Geometry),
-		cal:    rc.Geometry.Calendar(),
+		cal:    zone != nil,
 		span:   rc.Geometry.Span(),
 		leases: rc.Leases,
 		weigh:  "0",
@@ -131,14 +132,14 @@ type periodArg struct {
 // sub-window in µs, or for a calendar quota its period at now and the
 // period's bounds in µs, made once per period.
 func (r *windowRule) subArg(now int64) any {
-	if r.cal == nil {
+	if !r.cal {
 		return r.head[0]
 	}
-	k := r.cal.Index(now)
+	k := r.geo.Index(now)
 	if a := r.calArg.Load(); a != nil && a.k == k {
 		return a.v
 	}
-	start, end := r.cal.Bounds(k)
+	start, end := r.geo.Start(k), r.geo.Start(k+1)
 	a := &periodArg{k: k, v: "c" + strconv.FormatInt(k, 10) + "," + strconv.FormatInt(start/1000, 10) + "," + strconv.FormatInt(end/1000, 10)}
 	r.calArg.Store(a)
 	return a.v

@@ -39,9 +39,6 @@ func (e Estimate) Room(limit int64) int64 {
 	return limit - e.Whole + int64(math.Floor(tolerance-e.Weighted))
 }
 
-// Admits reports whether cost n fits under limit: n ≤ Room(limit).
-func (e Estimate) Admits(n, limit int64) bool { return n <= e.Room(limit) }
-
 // LuaRoom is Room as a Lua function, room(whole, weighted, limit), for the
 // store's scripts: they put it in front of their source, so that the store
 // admits exactly what the instances would.

@@ -29,7 +29,7 @@ func TestRoomSplitsExactly(t *testing.T) {
 		n := 1 + rng.Int64N(3)
 		full := Estimate{Whole: whole, Weighted: w}
 		part := Estimate{Whole: whole - b, Weighted: w}
-		require.Equal(t, full.Admits(n, limit), b+n <= part.Room(limit),
+		require.Equal(t, n <= full.Room(limit), b+n <= part.Room(limit),
 			"limit %d whole %d (b %d) weighted %v n %d", limit, whole, b, w, n)
 	}
 }

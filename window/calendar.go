@@ -4,41 +4,31 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/policy"
 )
 
-// Unit is the calendar unit of a Calendar: a day, an ISO week (from
-// Monday) or a month.
-type Unit uint8
-
-const (
-	// Day is a calendar day.
-	Day Unit = iota + 1
-	// Week is an ISO week, Monday to Sunday.
-	Week
-	// Month is a calendar month.
-	Month
-)
-
-// longest is the longest period of each unit, an hour over its longest
+// longest is the longest period of each policy.Period, an hour over its longest
 // civil length for a daylight-saving change: what the store keeps a key
 // for (the geometry's nominal window).
 var longest = [...]time.Duration{
-	Day:   25 * time.Hour,
-	Week:  7*24*time.Hour + time.Hour,
-	Month: 31*24*time.Hour + time.Hour,
+	policy.Day:   25 * time.Hour,
+	policy.Week:  7*24*time.Hour + time.Hour,
+	policy.Month: 31*24*time.Hour + time.Hour,
 }
 
-// Calendar cuts time into the periods of a unit in a time zone: period k
+// calendar cuts time into the periods of a policy.Period (a day, an ISO
+// week from Monday, or a month) in a time zone: period k
 // is the k-th day, week or month since 1970 (as local dates: day 0 is
 // 1970-01-01, week 0 starts on Monday 1969-12-29, month 0 is January
 // 1970), from the first instant of its first local date to the first
 // instant of the next period's. A period's length is the calendar's: a
 // day across a daylight-saving change has 23 or 25 hours, a month 28 to 31
 // days. It is safe for concurrent use; the latest period asked about
-// is cached, so that Index costs an atomic load and two comparisons
+// is cached, so that index costs an atomic load and two comparisons
 // while the time stays in it.
-type Calendar struct {
-	unit Unit
+type calendar struct {
+	unit policy.Period
 	loc  *time.Location
 	cur  atomic.Pointer[period]
 }
@@ -46,34 +36,33 @@ type Calendar struct {
 // period is one period's index and bounds, ns.
 type period struct{ k, start, end int64 }
 
-// NewCalendar returns the calendar of unit in loc. It panics on an unknown
-// unit or a nil loc; callers validate rules first (policy.Rule.Validate).
-func NewCalendar(unit Unit, loc *time.Location) *Calendar {
-	if unit < Day || unit > Month || loc == nil {
-		panic(fmt.Sprintf("window: bad calendar %d in %v", unit, loc))
+// NewCalendar returns the geometry of a calendar quota of the periods p in
+// loc: a fixed window whose buckets are the periods of its calendar
+// (bucket k is period k, from Start(k) to Start(k+1)) rather than
+// intervals of one length. Sub and Window return the longest a period can
+// be. It panics on NoPeriod, an unknown period or a nil loc; callers
+// validate rules first (policy.Rule.Validate).
+func NewCalendar(p policy.Period, loc *time.Location) Sliding {
+	if p < policy.Day || p > policy.Month || loc == nil {
+		panic(fmt.Sprintf("window: bad calendar %d in %v", p, loc))
 	}
-	return &Calendar{unit: unit, loc: loc}
+	c := &calendar{unit: p, loc: loc}
+	return Sliding{sub: int64(c.longestPeriod()), buckets: 1, fixed: true, cal: c}
 }
 
-// Unit returns the calendar's unit.
-func (c *Calendar) Unit() Unit { return c.unit }
-
-// Location returns the calendar's time zone.
-func (c *Calendar) Location() *time.Location { return c.loc }
-
 // longestPeriod returns an upper bound on the length of a period.
-func (c *Calendar) longestPeriod() time.Duration { return longest[c.unit] }
+func (c *calendar) longestPeriod() time.Duration { return longest[c.unit] }
 
-// Index returns the period that holds t (ns since the Unix epoch).
-func (c *Calendar) Index(t int64) int64 {
+// index returns the period that holds t (ns since the Unix epoch).
+func (c *calendar) index(t int64) int64 {
 	if p := c.cur.Load(); p != nil && t >= p.start && t < p.end {
 		return p.k
 	}
 	return c.find(t).k
 }
 
-// Bounds returns the start and the end of period k, ns.
-func (c *Calendar) Bounds(k int64) (start, end int64) {
+// bounds returns the start and the end of period k, ns.
+func (c *calendar) bounds(k int64) (start, end int64) {
 	if p := c.cur.Load(); p != nil && p.k == k {
 		return p.start, p.end
 	}
@@ -81,14 +70,14 @@ func (c *Calendar) Bounds(k int64) (start, end int64) {
 }
 
 // start returns the start of period k, ns: the end of period k−1.
-func (c *Calendar) start(k int64) int64 {
-	s, _ := c.Bounds(k)
+func (c *calendar) start(k int64) int64 {
+	s, _ := c.bounds(k)
 	return s
 }
 
 // find computes the period of t, and caches it if it is later than the
 // one cached.
-func (c *Calendar) find(t int64) period {
+func (c *calendar) find(t int64) period {
 	k := c.indexOf(t)
 	p := period{k: k, start: c.first(k), end: c.first(k + 1)}
 	// A daylight-saving change at local midnight can put t before the
@@ -109,26 +98,26 @@ func (c *Calendar) find(t int64) period {
 }
 
 // indexOf returns the period of t's local date.
-func (c *Calendar) indexOf(t int64) int64 {
+func (c *calendar) indexOf(t int64) int64 {
 	y, m, d := time.Unix(0, t).In(c.loc).Date()
 	switch c.unit {
-	case Day:
+	case policy.Day:
 		return dayNumber(y, m, d)
-	case Week:
+	case policy.Week:
 		return floorDiv(dayNumber(y, m, d)+3, 7)
 	}
 	return int64(y-1970)*12 + int64(m-1)
 }
 
 // first returns the first instant of period k, ns.
-func (c *Calendar) first(k int64) int64 {
+func (c *calendar) first(k int64) int64 {
 	var y int
 	var m time.Month
 	d := 1
 	switch c.unit {
-	case Day:
+	case policy.Day:
 		y, m, d = civil(k)
-	case Week:
+	case policy.Week:
 		y, m, d = civil(7*k - 3)
 	default:
 		y, m = 1970+int(floorDiv(k, 12)), time.Month(k-12*floorDiv(k, 12)+1)

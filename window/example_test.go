@@ -7,7 +7,7 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-func ExampleSliding_Estimate() {
+func ExampleSliding_Parts() {
 	// A 1s window in 10 sub-windows of 100ms.
 	geo := window.NewSliding(time.Second, 10)
 	weighted := window.NewWeighted(time.Second, 10)
@@ -23,8 +23,8 @@ func ExampleSliding_Estimate() {
 	// E = 10·5 + (1−0.5)·40.
 	t := int64(1050 * time.Millisecond)
 	fmt.Println("bucket", geo.Index(t), "phase", geo.Phase(t))
-	fmt.Println("estimate", geo.Estimate(t, count))
-	fmt.Println("weighted", weighted.Estimate(t, count))
+	fmt.Println("estimate", geo.Parts(t, count).Value())
+	fmt.Println("weighted", weighted.Parts(t, count).Value())
 	// Output:
 	// bucket 10 phase 0.5
 	// estimate 90

@@ -92,6 +92,7 @@ func FuzzWarmUp(f *testing.F) {
 			return
 		}
 		w := window.NewWarmUp(time.Duration(win), time.Duration(warmup), limit, burst)
+		u := w.Unit()
 		if burst == 0 {
 			burst = limit
 		}
@@ -102,9 +103,9 @@ func FuzzWarmUp(f *testing.F) {
 		s := w.Fresh(now)
 		for i := 0; i+1 < len(seq); i += 2 {
 			now += int64(seq[i]) * tn / 16
-			n := 1 + int64(seq[i+1])%w.Burst()
-			next, ok := w.Admit(s, now, n)
-			ra := w.RetryAfter(s, now, n)
+			n := 1 + int64(seq[i+1])%u.Burst
+			next, ok := window.WarmAdmit(w, s, now, n)
+			ra := window.WarmRetryAfter(w, s, now, n)
 			if ok {
 				if ra != 0 {
 					t.Fatalf("admitted with RetryAfter %v", ra)
@@ -114,20 +115,20 @@ func FuzzWarmUp(f *testing.F) {
 				if ra <= 0 {
 					t.Fatalf("denied with RetryAfter %v", ra)
 				}
-				if _, ok := w.Admit(s, now+int64(ra)-1, n); ok {
+				if _, ok := window.WarmAdmit(w, s, now+int64(ra)-1, n); ok {
 					t.Fatalf("admitted 1ns before RetryAfter %v", ra)
 				}
-				if _, ok := w.Admit(s, now+int64(ra), n); !ok {
+				if _, ok := window.WarmAdmit(w, s, now+int64(ra), n); !ok {
 					t.Fatalf("denied at RetryAfter %v", ra)
 				}
 			}
-			if s.Stored < 0 || s.Stored > w.MaxPermits() || math.IsNaN(s.Stored) {
-				t.Fatalf("stored permits %v out of [0, %v]", s.Stored, w.MaxPermits())
+			if s.Stored < 0 || s.Stored > u.MaxPermits || math.IsNaN(s.Stored) {
+				t.Fatalf("stored permits %v out of [0, %v]", s.Stored, u.MaxPermits)
 			}
-			if d := s.Next - window.Micros(now); float64(d) > 3*float64(w.Burst())*w.Stable()+1 {
+			if d := s.Next - window.Micros(now); float64(d) > 3*float64(u.Burst)*u.Stable+1 {
 				t.Fatalf("debt %dµs beyond 3·Burst·T", d)
 			}
-			if rem := w.Remaining(s, now); rem < 0 || rem > w.Burst() {
+			if rem := w.Remaining(s, now); rem < 0 || rem > u.Burst {
 				t.Fatalf("Remaining %d", rem)
 			}
 		}

@@ -1,10 +1,11 @@
 package window
 
-// WarmUnit is what a check of one unit needs to decide, in integer
-// arithmetic, the states in which a WarmUp costs no more than a plain GCRA.
-// WarmUp.Unit computes it with the WarmUp's own functions, so that a caller
-// deciding those states with it gets Admit's and Check's results bit for
-// bit:
+// WarmUnit is the constants of a WarmUp that a table of its states reads:
+// its capacity, T and the stored permits of a cold key, and what a check of
+// one unit needs to decide, in integer arithmetic, the states in which a
+// WarmUp costs no more than a plain GCRA. WarmUp.Unit computes it with the
+// WarmUp's own functions, so that a caller deciding those states with it
+// gets Check's results bit for bit:
 //
 //   - Any state with a debt (Next − now, in µs) above Room: one unit is
 //     denied, whatever the stored permits, since the admission test is on
@@ -38,19 +39,26 @@ type WarmUnit struct {
 	// ColdRemaining is Remaining after Cold: a cost of up to this is
 	// admitted right after the cold unit.
 	ColdRemaining int64
+	// Burst is the capacity, in units.
+	Burst int64
+	// Stable is T, the stable interval, in µs.
+	Stable float64
+	// MaxPermits is the stored permits of a fully cold key.
+	MaxPermits float64
 
-	burst int64
 	whole uint64 // WarmUp's: T when Remaining is one integer division
 }
 
 // Unit returns w's WarmUnit.
 func (w WarmUp) Unit() WarmUnit {
 	u := WarmUnit{
-		Room:  w.room(1),
-		Wait:  w.take(Warm{}, 0, 1).Next,
-		Cold:  w.take(Warm{Stored: w.maxP}, 0, 1),
-		burst: w.burst,
-		whole: w.whole,
+		Room:       w.room(1),
+		Wait:       w.take(Warm{}, 0, 1).Next,
+		Cold:       w.take(Warm{Stored: w.maxP}, 0, 1),
+		Burst:      w.burst,
+		Stable:     w.stable,
+		MaxPermits: w.maxP,
+		whole:      w.whole,
 	}
 	u.ColdRemaining = w.remaining(u.Cold.Next)
 	return u
@@ -80,17 +88,14 @@ func (w WarmUp) ColdAfter(stored float64) int64 {
 	return hi
 }
 
-// Remaining returns WarmUp.RemainingDebt(debt) and true when that is one
-// integer division (T a whole number of µs, see WarmUp.remaining), which
-// it is small enough to be inlined for; else 0 and false.
+// Remaining returns, for a key whose debt is debt µs (max(Next − now, 0)),
+// WarmUp.Remaining (the largest n ≤ Burst with debt ≤ ⌊(Burst − n)·T⌋, or
+// 0) and true when that is one integer division (T a whole number of µs,
+// see WarmUp.remaining), which it is small enough to be inlined for; else
+// 0 and false: WarmUp.Remaining of a state with Next debt µs ahead tells.
 func (u *WarmUnit) Remaining(debt int64) (int64, bool) {
 	if u.whole == 0 {
 		return 0, false
 	}
-	return wholeRemaining(u.burst, u.whole, max(debt, 0)), true
+	return wholeRemaining(u.Burst, u.whole, max(debt, 0)), true
 }
-
-// RemainingDebt returns Remaining for a key whose debt is debt µs
-// (max(Next − now, 0)): the largest n ≤ Burst with debt ≤ ⌊(Burst − n)·T⌋,
-// or 0.
-func (w WarmUp) RemainingDebt(debt int64) int64 { return w.remaining(max(debt, 0)) }

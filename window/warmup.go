@@ -54,8 +54,8 @@ import (
 // admits about Burst/3 units at once (each costs up to 3T) and then one per
 // 3T, ramping to Burst and one per T over P of saturated use.
 //
-// Times are passed in ns and truncated to µs, Guava's clock; RetryAfter is
-// exact on that clock (denied at t+RetryAfter−1ns, admitted at
+// Times are passed in ns and truncated to µs, Guava's clock; Check's
+// RetryAfter is exact on that clock (denied at t+RetryAfter−1ns, admitted at
 // t+RetryAfter).
 type WarmUp struct {
 	stable    float64 // T, µs (Guava's stableIntervalMicros)
@@ -108,15 +108,6 @@ func NewWarmUp(window, warmup time.Duration, limit, burst int64) WarmUp {
 	return w
 }
 
-// MaxPermits returns the stored permits of a fully cold key.
-func (w WarmUp) MaxPermits() float64 { return w.maxP }
-
-// Stable returns T in µs.
-func (w WarmUp) Stable() float64 { return w.stable }
-
-// Burst returns the capacity in units.
-func (w WarmUp) Burst() int64 { return w.burst }
-
 // Fresh returns the state of a key never seen, at t (ns): fully cold, no
 // debt.
 func (w WarmUp) Fresh(t int64) Warm { return Warm{Next: micros(t), Stored: w.maxP} }
@@ -140,19 +131,6 @@ func (w WarmUp) fits(debt, n int64) bool {
 	return float64(debt) <= float64(w.burst-n)*w.stable
 }
 
-// Admit decides cost n at t (ns) on s: it returns the new state and true if
-// n is admitted, and s and false if not.
-func (w WarmUp) Admit(s Warm, t, n int64) (Warm, bool) {
-	if n < 0 || n > w.burst {
-		return s, false
-	}
-	now := micros(t)
-	if !w.fits(debtMicros(s.Next, now), n) {
-		return s, false
-	}
-	return w.take(s, now, n), true
-}
-
 // take is an admission of n at now (µs): Guava's reserveEarliestAvailable.
 func (w WarmUp) take(s Warm, now, n int64) Warm {
 	r := w.resync(s, now)
@@ -163,10 +141,11 @@ func (w WarmUp) take(s Warm, now, n int64) Warm {
 	return r
 }
 
-// Check is Admit, Remaining, ResetAfter and RetryAfter in one pass over the
-// state, as a limiter reports a check: the new state and whether n is
+// Check decides cost n at t (ns) on s, and reports it as a limiter does, in
+// one pass over the state: the new state (s if denied) and whether n is
 // admitted; then, after the check, the largest cost admitted at t and the
-// time until no debt; and for a denial the RetryAfter.
+// time until no debt; and for a denial the RetryAfter: how long from t
+// until n is admitted if nothing else is (-1 if it never is, n > Burst).
 func (w WarmUp) Check(s Warm, t, n int64) (next Warm, ok bool, remaining int64, reset, retry time.Duration) {
 	now := micros(t)
 	debt := debtMicros(s.Next, now)
@@ -208,19 +187,7 @@ func (w WarmUp) waitMicros(stored, take float64) int64 {
 	return us + int64(w.stable*take)
 }
 
-// RetryAfter returns how long from t until cost n is admitted on s if
-// nothing else is: 0 if it is admitted at t, -1 if it never is
-// (n > Burst).
-func (w WarmUp) RetryAfter(s Warm, t, n int64) time.Duration {
-	if n < 0 || n > w.burst {
-		return -1
-	}
-	// Admitted from the first µs u with s.Next − u ≤ room(n).
-	now := micros(t)
-	return w.retry(now, debtMicros(s.Next, now), t, n)
-}
-
-// retry is RetryAfter for a debt (µs) at now (µs, t in ns).
+// retry is the RetryAfter of Check for a debt (µs) at now (µs, t in ns).
 func (w WarmUp) retry(now, debt, t, n int64) time.Duration {
 	d := debt - w.room(n)
 	if d <= 0 {
@@ -311,8 +278,8 @@ func micros(t int64) int64 {
 
 // Round returns s with its stored permits rounded to the nearest multiple of
 // MaxPermits/steps: the state as it survives packing into fewer bits
-// (package localcache keeps them in 20 bits). A reference that rounds after
-// every admission decides exactly what the packed state decides.
+// (package localcache keeps them in 20 bits). A reference that rounds
+// after every admission decides exactly what the packed state decides.
 func (w WarmUp) Round(s Warm, steps int64) Warm {
 	q := math.Round(s.Stored * (float64(steps) / w.maxP))
 	q = min(max(q, 0), float64(steps))

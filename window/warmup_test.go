@@ -125,14 +125,14 @@ func TestWarmUpMatchesGuava(t *testing.T) {
 			ref := newGuava(tc.window, tc.warmup, tc.limit, micros(now))
 			s := w.Fresh(now)
 			timeout := w.room(1)
-			tnano := int64(w.Stable() * 1000)
+			tnano := int64(w.stable * 1000)
 			var allowed, denied int
 			for step := 0; step < 6000; step++ {
 				now += warmGap(rng, tnano, int64(tc.warmup))
 				at := fmt.Sprintf("step %d t=%d state=%+v", step, now, s)
 				want := ref.tryAcquire(1, timeout, micros(now))
 				var ok bool
-				s, ok = w.Admit(s, now, 1)
+				s, ok = w.admit(s, now, 1)
 				require.Equal(t, want, ok, at)
 				if ok {
 					allowed++
@@ -161,18 +161,18 @@ func TestWarmUpCostsMatchGuava(t *testing.T) {
 			now := int64(1_800_000_000) * int64(time.Second)
 			ref := newGuava(tc.window, tc.warmup, tc.limit, micros(now))
 			s := w.Fresh(now)
-			tnano := int64(w.Stable() * 1000)
+			tnano := int64(w.stable * 1000)
 			for step := 0; step < 6000; step++ {
 				now += warmGap(rng, tnano, int64(tc.warmup))
-				n := 1 + rng.Int64N(w.Burst())
+				n := 1 + rng.Int64N(w.burst)
 				at := fmt.Sprintf("step %d t=%d n=%d state=%+v", step, now, n, s)
-				room := int64(math.Floor(float64(w.Burst()-n) * ref.stableIntervalMicros))
+				room := int64(math.Floor(float64(w.burst-n) * ref.stableIntervalMicros))
 				want := max(ref.nextFreeTicketMicros-micros(now), 0) <= room
 				if want {
 					ref.reserveEarliestAvailable(n, micros(now))
 				}
 				var ok bool
-				s, ok = w.Admit(s, now, n)
+				s, ok = w.admit(s, now, n)
 				require.Equal(t, want, ok, at)
 				require.Equal(t, ref.nextFreeTicketMicros, s.Next, at)
 				require.Equal(t, ref.storedPermits, s.Stored, at)
@@ -206,44 +206,44 @@ func TestWarmUpRetryAfterExact(t *testing.T) {
 			rng := rand.New(rand.NewPCG(23, uint64(i)))
 			now := int64(1_800_000_000)*int64(time.Second) + 123 // not on a µs
 			s := w.Fresh(now)
-			tnano := int64(w.Stable() * 1000)
+			tnano := int64(w.stable * 1000)
 			checked := 0
 			for step := 0; step < 3000; step++ {
 				now += warmGap(rng, tnano, int64(tc.warmup))
-				n := 1 + rng.Int64N(w.Burst())
+				n := 1 + rng.Int64N(w.burst)
 				rem := w.Remaining(s, now)
 				require.GreaterOrEqual(t, rem, int64(0))
-				require.LessOrEqual(t, rem, w.Burst())
+				require.LessOrEqual(t, rem, w.burst)
 				if rem > 0 {
-					_, ok := w.Admit(s, now, rem)
+					_, ok := w.admit(s, now, rem)
 					require.True(t, ok, "Remaining %d not admitted", rem)
 				}
-				if rem < w.Burst() {
-					_, ok := w.Admit(s, now, rem+1)
+				if rem < w.burst {
+					_, ok := w.admit(s, now, rem+1)
 					require.False(t, ok, "Remaining+1 = %d admitted", rem+1)
 				}
-				next, ok := w.Admit(s, now, n)
+				next, ok := w.admit(s, now, n)
 				cn, cok, crem, creset, cretry := w.Check(s, now, n)
 				require.Equal(t, next, cn, "Check's state")
 				require.Equal(t, ok, cok, "Check's decision")
-				require.Equal(t, w.RetryAfter(s, now, n), cretry, "Check's RetryAfter")
+				require.Equal(t, w.retryAfter(s, now, n), cretry, "Check's RetryAfter")
 				require.Equal(t, w.Remaining(next, now), crem, "Check's Remaining")
 				require.Equal(t, w.ResetAfter(next, now), creset, "Check's ResetAfter")
 				if ok {
-					require.Zero(t, w.RetryAfter(s, now, n))
+					require.Zero(t, w.retryAfter(s, now, n))
 					s = next
 				} else {
-					ra := int64(w.RetryAfter(s, now, n))
+					ra := int64(w.retryAfter(s, now, n))
 					require.Positive(t, ra)
-					_, early := w.Admit(s, now+ra-1, n)
-					_, onTime := w.Admit(s, now+ra, n)
+					_, early := w.admit(s, now+ra-1, n)
+					_, onTime := w.admit(s, now+ra, n)
 					require.False(t, early, "step %d: admitted 1ns before RetryAfter %d", step, ra)
 					require.True(t, onTime, "step %d: denied at RetryAfter %d", step, ra)
 					checked++
 				}
 				if ra := int64(w.ResetAfter(s, now)); ra > 0 {
-					require.Equal(t, w.Burst(), w.Remaining(s, now+ra))
-					require.Less(t, w.Remaining(s, now+ra-1), w.Burst())
+					require.Equal(t, w.burst, w.Remaining(s, now+ra))
+					require.Less(t, w.Remaining(s, now+ra-1), w.burst)
 				}
 			}
 			require.Positive(t, checked)
@@ -263,7 +263,7 @@ func TestWarmUpRamp(t *testing.T) {
 	first := 0
 	for {
 		var ok bool
-		if s, ok = w.Admit(s, now, 1); !ok {
+		if s, ok = w.admit(s, now, 1); !ok {
 			break
 		}
 		first++
@@ -274,11 +274,11 @@ func TestWarmUpRamp(t *testing.T) {
 	count := func(from, to int64) int {
 		c := 0
 		for now < to {
-			if ra := w.RetryAfter(s, now, 1); ra > 0 {
+			if ra := w.retryAfter(s, now, 1); ra > 0 {
 				now += int64(ra)
 				continue
 			}
-			s, _ = w.Admit(s, now, 1)
+			s, _ = w.admit(s, now, 1)
 			if now >= from {
 				c++
 			}

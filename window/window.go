@@ -58,8 +58,8 @@
 // A fixed window (B = 1, no weighting) estimates E(t) = c[k]: exact inside the
 // window, but 2L can pass in a span of W straddling a boundary.
 //
-// A calendar quota (NewCalendarWindow) is a fixed window whose bucket k is
-// period k of a Calendar (calendar.go), a day, week or month of a time
+// A calendar quota (NewCalendar) is a fixed window whose bucket k is
+// period k of a calendar (calendar.go), a day, week or month of a time
 // zone, of the calendar's length rather than w: the bucket of t, its
 // phase and the time it ends come from the calendar; the rest is a fixed
 // window's.
@@ -69,6 +69,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/policy"
 )
 
 // Sliding is the geometry of a sliding-window (or fixed-window) counter: the
@@ -79,7 +81,7 @@ type Sliding struct {
 	buckets  int
 	fixed    bool
 	weighted bool      // the oldest bucket counts by its overlap 1−φ
-	cal      *Calendar // a calendar quota's periods (NewCalendarWindow); nil: sub-windows of sub
+	cal      *calendar // a calendar quota's periods (NewCalendar); nil: sub-windows of sub
 }
 
 // NewSliding returns the geometry of a sliding window of length window cut into
@@ -105,17 +107,14 @@ func NewFixed(window time.Duration) Sliding {
 	return newGeometry(window, 1, true, false)
 }
 
-// NewCalendarWindow returns the geometry of a calendar quota: a fixed
-// window whose buckets are the periods of c (bucket k is period k, from
-// c.Bounds(k)) rather than intervals of one length. Sub and
-// Window return the longest a period of c can be.
-func NewCalendarWindow(c *Calendar) Sliding {
-	return Sliding{sub: int64(c.longestPeriod()), buckets: 1, fixed: true, cal: c}
+// Period returns the period and the time zone of a calendar quota's
+// geometry (NewCalendar), and policy.NoPeriod and nil for the others.
+func (s Sliding) Period() (policy.Period, *time.Location) {
+	if s.cal == nil {
+		return policy.NoPeriod, nil
+	}
+	return s.cal.unit, s.cal.loc
 }
-
-// Calendar returns the calendar of a calendar quota's geometry, nil for
-// the others.
-func (s Sliding) Calendar() *Calendar { return s.cal }
 
 // Start returns the start of bucket j: j·w, or a calendar period's start.
 func (s Sliding) Start(j int64) int64 {
@@ -134,9 +133,6 @@ func newGeometry(window time.Duration, buckets int, fixed, weighted bool) Slidin
 
 // Buckets returns B, the number of sub-windows per window.
 func (s Sliding) Buckets() int { return s.buckets }
-
-// Fixed reports whether this is a fixed window.
-func (s Sliding) Fixed() bool { return s.fixed }
 
 // Weighted reports whether the oldest bucket counts by its overlap with the
 // window (NewWeighted) rather than whole.
@@ -162,7 +158,7 @@ func (s Sliding) Span() int {
 // negative times work too); for a calendar geometry, the period of t.
 func (s Sliding) Index(t int64) int64 {
 	if s.cal != nil {
-		return s.cal.Index(t)
+		return s.cal.index(t)
 	}
 	k := t / s.sub
 	if t%s.sub < 0 {
@@ -174,15 +170,15 @@ func (s Sliding) Index(t int64) int64 {
 // Phase returns φ ∈ [0, 1), how far t is into its bucket.
 func (s Sliding) Phase(t int64) float64 {
 	if s.cal != nil {
-		start, end := s.cal.Bounds(s.cal.Index(t))
+		start, end := s.cal.bounds(s.cal.index(t))
 		return float64(t-start) / float64(end-start)
 	}
 	return float64(t-s.Index(t)*s.sub) / float64(s.sub)
 }
 
-// Oldest returns the index of the oldest bucket that still counts at bucket k:
-// k−B for a sliding window, k for a fixed one.
-func (s Sliding) Oldest(k int64) int64 {
+// oldest returns the index of the oldest bucket that still counts at bucket k:
+// k−B for a sliding window, k for a fixed one (k − Span() + 1).
+func (s Sliding) oldest(k int64) int64 {
 	if s.fixed {
 		return k
 	}
@@ -199,17 +195,13 @@ func (s Sliding) OldWeight(phase float64) float64 {
 	return 1 - phase
 }
 
-// Estimate returns E(t) for the counts count(j) of buckets j; count is called
-// for the Span() buckets from Oldest(k) to k.
-func (s Sliding) Estimate(t int64, count func(j int64) int64) float64 {
-	return s.Parts(t, count).Value()
-}
-
-// Parts returns E(t) in its two parts (see Estimate): the buckets counted
-// whole, and the weighted oldest one.
+// Parts returns E(t) for the counts count(j) of buckets j, in its two parts
+// (Estimate; Value is E(t)): the buckets counted whole, and the weighted
+// oldest one. count is called for the Span() buckets from k − Span() + 1 to
+// k = Index(t).
 func (s Sliding) Parts(t int64, count func(j int64) int64) Estimate {
 	k := s.Index(t)
-	old := s.Oldest(k)
+	old := s.oldest(k)
 	if s.fixed {
 		return Estimate{Whole: count(k)}
 	}
@@ -243,7 +235,7 @@ func (s Sliding) ResetAfter(t int64) time.Duration {
 // nothing more is counted.
 func (s Sliding) leaves(j int64) int64 {
 	if s.cal != nil {
-		_, end := s.cal.Bounds(j)
+		_, end := s.cal.bounds(j)
 		return end
 	}
 	if s.fixed {
@@ -254,12 +246,12 @@ func (s Sliding) leaves(j int64) int64 {
 
 // ResetAt returns how long from t until the estimate holds none of the
 // counts of the Span() buckets up to ⌊t/w⌋ (count gives them, as for
-// Estimate): until the newest bucket with a count leaves (leaves), 0 if
+// Parts): until the newest bucket with a count leaves (leaves), 0 if
 // none has one. While nothing more is counted, t+ResetAt(t) never moves
 // later.
 func (s Sliding) ResetAt(t int64, count func(j int64) int64) time.Duration {
 	k := s.Index(t)
-	for j := k; j >= s.Oldest(k); j-- {
+	for j := k; j >= s.oldest(k); j-- {
 		if count(j) > 0 {
 			return time.Duration(max(s.leaves(j)-t, 0))
 		}
@@ -278,7 +270,7 @@ const (
 
 // RetryAfter returns how long from t until E falls to limit−n or below, if
 // nothing more is admitted: 0 if it already has, and -1 if it never will
-// (n > limit). count gives the bucket counts as for Estimate.
+// (n > limit). count gives the bucket counts as for Parts.
 func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) time.Duration {
 	if n > limit {
 		return -1
@@ -287,7 +279,7 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	// snapshot even if count changes under us; later buckets get no new
 	// counts.
 	k := s.Index(t)
-	oldest := s.Oldest(k)
+	oldest := s.oldest(k)
 	var buf [stackBuckets + 1]int64
 	c := buf[:0]
 	if s.Span() > len(buf) {
@@ -305,7 +297,7 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	// fits reports whether a limiter would admit n at t+d: the admit test
 	// on the same estimate, so that 0 is returned if and only if n is
 	// admitted at t, and t+RetryAfter is the first nanosecond at which it is.
-	fits := func(d int64) bool { return s.Parts(t+d, snap).Admits(n, limit) }
+	fits := func(d int64) bool { return n <= s.Parts(t+d, snap).Room(limit) }
 	if fits(0) {
 		return 0
 	}

@@ -208,7 +208,7 @@ func runScenario(ctx context.Context, o *options, profile, sweep string, target 
 		sc.Notes = append(sc.Notes, fmt.Sprintf("the workers fell up to %v behind the schedule: the machine could not offer the asked rate", lag.Round(time.Millisecond)))
 	}
 	if sc.Cost.Ambiguous > 0 {
-		sc.Notes = append(sc.Notes, ambiguousNote(sc.Cost.Ambiguous, sc.Cost.AmbiguousAdmitted, cfg.Geometry().Fixed()))
+		sc.Notes = append(sc.Notes, ambiguousNote(sc.Cost.Ambiguous, sc.Cost.AmbiguousAdmitted, cfg.Geometry().Span() == 1))
 	}
 	if sc.Cost.Degraded {
 		sc.Notes = append(sc.Notes, "an instance saw the store as unreachable (failure mode in force) during the run")

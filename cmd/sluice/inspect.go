@@ -444,7 +444,7 @@ func (in inspector) key(ctx context.Context, r policy.Rule, key string, now int6
 	counts := bucketCounts(h)
 	k := geo.Index(now)
 	count := func(j int64) int64 { return counts[j] }
-	for j := geo.Oldest(k); j <= k; j++ {
+	for j := k - int64(geo.Span()) + 1; j <= k; j++ {
 		if c := counts[j]; c != 0 {
 			kr.Buckets = append(kr.Buckets, bucket{Index: j, Count: c})
 		}

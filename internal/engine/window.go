@@ -152,7 +152,7 @@ func WindowGeometry(r policy.Rule) window.Sliding {
 		if err != nil {
 			loc = time.UTC // Validate refused it: unreachable for a validated rule
 		}
-		return window.NewCalendarWindow(window.NewCalendar(calendarUnits[r.Period], loc))
+		return window.NewCalendar(r.Period, loc)
 	}
 	switch r.Algorithm {
 	case policy.FixedWindow:
@@ -162,9 +162,6 @@ func WindowGeometry(r policy.Rule) window.Sliding {
 	}
 	return window.NewSliding(r.Window, rulegeo.Buckets(r))
 }
-
-// calendarUnits map a rule's Period to its calendar's unit.
-var calendarUnits = [...]window.Unit{policy.Day: window.Day, policy.Week: window.Week, policy.Month: window.Month}
 
 // Tick publishes now for checks on the published time, and ends the
 // recovery grace once it has run out.

@@ -49,11 +49,8 @@ var safe = func() (t [256]bool) {
 // quota ":<unit>@<zone>" (the calendar, not a length, keeps a rule whose
 // geometry changed from mixing buckets).
 func Suffix(geo window.Sliding) string {
-	if c := geo.Calendar(); c != nil {
-		return ":" + calendarUnits[c.Unit()] + "@" + c.Location().String()
+	if p, loc := geo.Period(); loc != nil {
+		return ":" + p.String() + "@" + loc.String()
 	}
 	return ":" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
 }
-
-// calendarUnits name a calendar's unit in its keys.
-var calendarUnits = [...]string{window.Day: "day", window.Week: "week", window.Month: "month"}

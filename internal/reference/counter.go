@@ -46,12 +46,12 @@ func (c *Counter) slot(j int64) int {
 
 // Estimate returns E(t), the counter's estimate of the events in the window
 // ending at t.
-func (c *Counter) Estimate(t int64) float64 { return c.geo.Estimate(t, c.Count) }
+func (c *Counter) Estimate(t int64) float64 { return c.geo.Parts(t, c.Count).Value() }
 
-// Allow admits n at time t if it passes the admit test (window.Estimate.Admits),
+// Allow admits n at time t if it passes the admit test (n ≤ window.Estimate.Room),
 // and counts it in bucket ⌊t/w⌋.
 func (c *Counter) Allow(t int64, n int64) bool {
-	if !c.geo.Parts(t, c.Count).Admits(n, c.limit) {
+	if n > c.geo.Parts(t, c.Count).Room(c.limit) {
 		return false
 	}
 	c.Add(t, n)

@@ -14,10 +14,7 @@ import (
 // decision and our reading of the clock, and for a reading slightly behind it.
 func TestRecoverTime(t *testing.T) {
 	for _, geo := range []window.Sliding{window.NewSliding(time.Second, 10), window.NewSliding(time.Minute, 1), window.NewFixed(time.Second), window.NewSliding(10*time.Millisecond, 5)} {
-		period := geo.Sub()
-		if geo.Fixed() {
-			period = int64(geo.Window())
-		}
+		period := geo.Sub() // a fixed window's is the window
 		margin := recoveryMargin(period)
 		for _, dec := range []int64{1_700_000_000_123_456_789, 0, 999, -5 * int64(time.Second), 1_700_000_000_000_000_000} {
 			ra := geo.ResetAfter(dec)

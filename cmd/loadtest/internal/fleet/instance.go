@@ -394,10 +394,7 @@ func (in *instance) worker(st *traffic.Stream, buf *record.Buffer, stop <-chan s
 	paced := cfg.Traffic.Paced()
 	rule := cfg.Rule.Name
 	geo := cfg.Geometry()
-	period := geo.Sub()
-	if geo.Fixed() {
-		period = int64(geo.Window())
-	}
+	period := geo.Sub() // a fixed window's is the window
 	if !cfg.Windowed() {
 		// A bucket's or log's ResetAfter is not tied to a period: the
 		// decision time is the store time at the middle of the call.

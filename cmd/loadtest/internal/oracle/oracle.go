@@ -612,7 +612,7 @@ func measureKey(rs []record.Record, p Params) KeyResult {
 				// which the earliest time's bucket leaves first).
 				e := r.T - int64(r.Early)*period
 				fleet.addEarly(r.T, e, c)
-				if geo := p.Geometry; geo.Index(e) >= geo.Oldest(geo.Index(r.T)) {
+				if geo := p.Geometry; geo.Index(e) > geo.Index(r.T)-int64(geo.Span()) {
 					est.Add(e, c)
 				}
 			}

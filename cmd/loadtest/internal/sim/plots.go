@@ -25,7 +25,7 @@ func boundaryPlot(cfg Config, runs []run, file string) error {
 	i := 0
 	for _, r := range runs {
 		b := r.a.Geo.Buckets()
-		if !(r.a.Geo.Fixed() || b == 1 || b == 10 || b == 60) {
+		if !(r.a.Geo.Span() == 1 || b == 1 || b == 10 || b == 60) {
 			continue
 		}
 		s, ok := r.an.Series(0, from, to, step)

@@ -314,7 +314,7 @@ func counting(cfg Config, s *report.Sim, algos []Algo) error {
 	n := min(len(ts), 10*240)
 	for i, a := range algos {
 		name := map[int]string{1: "b1", 4: "b4", 5: "b5", 10: "b10", 60: "b60"}[a.Geo.Buckets()]
-		if a.Geo.Fixed() {
+		if a.Geo.Span() == 1 { // fixed
 			name = "fixed"
 		}
 		if name == "" {
