@@ -40,7 +40,7 @@ type period struct{ k, start, end int64 }
 // loc: a fixed window whose buckets are the periods of its calendar
 // (bucket k is period k, from Start(k) to Start(k+1)) rather than
 // intervals of one length. Sub and Window return the longest a period can
-// be. It panics on NoPeriod, an unknown period or a nil loc; callers
+// be. It panics on the zero Period, an unknown period or a nil loc; callers
 // validate rules first (policy.Rule.Validate).
 func NewCalendar(p policy.Period, loc *time.Location) Sliding {
 	if p < policy.Day || p > policy.Month || loc == nil {

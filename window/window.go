@@ -108,10 +108,10 @@ func NewFixed(window time.Duration) Sliding {
 }
 
 // Period returns the period and the time zone of a calendar quota's
-// geometry (NewCalendar), and policy.NoPeriod and nil for the others.
+// geometry (NewCalendar), and the zero Period and nil for the others.
 func (s Sliding) Period() (policy.Period, *time.Location) {
 	if s.cal == nil {
-		return policy.NoPeriod, nil
+		return 0, nil
 	}
 	return s.cal.unit, s.cal.loc
 }
