@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -29,7 +30,7 @@ func TestAllowDoesNotAllocate(t *testing.T) {
 	for _, eventual := range []bool{false, true} {
 		t.Run(fmt.Sprintf("eventual=%v", eventual), func(t *testing.T) {
 			tb := benchTable(t, eventual, maxCount/4)
-			require.Equal(t, Allowed, tb.Allow("hot", 1).Status) // creates the key and its budget
+			require.Equal(t, verdict.Allowed, tb.Allow("hot", 1).Status) // creates the key and its budget
 			require.Zero(t, testing.AllocsPerRun(1000, func() { tb.Allow("hot", 1) }), "Allow")
 			require.Zero(t, testing.AllocsPerRun(1000, func() { tb.AllowAt("hot", base, 1) }), "AllowAt")
 			now := base
@@ -110,7 +111,7 @@ func BenchmarkDenyHotKey(b *testing.B) {
 	const limit = 100
 	fill := func(b *testing.B) *Table {
 		tb := benchTable(b, false, limit)
-		for tb.Allow("hot", 1).Status == Allowed {
+		for tb.Allow("hot", 1).Status == verdict.Allowed {
 		}
 		return tb
 	}
@@ -210,7 +211,7 @@ func BenchmarkKeyTableHotKey(b *testing.B) {
 func BenchmarkKeyTableDenyHotKey(b *testing.B) {
 	b.Run("sliding", func(b *testing.B) {
 		tb := benchTable(b, false, 100)
-		for tb.Allow("hot", 1).Status == Allowed {
+		for tb.Allow("hot", 1).Status == verdict.Allowed {
 		}
 		b.ReportAllocs()
 		for b.Loop() {

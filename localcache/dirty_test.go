@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -42,20 +43,20 @@ func TestDrain(t *testing.T) {
 		require.Equal(t, []string{"a", "b", "c"}, drainKeys(tb))
 		for i := 0; i < 5; i++ {
 			for _, k := range []string{"a", "b", "c"} {
-				require.Equal(t, Allowed, tb.AllowAt(k, now, 1).Status)
+				require.Equal(t, verdict.Allowed, tb.AllowAt(k, now, 1).Status)
 			}
 		}
 		require.Equal(t, []string{"a", "b", "c"}, drainKeys(tb))
 		require.Empty(t, drainKeys(tb), "drained keys are clean")
 
-		require.Equal(t, Allowed, tb.AllowAt("b", now, 1).Status)
-		require.Equal(t, Allowed, tb.AllowAt("b", now+1, 1).Status)
-		require.Equal(t, Allowed, tb.AllowAt("d", now, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("b", now, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("b", now+1, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("d", now, 1).Status)
 		require.Equal(t, []string{"b"}, drainKeys(tb), "a new key is born parked: its admission does not queue it")
 
 		// Drain appends to dst.
-		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
-		dst := []Ref{nil}
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", now, 1).Status)
+		dst := []verdict.Ref{nil}
 		dst = tb.syncView().Drain(dst)
 		require.Len(t, dst, 2)
 		require.Nil(t, dst[0])
@@ -66,11 +67,11 @@ func TestDrain(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, 10, true)
 		tb.SetLimits(Limits{Cap: 2, Share: 10})
-		require.Equal(t, OverLimit, tb.AllowAt("big", now, 11).Status)
-		require.Equal(t, OverCap, tb.AllowAt("capped", now, 3).Status)
+		require.Equal(t, verdict.OverLimit, tb.AllowAt("big", now, 11).Status)
+		require.Equal(t, verdict.OverCap, tb.AllowAt("capped", now, 3).Status)
 		require.Empty(t, drainKeys(tb))
 		tb.SetLimits(Limits{Cap: 2, Share: 10, Down: true, Mode: policy.FailClosed})
-		require.Equal(t, StoreDown, tb.AllowAt("down", now, 1).Status)
+		require.Equal(t, verdict.StoreDown, tb.AllowAt("down", now, 1).Status)
 		require.Equal(t, []string{"big", "capped"}, drainKeys(tb),
 			"leaving the healthy state queues every parked key (a new key is born parked), not a key the store down denied")
 		_, ok := tb.Ref("untouched")
@@ -81,14 +82,14 @@ func TestDrain(t *testing.T) {
 	t.Run("MarkDirty requeues once", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, 100, true)
-		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", now, 1).Status)
 		a, _ := tb.Ref("a")
 		tb.syncView().MarkDirty(a) // born parked: MarkDirty queues it
 		refs := tb.syncView().Drain(nil)
 		require.Len(t, refs, 1)
 		tb.syncView().MarkDirty(refs[0])
 		tb.syncView().MarkDirty(refs[0]) // already dirty: not queued twice
-		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", now, 1).Status)
 		require.Equal(t, []string{"a"}, drainKeys(tb))
 
 		r, ok := tb.Ref("never-admitted")
@@ -100,7 +101,7 @@ func TestDrain(t *testing.T) {
 	t.Run("Local tables never queue", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, 100, false)
-		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", now, 1).Status)
 		r, _ := tb.Ref("a")
 		tb.syncView().MarkDirty(r)
 		require.Empty(t, tb.syncView().Drain(nil))
@@ -112,7 +113,7 @@ func TestDrain(t *testing.T) {
 		tb := mkTable(t, geo, 100, true)
 		k := geo.Index(now)
 		for i := int64(0); i < 3; i++ {
-			require.Equal(t, Allowed, tb.AllowAt("a", now+i*geo.Sub(), i+1).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowAt("a", now+i*geo.Sub(), i+1).Status)
 		}
 		r, _ := tb.Ref("a")
 		later := now + 2*geo.Sub()
@@ -130,7 +131,7 @@ func TestDrain(t *testing.T) {
 
 		// An ack for a bucket whose slot has been reused is dropped.
 		far := now + int64(geo.Span()+1)*geo.Sub()
-		require.Equal(t, Allowed, tb.AllowAt("a", far, 5).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", far, 5).Status)
 		kf := geo.Index(far)
 		tb.syncView().Settle(r, far, []Bucket{{Index: kf - int64(geo.Span()), Count: 5}}, kf, []int64{0}, Bucket{})
 		require.Contains(t, tb.syncView().Pending(r, far, nil), Bucket{Index: kf, Count: 5})
@@ -173,9 +174,9 @@ func TestDrainConcurrent(t *testing.T) {
 					k := rng.IntN(keys)
 					n := 1 + rng.Int64N(3)
 					switch v := tb.AllowAt(fmt.Sprint("key-", k), now, n); v.Status {
-					case Allowed:
+					case verdict.Allowed:
 						admitted[k].Add(n)
-					case OverCap:
+					case verdict.OverCap:
 					default:
 						t.Errorf("unexpected %v", v.Status)
 					}

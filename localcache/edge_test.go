@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/rawmem"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -21,15 +22,15 @@ func TestTimeBehindRing(t *testing.T) {
 	geo := window.NewSliding(time.Minute, 2) // span 3, ring 3
 	tb := mkTable(t, geo, 10, false)
 	t0 := bucketStart(geo, 0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	ahead := t0 + 3*geo.Sub() // same slot as t0
-	require.Equal(t, Allowed, tb.AllowAt("k", ahead, 2).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", ahead, 2).Status)
 	v := tb.AllowAt("k", t0, 1)
-	require.Equal(t, OverLimit, v.Status)
+	require.Equal(t, verdict.OverLimit, v.Status)
 	_, own, _ := tb.Estimate("k", ahead)
 	require.Equal(t, int64(2), own)
 	// One bucket behind the newest is fine.
-	require.Equal(t, Allowed, tb.AllowAt("k", ahead-geo.Sub(), 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", ahead-geo.Sub(), 1).Status)
 	_, own, _ = tb.Estimate("k", ahead)
 	require.Equal(t, int64(3), own)
 }
@@ -43,7 +44,7 @@ func TestSettleClamps(t *testing.T) {
 	tb := mkTable(t, geo, 100, true)
 	now := bucketStart(geo, 0)
 	k := geo.Index(now)
-	require.Equal(t, Allowed, tb.AllowAt("k", now, 3).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", now, 3).Status)
 	r, _ := tb.Ref("k")
 	tb.syncView().Settle(r, now, []Bucket{{Index: k, Count: 5}}, k, []int64{3}, Bucket{})
 	require.Empty(t, tb.syncView().Pending(r, now, nil))
@@ -55,7 +56,7 @@ func TestSettleClamps(t *testing.T) {
 	est, _, _ = tb.Estimate("k", now)
 	require.Equal(t, float64(3*maxCount), est)
 	v := tb.AllowAt("k", now, 1)
-	require.Equal(t, OverLimit, v.Status)
+	require.Equal(t, verdict.OverLimit, v.Status)
 	require.Zero(t, v.Remaining)
 }
 
@@ -70,7 +71,7 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Keys: keys})
 	now := bucketStart(geo, 0)
 	for _, key := range []string{"dead", "gone"} {
-		require.Equal(t, OverLimit, tb.AllowAt(key, now, 11).Status) // caches a budget, counts nothing
+		require.Equal(t, verdict.OverLimit, tb.AllowAt(key, now, 11).Status) // caches a budget, counts nothing
 	}
 	require.Zero(t, tb.Sweep(now))
 	dead := tb.m.Load("dead")
@@ -81,12 +82,12 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	keys.n.Add(-1)
 
 	v := tb.AllowAt("dead", now, 2)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Equal(t, int64(8), v.Remaining)
 	require.Equal(t, stClean, dead.state.Load(), "revived")
 
 	v = tb.AllowAt("gone", now, 3)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Equal(t, int64(7), v.Remaining)
 	fresh := tb.m.Load("gone")
 	require.NotSame(t, gone, fresh)

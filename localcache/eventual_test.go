@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -36,14 +37,14 @@ func TestEventualCap(t *testing.T) {
 				total += got
 				if prev+capv >= limit {
 					// The window binds before the cap does.
-					require.Equal(t, OverLimit, v.Status, "round %d", round)
+					require.Equal(t, verdict.OverLimit, v.Status, "round %d", round)
 					require.Equal(t, int64(limit), total)
 					require.Zero(t, v.Remaining)
 					require.Positive(t, v.RetryAfter)
 					break
 				}
 				require.Equal(t, int64(capv), got, "round %d", round)
-				require.Equal(t, OverCap, v.Status, "round %d", round)
+				require.Equal(t, verdict.OverCap, v.Status, "round %d", round)
 				require.Equal(t, int64(limit)-total, v.Remaining, "OverCap still reports the window's room")
 				est, own, ok := tb.Estimate("k", now)
 				require.True(t, ok)
@@ -77,7 +78,7 @@ func TestEventualOtherInstances(t *testing.T) {
 	k := geo.Index(now)
 
 	v := tb.AllowAt("k", now, 10)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Equal(t, int64(90), v.Remaining)
 	store.add("k", k-1, 30) // another instance, earlier in the window
 	store.add("k", k, 40)
@@ -87,10 +88,10 @@ func TestEventualOtherInstances(t *testing.T) {
 	require.Zero(t, own)
 
 	v = tb.AllowAt("k", now, 5)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Equal(t, int64(15), v.Remaining)
 	v = tb.AllowAt("k", now, 16)
-	require.Equal(t, OverLimit, v.Status, "only 15 left")
+	require.Equal(t, verdict.OverLimit, v.Status, "only 15 left")
 	require.Equal(t, int64(15), v.Remaining)
 	ref := reference.NewCounter(geo, limit)
 	ref.Add((k-1)*geo.Sub(), 30)
@@ -98,9 +99,9 @@ func TestEventualOtherInstances(t *testing.T) {
 	require.Equal(t, ref.RetryAfter(now, 16), int64(v.RetryAfter), "until enough of bucket k−1's 30 has left")
 	require.Greater(t, v.RetryAfter, time.Duration(geo.Sub()*4))
 	v = tb.AllowAt("k", now, 15)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Zero(t, v.Remaining)
-	require.Equal(t, OverLimit, tb.AllowAt("k", now, 1).Status)
+	require.Equal(t, verdict.OverLimit, tb.AllowAt("k", now, 1).Status)
 
 	// Totals outside this instance's window are ignored.
 	r, _ := tb.Ref("k")
@@ -112,13 +113,13 @@ func TestEventualOtherInstances(t *testing.T) {
 	// A later sync showing the other instance's count lower (it was only
 	// ever an estimate) frees room at once.
 	require.Equal(t, int64(20), syncAll(tb, geo, store, now))
-	require.Equal(t, OverLimit, tb.AllowAt("k", now, 1).Status)
+	require.Equal(t, verdict.OverLimit, tb.AllowAt("k", now, 1).Status)
 	store.add("k", k, -40)
 	require.Empty(t, tb.syncView().Drain(nil))
 	tb.syncView().MarkDirty(r)
 	syncAll(tb, geo, store, now)
 	v = tb.AllowAt("k", now, 40)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 }
 
 // TestEventualConcurrentCap: goroutines racing for one key never take its
@@ -153,9 +154,9 @@ func TestEventualConcurrentCap(t *testing.T) {
 				hammer(func(int) {
 					for i := 0; i < 200; i++ {
 						switch v := tb.AllowAt("hot", now, 1); v.Status {
-						case Allowed:
+						case verdict.Allowed:
 							admitted.Add(1)
-						case OverCap:
+						case verdict.OverCap:
 							overCap.Add(1)
 						default:
 							t.Errorf("unexpected %v", v.Status)
@@ -193,7 +194,7 @@ func TestSetLimitsInvalidatesBudgets(t *testing.T) {
 			t.Parallel()
 			tb := mkTable(t, geo, 1000, true)
 			tb.Tick(now)
-			allow := func(n int64) Status {
+			allow := func(n int64) verdict.Status {
 				if viaTick {
 					return tb.Allow("k", n).Status
 				}
@@ -201,24 +202,24 @@ func TestSetLimitsInvalidatesBudgets(t *testing.T) {
 			}
 			tb.SetLimits(Limits{Cap: NoCap, Share: 1000})
 			for i := 0; i < 50; i++ {
-				require.Equal(t, Allowed, allow(1))
+				require.Equal(t, verdict.Allowed, allow(1))
 			}
 			tb.SetLimits(Limits{Cap: 50, Share: 1000})
-			require.Equal(t, OverCap, allow(1), "a lowered cap binds at once")
+			require.Equal(t, verdict.OverCap, allow(1), "a lowered cap binds at once")
 			tb.SetLimits(Limits{Cap: 60, Share: 1000})
 			for i := 0; i < 10; i++ {
-				require.Equal(t, Allowed, allow(1), "a raised cap frees room at once")
+				require.Equal(t, verdict.Allowed, allow(1), "a raised cap frees room at once")
 			}
-			require.Equal(t, OverCap, allow(1))
+			require.Equal(t, verdict.OverCap, allow(1))
 			tb.SetLimits(Limits{Cap: NoCap, Share: 1000, Down: true, Mode: policy.FailClosed})
-			require.Equal(t, StoreDown, allow(1))
+			require.Equal(t, verdict.StoreDown, allow(1))
 			tb.SetLimits(Limits{Cap: NoCap, Share: 70, Down: true, Mode: policy.FailLocal})
 			for i := 0; i < 10; i++ {
-				require.Equal(t, Allowed, allow(1))
+				require.Equal(t, verdict.Allowed, allow(1))
 			}
-			require.Equal(t, OverLimit, allow(1), "the share binds at once")
+			require.Equal(t, verdict.OverLimit, allow(1), "the share binds at once")
 			tb.SetLimits(Limits{Cap: NoCap, Share: 70})
-			require.Equal(t, Allowed, allow(1))
+			require.Equal(t, verdict.Allowed, allow(1))
 		})
 	}
 }

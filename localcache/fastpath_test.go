@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -48,7 +49,7 @@ func TestAllowRacingSyncer(t *testing.T) {
 				k := rng.IntN(keys)
 				n := 1 + rng.Int64N(3)
 				key := fmt.Sprint("key-", k)
-				if v := tb.Allow(key, n); v.Status == Allowed {
+				if v := tb.Allow(key, n); v.Status == verdict.Allowed {
 					admitted[k].Add(n)
 				}
 			}
@@ -75,18 +76,18 @@ func TestAllowCachesDenials(t *testing.T) {
 	now := bucketStart(geo, 0) + 3*geo.Sub()/10
 	tb.Tick(now)
 	for range 10 {
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 	}
 	v := tb.Allow("k", 1)
-	require.Equal(t, OverLimit, v.Status)
+	require.Equal(t, verdict.OverLimit, v.Status)
 	require.Positive(t, v.RetryAfter)
 	ra := cachedDenialOf(tb, "k")
 	require.Positive(t, ra, "the denial is cached")
 	assert.InDelta(t, float64(v.RetryAfter), float64(ra), float64(time.Microsecond))
 	v2 := tb.Allow("k", 1)
-	require.Equal(t, OverLimit, v2.Status)
+	require.Equal(t, verdict.OverLimit, v2.Status)
 	assert.InDelta(t, float64(v.RetryAfter), float64(v2.RetryAfter), float64(time.Microsecond))
-	assert.Equal(t, OverLimit, tb.Allow("k", 2).Status, "other costs take the exact path")
+	assert.Equal(t, verdict.OverLimit, tb.Allow("k", 2).Status, "other costs take the exact path")
 
 	// Half way there: still denied, for half as long.
 	tb.Tick(now + int64(v.RetryAfter)/2)
@@ -98,7 +99,7 @@ func TestAllowCachesDenials(t *testing.T) {
 	// At the retry time the cached denial no longer holds, and the check passes.
 	tb.Tick(now + int64(v.RetryAfter))
 	assert.Zero(t, cachedDenialOf(tb, "k"))
-	assert.Equal(t, Allowed, tb.Allow("k", 1).Status)
+	assert.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 	_, _, ok := tb.Estimate("k", now)
 	assert.True(t, ok)
 }
@@ -113,14 +114,14 @@ func TestCachedDenialInvalidated(t *testing.T) {
 	now := bucketStart(geo, 0) + 1
 	tb.Tick(now)
 	for range 5 {
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 	}
-	require.Equal(t, OverLimit, tb.Allow("k", 1).Status)
+	require.Equal(t, verdict.OverLimit, tb.Allow("k", 1).Status)
 	require.Positive(t, cachedDenialOf(tb, "k"))
 
 	tb.SetLimits(Limits{Cap: NoCap, Share: 5})
 	assert.Zero(t, cachedDenialOf(tb, "k"), "a new generation drops the cached denial")
-	require.Equal(t, OverLimit, tb.Allow("k", 1).Status)
+	require.Equal(t, verdict.OverLimit, tb.Allow("k", 1).Status)
 	require.Positive(t, cachedDenialOf(tb, "k"))
 
 	// The store restarted empty: its totals for the key are 0 and it
@@ -130,7 +131,7 @@ func TestCachedDenialInvalidated(t *testing.T) {
 	acked := tb.syncView().Pending(ref, now, nil)
 	tb.syncView().Settle(ref, now, acked, geo.Index(now), []int64{0}, Bucket{})
 	assert.Zero(t, cachedDenialOf(tb, "k"), "a Settle with room ends the cached denial")
-	assert.Equal(t, Allowed, tb.Allow("k", 1).Status)
+	assert.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 }
 
 // cachedDenialOf returns how long key's cached denial of cost 1 holds at the

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -155,7 +156,7 @@ func TestKeyTablesEntryRace(t *testing.T) {
 
 // untrackedCheck is a KeyTable's decision on its sketch, as a check that
 // looked its key up while the key had no entry would make it.
-func untrackedCheck(tb KeyTable, key string, now, n int64) Outcome {
+func untrackedCheck(tb KeyTable, key string, now, n int64) verdict.Outcome {
 	switch tb := tb.(type) {
 	case *GCRATable:
 		return tb.untracked(key, now, n)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -61,10 +62,10 @@ func TestGCRATableMatchesMath(t *testing.T) {
 				n := 1 + rng.Int64N(g.Burst())
 				tat := ref[key]
 				next, ok := g.Admit(tat, now, n)
-				want := Outcome{Remaining: g.Remaining(tat, now), ResetAfter: g.ResetAfter(tat, now), RetryAfter: g.RetryAfter(tat, now, n)}
+				want := verdict.Outcome{Remaining: g.Remaining(tat, now), ResetAfter: g.ResetAfter(tat, now), RetryAfter: g.RetryAfter(tat, now, n)}
 				if ok {
 					ref[key] = next
-					want = Outcome{Allowed: true, Remaining: g.Remaining(next, now), ResetAfter: g.ResetAfter(next, now)}
+					want = verdict.Outcome{Allowed: true, Remaining: g.Remaining(next, now), ResetAfter: g.ResetAfter(next, now)}
 				}
 				require.Equal(t, want, tb.Allow(key, now, n), "step %d", step)
 				p := tb.Peek(key, now)
@@ -102,12 +103,12 @@ func TestWarmTableMatchesMath(t *testing.T) {
 					s = w.Fresh(now)
 				}
 				next, ok := w.Admit(s, now, n)
-				want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: w.RetryAfter(s, now, n)}
+				want := verdict.Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: w.RetryAfter(s, now, n)}
 				if ok {
 					allowed++
 					next = w.Round(next, WarmSteps)
 					ref[key] = next
-					want = Outcome{Allowed: true, Remaining: w.Remaining(next, now), ResetAfter: w.ResetAfter(next, now)}
+					want = verdict.Outcome{Allowed: true, Remaining: w.Remaining(next, now), ResetAfter: w.ResetAfter(next, now)}
 				} else {
 					denied++
 				}

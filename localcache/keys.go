@@ -1,6 +1,9 @@
 package localcache
 
-import "sync/atomic"
+import (
+	"github.com/sluicehq/sluice/internal/verdict"
+	"sync/atomic"
+)
 
 // Keys bounds the number of keys tracked by the tables that share it (Tables
 // and KeyTables), and holds the admission rule's frequency sketch
@@ -64,7 +67,7 @@ func (t *Table) replace(e *hdr, key string) {
 // Ref returns key's entry, creating it if the admission rule lets key in
 // (the call counts as a sighting of key); ok is false, and the Ref nil, if
 // key stays untracked: it has no local state to sync.
-func (t *Table) Ref(key string) (Ref, bool) {
+func (t *Table) Ref(key string) (verdict.Ref, bool) {
 	if e := t.lookup(key, t.now.Load(), true); e != nil {
 		return e, true
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -70,12 +71,12 @@ func TestKeyBound(t *testing.T) {
 					require.False(t, tracked(tb, key))
 					switch {
 					case eventual:
-						require.Equal(t, Untracked, v.Status, "the store decides %s", key)
+						require.Equal(t, verdict.Untracked, v.Status, "the store decides %s", key)
 					case i < limit:
-						require.Equal(t, Allowed, v.Status, "%s check %d: its own limit", key, i)
+						require.Equal(t, verdict.Allowed, v.Status, "%s check %d: its own limit", key, i)
 						require.Equal(t, int64(limit-1-i), v.Remaining)
 					default:
-						require.Equal(t, OverLimit, v.Status, "%s check %d", key, i)
+						require.Equal(t, verdict.OverLimit, v.Status, "%s check %d", key, i)
 						require.Positive(t, v.RetryAfter)
 					}
 				}
@@ -102,7 +103,7 @@ func TestKeyBound(t *testing.T) {
 			require.Equal(t, bound, tb.Sweep(t2))
 			require.Zero(t, keys.Len())
 			v := tb.AllowAt("new-a", t2, 1)
-			require.Equal(t, Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			require.True(t, tracked(tb, "new-a"))
 			require.Equal(t, int64(limit-1), v.Remaining)
 		})
@@ -127,9 +128,9 @@ func TestKeyBoundShared(t *testing.T) {
 	// Past half: "x" seen once by a is not seen by b.
 	a.AllowAt("x", base, 1)
 	require.False(t, tracked(a, "x"))
-	require.Equal(t, Untracked, b.AllowAt("x", base, 1).Status)
+	require.Equal(t, verdict.Untracked, b.AllowAt("x", base, 1).Status)
 	require.False(t, tracked(b, "x"), "a's sighting is not b's")
-	require.Equal(t, Allowed, b.AllowAt("x", base, 1).Status)
+	require.Equal(t, verdict.Allowed, b.AllowAt("x", base, 1).Status)
 	require.True(t, tracked(b, "x"), "b's second sighting")
 	require.Equal(t, int64(51), keys.Len())
 	require.Equal(t, 40, a.size())
@@ -147,7 +148,7 @@ func TestFloodKeepsRoomForKeysInUse(t *testing.T) {
 	keys := NewKeys(bound)
 	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Keys: keys, Eventual: true})
 	for i := range 100 {
-		require.Equal(t, Allowed, tb.AllowAt(fmt.Sprint("old-", i), base, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt(fmt.Sprint("old-", i), base, 1).Status)
 	}
 	const flood, every = 200_000, 20
 	var newKeys [5]string

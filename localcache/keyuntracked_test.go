@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -80,9 +81,9 @@ func TestGCRASketchNeverOverAdmits(t *testing.T) {
 					n := 1 + rng.Int64N(min(g.Burst(), 3))
 					tat := ref[k]
 					next, ok := g.Admit(tat, now, n)
-					want := Outcome{Remaining: g.Remaining(tat, now), ResetAfter: g.ResetAfter(tat, now), RetryAfter: g.RetryAfter(tat, now, n)}
+					want := verdict.Outcome{Remaining: g.Remaining(tat, now), ResetAfter: g.ResetAfter(tat, now), RetryAfter: g.RetryAfter(tat, now, n)}
 					if ok {
-						want = Outcome{Allowed: true, Remaining: g.Remaining(next, now), ResetAfter: g.ResetAfter(next, now)}
+						want = verdict.Outcome{Allowed: true, Remaining: g.Remaining(next, now), ResetAfter: g.ResetAfter(next, now)}
 					}
 					o := tb.Allow(key, now, n)
 					switch {

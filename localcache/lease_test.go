@@ -7,13 +7,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
 // grant does what the syncer does with a lease: it pushes key's pending
 // counts, adds the grant to the store's current bucket, and settles.
-func grant(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now, units int64) {
+func grant(tb *Table, geo window.Sliding, s *fakeStore, r verdict.Ref, now, units int64) {
 	pend := tb.syncView().Pending(r, now, nil)
 	k := geo.Index(now)
 	s.add(tb.syncView().Key(r), k, units)
@@ -47,7 +48,7 @@ func TestLease(t *testing.T) {
 			tb.Tick(t0)
 			got, v := admitUntil(t, tb, "k", t0, 100)
 			require.Equal(t, int64(3), got, "the cap")
-			require.Equal(t, OverCap, v.Status)
+			require.Equal(t, verdict.OverCap, v.Status)
 			r, ok := tb.Ref("k")
 			require.True(t, ok)
 
@@ -60,11 +61,11 @@ func TestLease(t *testing.T) {
 
 			admitted := int64(0)
 			for range tc.admit {
-				require.Equal(t, Allowed, tb.AllowAt("k", t0+1, 1).Status, "within the lease and the cap")
+				require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0+1, 1).Status, "within the lease and the cap")
 				admitted++
 			}
 			if tc.admit == 13 {
-				assert.Equal(t, OverCap, tb.AllowAt("k", t0+1, 1).Status, "lease used up, cap reached")
+				assert.Equal(t, verdict.OverCap, tb.AllowAt("k", t0+1, 1).Status, "lease used up, cap reached")
 			}
 			assert.Equal(t, 97-admitted, tb.room("k", t0+1), "what a check would see")
 			est, own, _ = tb.Estimate("k", t0+1)
@@ -99,14 +100,14 @@ func TestLease(t *testing.T) {
 // leasedKey returns an Eventual table of limit with divergence cap capv,
 // its store, the time t0 at the start of a bucket (published), and the
 // entry of key "k" after one admission at t0.
-func leasedKey(t *testing.T, limit, capv int64) (*Table, window.Sliding, *fakeStore, int64, Ref) {
+func leasedKey(t *testing.T, limit, capv int64) (*Table, window.Sliding, *fakeStore, int64, verdict.Ref) {
 	t.Helper()
 	geo := window.NewSliding(time.Minute, 6)
 	tb := mkTable(t, geo, limit, true)
 	tb.SetLimits(Limits{Cap: capv, Share: limit, Mode: policy.FailLocal})
 	t0 := bucketStart(geo, 0)
 	tb.Tick(t0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	r, ok := tb.Ref("k")
 	require.True(t, ok)
 	return tb, geo, newFakeStore(), t0, r
@@ -118,13 +119,13 @@ func TestLeaseForcedRelease(t *testing.T) {
 	t.Parallel()
 	tb, geo, s, t0, r := leasedKey(t, 100, 2)
 	grant(tb, geo, s, r, t0, 5)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	unused, done := tb.syncView().Release(r, geo.Index(t0), t0, true)
 	require.True(t, done)
 	assert.Equal(t, int64(4), unused)
 	got, v := admitUntil(t, tb, "k", t0, 100)
 	assert.Equal(t, int64(2), got, "the cap alone")
-	assert.Equal(t, OverCap, v.Status)
+	assert.Equal(t, verdict.OverCap, v.Status)
 }
 
 // TestReleaseRacingCheck: a fast-path check that read its bucket's position
@@ -153,7 +154,7 @@ func TestReleaseRacingCheck(t *testing.T) {
 			tb, geo, s, t0, r := leasedKey(t, 100, 2)
 			grant(tb, geo, s, r, t0, 5)
 			for range tc.admit {
-				require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+				require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 			}
 			// The racing check: its position and the budget it would have
 			// held to, read before the release.
@@ -271,7 +272,7 @@ func TestLeaseNext(t *testing.T) {
 	tb.syncView().Settle(r, t0, nil, geo.Oldest(k0), s.push("k", nil, geo.Oldest(k0), geo.Span()), Bucket{Index: k0 + 1, Count: 6})
 	got, v := admitUntil(t, tb, "k", t0, 100)
 	assert.Equal(t, int64(5+2), got, "this bucket: its lease and the cap, not the next one's")
-	assert.Equal(t, OverCap, v.Status)
+	assert.Equal(t, verdict.OverCap, v.Status)
 	assert.Equal(t, int64(14), tb.syncView().NextWant(r, t0, 0), "7 admitted at the bucket's start: scaled from half a bucket")
 	assert.Equal(t, int64(20), tb.syncView().NextWant(r, t0, 20), "or the most used in a bucket of the window, if more")
 
@@ -286,7 +287,7 @@ func TestLeaseNext(t *testing.T) {
 
 	got, v = admitUntil(t, tb, "k", t1, 100)
 	assert.Equal(t, int64(6), got, "the new lease; the cap is taken by the 2 unacknowledged")
-	assert.Equal(t, OverCap, v.Status)
+	assert.Equal(t, verdict.OverCap, v.Status)
 	syncRef(tb, geo, s, r, t1) // acknowledges the 2: the cap is whole again
 	got, _ = admitUntil(t, tb, "k", t1, 100)
 	assert.Equal(t, int64(2), got, "the cap")
@@ -347,7 +348,7 @@ func TestWantHoldsMost(t *testing.T) {
 	assert.Equal(t, int64(19-12), tb.syncView().Want(r, t0, 0), "12 held unused")
 	assert.Equal(t, int64(19-12), tb.syncView().Want(r, t0, 300), "a peak past holdMost too")
 	for range 10 {
-		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	}
 	assert.Equal(t, int64(2), tb.leaseLeft(entryOf(r), k))
 	assert.Equal(t, int64(19-2), tb.syncView().Want(r, t0, 0), "the used units do not count")
@@ -381,7 +382,7 @@ func TestAskHeldLease(t *testing.T) {
 	// Allowance 2 + 19 = 21: the key asks once it has 10 left.
 	until := func() (n int) {
 		for !asked() {
-			require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 			n++
 			require.Less(t, n, 40, "it asks before its allowance runs out")
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -44,10 +45,10 @@ func newLeaseFleet(t *testing.T, win time.Duration, limit, burst int64, budget f
 // the engine does, and returns whether it was admitted.
 func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 	tb := f.tables[i]
-	if o, step := tb.Allow(key, now, n); step != Ask {
+	if o, step := tb.Allow(key, now, n); step != verdict.Ask {
 		require.True(t, o.Allowed)
 		f.admitted[key] = append(f.admitted[key], [2]int64{now, n})
-		if step == TakenLow {
+		if step == verdict.TakenLow {
 			f.refill(tb, key, now)
 		}
 		return true
@@ -196,7 +197,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	tb.SetLease(100)
 	o, step := tb.Allow("k", base, 1)
-	require.Equal(t, Ask, step, "a fresh key asks the store: %+v", o)
+	require.Equal(t, verdict.Ask, step, "a fresh key asks the store: %+v", o)
 	tk := tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want)
 	require.Zero(t, tb.Ask("k").Want, "one check asks for a lease at a time")
@@ -210,7 +211,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				if o, step := tb.Allow("k", base, 1); step != Ask && o.Allowed {
+				if o, step := tb.Allow("k", base, 1); step != verdict.Ask && o.Allowed {
 					mu.Lock()
 					admitted++
 					mu.Unlock()
@@ -223,7 +224,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	require.Zero(t, tb.held("k"))
 	tk = tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want, "the next check asks again")
-	tb.Settle(tk, NoAnswer, NoAnswer, 0)
+	tb.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 	tk = tb.Ask("k")
 	require.Equal(t, int64(100), tk.Want, "a failed ask gives its claim up")
 	tb.Refund("k", 3)
@@ -231,7 +232,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	tb.Refund("k", 1000)
 	require.Equal(t, int64(100), tb.held("k"), "never more than the lease")
 	require.Zero(t, tb.Sweep(base+200*g.Interval()), "a key being asked about stays")
-	tb.Settle(tk, NoAnswer, NoAnswer, 0)
+	tb.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 	require.Equal(t, 1, tb.Sweep(base+200*g.Interval()), "the store's bucket is full again")
 	require.Zero(t, tb.held("k"))
 }

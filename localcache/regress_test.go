@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -31,12 +32,12 @@ func TestBudgetTagAfterSetLimits(t *testing.T) {
 		tb := mkTable(t, geo, limit, false)
 		ref := reference.NewCounter(geo, limit)
 		tk := bucketStart(geo, 0) + geo.Sub() - 1 // last ns of bucket k
-		require.Equal(t, Allowed, tb.AllowAt("a", tk+1, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", tk+1, 1).Status)
 		require.True(t, ref.Allow(tk+1, 1))
 		tb.SetLimits(Limits{Cap: NoCap, Share: limit}) // any change of limits
 		for i := 0; i < 3*limit; i++ {
 			want := ref.Allow(tk, 1)
-			require.Equal(t, want, tb.AllowAt("a", tk, 1).Status == Allowed, "check %d at bucket k", i)
+			require.Equal(t, want, tb.AllowAt("a", tk, 1).Status == verdict.Allowed, "check %d at bucket k", i)
 			est, _, _ := tb.Estimate("a", tk)
 			require.Equal(t, ref.Estimate(tk), est, "check %d: admissions are counted", i)
 		}
@@ -47,11 +48,11 @@ func TestBudgetTagAfterSetLimits(t *testing.T) {
 		tb := mkTable(t, geo, 1000, true)
 		tk := bucketStart(geo, 0) + geo.Sub() - 1
 		tb.SetLimits(Limits{Cap: NoCap, Share: 1000})
-		require.Equal(t, Allowed, tb.AllowAt("a", tk+1, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", tk+1, 1).Status)
 		tb.SetLimits(Limits{Cap: 3, Share: 1000})
 		admitted := 0
 		for i := 0; i < 10; i++ {
-			if tb.AllowAt("a", tk, 1).Status == Allowed {
+			if tb.AllowAt("a", tk, 1).Status == verdict.Allowed {
 				admitted++
 			}
 		}
@@ -94,10 +95,10 @@ func TestSetLimitsRacingTick(t *testing.T) {
 	}
 	for i := 0; i < 300_000 && time.Now().Before(deadline); i++ {
 		tb.SetLimits(Limits{Cap: NoCap, Share: 1})
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status) // caches a budget
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status) // caches a budget
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 		tb.SetLimits(Limits{Cap: 0, Share: 1})
-		if v := tb.Allow("k", 1); !assert.Equal(t, OverCap, v.Status, "iteration %d: cap 0 set, yet", i) {
+		if v := tb.Allow("k", 1); !assert.Equal(t, verdict.OverCap, v.Status, "iteration %d: cap 0 set, yet", i) {
 			return
 		}
 		tb.syncView().Settle(r, now, tb.syncView().Pending(r, now, nil), geo.Oldest(geo.Index(now)), nil, Bucket{})
@@ -145,7 +146,7 @@ func TestSettleRacingPlan(t *testing.T) {
 		tb.syncView().Settle(r, now, nil, k, []int64{100}, Bucket{}) // other instances filled the window
 		stop.Store(true)
 		wg.Wait()
-		if v := tb.AllowAt(key, now, 1); !assert.NotEqual(t, Allowed, v.Status, "round %d: the window is full", round) {
+		if v := tb.AllowAt(key, now, 1); !assert.NotEqual(t, verdict.Allowed, v.Status, "round %d: the window is full", round) {
 			return
 		}
 	}
@@ -164,7 +165,7 @@ func TestSettleKeepsCountsTheStoreDropped(t *testing.T) {
 	now := bucketStart(geo, 0) + geo.Sub() - 1 // last ns of bucket k on our clock
 	k := geo.Index(now)
 	for range 10 {
-		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", now, 1).Status)
 	}
 	ref, ok := tb.Ref("a")
 	require.True(t, ok)
@@ -175,5 +176,5 @@ func TestSettleKeepsCountsTheStoreDropped(t *testing.T) {
 	est, own, _ := tb.Estimate("a", now)
 	assert.Equal(t, 10.0, est, "the dropped counts stay in the view")
 	assert.Zero(t, own, "and leave pend")
-	assert.Equal(t, OverLimit, tb.AllowAt("a", now, 1).Status)
+	assert.Equal(t, verdict.OverLimit, tb.AllowAt("a", now, 1).Status)
 }

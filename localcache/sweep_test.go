@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -26,7 +27,7 @@ func TestSweepTwoPasses(t *testing.T) {
 			require.NoError(t, err)
 			sub := g.geo.Sub()
 			t0 := bucketStart(g.geo, 0) + sub/2
-			require.Equal(t, Allowed, tb.AllowAt("a", t0, 3).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowAt("a", t0, 3).Status)
 			require.Equal(t, 1, tb.size())
 			require.Equal(t, int64(1), keys.Len())
 
@@ -54,11 +55,11 @@ func TestSweepTwoPasses(t *testing.T) {
 			require.Zero(t, tb.Sweep(gone))
 
 			// A key that is checked between the two passes survives.
-			require.Equal(t, Allowed, tb.AllowAt("b", gone, 1).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowAt("b", gone, 1).Status)
 			later := gone + int64(g.geo.Span())*sub
 			require.Zero(t, tb.Sweep(later))
 			v := tb.AllowAt("b", later, 2) // revives it
-			require.Equal(t, Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			require.Zero(t, tb.Sweep(later))
 			require.Zero(t, tb.Sweep(later))
 			require.Equal(t, 1, tb.size())
@@ -68,7 +69,7 @@ func TestSweepTwoPasses(t *testing.T) {
 			// Denials do not keep an idle key alive, nor revive it.
 			far := later + int64(g.geo.Span())*sub
 			require.Zero(t, tb.Sweep(far))
-			require.Equal(t, OverLimit, tb.AllowAt("b", far, 11).Status)
+			require.Equal(t, verdict.OverLimit, tb.AllowAt("b", far, 11).Status)
 			require.Equal(t, 1, tb.Sweep(far))
 		})
 	}
@@ -83,7 +84,7 @@ func TestSweepEventual(t *testing.T) {
 	store := newFakeStore()
 	tb := mkTable(t, geo, 100, true)
 
-	require.Equal(t, Allowed, tb.AllowAt("dirty", t0, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("dirty", t0, 1).Status)
 	queued, _ := tb.Ref("dirty") // born parked: queue it, as an admission near its cap would
 	tb.syncView().MarkDirty(queued)
 	for i := 0; i < 3; i++ {
@@ -97,7 +98,7 @@ func TestSweepEventual(t *testing.T) {
 	require.Zero(t, tb.Sweep(gone))
 
 	// A dead key that is checked is revived and queued for the syncer.
-	require.Equal(t, Allowed, tb.AllowAt("dirty", gone, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("dirty", gone, 1).Status)
 	refs := tb.syncView().Drain(nil)
 	require.Len(t, refs, 1)
 	require.Equal(t, "dirty", tb.syncView().Key(refs[0]))
@@ -163,7 +164,7 @@ func TestSweepRace(t *testing.T) {
 					for i := 0; i < 2*limit/hammerers+2; i++ {
 						for k := range names {
 							k := (k + gi) % keys
-							if tb.AllowAt(names[k], now, 1).Status == Allowed {
+							if tb.AllowAt(names[k], now, 1).Status == verdict.Allowed {
 								admitted[k].Add(1)
 							}
 						}
@@ -196,7 +197,7 @@ func TestSweepGoneEntry(t *testing.T) {
 	keys := NewKeys(10)
 	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Keys: keys})
 	t0 := bucketStart(geo, 0)
-	require.Equal(t, Allowed, tb.AllowAt("a", t0, 4).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("a", t0, 4).Status)
 	old := tb.m.Load("a")
 	require.NotNil(t, old)
 
@@ -208,7 +209,7 @@ func TestSweepGoneEntry(t *testing.T) {
 	keys.n.Add(-1)
 
 	v := tb.AllowAt("a", t1, 3)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Equal(t, int64(7), v.Remaining)
 	fresh := tb.m.Load("a")
 	require.NotNil(t, fresh)
@@ -256,7 +257,7 @@ func TestSweepKeepsLeasedKey(t *testing.T) {
 	t0 := bucketStart(geo, 0)
 	k0 := geo.Index(t0)
 	tb.Tick(t0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	r, ok := tb.Ref("k")
 	require.True(t, ok)
 	require.Len(t, tb.syncView().Drain(nil), 1)

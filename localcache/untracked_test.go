@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -53,7 +54,7 @@ func TestUntrackedNotShared(t *testing.T) {
 				key := fmt.Sprint("stranger-", k)
 				got, v := admitUntil(t, tb, key, now, 3*limit)
 				assert.Equal(t, tc.want, got, "%s: its own limit, not a shared one", key)
-				assert.Equal(t, OverLimit, v.Status)
+				assert.Equal(t, verdict.OverLimit, v.Status)
 				assert.Positive(t, v.RetryAfter)
 				assert.False(t, tracked(tb, key))
 			}
@@ -76,13 +77,13 @@ func TestUntrackedByHealth(t *testing.T) {
 		name   string
 		down   bool
 		mode   policy.FailureMode
-		status Status // first check
-		passes int64  // of 2·limit checks
+		status verdict.Status // first check
+		passes int64          // of 2·limit checks
 	}{
-		{"healthy", false, policy.FailLocal, Untracked, 0},
-		{"fail-local", true, policy.FailLocal, Allowed, share},
-		{"fail-open", true, policy.FailOpen, Allowed, 2 * limit},
-		{"fail-closed", true, policy.FailClosed, StoreDown, 0},
+		{"healthy", false, policy.FailLocal, verdict.Untracked, 0},
+		{"fail-local", true, policy.FailLocal, verdict.Allowed, share},
+		{"fail-open", true, policy.FailOpen, verdict.Allowed, 2 * limit},
+		{"fail-closed", true, policy.FailClosed, verdict.StoreDown, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -95,7 +96,7 @@ func TestUntrackedByHealth(t *testing.T) {
 				if i == 0 {
 					require.Equal(t, tc.status, v.Status)
 				}
-				if v.Status == Allowed {
+				if v.Status == verdict.Allowed {
 					passed++
 				}
 			}
@@ -109,12 +110,12 @@ func TestUntrackedByHealth(t *testing.T) {
 			}
 			for _, m := range []struct {
 				mode   policy.FailureMode
-				status Status
+				status verdict.Status
 				passes int64
 			}{
-				{policy.FailLocal, Allowed, share},
-				{policy.FailOpen, Allowed, 2 * limit},
-				{policy.FailClosed, StoreDown, 0},
+				{policy.FailLocal, verdict.Allowed, share},
+				{policy.FailOpen, verdict.Allowed, 2 * limit},
+				{policy.FailClosed, verdict.StoreDown, 0},
 			} {
 				key := "degraded-" + m.mode.String()
 				passed := int64(0)
@@ -123,7 +124,7 @@ func TestUntrackedByHealth(t *testing.T) {
 					if i == 0 {
 						require.Equal(t, m.status, v.Status, "%v", m.mode)
 					}
-					if v.Status == Allowed {
+					if v.Status == verdict.Allowed {
 						passed++
 					}
 				}
@@ -165,10 +166,10 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 			// decided on the sketch (or by the store).
 			for range 3 {
 				v := tb.AllowAt("k", base, 1)
-				if v.Status == Untracked {
+				if v.Status == verdict.Untracked {
 					continue // the store decides: nothing local
 				}
-				require.Equal(t, Allowed, v.Status)
+				require.Equal(t, verdict.Allowed, v.Status)
 			}
 			require.False(t, tracked(tb, "k"))
 			wantRoom := int64(limit) - tc.carried
@@ -179,7 +180,7 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 			// Now the cache has room again: the key enters at once.
 			keys.n.Add(-4)
 			v := tb.AllowAt("k", base, 1)
-			require.Equal(t, Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			require.True(t, tracked(tb, "k"))
 			assert.Equal(t, int64(limit)-tc.carried-1, v.Remaining)
 			_, own, _ := tb.Estimate("k", base)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -70,7 +71,7 @@ func TestWhy(t *testing.T) {
 			tb.SetLimits(Limits{Cap: capv, Share: limit, Mode: policy.FailLocal})
 			tb.Tick(t0)
 			now := tc.setup(t, tb, newFakeStore())
-			require.Equal(t, OverCap, tb.AllowAt("k", now, 1).Status, "harness: the key has no allowance left")
+			require.Equal(t, verdict.OverCap, tb.AllowAt("k", now, 1).Status, "harness: the key has no allowance left")
 			r, ok := tb.Ref("k")
 			require.True(t, ok)
 			assert.Equal(t, tc.want, tb.Why(r, now, 1))

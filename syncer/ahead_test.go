@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/vclock"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -77,7 +77,7 @@ func TestLeaseAhead(t *testing.T) {
 	now := s.Now()
 	r.Table.Tick(now)
 	n := int64(0)
-	for r.Table.AllowAt("k", now, 1).Status == localcache.Allowed && n < 5000 {
+	for r.Table.AllowAt("k", now, 1).Status == verdict.Allowed && n < 5000 {
 		n++
 	}
 	assert.GreaterOrEqual(t, n, ahead+10, "the new bucket starts with the lease granted ahead, and the cap")
@@ -150,7 +150,7 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 	require.NoError(t, err)
 	now := s.Now()
 	k, span := geo.Index(now), int64(geo.Span())
-	require.Equal(t, localcache.Allowed, r.Table.AllowAt("k", now, 1).Status)
+	require.Equal(t, verdict.Allowed, r.Table.AllowAt("k", now, 1).Status)
 	ref, ok := r.Table.Ref("k")
 	require.True(t, ok)
 	id := keyID{rule: r.windowRule, key: "k"}

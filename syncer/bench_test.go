@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkSyncPerKey(b *testing.B) {
 			items := make([]item, bc.keys)
 			for i := range items {
 				key := "k" + strconv.Itoa(i)
-				if v := tab.AllowAt(key, s.Now(), 1); v.Status != localcache.Allowed {
+				if v := tab.AllowAt(key, s.Now(), 1); v.Status != verdict.Allowed {
 					b.Fatalf("admission of %q: %v", key, v.Status)
 				}
 				ref, ok := tab.Ref(key)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -455,7 +456,7 @@ func admitPushes(t *testing.T, now int64, pushes []push) map[string]map[int64]in
 	for _, p := range pushes {
 		at := now - p.back*p.r.geo.Sub()
 		for range p.n {
-			require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
+			require.Equal(t, verdict.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
 		}
 		name := p.r.keyName(p.key)
 		if want[name] == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -216,7 +217,7 @@ func TestLostReservationReply(t *testing.T) {
 			require.Equal(t, int64(1), total(t, c, name), "the store admitted it")
 			// The caller's fallback admits and counts it locally.
 			v := r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen)
-			require.Equal(t, localcache.Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			for i := 1; i < tc.lost; i++ {
 				require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
 			}
@@ -255,7 +256,7 @@ func TestCorrectionBucket(t *testing.T) {
 	require.Len(t, buckets(t, c, name), 1, "the store admitted it")
 	// The fallback counts it locally; its count is pushed like any other.
 	now := s.Now()
-	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", now, 1, policy.FailOpen).Status)
+	require.Equal(t, verdict.Allowed, r.Table.AllowDegraded("k", now, 1, policy.FailOpen).Status)
 
 	time.Sleep(3 * time.Duration(geo.Sub())) // the syncer learns of the admission later
 	flush(t, s)
@@ -294,7 +295,7 @@ func TestNoScriptLoadFails(t *testing.T) {
 	require.ErrorIs(t, err, syncport.ErrUnavailable)
 	assert.True(t, s.isHealthy(), "NOSCRIPT is an answer, not an outage")
 	require.Zero(t, total(t, c, name), "nothing executed")
-	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen).Status)
+	require.Equal(t, verdict.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen).Status)
 
 	hook.failLoad.Store(false)
 	flush(t, s)

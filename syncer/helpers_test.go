@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -173,7 +174,7 @@ func admit(t *testing.T, s *Syncer, r *testRule, key string, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		v := r.Table.AllowAt(key, s.Now(), 1)
-		require.Equal(t, localcache.Allowed, v.Status, "admission %d of %q", i, key)
+		require.Equal(t, verdict.Allowed, v.Status, "admission %d of %q", i, key)
 	}
 }
 

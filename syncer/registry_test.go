@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 )
 
@@ -41,7 +42,7 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	admitKeys := func(from, to int) {
 		for i := from; i < to; i++ {
 			v := tab.AllowAt("k"+strconv.Itoa(i), a.Now(), 1)
-			require.Equal(t, localcache.Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 		}
 	}
 	// Measure A's sync rate on this machine, then give it a cycle of about

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -263,7 +264,7 @@ func TestConcurrentAdmissionsWhileSyncing(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 400; i++ {
 				ki := (g + i) % len(keys)
-				if v := r.Table.AllowAt(keys[ki], s.Now(), 1); v.Status == localcache.Allowed {
+				if v := r.Table.AllowAt(keys[ki], s.Now(), 1); v.Status == verdict.Allowed {
 					admitted[ki].Add(1)
 					if s == a {
 						byA[ki].Add(1)
@@ -321,7 +322,7 @@ func TestNoScriptReload(t *testing.T) {
 	r.Table.SetLimits(localcache.Limits{Cap: 0, Share: 100})
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	v := r.Table.AllowAt("k", s.Now(), 2)
-	require.Equal(t, localcache.OverCap, v.Status)
+	require.Equal(t, verdict.OverCap, v.Status)
 	ref, _ := r.Table.Ref("k")
 	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 2)
 	require.NoError(t, err)

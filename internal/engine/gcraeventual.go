@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -71,11 +72,11 @@ func (f floored) floor(key string) int64 {
 	return 0
 }
 
-func (f floored) Allow(key string, now, n int64) localcache.Outcome {
+func (f floored) Allow(key string, now, n int64) verdict.Outcome {
 	return f.AllowAbove(key, now, n, f.floor(key))
 }
 
-func (f floored) Peek(key string, now int64) localcache.Outcome {
+func (f floored) Peek(key string, now int64) verdict.Outcome {
 	return f.PeekAbove(key, now, f.floor(key))
 }
 
@@ -119,9 +120,9 @@ func (g *gcraEventual) Check(ctx context.Context, key string, n int64) (Result, 
 func (g *gcraEventual) held(key string, n int64) (_ Result, ok bool) {
 	o, step := g.table.Allow(key, g.clock.pub.Load(), n)
 	switch step {
-	case localcache.TakenLow:
+	case verdict.TakenLow:
 		g.refill(key)
-	case localcache.Ask:
+	case verdict.Ask:
 		return Result{}, false
 	}
 	return result(o), true
@@ -135,14 +136,14 @@ func (g *gcraEventual) held(key string, n int64) (_ Result, ok bool) {
 func (g *gcraEventual) refill(key string) {
 	tk := g.table.Ask(key)
 	if tk.Want == 0 {
-		g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
+		g.table.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 		return
 	}
 	key = strings.Clone(key) // the caller's string may live in a reused buffer
 	go func() {
 		a, err := g.store.LeaseAbove(context.Background(), key, 0, tk.Want, tk.TAT, tk.Owed)
 		if err != nil {
-			g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
+			g.table.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 			return
 		}
 		g.table.Settle(tk, a.At, a.TAT, a.Leased)
@@ -160,7 +161,7 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 	tk := g.table.Ask(key)
 	a, err := g.store.LeaseAbove(ctx, key, n, tk.Want, tk.TAT, tk.Owed)
 	if err != nil {
-		g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
+		g.table.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 		r, err := g.failed(key, n, err)
 		if r.Allowed && g.mode == policy.FailLocal {
 			g.table.Owe(key, n) // the share admitted it: the store is charged later

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -42,7 +43,7 @@ func (c *keyClock) SetFleet(int64, bool) {}
 // result turns a KeyTable's outcome into a Result: a RetryAfter of "never"
 // (-1, a cost the key can never admit, which the limiter refuses before it
 // gets here) becomes the ResetAfter, the best hint there is.
-func result(o localcache.Outcome) Result {
+func result(o verdict.Outcome) Result {
 	return Result{Allowed: o.Allowed, Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: retry(o.RetryAfter, o.ResetAfter)}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -280,8 +281,8 @@ func (w *windowRule) clock() (int64, time.Duration) {
 // for the statuses decided without the store. An admission's ResetAfter is
 // reset, the geometry's for now: the admission is in the current bucket. A
 // denial's is the key's own (denied).
-func (w *windowRule) local(v localcache.Verdict, key string, now int64, reset time.Duration) Result {
-	if v.Status == localcache.Allowed {
+func (w *windowRule) local(v verdict.Verdict, key string, now int64, reset time.Duration) Result {
+	if v.Status == verdict.Allowed {
 		return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: reset}
 	}
 	return w.denied(v, key, now)
@@ -291,7 +292,7 @@ func (w *windowRule) local(v localcache.Verdict, key string, now int64, reset ti
 // newest bucket holding a count of the key leaves the window
 // (localcache.Table.ResetAt), which a denial does not move, and never
 // before RetryAfter.
-func (w *windowRule) denied(v localcache.Verdict, key string, now int64) Result {
+func (w *windowRule) denied(v verdict.Verdict, key string, now int64) Result {
 	reset := v.Reset // computed on the entry, if the table had it in hand
 	if reset <= 0 {
 		reset = w.table.ResetAt(key, now)
