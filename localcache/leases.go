@@ -24,7 +24,9 @@ import (
 // never given back), so a cost the last TAT seen already denies is denied
 // until that TAT's RetryAfter, exactly. Anything else asks the store, and
 // at most one check per key at a time asks for a lease with it (Ask), so
-// that an entry never holds more than the most set by SetLease.
+// that an entry never holds more than the most set by SetLease. SetLease,
+// Ask, Settle, Owe and TAT are the table's store side, which the engine
+// calls through Leases (leasestore.go).
 type LeaseTable struct {
 	g    window.GCRA // the store's bucket: capacity SharedBucket.Store
 	keys keyed[leaseEntry]
@@ -52,7 +54,7 @@ func newLeaseEntry() *leaseEntry {
 
 // NewLeaseTable returns the table of a rule whose store decides on g (the
 // store's bucket), under the key bound keys. It holds no lease until
-// SetLease.
+// SetLease (Leases).
 func NewLeaseTable(g window.GCRA, keys *Keys) (*LeaseTable, error) {
 	if keys == nil {
 		return nil, fmt.Errorf("%w: Keys is nil", errConfig)
@@ -62,10 +64,6 @@ func NewLeaseTable(g window.GCRA, keys *Keys) (*LeaseTable, error) {
 	}
 	return &LeaseTable{g: g, keys: newKeyed(keys, newLeaseEntry)}, nil
 }
-
-// SetLease sets the most units an entry may hold (window.SharedBucket.Lease
-// of the live instances). An entry holding more keeps it until spent.
-func (t *LeaseTable) SetLease(most int64) { t.most.Store(max(most, 0)) }
 
 // Allow admits cost n for key on the units held, if there are enough; now
 // only dates the Outcome's fields (the decision does not depend on it: a
@@ -124,62 +122,6 @@ func (t *LeaseTable) Denied(key string, now, n int64) (verdict.Outcome, bool) {
 	}, true
 }
 
-// Ask returns the ticket of a check of key that Allow sent to the store. The
-// caller must Settle it once the store answered or failed.
-func (t *LeaseTable) Ask(key string) verdict.Ticket {
-	e, ok := t.keys.m.Load(key)
-	if !ok {
-		return verdict.Ticket{}
-	}
-	floor, owed := e.storeTAT(), int64(0)
-	if e.owed.Load() != 0 {
-		owed = e.owed.Swap(0)
-	}
-	if !e.asking.CompareAndSwap(false, true) {
-		return verdict.Ticket{Ref: e, TAT: floor, Owed: owed}
-	}
-	h := e.held.Load()
-	want := t.most.Load() - h // ≤ 0 if h is heldGone
-	if h == heldGone || want <= 0 {
-		e.asking.Store(false)
-		return verdict.Ticket{Ref: e, TAT: floor, Owed: owed}
-	}
-	return verdict.Ticket{Ref: e, Want: want, TAT: floor, Owed: owed}
-}
-
-// Owe records that the failure mode admitted n units of key (negative: it
-// took an admission back), which the next check that asks the store
-// charges it with (Ticket.Owed). A key without an entry owes nothing: the
-// store cannot be told of it.
-func (t *LeaseTable) Owe(key string, n int64) {
-	if e, ok := t.keys.m.Load(key); ok {
-		e.owed.Add(n)
-	}
-}
-
-// Settle records the store's answer to a ticket's check: the store time it
-// carried (at), which Denied reads the store's clock as at least; the key's
-// TAT in the store after it (tat); and the units it leased, which the entry
-// then holds (up to the most set by SetLease: any more are dropped, spent by
-// nobody). at and tat are NoAnswer if the store did not answer. It returns
-// the units the entry holds.
-func (t *LeaseTable) Settle(tk verdict.Ticket, at, tat, leased int64) (held int64) {
-	raise(&t.seen, at)
-	e, _ := tk.Ref.(*leaseEntry)
-	if e == nil {
-		return 0
-	}
-	if at == verdict.NoAnswer && tk.Owed != 0 {
-		e.owed.Add(tk.Owed) // not charged: the next ask carries it
-	}
-	raise(&e.tat, tat)
-	held = t.give(e, leased)
-	if tk.Want > 0 {
-		e.asking.Store(false)
-	}
-	return held
-}
-
 // give adds leased units to those e holds, up to the most set by SetLease
 // (any more are dropped), and returns the units it holds.
 func (t *LeaseTable) give(e *leaseEntry, leased int64) int64 {
@@ -202,15 +144,6 @@ func (t *LeaseTable) Refund(key string, n int64) {
 	if e := t.entry(key); e != nil {
 		t.give(e, n)
 	}
-}
-
-// TAT returns key's TAT in the store at its last answer (ns, store clock),
-// or 0 if the store has not answered a check of key.
-func (t *LeaseTable) TAT(key string) int64 {
-	if e, ok := t.keys.m.Load(key); ok {
-		return e.storeTAT()
-	}
-	return 0
 }
 
 // storeTAT returns e's TAT in the store at its last answer, 0 if none.

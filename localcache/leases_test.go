@@ -35,7 +35,7 @@ func newLeaseFleet(t *testing.T, win time.Duration, limit, burst int64, budget f
 	for range instances {
 		tb, err := NewLeaseTable(f.g, NewKeys(100))
 		require.NoError(t, err)
-		tb.SetLease(f.split.Lease(int64(instances)))
+		tb.Leases().SetLease(f.split.Lease(int64(instances)))
 		f.tables = append(f.tables, tb)
 	}
 	return f
@@ -60,7 +60,7 @@ func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 		f.denied++
 		return false
 	}
-	tk := tb.Ask(key)
+	tk := tb.Leases().Ask(key)
 	next, ok := f.g.Admit(f.store[key], now, n)
 	var leased int64
 	if ok {
@@ -70,19 +70,19 @@ func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 	} else {
 		f.denied++
 	}
-	tb.Settle(tk, now, max(f.store[key], now), leased)
+	tb.Leases().Settle(tk, now, max(f.store[key], now), leased)
 	return ok
 }
 
 // refill asks the store for more units in the background, as the engine
 // does when the lease runs low: a cost of 0 and the lease.
 func (f *leaseFleet) refill(tb *LeaseTable, key string, now int64) {
-	tk := tb.Ask(key)
+	tk := tb.Leases().Ask(key)
 	next, _ := f.g.Admit(f.store[key], now, 0)
 	leased := min(tk.Want, f.g.Remaining(next, now))
 	f.store[key] = next + leased*f.g.Interval()
 	f.refills++
-	tb.Settle(tk, now, max(f.store[key], now), leased)
+	tb.Leases().Settle(tk, now, max(f.store[key], now), leased)
 }
 
 // held returns what the fleet holds for key.
@@ -195,14 +195,14 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	g := window.NewGCRA(time.Hour, 1000, 0)
 	tb, err := NewLeaseTable(g, NewKeys(10))
 	require.NoError(t, err)
-	tb.SetLease(100)
+	tb.Leases().SetLease(100)
 	o, step := tb.Allow("k", base, 1)
 	require.Equal(t, verdict.Ask, step, "a fresh key asks the store: %+v", o)
-	tk := tb.Ask("k")
+	tk := tb.Leases().Ask("k")
 	require.Equal(t, int64(100), tk.Want)
-	require.Zero(t, tb.Ask("k").Want, "one check asks for a lease at a time")
-	require.Equal(t, int64(100), tb.Settle(tk, base, base+101*g.Interval(), 100))
-	require.Zero(t, tb.Ask("k").Want, "the whole lease is held")
+	require.Zero(t, tb.Leases().Ask("k").Want, "one check asks for a lease at a time")
+	require.Equal(t, int64(100), tb.Leases().Settle(tk, base, base+101*g.Interval(), 100))
+	require.Zero(t, tb.Leases().Ask("k").Want, "the whole lease is held")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	admitted := 0
@@ -222,17 +222,17 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 100, admitted)
 	require.Zero(t, tb.held("k"))
-	tk = tb.Ask("k")
+	tk = tb.Leases().Ask("k")
 	require.Equal(t, int64(100), tk.Want, "the next check asks again")
-	tb.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
-	tk = tb.Ask("k")
+	tb.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+	tk = tb.Leases().Ask("k")
 	require.Equal(t, int64(100), tk.Want, "a failed ask gives its claim up")
 	tb.Refund("k", 3)
 	require.Equal(t, int64(3), tb.held("k"), "a refund is held again")
 	tb.Refund("k", 1000)
 	require.Equal(t, int64(100), tb.held("k"), "never more than the lease")
 	require.Zero(t, tb.Sweep(base+200*g.Interval()), "a key being asked about stays")
-	tb.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+	tb.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 	require.Equal(t, 1, tb.Sweep(base+200*g.Interval()), "the store's bucket is full again")
 	require.Zero(t, tb.held("k"))
 }

@@ -97,8 +97,9 @@
 // fast path, plan.go the slow path, deny.go the denial cache, sync.go what
 // the syncer calls, lease.go the store's leases, sweep.go eviction; keyed.go,
 // gcra.go, warmup.go and slidinglog.go the other algorithms' tables,
-// keyuntracked.go their decisions on keys without an entry and tatsketch.go
-// the sketch of TATs. What the tables answer a check with (Verdict and its
+// leases.go an Eventual bucket's lease table and leasestore.go its store
+// side (LeaseTable.Leases), keyuntracked.go their decisions on keys without
+// an entry and tatsketch.go the sketch of TATs. What the tables answer a check with (Verdict and its
 // Status, Outcome, the lease table's Step and Ticket) is package
 // internal/verdict's vocabulary, which the engines read too.
 package localcache

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
@@ -22,10 +23,10 @@ import (
 //     also starts refill, a lease request in the background;
 //   - denied: … → Allow says Ask → LeaseTable.Denied: the store's last TAT
 //     denies it for sure → Result;
-//   - store: … → Allow says ask → LeaseTable.Ask (a lease to ask for, if no
+//   - store: … → Allow says ask → tableport.Leases.Ask (a lease to ask for, if no
 //     other check of the key is asking) → syncport.GCRAStore (its lease): one script
 //     call deciding the cost and taking the lease from the key's bucket,
-//     waited for at most Timeout → LeaseTable.Settle → window.GCRA's fields
+//     waited for at most Timeout → Leases.Settle → window.GCRA's fields
 //     on the store's answer → Result;
 //   - fallback: the store fails, is down or does not answer in time →
 //     strictKeyed.failed by the failure mode, as a Strict bucket's, except
@@ -44,6 +45,7 @@ type gcraEventual struct {
 	g        window.GCRA // the store's bucket
 	split    window.SharedBucket
 	table    *localcache.LeaseTable
+	leases   tableport.Leases      // the table's store side (LeaseTable.Leases)
 	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table, floored)
 	store    syncport.GCRAStore
 }
@@ -59,7 +61,7 @@ type gcraEventual struct {
 // on a loaded machine; Burst + ⌊ε·Burst⌋ + r·τ = 160).
 type floored struct {
 	*localcache.GCRATable
-	leases *localcache.LeaseTable
+	leases tableport.Leases
 	gap    int64 // the full bucket's tolerance less the store's, ns
 }
 
@@ -92,13 +94,14 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 	if e.table, err = localcache.NewLeaseTable(e.g, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
+	e.leases = e.table.Leases()
 	if e.fallback, err = localcache.NewGCRATable(full, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
 	if e.store, err = s.AddGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
 		return nil, ruleError(r, err)
 	}
-	e.init(cfg, floored{GCRATable: e.fallback, leases: e.table, gap: full.Tolerance() - e.g.Tolerance()})
+	e.init(cfg, floored{GCRATable: e.fallback, leases: e.leases, gap: full.Tolerance() - e.g.Tolerance()})
 	e.eventual = true
 	e.clock.init(cfg)
 	e.SetFleet(1, false)
@@ -134,19 +137,19 @@ func (g *gcraEventual) held(key string, n int64) (_ Result, ok bool) {
 // is taken from the key's bucket at once, as any lease (the bound holds:
 // an instance never holds more than its lease).
 func (g *gcraEventual) refill(key string) {
-	tk := g.table.Ask(key)
+	tk := g.leases.Ask(key)
 	if tk.Want == 0 {
-		g.table.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+		g.leases.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 		return
 	}
 	key = strings.Clone(key) // the caller's string may live in a reused buffer
 	go func() {
 		a, err := g.store.LeaseAbove(context.Background(), key, 0, tk.Want, tk.TAT, tk.Owed)
 		if err != nil {
-			g.table.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+			g.leases.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 			return
 		}
-		g.table.Settle(tk, a.At, a.TAT, a.Leased)
+		g.leases.Settle(tk, a.At, a.TAT, a.Leased)
 	}()
 }
 
@@ -158,17 +161,17 @@ func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, 
 	if o, ok := g.table.Denied(key, g.now(), n); ok {
 		return result(o), true, nil
 	}
-	tk := g.table.Ask(key)
+	tk := g.leases.Ask(key)
 	a, err := g.store.LeaseAbove(ctx, key, n, tk.Want, tk.TAT, tk.Owed)
 	if err != nil {
-		g.table.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+		g.leases.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 		r, err := g.failed(key, n, err)
 		if r.Allowed && g.mode == policy.FailLocal {
-			g.table.Owe(key, n) // the share admitted it: the store is charged later
+			g.leases.Owe(key, n) // the share admitted it: the store is charged later
 		}
 		return r, false, err
 	}
-	held := g.table.Settle(tk, a.At, a.TAT, a.Leased)
+	held := g.leases.Settle(tk, a.At, a.TAT, a.Leased)
 	res := Result{Allowed: a.Admitted, Remaining: held + g.g.Remaining(a.TAT, a.At), ResetAfter: g.g.ResetAfter(a.TAT, a.At)}
 	if !a.Admitted {
 		res.RetryAfter = retry(g.g.RetryAfter(a.TAT, a.At, n), res.ResetAfter)
@@ -190,7 +193,7 @@ func (g *gcraEventual) Sweep(now int64) int { return g.table.Sweep(now) + g.stri
 // (window.SharedBucket.Lease) and the failure mode's share.
 func (g *gcraEventual) SetFleet(instances int64, down bool) {
 	g.strictKeyed.SetFleet(instances, down)
-	g.table.SetLease(g.split.Lease(max(instances, 1)))
+	g.leases.SetLease(g.split.Lease(max(instances, 1)))
 }
 
 // Take decides n for key as Check does; the receipt says whether the store
@@ -212,6 +215,6 @@ func (g *gcraEventual) Refund(key string, n int64, rc Receipt) {
 	}
 	g.fallback.Refund(key, n*g.share.Load())
 	if g.mode == policy.FailLocal {
-		g.table.Owe(key, -n)
+		g.leases.Owe(key, -n)
 	}
 }
