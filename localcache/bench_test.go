@@ -18,7 +18,7 @@ var benchGeo = window.NewSliding(time.Minute, 10)
 func benchTable(tb testing.TB, eventual bool, limit int64) *Table {
 	t, err := New(Config{Geometry: benchGeo, Limit: limit, Eventual: eventual, ByNeed: eventual, Keys: NewKeys(1 << 20)})
 	require.NoError(tb, err)
-	t.Tick(base)
+	t.tick(base)
 	return t
 }
 

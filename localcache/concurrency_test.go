@@ -122,7 +122,7 @@ func TestConcurrentTickAllow(t *testing.T) {
 	const limit = 500
 	tb := mkTable(t, geo, limit, false)
 	now := bucketStart(geo, 0) + 5
-	tb.Tick(now)
+	tb.tick(now)
 	require.Equal(t, now, tb.Now())
 	var admitted atomic.Int64
 	hammer(func(int) {
@@ -167,7 +167,7 @@ func TestConcurrentPhases(t *testing.T) {
 					}
 				})
 				require.Equal(t, want, got.Load(), "step %d", s)
-				est, _, _ := tb.Estimate("hot", now)
+				est, _, _ := tb.estimate("hot", now)
 				require.Equal(t, ref.Estimate(now), est, "step %d", s)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -21,12 +22,12 @@ func earlyTable(t *testing.T, capv int64) (*Table, window.Sliding, int64, *atomi
 	t.Helper()
 	geo := window.NewSliding(time.Minute, 6)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: capv, Share: 100, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: capv, Share: 100, Mode: policy.FailLocal})
 	woken := new(atomic.Int64)
 	tb.syncView().OnEarly(func() { woken.Add(1) })
 	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
-	r, ok := tb.Ref("k")
+	tb.tick(t0)
+	r, ok := tb.ref("k")
 	require.True(t, ok)
 	k := geo.Index(t0)
 	tb.syncView().Settle(r, t0, nil, k-1, []int64{20, 0}, Bucket{})
@@ -105,13 +106,13 @@ func TestEarlyNotAsked(t *testing.T) {
 		setup func(tb *Table)
 	}{
 		{"bound by the room (cap above the limit)", func(tb *Table) {
-			tb.SetLimits(Limits{Cap: 1000, Share: 100, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: 1000, Share: 100, Mode: policy.FailLocal})
 		}},
 		{"store down, fail-local", func(tb *Table) {
-			tb.SetLimits(Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Down: true})
+			tb.setLimits(tableport.Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Down: true})
 		}},
 		{"recovering", func(tb *Table) {
-			tb.SetLimits(Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Recovering: true})
+			tb.setLimits(tableport.Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Recovering: true})
 		}},
 	}
 	for _, tc := range cases {
@@ -159,12 +160,12 @@ func TestEarlyBusy(t *testing.T) {
 			t.Parallel()
 			geo := window.NewSliding(time.Minute, 6)
 			tb := mkTable(t, geo, 100, true)
-			tb.SetLimits(Limits{Cap: 8, Share: tc.share, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: 8, Share: tc.share, Mode: policy.FailLocal})
 			var woken atomic.Int64
 			tb.syncView().OnEarly(func() { woken.Add(1) })
 			t0 := bucketStart(geo, 0)
-			tb.Tick(t0)
-			r, ok := tb.Ref("q")
+			tb.tick(t0)
+			r, ok := tb.ref("q")
 			require.True(t, ok)
 			k := geo.Index(t0)
 			tb.syncView().Settle(r, t0, nil, k-1, []int64{tc.prev, tc.lease}, Bucket{Index: k, Count: tc.lease})
@@ -185,11 +186,11 @@ func TestEarlyNewKeys(t *testing.T) {
 	t.Parallel()
 	geo := window.NewSliding(time.Minute, 6)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 2, Share: 25, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: 2, Share: 25, Mode: policy.FailLocal})
 	var woken atomic.Int64
 	tb.syncView().OnEarly(func() { woken.Add(1) })
 	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
+	tb.tick(t0)
 	asked := func(key string, now int64) bool {
 		before := woken.Load()
 		require.Equal(t, verdict.Allowed, tb.AllowAt(key, now, 1).Status, key)
@@ -202,11 +203,11 @@ func TestEarlyNewKeys(t *testing.T) {
 	assert.True(t, asked("late", t0), "its cap used up: asks")
 
 	// A key synced since, with no history, does not ask at its first unit.
-	r, ok := tb.Ref("old")
+	r, ok := tb.ref("old")
 	require.True(t, ok)
 	tb.syncView().Settle(r, t0, nil, geo.Index(t0)-1, []int64{0, 0}, Bucket{})
 	t1 := t0 + geo.Sub()
-	tb.Tick(t1)
+	tb.tick(t1)
 	assert.False(t, asked("old", t1), "a key synced, with no history: no ask at its first unit")
 	assert.True(t, asked("next", t1), "a sub-window later, a new key asks again")
 	require.Len(t, tb.syncView().Early(nil), newAsks+2, "the asks, each key once")
@@ -219,7 +220,7 @@ func TestEarlyConcurrent(t *testing.T) {
 	tb, geo, t0, woken := earlyTable(t, 2)
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	for _, key := range keys { // busy, as "k" is
-		r, ok := tb.Ref(key)
+		r, ok := tb.ref(key)
 		require.True(t, ok)
 		tb.syncView().Settle(r, t0, nil, geo.Index(t0)-1, []int64{20, 0}, Bucket{})
 	}
@@ -255,7 +256,7 @@ func TestCatchUp(t *testing.T) {
 	require.NoError(t, err)
 	t0 := bucketStart(geo, 0)
 	clock.Store(t0)
-	tb.Tick(t0)
+	tb.tick(t0)
 
 	clock.Store(t0 + int64(staleAfter)) // not stale yet
 	require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
@@ -278,7 +279,7 @@ func TestCatchUp(t *testing.T) {
 		require.Equal(t, late, tb.Now())
 	}
 	// On the slow path too (the budget goes stale with a new limit).
-	tb.SetLimit(999_999)
+	tb.setLimit(999_999)
 	require.Equal(t, verdict.Allowed, tb.Allow("new", 1).Status)
 	assert.Equal(t, later, tb.Now(), "the slow path, at the key's 16th unit")
 }
@@ -298,7 +299,7 @@ func TestLateCachedDenial(t *testing.T) {
 			require.NoError(t, err)
 			t0 := bucketStart(geo, 0) + 3*geo.Sub()/10
 			clock.Store(t0)
-			tb.Tick(t0)
+			tb.tick(t0)
 			if late {
 				clock.Store(t0 + 2*int64(staleAfter))
 				tb.catchUp() // as a check that finds the ticker late does
@@ -331,12 +332,12 @@ func TestTickNeverBack(t *testing.T) {
 	geo := window.NewSliding(time.Second, 10)
 	tb := mkTable(t, geo, 100, true)
 	t1 := bucketStart(geo, 1)
-	tb.Tick(t1)
-	tb.Tick(t1 - geo.Sub()) // a ticker that read the clock a bucket earlier
+	tb.tick(t1)
+	tb.tick(t1 - geo.Sub()) // a ticker that read the clock a bucket earlier
 	assert.Equal(t, t1, tb.Now())
 	assert.Equal(t, geo.Index(t1)&tagMask, int64(tb.pos.Load())&tagMask, "the bucket stays the newer one")
 	gen := tb.gen.Load()
-	tb.SetLimit(99) // bumps the generation and republishes at the published time
+	tb.setLimit(99) // bumps the generation and republishes at the published time
 	assert.NotEqual(t, gen, tb.gen.Load())
 	assert.Equal(t, (geo.Index(t1)+int64(tb.gen.Load()))&tagMask, int64(tb.pos.Load()>>24)&tagMask, "the new generation's tag")
 }

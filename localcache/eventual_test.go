@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -26,8 +27,8 @@ func TestEventualCap(t *testing.T) {
 			t.Parallel()
 			const limit, capv = 100, 15
 			tb := mkTable(t, g.geo, limit, true)
-			tb.SetLimits(Limits{Cap: capv, Share: 50})
-			require.Equal(t, Limits{Cap: capv, Share: 50}, tb.Limits())
+			tb.setLimits(tableport.Limits{Cap: capv, Share: 50})
+			require.Equal(t, tableport.Limits{Cap: capv, Share: 50}, tb.limits())
 			store := newFakeStore()
 			now := bucketStart(g.geo, 0) + 1
 			var total int64
@@ -46,17 +47,17 @@ func TestEventualCap(t *testing.T) {
 				require.Equal(t, int64(capv), got, "round %d", round)
 				require.Equal(t, verdict.OverCap, v.Status, "round %d", round)
 				require.Equal(t, int64(limit)-total, v.Remaining, "OverCap still reports the window's room")
-				est, own, ok := tb.Estimate("k", now)
+				est, own, ok := tb.estimate("k", now)
 				require.True(t, ok)
 				require.Equal(t, int64(capv), own)
 				require.InDelta(t, float64(total), est, 1e-9)
-				r, ok := tb.Ref("k")
+				r, ok := tb.ref("k")
 				require.True(t, ok)
 				require.Equal(t, "k", tb.syncView().Key(r))
 				require.Equal(t, int64(capv), pendingSum(tb, r, now))
 
 				require.Equal(t, int64(capv), syncAll(tb, g.geo, store, now))
-				est, own, _ = tb.Estimate("k", now)
+				est, own, _ = tb.estimate("k", now)
 				require.Zero(t, own, "acknowledged counts leave pend")
 				require.InDelta(t, float64(total), est, 1e-9, "and are counted in glob")
 				require.Zero(t, pendingSum(tb, r, now))
@@ -72,7 +73,7 @@ func TestEventualOtherInstances(t *testing.T) {
 	geo := window.NewSliding(time.Minute, 6)
 	const limit = 100
 	tb := mkTable(t, geo, limit, true)
-	tb.SetLimits(Limits{Cap: NoCap, Share: limit})
+	tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: limit})
 	store := newFakeStore()
 	now := bucketStart(geo, 0) + geo.Sub()/2
 	k := geo.Index(now)
@@ -83,7 +84,7 @@ func TestEventualOtherInstances(t *testing.T) {
 	store.add("k", k-1, 30) // another instance, earlier in the window
 	store.add("k", k, 40)
 	require.Equal(t, int64(10), syncAll(tb, geo, store, now))
-	est, own, _ := tb.Estimate("k", now)
+	est, own, _ := tb.estimate("k", now)
 	require.Equal(t, 80.0, est)
 	require.Zero(t, own)
 
@@ -104,10 +105,10 @@ func TestEventualOtherInstances(t *testing.T) {
 	require.Equal(t, verdict.OverLimit, tb.AllowAt("k", now, 1).Status)
 
 	// Totals outside this instance's window are ignored.
-	r, _ := tb.Ref("k")
+	r, _ := tb.ref("k")
 	tb.syncView().Settle(r, now, nil, k+1, []int64{1000}, Bucket{})
 	tb.syncView().Settle(r, now, nil, k-int64(geo.Span())-2, []int64{1000, 1000}, Bucket{})
-	est, _, _ = tb.Estimate("k", now)
+	est, _, _ = tb.estimate("k", now)
 	require.Equal(t, 100.0, est)
 
 	// A later sync showing the other instance's count lower (it was only
@@ -134,7 +135,7 @@ func TestEventualConcurrentCap(t *testing.T) {
 			geo := window.NewSliding(time.Minute, 4)
 			const limit, capv = 1 << 20, 25
 			tb := mkTable(t, geo, limit, true)
-			tb.SetLimits(Limits{Cap: capv, Share: limit})
+			tb.setLimits(tableport.Limits{Cap: capv, Share: limit})
 			store := newFakeStore()
 			now := bucketStart(geo, 0)
 			var admitted, acked, overCap atomic.Int64
@@ -165,7 +166,7 @@ func TestEventualConcurrentCap(t *testing.T) {
 				})
 				stop.Store(true)
 				wg.Wait()
-				r, _ := tb.Ref("hot")
+				r, _ := tb.ref("hot")
 				own := ownCount(tb, "hot", now)
 				require.LessOrEqual(t, own, int64(capv), "step %d", step)
 				require.Equal(t, own, pendingSum(tb, r, now), "step %d", step)
@@ -193,32 +194,32 @@ func TestSetLimitsInvalidatesBudgets(t *testing.T) {
 		t.Run(fmt.Sprintf("tick=%v", viaTick), func(t *testing.T) {
 			t.Parallel()
 			tb := mkTable(t, geo, 1000, true)
-			tb.Tick(now)
+			tb.tick(now)
 			allow := func(n int64) verdict.Status {
 				if viaTick {
 					return tb.Allow("k", n).Status
 				}
 				return tb.AllowAt("k", now, n).Status
 			}
-			tb.SetLimits(Limits{Cap: NoCap, Share: 1000})
+			tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 1000})
 			for i := 0; i < 50; i++ {
 				require.Equal(t, verdict.Allowed, allow(1))
 			}
-			tb.SetLimits(Limits{Cap: 50, Share: 1000})
+			tb.setLimits(tableport.Limits{Cap: 50, Share: 1000})
 			require.Equal(t, verdict.OverCap, allow(1), "a lowered cap binds at once")
-			tb.SetLimits(Limits{Cap: 60, Share: 1000})
+			tb.setLimits(tableport.Limits{Cap: 60, Share: 1000})
 			for i := 0; i < 10; i++ {
 				require.Equal(t, verdict.Allowed, allow(1), "a raised cap frees room at once")
 			}
 			require.Equal(t, verdict.OverCap, allow(1))
-			tb.SetLimits(Limits{Cap: NoCap, Share: 1000, Down: true, Mode: policy.FailClosed})
+			tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 1000, Down: true, Mode: policy.FailClosed})
 			require.Equal(t, verdict.StoreDown, allow(1))
-			tb.SetLimits(Limits{Cap: NoCap, Share: 70, Down: true, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 70, Down: true, Mode: policy.FailLocal})
 			for i := 0; i < 10; i++ {
 				require.Equal(t, verdict.Allowed, allow(1))
 			}
 			require.Equal(t, verdict.OverLimit, allow(1), "the share binds at once")
-			tb.SetLimits(Limits{Cap: NoCap, Share: 70})
+			tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 70})
 			require.Equal(t, verdict.Allowed, allow(1))
 		})
 	}

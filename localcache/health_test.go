@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -24,7 +25,7 @@ func TestHealth(t *testing.T) {
 	t.Run("FailLocal enforces Share on own counts", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 5, Share: 30, Down: true, Mode: policy.FailLocal})
+		tb.setLimits(tableport.Limits{Cap: 5, Share: 30, Down: true, Mode: policy.FailLocal})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		require.Equal(t, int64(30), got, "the cap does not apply while degraded; the share does")
 		require.Equal(t, verdict.OverLimit, v.Status)
@@ -48,10 +49,10 @@ func TestHealth(t *testing.T) {
 		tb := mkTable(t, geo, limit, true)
 		store := newFakeStore()
 		store.add("k", geo.Index(t0), 80)
-		r, _ := tb.Ref("k")
+		r, _ := tb.ref("k")
 		tb.syncView().MarkDirty(r)
 		syncAll(tb, geo, store, t0)
-		tb.SetLimits(Limits{Cap: NoCap, Share: 30, Down: true, Mode: policy.FailLocal})
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 30, Down: true, Mode: policy.FailLocal})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		// Its part of the room the fleet left: ⌊(100−80)·30/100⌋, not
 		// the whole share (the other instances get theirs of the same 20).
@@ -68,7 +69,7 @@ func TestHealth(t *testing.T) {
 	t.Run("FailOpen admits everything and counts it", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 5, Share: 10, Down: true, Mode: policy.FailOpen})
+		tb.setLimits(tableport.Limits{Cap: 5, Share: 10, Down: true, Mode: policy.FailOpen})
 		for i := 0; i < 3*limit; i++ {
 			v := tb.AllowAt("k", t0, 1)
 			require.Equal(t, verdict.Allowed, v.Status)
@@ -84,12 +85,12 @@ func TestHealth(t *testing.T) {
 	t.Run("FailClosed admits nothing", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: NoCap, Share: 10, Down: true, Mode: policy.FailClosed})
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 10, Down: true, Mode: policy.FailClosed})
 		v := tb.AllowAt("k", t0, 1)
 		require.Equal(t, verdict.StoreDown, v.Status)
 		require.Zero(t, ownCount(tb, "k", t0))
 		require.Empty(t, tb.syncView().Drain(nil))
-		tb.SetLimits(Limits{Cap: NoCap, Share: 10})
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 10})
 		require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	})
 
@@ -97,7 +98,7 @@ func TestHealth(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, false)
 		for _, h := range []policy.FailureMode{policy.FailClosed, policy.FailLocal, policy.FailOpen} {
-			tb.SetLimits(Limits{Cap: 1, Share: 1, Down: true, Mode: h})
+			tb.setLimits(tableport.Limits{Cap: 1, Share: 1, Down: true, Mode: h})
 			require.Equal(t, verdict.Allowed, tb.AllowAt(fmt.Sprint(h), t0, 10).Status)
 		}
 		got, v := admitUntil(t, tb, "x", t0, 1000)
@@ -108,7 +109,7 @@ func TestHealth(t *testing.T) {
 	t.Run("AllowDegraded ignores the table's health", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 3, Share: 20})
+		tb.setLimits(tableport.Limits{Cap: 3, Share: 20})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		require.Equal(t, int64(3), got)
 		require.Equal(t, verdict.OverCap, v.Status)
@@ -132,7 +133,7 @@ func TestHealth(t *testing.T) {
 		// And the other way round: a FailClosed table still admits by a
 		// degraded check's mode, without touching its cached budgets.
 		tb2 := mkTable(t, geo, limit, true)
-		tb2.SetLimits(Limits{Cap: 3, Share: 20, Down: true, Mode: policy.FailClosed})
+		tb2.setLimits(tableport.Limits{Cap: 3, Share: 20, Down: true, Mode: policy.FailClosed})
 		require.Equal(t, verdict.StoreDown, tb2.AllowAt("k", t0, 1).Status)
 		require.Equal(t, verdict.Allowed, tb2.AllowDegraded("k", t0, 1, policy.FailOpen).Status)
 		require.Equal(t, verdict.StoreDown, tb2.AllowAt("k", t0, 1).Status)
@@ -167,7 +168,7 @@ func TestAllowDegradedNeverOverCap(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			t.Parallel()
 			tb := mkTable(t, geo, 100, true)
-			tb.SetLimits(Limits{Cap: 2, Share: 100})
+			tb.setLimits(tableport.Limits{Cap: 2, Share: 100})
 			for i := 0; i < 5; i++ {
 				v := tb.AllowDegraded("k", base, 1, m)
 				require.NotEqual(t, verdict.OverCap, v.Status, "i=%d", i)

@@ -41,7 +41,7 @@ func pendingSum(tb *Table, r verdict.Ref, now int64) int64 {
 
 // ownCount returns Estimate's own count for key (0 if untracked).
 func ownCount(tb *Table, key string, now int64) int64 {
-	_, own, _ := tb.Estimate(key, now)
+	_, own, _ := tb.estimate(key, now)
 	return own
 }
 

@@ -64,10 +64,10 @@ func (t *Table) replace(e *hdr, key string) {
 	}
 }
 
-// Ref returns key's entry, creating it if the admission rule lets key in
+// ref returns key's entry, creating it if the admission rule lets key in
 // (the call counts as a sighting of key); ok is false, and the Ref nil, if
 // key stays untracked: it has no local state to sync.
-func (t *Table) Ref(key string) (verdict.Ref, bool) {
+func (t *Table) ref(key string) (verdict.Ref, bool) {
 	if e := t.lookup(key, t.now.Load(), true); e != nil {
 		return e, true
 	}

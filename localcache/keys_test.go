@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
@@ -44,7 +45,7 @@ func TestKeyBound(t *testing.T) {
 			require.Equal(t, int64(bound), keys.maxKeys())
 			tb, err := New(Config{Geometry: geo, Limit: limit, Eventual: eventual, ByNeed: eventual, Keys: keys})
 			require.NoError(t, err)
-			tb.SetLimits(Limits{Cap: NoCap, Share: limit})
+			tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: limit})
 			t0 := bucketStart(geo, 0)
 			for i := 0; i < bound/2; i++ {
 				require.Equal(t, 1, checksToTrack(tb, fmt.Sprint("key-", i), t0, 1), "key-%d: free below half", i)
@@ -83,7 +84,7 @@ func TestKeyBound(t *testing.T) {
 			}
 			require.True(t, keys.Full(), "a refused key asks for a sweep")
 			require.False(t, keys.Full(), "Full clears")
-			r, ok := tb.Ref("new-a")
+			r, ok := tb.ref("new-a")
 			require.False(t, ok)
 			require.Nil(t, r, "no local state to sync")
 			require.Equal(t, bound, tb.size())

@@ -90,16 +90,17 @@
 //
 // # Files
 //
-// table.go holds the Table and its memory layout, entry.go an entry's header
-// and states, keys.go the key bound and lookups, admission.go the admission
-// rule and sketch.go its frequency sketch, untracked.go the decisions on
-// keys without an entry and winsketch.go their windowed sketch, check.go the
-// fast path, plan.go the slow path, deny.go the denial cache, sync.go what
-// the syncer calls, lease.go the store's leases, sweep.go eviction; keyed.go,
-// gcra.go, warmup.go and slidinglog.go the other algorithms' tables,
-// leases.go an Eventual bucket's lease table and leasestore.go its store
-// side (LeaseTable.Leases), keyuntracked.go their decisions on keys without
-// an entry and tatsketch.go the sketch of TATs. What the tables answer a check with (Verdict and its
+// table.go holds the Table and its memory layout (control.go its control side,
+// Table.Control), entry.go an entry's header and states, keys.go the key bound
+// and lookups, admission.go the admission rule and sketch.go its frequency
+// sketch, untracked.go the decisions on keys without an entry and winsketch.go
+// their windowed sketch, check.go the fast path, plan.go the slow path,
+// deny.go the denial cache, sync.go what the syncer calls, lease.go the
+// store's leases, sweep.go eviction; keyed.go, gcra.go, warmup.go and
+// slidinglog.go the other algorithms' tables, keyuntracked.go their decisions
+// on keys without an entry and tatsketch.go the sketch of TATs; leases.go an
+// Eventual bucket's lease table and leasestore.go its store side
+// (LeaseTable.Leases). What the tables answer a check with (Verdict and its
 // Status, Outcome, the lease table's Step and Ticket) is package
 // internal/verdict's vocabulary, which the engines read too.
 package localcache
@@ -107,36 +108,11 @@ package localcache
 import (
 	"errors"
 	"fmt"
-	"math"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
-
-// Limits are the parts of a table's behaviour that change while it runs.
-type Limits struct {
-	// Cap bounds this instance's unacknowledged count in the window (Eventual
-	// tables while the store is up). NoCap disables it.
-	Cap int64
-	// Share bounds this instance's own count in the window while the store
-	// is down under FailLocal.
-	Share int64
-	// Down is set while the store is unreachable: checks are then decided by
-	// Mode.
-	Down bool
-	// Mode is the failure mode that decides while Down.
-	Mode policy.FailureMode
-	// Recovering is set, with the store up again after an outage under
-	// FailLocal, until every instance has had time to push its outage
-	// counts: a check is then decided here, admitted while the window as
-	// this instance sees it holds at most Share less the cost (room for
-	// the others' outage counts it cannot see yet, at most (N̂−1)·Share),
-	// and never sent to the store. Ignored while Down.
-	Recovering bool
-}
-
-// NoCap is a Limits.Cap that never binds.
-const NoCap = math.MaxInt64
 
 // health is the store's state as a table decides by it: healthy, or down
 // with a failure mode (policy.FailureMode + 1).
@@ -158,7 +134,7 @@ func healthOf(down bool, m policy.FailureMode) health {
 }
 
 // healthOfLimits is the health l sets.
-func healthOfLimits(l Limits) health {
+func healthOfLimits(l tableport.Limits) health {
 	if l.Recovering && !l.Down {
 		return recovering
 	}

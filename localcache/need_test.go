@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -42,10 +43,10 @@ func TestNeed(t *testing.T) {
 			t.Parallel()
 			geo := window.NewSliding(time.Minute, 6)
 			tb := mkTable(t, geo, 100, true)
-			tb.SetLimits(Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal})
 			t0 := bucketStart(geo, 0)
-			tb.Tick(t0)
-			r, ok := tb.Ref("k")
+			tb.tick(t0)
+			r, ok := tb.ref("k")
 			require.True(t, ok)
 			k := geo.Index(t0)
 			tb.syncView().Settle(r, t0, nil, k-1, []int64{tc.fleet, tc.lease}, Bucket{Index: k, Count: tc.lease})
@@ -53,7 +54,7 @@ func TestNeed(t *testing.T) {
 				require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 			}
 			if tc.down {
-				tb.SetLimits(Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal, Down: true})
+				tb.setLimits(tableport.Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal, Down: true})
 			}
 			assert.Equal(t, tc.sync, tb.syncView().Need(r, t0), "sync")
 			assert.Equal(t, tc.unsynced, len(tb.syncView().Unsynced(nil, t0)) == 1, "unsynced")
@@ -63,10 +64,10 @@ func TestNeed(t *testing.T) {
 		t.Parallel()
 		geo := window.NewSliding(time.Minute, 6)
 		tb := mkTable(t, geo, 100, true)
-		tb.SetLimits(Limits{Cap: 4, Share: 100, Mode: policy.FailLocal})
+		tb.setLimits(tableport.Limits{Cap: 4, Share: 100, Mode: policy.FailLocal})
 		t0 := bucketStart(geo, 0)
 		require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
-		r, _ := tb.Ref("k")
+		r, _ := tb.ref("k")
 		later := t0 + int64(geo.Window()) + geo.Sub()
 		assert.False(t, tb.syncView().Need(r, later))
 		assert.Empty(t, tb.syncView().Unsynced(nil, later), "nothing left to push")
@@ -97,7 +98,7 @@ func TestPark(t *testing.T) {
 		}, true},
 		{"MarkDirty", func(tb *Table, r verdict.Ref, _ int64) { tb.syncView().MarkDirty(r) }, true},
 		{"the store down", func(tb *Table, _ verdict.Ref, _ int64) {
-			tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
+			tb.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
 		}, true},
 	}
 	for _, tc := range cases {
@@ -128,11 +129,11 @@ func parkedKey(t *testing.T) (*Table, verdict.Ref, int64) {
 	t.Helper()
 	geo := window.NewSliding(time.Minute, 6)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
 	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
+	tb.tick(t0)
 	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
-	r, _ := tb.Ref("k")
+	r, _ := tb.ref("k")
 	tb.syncView().MarkDirty(r) // a new key is born parked (TestBornParked): queue it
 	refs := tb.syncView().Drain(nil)
 	require.Len(t, refs, 1)
@@ -151,7 +152,7 @@ func TestBornParked(t *testing.T) {
 	geo := window.NewSliding(time.Minute, 6)
 	t0 := bucketStart(geo, 0)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
 	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	assert.Empty(t, tb.syncView().Drain(nil), "its first admission does not queue it")
 	assert.Len(t, tb.syncView().Unsynced(nil, t0), 1, "a flush finds it")
@@ -165,7 +166,7 @@ func TestBornParked(t *testing.T) {
 	late := tb.newEntry("late")
 	_, inserted := tb.m.LoadOrInsert("late", func() *hdr { return late })
 	require.True(t, inserted)
-	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
+	tb.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
 	tb.syncView().Park(late)
 	assert.Equal(t, []string{"late"}, drainKeys(tb), "parked by a table that left its healthy state: queued")
 
@@ -175,7 +176,7 @@ func TestBornParked(t *testing.T) {
 	// A table whose syncer takes every key it drains (a Strict rule's)
 	// queues a new key on its first admission.
 	strict := mustTable(t, Config{Geometry: geo, Limit: 100, Eventual: true, Keys: NewKeys(100)})
-	strict.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	strict.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
 	require.Equal(t, verdict.Allowed, strict.AllowAt("k", t0, 1).Status)
 	assert.Equal(t, []string{"k"}, drainKeys(strict), "not synced by need: queued")
 }

@@ -117,7 +117,7 @@ func checkStream(t *testing.T, geo window.Sliding, seed uint64, grid int64, step
 			require.Equal(t, c.RetryAfter(now, n), int64(v.RetryAfter), at)
 		}
 
-		est, own, found := tb.Estimate(key, now)
+		est, own, found := tb.estimate(key, now)
 		require.True(t, found, at)
 		require.InDelta(t, after, est, 1e-9*float64(limit), at)
 		var inWindow int64
@@ -257,7 +257,7 @@ func TestNewEveryPrecision(t *testing.T) {
 				for _, at := range []int64{t0 + i*sub, t0 + i*sub + sub/3, t0 + i*sub + sub - 1} {
 					n := 1 + i%3
 					require.Equal(t, ref.Allow(at, n), tb.AllowAt("k", at, n).Status == verdict.Allowed)
-					est, _, ok := tb.Estimate("k", at)
+					est, _, ok := tb.estimate("k", at)
 					require.True(t, ok)
 					require.InDelta(t, ref.Estimate(at), est, 1e-9, "bucket %d", i)
 				}

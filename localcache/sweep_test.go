@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -41,7 +42,7 @@ func TestSweepTwoPasses(t *testing.T) {
 					require.Zero(t, tb.Sweep(at), "at +%v", time.Duration(at-t0))
 				}
 				require.Equal(t, 1, tb.size())
-				est, _, ok := tb.Estimate("a", at)
+				est, _, ok := tb.estimate("a", at)
 				require.True(t, ok)
 				require.Positive(t, est)
 			}
@@ -50,7 +51,7 @@ func TestSweepTwoPasses(t *testing.T) {
 			require.Equal(t, 1, tb.Sweep(gone))
 			require.Zero(t, tb.size())
 			require.Zero(t, keys.Len())
-			_, _, ok := tb.Estimate("a", gone)
+			_, _, ok := tb.estimate("a", gone)
 			require.False(t, ok)
 			require.Zero(t, tb.Sweep(gone))
 
@@ -63,7 +64,7 @@ func TestSweepTwoPasses(t *testing.T) {
 			require.Zero(t, tb.Sweep(later))
 			require.Zero(t, tb.Sweep(later))
 			require.Equal(t, 1, tb.size())
-			_, own, _ := tb.Estimate("b", later)
+			_, own, _ := tb.estimate("b", later)
 			require.Equal(t, int64(2), own)
 
 			// Denials do not keep an idle key alive, nor revive it.
@@ -85,7 +86,7 @@ func TestSweepEventual(t *testing.T) {
 	tb := mkTable(t, geo, 100, true)
 
 	require.Equal(t, verdict.Allowed, tb.AllowAt("dirty", t0, 1).Status)
-	queued, _ := tb.Ref("dirty") // born parked: queue it, as an admission near its cap would
+	queued, _ := tb.ref("dirty") // born parked: queue it, as an admission near its cap would
 	tb.syncView().MarkDirty(queued)
 	for i := 0; i < 3; i++ {
 		require.Zero(t, tb.Sweep(gone), "a dirty key waits for the syncer")
@@ -108,7 +109,7 @@ func TestSweepEventual(t *testing.T) {
 	// So is one that MarkDirty requeues.
 	far := gone + int64(geo.Span())*sub
 	require.Zero(t, tb.Sweep(far))
-	r, _ := tb.Ref("dirty")
+	r, _ := tb.ref("dirty")
 	tb.syncView().MarkDirty(r)
 	require.Zero(t, tb.Sweep(far))
 	require.Equal(t, []string{"dirty"}, drainKeys(tb))
@@ -171,7 +172,7 @@ func TestSweepRace(t *testing.T) {
 					}
 				})
 				for k, name := range names {
-					est, own, ok := tb.Estimate(name, now)
+					est, own, ok := tb.estimate(name, now)
 					require.True(t, ok, "phase %d %s", phase, name)
 					require.Equal(t, int64(limit), admitted[k].Load(), "phase %d %s", phase, name)
 					require.Equal(t, float64(limit), est, "phase %d %s", phase, name)
@@ -215,14 +216,14 @@ func TestSweepGoneEntry(t *testing.T) {
 	require.NotNil(t, fresh)
 	require.NotSame(t, old, fresh)
 	require.Zero(t, countAt(tb.pend(old, tb.slotOf(geo.Index(t1))).Load(), geo.Index(t1)), "the addition on the gone entry was undone")
-	_, own, _ := tb.Estimate("a", t1)
+	_, own, _ := tb.estimate("a", t1)
 	require.Equal(t, int64(3), own)
 	require.Equal(t, int64(1), keys.Len())
 
 	// The sweeper's removal (as in Sweep) only removes the entry it marked.
 	tb.m.Delete("a", old)
 	require.Equal(t, 1, tb.size())
-	_, own, _ = tb.Estimate("a", t1)
+	_, own, _ = tb.estimate("a", t1)
 	require.Equal(t, int64(3), own)
 
 	// A check that holds the gone entry after its removal installs a fresh
@@ -252,13 +253,13 @@ func TestSweepKeepsLeasedKey(t *testing.T) {
 	t.Parallel()
 	geo := window.NewFixed(time.Second)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 2, Share: 100, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: 2, Share: 100, Mode: policy.FailLocal})
 	s := newFakeStore()
 	t0 := bucketStart(geo, 0)
 	k0 := geo.Index(t0)
-	tb.Tick(t0)
+	tb.tick(t0)
 	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
-	r, ok := tb.Ref("k")
+	r, ok := tb.ref("k")
 	require.True(t, ok)
 	require.Len(t, tb.syncView().Drain(nil), 1)
 	// A sync that pushes the admission and is granted 6 units of the next
@@ -268,7 +269,7 @@ func TestSweepKeepsLeasedKey(t *testing.T) {
 	tb.syncView().Settle(r, t0, pend, k0, s.push("k", pend, k0, geo.Span()), Bucket{Index: k0 + 1, Count: 6})
 
 	t1 := bucketStart(geo, 1)
-	tb.Tick(t1)
+	tb.tick(t1)
 	for range 3 {
 		assert.Zero(t, tb.Sweep(t1), "a leased key stays")
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -19,7 +20,7 @@ func fullTable(t *testing.T, geo window.Sliding, limit int64, eventual bool) *Ta
 	t.Helper()
 	const bound = 4
 	tb := mustTable(t, Config{Geometry: geo, Limit: limit, Eventual: eventual, Keys: NewKeys(bound)})
-	tb.SetLimits(Limits{Cap: NoCap, Share: limit})
+	tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: limit})
 	for i := 0; tb.keys.Len() < bound; i++ {
 		require.Less(t, i, 1000, "the bound does not fill")
 		tb.AllowAt(fmt.Sprint("junk-", i%bound), base, 1)
@@ -39,16 +40,16 @@ func TestUntrackedNotShared(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		eventual bool
-		limits   Limits
+		limits   tableport.Limits
 		want     int64 // admitted per key
 	}{
-		{"local", false, Limits{Cap: NoCap, Share: limit}, limit},
-		{"eventual/fail-local", true, Limits{Cap: NoCap, Share: 3, Down: true, Mode: policy.FailLocal}, 3},
+		{"local", false, tableport.Limits{Cap: tableport.NoCap, Share: limit}, limit},
+		{"eventual/fail-local", true, tableport.Limits{Cap: tableport.NoCap, Share: 3, Down: true, Mode: policy.FailLocal}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tb := fullTable(t, geo, limit, tc.eventual)
-			tb.SetLimits(tc.limits)
+			tb.setLimits(tc.limits)
 			now := base
 			for k := range 5 {
 				key := fmt.Sprint("stranger-", k)
@@ -88,7 +89,7 @@ func TestUntrackedByHealth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tb := fullTable(t, geo, limit, true)
-			tb.SetLimits(Limits{Cap: NoCap, Share: share, Down: tc.down, Mode: tc.mode})
+			tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: share, Down: tc.down, Mode: tc.mode})
 			now := base + geo.Sub()
 			var passed int64
 			for i := range 2 * limit {
@@ -146,18 +147,18 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		eventual bool
-		limits   Limits
+		limits   tableport.Limits
 		carried  int64
 	}{
-		{"local", false, Limits{Cap: NoCap, Share: limit}, 3},
-		{"eventual/down", true, Limits{Cap: NoCap, Share: limit, Down: true, Mode: policy.FailLocal}, 3},
-		{"eventual/healthy", true, Limits{Cap: NoCap, Share: limit}, 0},
+		{"local", false, tableport.Limits{Cap: tableport.NoCap, Share: limit}, 3},
+		{"eventual/down", true, tableport.Limits{Cap: tableport.NoCap, Share: limit, Down: true, Mode: policy.FailLocal}, 3},
+		{"eventual/healthy", true, tableport.Limits{Cap: tableport.NoCap, Share: limit}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			keys := NewKeys(8)
 			tb := mustTable(t, Config{Geometry: geo, Limit: limit, Eventual: tc.eventual, Keys: keys})
-			tb.SetLimits(tc.limits)
+			tb.setLimits(tc.limits)
 			for i := 0; keys.Len() < 7; i++ {
 				require.Less(t, i, 1000, "the bound does not fill")
 				tb.AllowAt(fmt.Sprint("junk-", i%7), base, 1)
@@ -183,10 +184,10 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 			require.Equal(t, verdict.Allowed, v.Status)
 			require.True(t, tracked(tb, "k"))
 			assert.Equal(t, int64(limit)-tc.carried-1, v.Remaining)
-			_, own, _ := tb.Estimate("k", base)
+			_, own, _ := tb.estimate("k", base)
 			assert.Equal(t, tc.carried+1, own)
 			if tc.eventual {
-				r, _ := tb.Ref("k")
+				r, _ := tb.ref("k")
 				assert.Equal(t, tc.carried+1, pendingSum(tb, r, base), "pushed when the store is back")
 			}
 		})

@@ -51,7 +51,7 @@ func TestLeaseAhead(t *testing.T) {
 	admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
 	s.serveUrgent()        // as the loop does
 	require.Equal(t, int64(1), s.Stats().EarlySyncs)
-	ref, ok := r.Table.Ref("k")
+	ref, ok := r.Table.Control().Ref("k")
 	require.True(t, ok)
 	_, own := estimate(t, r.Table, "k", s.Now())
 	require.Zero(t, own, "the sync settled")
@@ -75,7 +75,7 @@ func TestLeaseAhead(t *testing.T) {
 
 	clk.NS.Add((k+1)*geo.Sub() - s.Now()) // the next bucket starts
 	now := s.Now()
-	r.Table.Tick(now)
+	r.Table.Control().Tick(now)
 	n := int64(0)
 	for r.Table.AllowAt("k", now, 1).Status == verdict.Allowed && n < 5000 {
 		n++
@@ -151,7 +151,7 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 	now := s.Now()
 	k, span := geo.Index(now), int64(geo.Span())
 	require.Equal(t, verdict.Allowed, r.Table.AllowAt("k", now, 1).Status)
-	ref, ok := r.Table.Ref("k")
+	ref, ok := r.Table.Control().Ref("k")
 	require.True(t, ok)
 	id := keyID{rule: r.windowRule, key: "k"}
 	base := r.Table.SyncKeys().Want(ref, now, 0)

@@ -12,15 +12,15 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
-	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
 var (
-	healthy  = localcache.Limits{Cap: localcache.NoCap, Share: 1000}
-	failOpen = localcache.Limits{Cap: localcache.NoCap, Share: 1000, Down: true, Mode: policy.FailOpen}
+	healthy  = tableport.Limits{Cap: tableport.NoCap, Share: 1000}
+	failOpen = tableport.Limits{Cap: tableport.NoCap, Share: 1000, Down: true, Mode: policy.FailOpen}
 )
 
 // TestKillAndRestart kills the store (no persistence): Flush fails, the
@@ -33,7 +33,7 @@ func TestKillAndRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	cfg := testConfig(c, "A")
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	s := startSyncer(t, cfg, r)
 	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 1}, s.Fleet(), "Start reports the store healthy")
 	assert.True(t, changed(s), "and signals it")
@@ -57,7 +57,7 @@ func TestKillAndRestart(t *testing.T) {
 	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
 	assert.ErrorIs(t, err, syncport.ErrUnavailable)
 
-	r.Table.SetLimits(failOpen) // what the limiter does while the store is down
+	r.Table.Control().SetLimits(failOpen) // what the limiter does while the store is down
 	admit(t, s, r, "k", 4)
 	admit(t, s, r, "k2", 2)
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)), "still down")
@@ -69,7 +69,7 @@ func TestKillAndRestart(t *testing.T) {
 	assert.Equal(t, int64(2), own)
 
 	srv.Restart()
-	r.Table.SetLimits(healthy)
+	r.Table.Control().SetLimits(healthy)
 	flush(t, s)
 	assert.True(t, s.isHealthy())
 	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 5}, s.Fleet(),
@@ -103,7 +103,7 @@ func TestLostReplyWithPersistence(t *testing.T) {
 	hook := &faultHook{}
 	c.AddHook(hook)
 	loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	name := r.keyName("k")
 
@@ -121,11 +121,11 @@ func TestLostReplyWithPersistence(t *testing.T) {
 	assert.Equal(t, int64(3), own, "unacknowledged: still pending")
 
 	srv.Kill()
-	r.Table.SetLimits(failOpen)
+	r.Table.Control().SetLimits(failOpen)
 	admit(t, s, r, "k", 4)
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
 	srv.Restart()
-	r.Table.SetLimits(healthy)
+	r.Table.Control().SetLimits(healthy)
 	require.Equal(t, int64(8), total(t, c, name), "kept across the restart")
 
 	flush(t, s)
@@ -149,7 +149,7 @@ func TestLostReplyTwice(t *testing.T) {
 			hook := &faultHook{}
 			c.AddHook(hook)
 			loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
-			r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+			r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 			cfg := testConfig(c, "A")
 			cfg.perKey = path.perKey
 			s := startSyncer(t, cfg, r)
@@ -332,7 +332,7 @@ func TestBackRegistersAfterPush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t) // a restart comes back empty: no registry entry
 	c := srv.Client(t)
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	spy := &settleSpy{Keys: r.Table.SyncKeys(), c: c, id: "A"}
 	r.cfg.Keys = spy
 	s := startSyncer(t, testConfig(c, "A"), r)
@@ -340,12 +340,12 @@ func TestBackRegistersAfterPush(t *testing.T) {
 	srv.Kill()
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
 	require.False(t, s.isHealthy())
-	r.Table.SetLimits(failOpen)
+	r.Table.Control().SetLimits(failOpen)
 	admit(t, s, r, "k", 4)
 	admit(t, s, r, "k2", 2)
 
 	srv.Restart()
-	r.Table.SetLimits(healthy)
+	r.Table.Control().SetLimits(healthy)
 	spy.armed.Store(true)
 	flush(t, s)
 	assert.Equal(t, int32(2), spy.settles.Load(), "both keys pushed")
@@ -369,8 +369,8 @@ func TestBackPushesParkedKeys(t *testing.T) {
 	spy := &settleSpy{Keys: r.Table.SyncKeys(), c: c, id: "A"}
 	r.cfg.Keys = spy
 	s := cyclingSyncer(t, c, r)
-	limits := localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal}
-	r.Table.SetLimits(limits)
+	limits := tableport.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal}
+	r.Table.Control().SetLimits(limits)
 	admit(t, s, r, "before", 1)
 	admit(t, s, r, "during", 1)
 	require.NoError(t, s.cycle())
@@ -381,12 +381,12 @@ func TestBackPushesParkedKeys(t *testing.T) {
 	require.False(t, s.isHealthy())
 	down := limits
 	down.Down = true
-	r.Table.SetLimits(down)
+	r.Table.Control().SetLimits(down)
 	admit(t, s, r, "during", 2)
 
 	srv.Restart()
 	require.NoError(t, c.Del(ctxT(t, opTimeout), "t:instances").Err(), "as after an outage past InstanceTTL")
-	r.Table.SetLimits(limits)
+	r.Table.Control().SetLimits(limits)
 	spy.armed.Store(true)
 	require.NoError(t, s.cycle())
 	assert.Equal(t, int64(1), total(t, c, r.keyName("before")), "pending since before the outage")

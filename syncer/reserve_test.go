@@ -21,7 +21,7 @@ func overCap(t *testing.T, s *Syncer, r *testRule, key string) verdict.Ref {
 	t.Helper()
 	v := r.Table.AllowAt(key, s.Now(), 1)
 	require.Equal(t, verdict.OverCap, v.Status)
-	ref, ok := r.Table.Ref(key)
+	ref, ok := r.Table.Control().Ref(key)
 	require.True(t, ok)
 	return ref
 }
@@ -123,7 +123,7 @@ func TestReservePushesPending(t *testing.T) {
 	admit(t, s, r, "k", 6) // up to the cap, unsynced
 	v := r.Table.AllowAt("k", s.Now(), 4)
 	require.Equal(t, verdict.OverCap, v.Status)
-	ref, _ := r.Table.Ref("k")
+	ref, _ := r.Table.Control().Ref("k")
 	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 4)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted, "6 pushed + 4 reserved = 10 fits")

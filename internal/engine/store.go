@@ -20,7 +20,7 @@ func (w *windowRule) urgent(ctx context.Context, key string, n int64) (Result, e
 
 // urgentAt is urgent with the receipt of an admission (take.go).
 func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	ref, _ := w.table.Ref(key) // nil if untracked: nothing local to sync, the store decides alone
+	ref, _ := w.table.Control().Ref(key) // nil if untracked: nothing local to sync, the store decides alone
 	return w.reserveAt(ctx, key, ref, n)
 }
 
@@ -28,8 +28,8 @@ func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result,
 // no local allowance left for it (the table said OverCap), after counting
 // why (syncport.Stats.Waits); it returns what urgentAt does.
 func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	ref, _ := w.table.Ref(key) // nil if gone since: untracked
-	w.store.Waited(w.table.Why(ref, w.now(), n))
+	ref, _ := w.table.Control().Ref(key) // nil if gone since: untracked
+	w.store.Waited(w.table.Control().Why(ref, w.now(), n))
 	return w.reserveAt(ctx, key, ref, n)
 }
 

@@ -63,7 +63,7 @@ func (w *windowRule) Refund(key string, n int64, rc Receipt) {
 		}
 		n -= taken
 	}
-	ref, _ := w.table.Ref(key) // nil without an entry
+	ref, _ := w.table.Control().Ref(key) // nil without an entry
 	w.store.Refund(key, ref, rc.At, n)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
@@ -126,7 +127,7 @@ func newWindow(cfg Config) (Engine, error) {
 // limit (see Retuner).
 func (w *windowRule) SetLimit(limit int64) {
 	w.limit.Store(limit)
-	w.table.SetLimit(limit)
+	w.table.Control().SetLimit(limit)
 	if w.store != nil {
 		w.store.SetLimit(limit)
 	}
@@ -169,7 +170,7 @@ var calendarUnits = [...]window.Unit{policy.Day: window.Day, policy.Week: window
 // Tick publishes now for checks on the published time, and ends the
 // recovery grace once it has run out.
 func (w *windowRule) Tick(now int64) {
-	w.table.Tick(now)
+	w.table.Control().Tick(now)
 	if w.fleet.grace.Load() != 0 {
 		w.tickGrace()
 	}
@@ -210,7 +211,7 @@ func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
 // on a fleet without this instance, keep the bound.
 //
 // Back from an outage under FailLocal, an Eventual table is Recovering
-// (localcache.Limits.Recovering) until the fleet has pushed its outage
+// (tableport.Limits.Recovering) until the fleet has pushed its outage
 // counts (fleetState): an instance that sees the store first must not have
 // it admit checks before the others' outage counts have reached it.
 func (w *windowRule) SetFleet(instances int64, down bool) {
@@ -251,22 +252,22 @@ func (w *windowRule) applyFleet() {
 	if w.store != nil && w.store.Joining() {
 		capv = 0
 	}
-	lim := localcache.Limits{
+	lim := tableport.Limits{
 		Cap:        capv,
 		Share:      limit / n,
 		Down:       f.down,
 		Mode:       w.mode,
 		Recovering: recovering,
 	}
-	if w.table.Limits() != lim {
-		w.table.SetLimits(lim)
+	if w.table.Control().Limits() != lim {
+		w.table.Control().SetLimits(lim)
 	}
 }
 
 // Peek returns what a check of one unit would see, counting nothing.
 func (w *windowRule) Peek(key string) Result {
 	now := w.now()
-	rem, reset := w.table.RoomReset(key, now)
+	rem, reset := w.table.Control().RoomReset(key, now)
 	rem = max(rem, 0)
 	return Result{Allowed: rem >= 1, Remaining: rem, ResetAfter: reset}
 }

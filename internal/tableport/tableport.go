@@ -1,11 +1,19 @@
 // Package tableport holds the sides of package localcache's tables that
 // only the engines (package internal/engine) use, as interfaces the tables
-// hand out: a LeaseTable's store side (Leases). It lives apart from both so
+// hand out: a LeaseTable's store side (Leases) and a Table's control side
+// (Control, with its Limits). It lives apart from both so
 // that the tables export only what a check calls; none of it is on a
 // check's fast path.
 package tableport
 
-import "github.com/sluicehq/sluice/internal/verdict"
+import (
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
+	"github.com/sluicehq/sluice/policy"
+)
 
 // Leases is an Eventual bucket's lease table as the engine's store path
 // sees it (localcache.LeaseTable.Leases): the lease each entry may hold,
@@ -36,3 +44,65 @@ type Leases interface {
 	// clock), or 0 if the store has not answered a check of key.
 	TAT(key string) int64
 }
+
+// Control is a window rule's Table as the engine's rule glue sees it
+// (localcache.Table.Control): its clock (Tick), its limits, and what the
+// store path and Peek read of a key. A check's own calls (Allow, AllowAt,
+// AllowDegraded, Refund, Now, ResetAfter, ResetAt) stay on the Table.
+type Control interface {
+	// Tick publishes the current time for the table's Allow. The published
+	// time never goes back.
+	Tick(now int64)
+	// SetLimits changes the cap, share and store state, and invalidates
+	// every cached budget.
+	SetLimits(l Limits)
+	// SetLimit changes the rule's limit per window, keeping every count,
+	// and invalidates every cached budget: the next check of each key
+	// plans on the new limit.
+	SetLimit(limit int64)
+	// Limits returns the current limits.
+	Limits() Limits
+	// Ref returns key's entry, creating it if the admission rule lets key
+	// in (the call counts as a sighting of key); ok is false, and the Ref
+	// nil, if key stays untracked: it has no local state to sync.
+	Ref(key string) (r verdict.Ref, ok bool)
+	// Why returns why a check of cost n of r's key at now had no local
+	// allowance left (the table's Allow said verdict.OverCap). A key
+	// without an entry (nil r) is syncport.WhyNew.
+	Why(r verdict.Ref, now, n int64) syncport.Why
+	// RoomReset returns how many units the admit test
+	// (window.Estimate.Room) would let key pass at now, as this instance
+	// sees the window, and how long until the window holds nothing of the
+	// key (the table's ResetAt), with one lookup: a Peek.
+	RoomReset(key string, now int64) (room int64, reset time.Duration)
+	// Estimate returns the windowed estimate for key at now, and this
+	// instance's own unacknowledged count in the window; ok is false if
+	// the key is not tracked. The syncer's tests read it.
+	Estimate(key string, now int64) (est float64, own int64, ok bool)
+}
+
+// Limits are the parts of a Table's behaviour that change while it runs
+// (Control.SetLimits).
+type Limits struct {
+	// Cap bounds this instance's unacknowledged count in the window (Eventual
+	// tables while the store is up). NoCap disables it.
+	Cap int64
+	// Share bounds this instance's own count in the window while the store
+	// is down under FailLocal.
+	Share int64
+	// Down is set while the store is unreachable: checks are then decided by
+	// Mode.
+	Down bool
+	// Mode is the failure mode that decides while Down.
+	Mode policy.FailureMode
+	// Recovering is set, with the store up again after an outage under
+	// FailLocal, until every instance has had time to push its outage
+	// counts: a check is then decided here, admitted while the window as
+	// this instance sees it holds at most Share less the cost (room for
+	// the others' outage counts it cannot see yet, at most (N̂−1)·Share),
+	// and never sent to the store. Ignored while Down.
+	Recovering bool
+}
+
+// NoCap is a Limits.Cap that never binds.
+const NoCap = math.MaxInt64
