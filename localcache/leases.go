@@ -24,9 +24,9 @@ import (
 // never given back), so a cost the last TAT seen already denies is denied
 // until that TAT's RetryAfter, exactly. Anything else asks the store, and
 // at most one check per key at a time asks for a lease with it (Ask), so
-// that an entry never holds more than the most set by SetLease. SetLease,
-// Ask, Settle, Owe and TAT are the table's store side, which the engine
-// calls through Leases (leasestore.go).
+// that an entry never holds more than the most set by SetLease. Denied,
+// SetLease, Ask, Settle, Owe and TAT are the table's store side, which the
+// engine calls through Leases (leasestore.go).
 type LeaseTable struct {
 	g    window.GCRA // the store's bucket: capacity SharedBucket.Store
 	keys keyed[leaseEntry]
@@ -94,32 +94,6 @@ func (t *LeaseTable) Allow(key string, now, n int64) (verdict.Outcome, verdict.S
 		t.keys.replace(e, key)
 	}
 	return verdict.Outcome{}, verdict.Ask
-}
-
-// Denied reports whether the store denies cost n for key at now for sure,
-// and the denial: the store's TAT is at least the last one it told this
-// instance, so a cost that TAT denies is denied until its RetryAfter,
-// exactly, without a round trip (a flood of denied checks stays local).
-// now must be the clock's: the decision depends on it. It is taken as at
-// least the latest answer's time (Settle): the estimate of the store's clock
-// trails it by up to half a round trip, and on it alone the check right
-// after the one that took the next-to-last unit was denied, with a
-// RetryAfter of that lag, where the store admits it.
-func (t *LeaseTable) Denied(key string, now, n int64) (verdict.Outcome, bool) {
-	e, ok := t.keys.m.Load(key)
-	if !ok {
-		return verdict.Outcome{}, false
-	}
-	now = max(now, t.seen.Load())
-	tat := e.tat.Load()
-	if _, ok := t.g.Admit(tat, now, n); ok || tat == tatFresh {
-		return verdict.Outcome{}, false
-	}
-	return verdict.Outcome{
-		Remaining:  max(e.held.Load(), 0) + t.g.Remaining(tat, now),
-		ResetAfter: t.g.ResetAfter(tat, now),
-		RetryAfter: t.g.RetryAfter(tat, now, n),
-	}, true
 }
 
 // give adds leased units to those e holds, up to the most set by SetLease

@@ -53,7 +53,7 @@ func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 		}
 		return true
 	}
-	if o, denied := tb.Denied(key, now, n); denied {
+	if o, denied := tb.Leases().Denied(key, now, n); denied {
 		_, ok := f.g.Admit(f.store[key], now, n)
 		require.False(t, ok, "a local denial the store would admit: %s at %d", key, now)
 		require.Positive(t, o.RetryAfter)

@@ -21,6 +21,32 @@ func (t *LeaseTable) Leases() tableport.Leases { return (*leaseStore)(t) }
 // of the live instances). An entry holding more keeps it until spent.
 func (ls *leaseStore) SetLease(most int64) { ls.most.Store(max(most, 0)) }
 
+// Denied reports whether the store denies cost n for key at now for sure,
+// and the denial: the store's TAT is at least the last one it told this
+// instance, so a cost that TAT denies is denied until its RetryAfter,
+// exactly, without a round trip (a flood of denied checks stays local).
+// now must be the clock's: the decision depends on it. It is taken as at
+// least the latest answer's time (Settle): the estimate of the store's clock
+// trails it by up to half a round trip, and on it alone the check right
+// after the one that took the next-to-last unit was denied, with a
+// RetryAfter of that lag, where the store admits it.
+func (ls *leaseStore) Denied(key string, now, n int64) (verdict.Outcome, bool) {
+	e, ok := ls.keys.m.Load(key)
+	if !ok {
+		return verdict.Outcome{}, false
+	}
+	now = max(now, ls.seen.Load())
+	tat := e.tat.Load()
+	if _, ok := ls.g.Admit(tat, now, n); ok || tat == tatFresh {
+		return verdict.Outcome{}, false
+	}
+	return verdict.Outcome{
+		Remaining:  max(e.held.Load(), 0) + ls.g.Remaining(tat, now),
+		ResetAfter: ls.g.ResetAfter(tat, now),
+		RetryAfter: ls.g.RetryAfter(tat, now, n),
+	}, true
+}
+
 // Ask returns the ticket of a check of key that LeaseTable.Allow sent to the store. The
 // caller must Settle it once the store answered or failed.
 func (ls *leaseStore) Ask(key string) verdict.Ticket {

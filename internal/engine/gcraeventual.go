@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/syncport"
-	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
@@ -21,7 +20,7 @@ import (
 //   - local: Check → localcache.LeaseTable.Allow: one compare-and-swap on the
 //     units held → Result; the check that leaves less than half the lease
 //     also starts refill, a lease request in the background;
-//   - denied: … → Allow says Ask → LeaseTable.Denied: the store's last TAT
+//   - denied: … → Allow says Ask → Leases.Denied: the store's last TAT
 //     denies it for sure → Result;
 //   - store: … → Allow says ask → tableport.Leases.Ask (a lease to ask for, if no
 //     other check of the key is asking) → syncport.GCRAStore (its lease): one script
@@ -45,7 +44,6 @@ type gcraEventual struct {
 	g        window.GCRA // the store's bucket
 	split    window.SharedBucket
 	table    *localcache.LeaseTable
-	leases   tableport.Leases      // the table's store side (LeaseTable.Leases)
 	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table, floored)
 	store    syncport.GCRAStore
 }
@@ -61,14 +59,14 @@ type gcraEventual struct {
 // on a loaded machine; Burst + ⌊ε·Burst⌋ + r·τ = 160).
 type floored struct {
 	*localcache.GCRATable
-	leases tableport.Leases
+	leases *localcache.LeaseTable
 	gap    int64 // the full bucket's tolerance less the store's, ns
 }
 
 // floor returns the least TAT of key's share: 0 (none) if the store has
 // not answered a check of key.
 func (f floored) floor(key string) int64 {
-	if tat := f.leases.TAT(key); tat > 0 {
+	if tat := f.leases.Leases().TAT(key); tat > 0 {
 		return tat + f.gap
 	}
 	return 0
@@ -94,14 +92,13 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 	if e.table, err = localcache.NewLeaseTable(e.g, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
-	e.leases = e.table.Leases()
 	if e.fallback, err = localcache.NewGCRATable(full, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
 	if e.store, err = s.AddGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
 		return nil, ruleError(r, err)
 	}
-	e.init(cfg, floored{GCRATable: e.fallback, leases: e.leases, gap: full.Tolerance() - e.g.Tolerance()})
+	e.init(cfg, floored{GCRATable: e.fallback, leases: e.table, gap: full.Tolerance() - e.g.Tolerance()})
 	e.eventual = true
 	e.clock.init(cfg)
 	e.SetFleet(1, false)
@@ -137,19 +134,19 @@ func (g *gcraEventual) held(key string, n int64) (_ Result, ok bool) {
 // is taken from the key's bucket at once, as any lease (the bound holds:
 // an instance never holds more than its lease).
 func (g *gcraEventual) refill(key string) {
-	tk := g.leases.Ask(key)
+	tk := g.table.Leases().Ask(key)
 	if tk.Want == 0 {
-		g.leases.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+		g.table.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 		return
 	}
 	key = strings.Clone(key) // the caller's string may live in a reused buffer
 	go func() {
 		a, err := g.store.LeaseAbove(context.Background(), key, 0, tk.Want, tk.TAT, tk.Owed)
 		if err != nil {
-			g.leases.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+			g.table.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 			return
 		}
-		g.leases.Settle(tk, a.At, a.TAT, a.Leased)
+		g.table.Leases().Settle(tk, a.At, a.TAT, a.Leased)
 	}()
 }
 
@@ -158,20 +155,20 @@ func (g *gcraEventual) refill(key string) {
 // other check of the key is asking; stored reports that the store or that
 // TAT decided it (not the failure mode).
 func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, stored bool, _ error) {
-	if o, ok := g.table.Denied(key, g.now(), n); ok {
+	if o, ok := g.table.Leases().Denied(key, g.now(), n); ok {
 		return result(o), true, nil
 	}
-	tk := g.leases.Ask(key)
+	tk := g.table.Leases().Ask(key)
 	a, err := g.store.LeaseAbove(ctx, key, n, tk.Want, tk.TAT, tk.Owed)
 	if err != nil {
-		g.leases.Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+		g.table.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 		r, err := g.failed(key, n, err)
 		if r.Allowed && g.mode == policy.FailLocal {
-			g.leases.Owe(key, n) // the share admitted it: the store is charged later
+			g.table.Leases().Owe(key, n) // the share admitted it: the store is charged later
 		}
 		return r, false, err
 	}
-	held := g.leases.Settle(tk, a.At, a.TAT, a.Leased)
+	held := g.table.Leases().Settle(tk, a.At, a.TAT, a.Leased)
 	res := Result{Allowed: a.Admitted, Remaining: held + g.g.Remaining(a.TAT, a.At), ResetAfter: g.g.ResetAfter(a.TAT, a.At)}
 	if !a.Admitted {
 		res.RetryAfter = retry(g.g.RetryAfter(a.TAT, a.At, n), res.ResetAfter)
@@ -193,7 +190,7 @@ func (g *gcraEventual) Sweep(now int64) int { return g.table.Sweep(now) + g.stri
 // (window.SharedBucket.Lease) and the failure mode's share.
 func (g *gcraEventual) SetFleet(instances int64, down bool) {
 	g.strictKeyed.SetFleet(instances, down)
-	g.leases.SetLease(g.split.Lease(max(instances, 1)))
+	g.table.Leases().SetLease(g.split.Lease(max(instances, 1)))
 }
 
 // Take decides n for key as Check does; the receipt says whether the store
@@ -215,6 +212,6 @@ func (g *gcraEventual) Refund(key string, n int64, rc Receipt) {
 	}
 	g.fallback.Refund(key, n*g.share.Load())
 	if g.mode == policy.FailLocal {
-		g.leases.Owe(key, -n)
+		g.table.Leases().Owe(key, -n)
 	}
 }

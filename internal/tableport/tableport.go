@@ -2,8 +2,7 @@
 // only the engines (package internal/engine) use, as interfaces the tables
 // hand out: a LeaseTable's store side (Leases) and a Table's control side
 // (Control, with its Limits). It lives apart from both so
-// that the tables export only what a check calls; none of it is on a
-// check's fast path.
+// that the tables export only what a check's fast path calls.
 package tableport
 
 import (
@@ -17,12 +16,19 @@ import (
 
 // Leases is an Eventual bucket's lease table as the engine's store path
 // sees it (localcache.LeaseTable.Leases): the lease each entry may hold,
-// the tickets of the checks that ask the store, and the store's answers.
+// the denials the store's last answer decides, the tickets of the checks
+// that ask the store, and the store's answers. The engine calls it as
+// table.Leases().X, which the compiler devirtualizes.
 type Leases interface {
 	// SetLease sets the most units an entry may hold
 	// (window.SharedBucket.Lease of the live instances). An entry holding
 	// more keeps it until spent.
 	SetLease(most int64)
+	// Denied reports whether the store denies cost n for key at now for
+	// sure, and the denial: the store's TAT is at least the last one it
+	// told this instance, so a cost that TAT denies is denied until its
+	// RetryAfter, exactly, without a round trip. now must be the clock's.
+	Denied(key string, now, n int64) (verdict.Outcome, bool)
 	// Ask returns the ticket of a check of key that the table's Allow sent
 	// to the store. The caller must Settle it once the store answered or
 	// failed.
