@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
@@ -137,7 +138,7 @@ func BenchmarkDenyHotKey(b *testing.B) {
 // capacity no benchmark exhausts at a fixed time (the buckets), or a limit
 // that a time advancing by one interval per check never reaches (the log).
 // They bypass policy's bounds on purpose: the check's cost is the same.
-func benchKeyTables(tb testing.TB) map[string]KeyTable {
+func benchKeyTables(tb testing.TB) map[string]tableport.KeyTable {
 	keys := NewKeys(1 << 20)
 	g, err := NewGCRATable(window.NewGCRA(time.Hour, 1<<32-1, 1<<32-1), keys)
 	require.NoError(tb, err)
@@ -145,7 +146,7 @@ func benchKeyTables(tb testing.TB) map[string]KeyTable {
 	require.NoError(tb, err)
 	l, err := NewLogTable(time.Second, 1000, keys)
 	require.NoError(tb, err)
-	return map[string]KeyTable{"gcra": g, "warmup": w, "log": l}
+	return map[string]tableport.KeyTable{"gcra": g, "warmup": w, "log": l}
 }
 
 // BenchmarkKeyTableHotKey measures the new algorithms' check on one hot key,
@@ -225,7 +226,7 @@ func BenchmarkKeyTableDenyHotKey(b *testing.B) {
 	require.NoError(b, err)
 	l, err := NewLogTable(time.Minute, 100, keys)
 	require.NoError(b, err)
-	for name, tb := range map[string]KeyTable{"gcra": g, "warmup": w, "log": l} {
+	for name, tb := range map[string]tableport.KeyTable{"gcra": g, "warmup": w, "log": l} {
 		b.Run(name, func(b *testing.B) {
 			for tb.Allow("hot", base, 1).Allowed {
 			}

@@ -5,29 +5,13 @@ import (
 	"strings"
 
 	"github.com/puzpuzpuz/xsync/v3"
-	"github.com/sluicehq/sluice/internal/verdict"
+	"github.com/sluicehq/sluice/internal/tableport"
 )
 
-// KeyTable is the per-key state of one rule whose algorithm decides each
-// key on its own state, in this process: GCRATable (TokenBucket and GCRA),
-// WarmTable (either with a WarmUp) and LogTable (SlidingLog). It is the seam
-// between an engine and that state. Times are nanoseconds on the store
-// clock; methods are safe for concurrent use.
-type KeyTable interface {
-	// Allow decides cost n for key at now and records it if admitted.
-	Allow(key string, now, n int64) verdict.Outcome
-	// Peek returns what a check of one unit would see at now, recording
-	// nothing.
-	Peek(key string, now int64) verdict.Outcome
-	// Sweep evicts the keys whose state at now is that of a key never
-	// seen, and returns how many.
-	Sweep(now int64) int
-}
-
 var (
-	_ KeyTable = (*GCRATable)(nil)
-	_ KeyTable = (*WarmTable)(nil)
-	_ KeyTable = (*LogTable)(nil)
+	_ tableport.KeyTable = (*GCRATable)(nil)
+	_ tableport.KeyTable = (*WarmTable)(nil)
+	_ tableport.KeyTable = (*LogTable)(nil)
 )
 
 // keyed is the key index of a KeyTable: an xsync.MapOf of per-key entries

@@ -5,11 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/stretchr/testify/require"
 )
 
 // keysOf returns tb's key bound, and whether tb tracks key.
-func keysOf(tb KeyTable, key string) (*Keys, bool) {
+func keysOf(tb tableport.KeyTable, key string) (*Keys, bool) {
 	switch tb := tb.(type) {
 	case *GCRATable:
 		_, ok := tb.keys.m.Load(key)
@@ -25,7 +26,7 @@ func keysOf(tb KeyTable, key string) (*Keys, bool) {
 }
 
 // keyTracked reports whether tb tracks key.
-func keyTracked(tb KeyTable, key string) bool {
+func keyTracked(tb tableport.KeyTable, key string) bool {
 	_, ok := keysOf(tb, key)
 	return ok
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -55,7 +56,7 @@ func TestKeyTablesFlood(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			keys := NewKeys(bound)
-			var tb KeyTable
+			var tb tableport.KeyTable
 			var err error
 			var drain time.Duration // from the flood's last admission to every cell's
 			switch kind {

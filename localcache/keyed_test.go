@@ -12,13 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
 // keyTables returns one table of each KeyTable kind for a rule of limit per
 // window (burst for the buckets), each with its own key bound of max keys.
-func keyTables(t testing.TB, win time.Duration, limit, burst int64, warmup time.Duration, max int64) map[string]KeyTable {
+func keyTables(t testing.TB, win time.Duration, limit, burst int64, warmup time.Duration, max int64) map[string]tableport.KeyTable {
 	t.Helper()
 	g, err := NewGCRATable(window.NewGCRA(win, limit, burst), NewKeys(max))
 	require.NoError(t, err)
@@ -26,7 +27,7 @@ func keyTables(t testing.TB, win time.Duration, limit, burst int64, warmup time.
 	require.NoError(t, err)
 	l, err := NewLogTable(win, min(limit, 1024), NewKeys(max))
 	require.NoError(t, err)
-	return map[string]KeyTable{"gcra": g, "warm": w, "log": l}
+	return map[string]tableport.KeyTable{"gcra": g, "warm": w, "log": l}
 }
 
 // gap is a random arrival gap around the interval iv.
@@ -260,7 +261,7 @@ func TestKeyTablesBurstUnderContention(t *testing.T) {
 }
 
 // countAdmitted checks unit costs of key at now until one is denied.
-func countAdmitted(tb KeyTable, key string, now int64) int64 {
+func countAdmitted(tb tableport.KeyTable, key string, now int64) int64 {
 	var n int64
 	for tb.Allow(key, now, 1).Allowed {
 		n++

@@ -10,13 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
 // fill takes the whole of tb's key bound, so that every key checked after
 // stays untracked.
-func fill(t *testing.T, tb KeyTable) {
+func fill(t *testing.T, tb tableport.KeyTable) {
 	t.Helper()
 	keys, _ := keysOf(tb, "")
 	for i := 0; keys.Len() < keys.maxKeys(); i++ {

@@ -73,9 +73,9 @@
 // # Other algorithms
 //
 // The algorithms that decide a key on its own state, without sub-windows,
-// have their own tables behind the KeyTable interface (keyed.go: the
-// interface, and the key index every one of them shares, under
-// the same key bound and admission rule as a Table): GCRATable (gcra.go:
+// have their own tables behind the engines' KeyTable interface
+// (tableport.KeyTable; keyed.go: the key index every one of them shares,
+// under the same key bound and admission rule as a Table): GCRATable (gcra.go:
 // TokenBucket and GCRA, one atomic TAT per key), WarmTable (warmup.go: either
 // with a WarmUp, Guava's two numbers packed into one atomic word) and
 // LogTable (slidinglog.go: SlidingLog, a ring of timestamps per key under a

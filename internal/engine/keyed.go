@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/internal/verdict"
-	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 )
 
 // keyClock is what the Local engines of the per-key algorithms
-// (TokenBucket, GCRA, SlidingLog: a localcache.KeyTable each) share: the
+// (TokenBucket, GCRA, SlidingLog: a tableport.KeyTable each) share: the
 // time a check is decided at. They decide in this process only, so a fleet
 // view does not concern them.
 type keyClock struct {
@@ -49,7 +49,7 @@ func result(o verdict.Outcome) Result {
 
 // peek is Peek for a KeyTable, on the clock (a Peek is rare; it reads the
 // time).
-func peek(t localcache.KeyTable, c *keyClock, key string) Result {
+func peek(t tableport.KeyTable, c *keyClock, key string) Result {
 	return result(t.Peek(key, c.now()))
 }
 

@@ -1,8 +1,9 @@
-// Package tableport holds the sides of package localcache's tables that
-// only the engines (package internal/engine) use, as interfaces the tables
-// hand out: a LeaseTable's store side (Leases) and a Table's control side
-// (Control, with its Limits). It lives apart from both so
-// that the tables export only what a check's fast path calls.
+// Package tableport holds the sides of package localcache's tables that only
+// the engines (package internal/engine) use, as interfaces: the per-key
+// algorithms' tables as an engine holds them (KeyTable), and the views the
+// tables hand out, a LeaseTable's store side (Leases) and a Table's control
+// side (Control, with its Limits). It lives apart from both so that the
+// tables export only what the engines call on them directly.
 package tableport
 
 import (
@@ -13,6 +14,22 @@ import (
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 )
+
+// KeyTable is the per-key state of one rule whose algorithm decides each key
+// on its own state, in this process: localcache's GCRATable (TokenBucket and
+// GCRA), WarmTable (either with a WarmUp) and LogTable (SlidingLog). It is
+// the seam between an engine and that state. Times are nanoseconds on the
+// store clock; methods are safe for concurrent use.
+type KeyTable interface {
+	// Allow decides cost n for key at now and records it if admitted.
+	Allow(key string, now, n int64) verdict.Outcome
+	// Peek returns what a check of one unit would see at now, recording
+	// nothing.
+	Peek(key string, now int64) verdict.Outcome
+	// Sweep evicts the keys whose state at now is that of a key never
+	// seen, and returns how many.
+	Sweep(now int64) int
+}
 
 // Leases is an Eventual bucket's lease table as the engine's store path
 // sees it (localcache.LeaseTable.Leases): the lease each entry may hold,
