@@ -94,7 +94,7 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	require.Zero(t, countOf(tb.pend(gone, tb.slotOf(geo.Index(now))).Load()), "undone on the gone entry")
 	_, own, _ := tb.estimate("gone", now)
 	require.Equal(t, int64(3), own)
-	require.Equal(t, int64(2), keys.Len())
+	require.Equal(t, int64(2), keys.tracked())
 	require.Equal(t, 2, tb.size())
 }
 

@@ -20,7 +20,7 @@ import (
 func fill(t *testing.T, tb tableport.KeyTable) {
 	t.Helper()
 	keys, _ := keysOf(tb, "")
-	for i := 0; keys.Len() < keys.maxKeys(); i++ {
+	for i := 0; keys.tracked() < keys.maxKeys(); i++ {
 		require.Less(t, i, 100, "the bound does not fill")
 		tb.Allow(fmt.Sprint("junk-", i), base, 1)
 	}

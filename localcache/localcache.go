@@ -68,7 +68,7 @@
 //
 // Sweep evicts a key once nothing of it is left in the window, in two passes
 // (mark, then remove) so that a check racing with the eviction is never
-// lost; a refusal at Max asks for an early sweep (Keys.Full).
+// lost; a refusal at Max asks for an early sweep (Keys.Usage: Full).
 //
 // # Other algorithms
 //

@@ -30,7 +30,7 @@ func TestSweepTwoPasses(t *testing.T) {
 			t0 := bucketStart(g.geo, 0) + sub/2
 			require.Equal(t, verdict.Allowed, tb.AllowAt("a", t0, 3).Status)
 			require.Equal(t, 1, tb.size())
-			require.Equal(t, int64(1), keys.Len())
+			require.Equal(t, int64(1), keys.tracked())
 
 			// Bucket k is in the window until bucket k+span starts.
 			gone := (g.geo.Index(t0) + int64(g.geo.Span())) * sub
@@ -50,7 +50,7 @@ func TestSweepTwoPasses(t *testing.T) {
 			require.Equal(t, 1, tb.size())
 			require.Equal(t, 1, tb.Sweep(gone))
 			require.Zero(t, tb.size())
-			require.Zero(t, keys.Len())
+			require.Zero(t, keys.tracked())
 			_, _, ok := tb.estimate("a", gone)
 			require.False(t, ok)
 			require.Zero(t, tb.Sweep(gone))
@@ -182,7 +182,7 @@ func TestSweepRace(t *testing.T) {
 			}
 			stop.Store(true)
 			wg.Wait()
-			require.Equal(t, int64(tb.size()), kb.Len(), "the key count matches the map")
+			require.Equal(t, int64(tb.size()), kb.tracked(), "the key count matches the map")
 			t.Logf("%d entries swept", swept.Load())
 		})
 	}
@@ -218,7 +218,7 @@ func TestSweepGoneEntry(t *testing.T) {
 	require.Zero(t, countAt(tb.pend(old, tb.slotOf(geo.Index(t1))).Load(), geo.Index(t1)), "the addition on the gone entry was undone")
 	_, own, _ := tb.estimate("a", t1)
 	require.Equal(t, int64(3), own)
-	require.Equal(t, int64(1), keys.Len())
+	require.Equal(t, int64(1), keys.tracked())
 
 	// The sweeper's removal (as in Sweep) only removes the entry it marked.
 	tb.m.Delete("a", old)
@@ -234,13 +234,13 @@ func TestSweepGoneEntry(t *testing.T) {
 	require.Equal(t, 0, tb.size())
 	tb.replace(fresh, "a")
 	require.Equal(t, 1, tb.size())
-	require.Equal(t, int64(1), keys.Len())
+	require.Equal(t, int64(1), keys.tracked())
 	again := tb.m.Load("a")
 	require.NotSame(t, fresh, again)
 	tb.replace(fresh, "a") // another checker that found the same gone entry
 	same := tb.m.Load("a")
 	require.Same(t, again, same)
-	require.Equal(t, int64(1), keys.Len())
+	require.Equal(t, int64(1), keys.tracked())
 }
 
 // TestSweepKeepsLeasedKey: a key that holds a lease is not idle, whatever

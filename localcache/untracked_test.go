@@ -21,7 +21,7 @@ func fullTable(t *testing.T, geo window.Sliding, limit int64, eventual bool) *Ta
 	const bound = 4
 	tb := mustTable(t, Config{Geometry: geo, Limit: limit, Eventual: eventual, Keys: NewKeys(bound)})
 	tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: limit})
-	for i := 0; tb.keys.Len() < bound; i++ {
+	for i := 0; tb.keys.tracked() < bound; i++ {
 		require.Less(t, i, 1000, "the bound does not fill")
 		tb.AllowAt(fmt.Sprint("junk-", i%bound), base, 1)
 	}
@@ -159,7 +159,7 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 			keys := NewKeys(8)
 			tb := mustTable(t, Config{Geometry: geo, Limit: limit, Eventual: tc.eventual, Keys: keys})
 			tb.setLimits(tc.limits)
-			for i := 0; keys.Len() < 7; i++ {
+			for i := 0; keys.tracked() < 7; i++ {
 				require.Less(t, i, 1000, "the bound does not fill")
 				tb.AllowAt(fmt.Sprint("junk-", i%7), base, 1)
 			}

@@ -1,9 +1,11 @@
 // Package tableport holds the sides of package localcache's tables that only
-// the engines (package internal/engine) use, as interfaces: the per-key
-// algorithms' tables as an engine holds them (KeyTable), and the views the
-// tables hand out, a LeaseTable's store side (Leases) and a Table's control
-// side (Control, with its Limits). It lives apart from both so that the
-// tables export only what the engines call on them directly.
+// one other package of the library uses, as interfaces: the per-key
+// algorithms' tables as an engine (package internal/engine) holds them
+// (KeyTable); the views the tables hand out to the engines, a LeaseTable's
+// store side (Leases) and a Table's control side (Control, with its Limits);
+// and the key bound's usage, which the limiter (package sluice) reads
+// (KeyUsage). It lives apart from them so that the tables export only what
+// their users call on them directly.
 package tableport
 
 import (
@@ -129,3 +131,19 @@ type Limits struct {
 
 // NoCap is a Limits.Cap that never binds.
 const NoCap = math.MaxInt64
+
+// KeyUsage is the limiter's look at its key bound (localcache.Keys.Usage),
+// for its stats and its sweeps: the one side of the bound that only the
+// limiter reads. The limiter calls it as keys.Usage().X, which the compiler
+// devirtualizes.
+type KeyUsage interface {
+	// Len returns the number of tracked keys.
+	Len() int64
+	// Untracked returns how many checks found their key without an entry
+	// and not let in by the admission rule, since the bound was made
+	// (across the tables that share it).
+	Untracked() int64
+	// Full reports, and clears, whether a new key has been refused at the
+	// bound since the last call: a hint to sweep now.
+	Full() bool
+}
