@@ -162,7 +162,7 @@ func (l *Limiter) background() {
 				sweepEvery = min(sweepEvery, max(r.window, time.Second))
 			}
 		}
-		if time.Since(lastSweep) >= sweepEvery || (l.keys.Full() && time.Since(lastSweep) >= sweepEvery/10) {
+		if time.Since(lastSweep) >= sweepEvery || (l.keys.Usage().Full() && time.Since(lastSweep) >= sweepEvery/10) {
 			lastSweep = time.Now()
 			now := l.now()
 			for _, r := range set.all {

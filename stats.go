@@ -95,7 +95,7 @@ type SyncWaits struct {
 
 // Stats returns the limiter's counters.
 func (l *Limiter) Stats() Stats {
-	s := Stats{Keys: l.keys.Len(), Instances: l.nhat.Load(), Degraded: l.degraded.Load(), Waiters: l.waiters.Load()}
+	s := Stats{Keys: l.keys.Usage().Len(), Instances: l.nhat.Load(), Degraded: l.degraded.Load(), Waiters: l.waiters.Load()}
 	if l.sync != nil {
 		s.Sync = syncStats(l.sync.Stats())
 	}

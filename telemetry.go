@@ -294,9 +294,9 @@ func (t *telemetry) start(l *Limiter) {
 			}
 		}
 		o.ObserveInt64(instances, l.nhat.Load())
-		o.ObserveInt64(tracked, l.keys.Len())
+		o.ObserveInt64(tracked, l.keys.Usage().Len())
 		o.ObserveInt64(evictions, t.evicted.Load())
-		o.ObserveInt64(untracked, l.keys.Untracked())
+		o.ObserveInt64(untracked, l.keys.Usage().Untracked())
 		active := int64(0)
 		if down {
 			active = 1

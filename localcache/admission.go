@@ -68,7 +68,7 @@ func (k *Keys) doorkeeper() *freqSketch {
 // have an entry now; seed is the table's own hash seed (sightings are per
 // table). With sight, this check counts as a sighting of key first;
 // without, only the sightings so far count (a check that already counted
-// one). At the bound it refuses and asks for an early sweep (Keys.Full).
+// one). At the bound it refuses and asks for an early sweep (Keys.Usage: Full).
 // Every table under k takes its keys in through here: a Table (keys.go)
 // and the KeyTables' key index (keyed.go).
 func (k *Keys) admits(seed maphash.Seed, key string, sight bool) bool {

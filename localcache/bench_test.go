@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -17,7 +19,7 @@ var benchGeo = window.NewSliding(time.Minute, 10)
 func benchTable(tb testing.TB, eventual bool, limit int64) *Table {
 	t, err := New(Config{Geometry: benchGeo, Limit: limit, Eventual: eventual, ByNeed: eventual, Keys: NewKeys(1 << 20)})
 	require.NoError(tb, err)
-	t.Tick(base)
+	t.tick(base)
 	return t
 }
 
@@ -29,7 +31,7 @@ func TestAllowDoesNotAllocate(t *testing.T) {
 	for _, eventual := range []bool{false, true} {
 		t.Run(fmt.Sprintf("eventual=%v", eventual), func(t *testing.T) {
 			tb := benchTable(t, eventual, maxCount/4)
-			require.Equal(t, Allowed, tb.Allow("hot", 1).Status) // creates the key and its budget
+			require.Equal(t, verdict.Allowed, tb.Allow("hot", 1).Status) // creates the key and its budget
 			require.Zero(t, testing.AllocsPerRun(1000, func() { tb.Allow("hot", 1) }), "Allow")
 			require.Zero(t, testing.AllocsPerRun(1000, func() { tb.AllowAt("hot", base, 1) }), "AllowAt")
 			now := base
@@ -110,7 +112,7 @@ func BenchmarkDenyHotKey(b *testing.B) {
 	const limit = 100
 	fill := func(b *testing.B) *Table {
 		tb := benchTable(b, false, limit)
-		for tb.Allow("hot", 1).Status == Allowed {
+		for tb.Allow("hot", 1).Status == verdict.Allowed {
 		}
 		return tb
 	}
@@ -136,7 +138,7 @@ func BenchmarkDenyHotKey(b *testing.B) {
 // capacity no benchmark exhausts at a fixed time (the buckets), or a limit
 // that a time advancing by one interval per check never reaches (the log).
 // They bypass policy's bounds on purpose: the check's cost is the same.
-func benchKeyTables(tb testing.TB) map[string]KeyTable {
+func benchKeyTables(tb testing.TB) map[string]tableport.KeyTable {
 	keys := NewKeys(1 << 20)
 	g, err := NewGCRATable(window.NewGCRA(time.Hour, 1<<32-1, 1<<32-1), keys)
 	require.NoError(tb, err)
@@ -144,7 +146,7 @@ func benchKeyTables(tb testing.TB) map[string]KeyTable {
 	require.NoError(tb, err)
 	l, err := NewLogTable(time.Second, 1000, keys)
 	require.NoError(tb, err)
-	return map[string]KeyTable{"gcra": g, "warmup": w, "log": l}
+	return map[string]tableport.KeyTable{"gcra": g, "warmup": w, "log": l}
 }
 
 // BenchmarkKeyTableHotKey measures the new algorithms' check on one hot key,
@@ -210,7 +212,7 @@ func BenchmarkKeyTableHotKey(b *testing.B) {
 func BenchmarkKeyTableDenyHotKey(b *testing.B) {
 	b.Run("sliding", func(b *testing.B) {
 		tb := benchTable(b, false, 100)
-		for tb.Allow("hot", 1).Status == Allowed {
+		for tb.Allow("hot", 1).Status == verdict.Allowed {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
@@ -224,7 +226,7 @@ func BenchmarkKeyTableDenyHotKey(b *testing.B) {
 	require.NoError(b, err)
 	l, err := NewLogTable(time.Minute, 100, keys)
 	require.NoError(b, err)
-	for name, tb := range map[string]KeyTable{"gcra": g, "warmup": w, "log": l} {
+	for name, tb := range map[string]tableport.KeyTable{"gcra": g, "warmup": w, "log": l} {
 		b.Run(name, func(b *testing.B) {
 			for tb.Allow("hot", base, 1).Allowed {
 			}

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/rawmem"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -16,7 +17,7 @@ import (
 // which recomputes the budget from the ring. An admission that leaves an
 // Eventual key half of its local allowance or less asks for an early sync
 // (early.go).
-func (t *Table) Allow(key string, n int64) Verdict {
+func (t *Table) Allow(key string, n int64) verdict.Verdict {
 	p := t.pos.Load()
 	if e := t.m.Load(key); e != nil {
 		tag := int64(p>>24) & tagMask
@@ -25,12 +26,12 @@ func (t *Table) Allow(key string, n int64) Verdict {
 		if c, b, added := t.add(e, uintptr(p>>48), tag, n); added {
 			rm := roomOf(e.room.Load())
 			t.afterAdmit(e, c, b, rm, n)
-			return Verdict{Status: Allowed, Remaining: max0(rm - c)}
+			return verdict.Verdict{Status: verdict.Allowed, Remaining: max0(rm - c)}
 		}
 		if n == 1 {
 			if rw := e.room.Load(); tagOf(rw) == tag {
 				if ra := t.deniedUntil(rw); ra > 0 {
-					return Verdict{Status: OverLimit, RetryAfter: ra, Reset: t.resetOf(e, t.now.Load())}
+					return verdict.Verdict{Status: verdict.OverLimit, RetryAfter: ra, Reset: t.resetOf(e, t.now.Load())}
 				}
 			}
 		}
@@ -39,7 +40,7 @@ func (t *Table) Allow(key string, n int64) Verdict {
 }
 
 // AllowAt checks cost n for key at time now, and counts it if admitted.
-func (t *Table) AllowAt(key string, now int64, n int64) Verdict {
+func (t *Table) AllowAt(key string, now int64, n int64) verdict.Verdict {
 	k := t.geo.Index(now)
 	tag := (k + int64(t.gen.Load())) & tagMask
 	return t.allow(key, n, t.posWord(k, tag), now, false)
@@ -49,7 +50,7 @@ func (t *Table) AllowAt(key string, now int64, n int64) Verdict {
 // failure mode m (the caller's, after the store failed it), counting what it
 // admits. It leaves cached budgets alone. It never returns OverCap: the cap
 // binds only while the store is up.
-func (t *Table) AllowDegraded(key string, now int64, n int64, m policy.FailureMode) Verdict {
+func (t *Table) AllowDegraded(key string, now int64, n int64, m policy.FailureMode) verdict.Verdict {
 	h := healthOf(true, m)
 	for {
 		// The check that reached the store already counted its sighting
@@ -68,7 +69,7 @@ func (t *Table) AllowDegraded(key string, now int64, n int64, m policy.FailureMo
 // allow checks n at position p: on e's cached budget if it is valid, else
 // on the slow path; a key the admission rule keeps out is decided as
 // untracked. With ticked, the time is the last Tick's; else it is now.
-func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Verdict {
+func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) verdict.Verdict {
 	tag := int64(p>>24) & tagMask
 	off := uintptr(p >> 48)
 	if ticked {
@@ -82,7 +83,7 @@ func (t *Table) allow(key string, n int64, p uint64, now int64, ticked bool) Ver
 		if c, b, ok := t.add(e, off, tag, n); ok {
 			rm := roomOf(e.room.Load())
 			t.afterAdmit(e, c, b, rm, n)
-			return Verdict{Status: Allowed, Remaining: max0(rm - c)}
+			return verdict.Verdict{Status: verdict.Allowed, Remaining: max0(rm - c)}
 		}
 		if v, ok := t.slow(e, now, n, nil); ok {
 			return v

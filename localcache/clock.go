@@ -42,7 +42,7 @@ func (t *Table) catchUp() {
 		return
 	}
 	if now := t.clock(); now-t.now.Load() > int64(staleAfter) {
-		t.Tick(now)
+		t.tick(now)
 		t.lateUntil.Store(now + int64(lateFor))
 	}
 }
@@ -65,6 +65,6 @@ func (t *Table) deniedUntil(rw uint64) time.Duration {
 // follow in the new bucket. Tick keeps the later of the two times.
 func (t *Table) publish(now int64) {
 	if t.geo.Index(now) > t.geo.Index(t.now.Load()) {
-		t.Tick(now)
+		t.tick(now)
 	}
 }

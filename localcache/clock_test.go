@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -36,14 +38,14 @@ func TestSettlePublishesTheStoresBucket(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tb := mkTable(t, geo, 1000, true)
-			tb.SetLimits(Limits{Cap: 2, Share: 250, Mode: policy.FailLocal})
-			tb.Tick(t0)
-			require.Equal(t, Allowed, tb.Allow("k", 1).Status)
-			r, ok := tb.Ref("k")
+			tb.setLimits(tableport.Limits{Cap: 2, Share: 250, Mode: policy.FailLocal})
+			tb.tick(t0)
+			require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
+			r, ok := tb.ref("k")
 			require.True(t, ok)
 			tb.syncView().Settle(r, tc.answer, []Bucket{{Index: k, Count: 1}}, k, []int64{1}, Bucket{})
 			assert.Equal(t, tc.want, tb.Now(), "published time")
-			require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+			require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 			assert.Equal(t, []Bucket{{Index: tc.bucket, Count: 1}}, tb.syncView().Pending(r, max(tc.answer, t0), nil))
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -51,17 +52,17 @@ func TestConcurrentHotKeyFixedTime(t *testing.T) {
 							if mixed {
 								n = 1 + rng.Int64N(min(limit, 5))
 							}
-							if v := tb.AllowAt("hot", now, n); v.Status == Allowed {
+							if v := tb.AllowAt("hot", now, n); v.Status == verdict.Allowed {
 								admitted.Add(n)
 							} else {
-								assert.Equal(t, OverLimit, v.Status)
+								assert.Equal(t, verdict.OverLimit, v.Status)
 							}
 						}
 					})
 					require.LessOrEqual(t, admitted.Load(), limit)
 					// Mixed costs can leave room smaller than the costs
 					// that were denied; unit costs then fill it exactly.
-					for tb.AllowAt("hot", now, 1).Status == Allowed {
+					for tb.AllowAt("hot", now, 1).Status == verdict.Allowed {
 						admitted.Add(1)
 					}
 					require.Equal(t, limit, admitted.Load())
@@ -90,14 +91,14 @@ func TestConcurrentManyKeysFixedTime(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(gi), 11))
 				for i := 0; i < keys*limit/2; i++ {
 					k := rng.IntN(keys)
-					if tb.AllowAt(fmt.Sprintf("key-%d", k), now, 1).Status == Allowed {
+					if tb.AllowAt(fmt.Sprintf("key-%d", k), now, 1).Status == verdict.Allowed {
 						admitted[k].Add(1)
 					}
 				}
 				// Make sure every key is offered more than its limit.
 				for k := 0; k < keys; k++ {
 					for j := 0; j < limit/hammerers+2; j++ {
-						if tb.AllowAt(fmt.Sprintf("key-%d", k), now, 1).Status == Allowed {
+						if tb.AllowAt(fmt.Sprintf("key-%d", k), now, 1).Status == verdict.Allowed {
 							admitted[k].Add(1)
 						}
 					}
@@ -121,19 +122,19 @@ func TestConcurrentTickAllow(t *testing.T) {
 	const limit = 500
 	tb := mkTable(t, geo, limit, false)
 	now := bucketStart(geo, 0) + 5
-	tb.Tick(now)
+	tb.tick(now)
 	require.Equal(t, now, tb.Now())
 	var admitted atomic.Int64
 	hammer(func(int) {
 		for i := 0; i < limit/hammerers*2; i++ {
-			if v := tb.Allow("hot", 1); v.Status == Allowed {
+			if v := tb.Allow("hot", 1); v.Status == verdict.Allowed {
 				admitted.Add(1)
 			}
 		}
 	})
 	require.Equal(t, int64(limit), admitted.Load())
 	v := tb.Allow("hot", 1)
-	require.Equal(t, OverLimit, v.Status)
+	require.Equal(t, verdict.OverLimit, v.Status)
 	require.Zero(t, v.Remaining)
 }
 
@@ -160,13 +161,13 @@ func TestConcurrentPhases(t *testing.T) {
 				var got atomic.Int64
 				hammer(func(int) {
 					for i := 0; i < limit/hammerers+2; i++ {
-						if tb.AllowAt("hot", now, 1).Status == Allowed {
+						if tb.AllowAt("hot", now, 1).Status == verdict.Allowed {
 							got.Add(1)
 						}
 					}
 				})
 				require.Equal(t, want, got.Load(), "step %d", s)
-				est, _, _ := tb.Estimate("hot", now)
+				est, _, _ := tb.estimate("hot", now)
 				require.Equal(t, ref.Estimate(now), est, "step %d", s)
 			}
 		})
@@ -235,7 +236,7 @@ func TestConcurrentFreeRunningClock(t *testing.T) {
 					k := i % keys
 					v := tb.AllowAt(key[k], now, 1)
 					inflight[gi].Store(0)
-					if v.Status == Allowed {
+					if v.Status == verdict.Allowed {
 						admissions[gi][k] = append(admissions[gi][k], g.geo.Index(now))
 					}
 				}

@@ -1,5 +1,7 @@
 package localcache
 
+import "github.com/sluicehq/sluice/internal/verdict"
+
 // Early syncs. A check on an Eventual key waits for the store only when its
 // instance has no local allowance left (OverCap): the divergence cap and the
 // lease both ran out. So an admission that leaves the key with half of its
@@ -153,7 +155,7 @@ func (sk *syncKeys) OnEarly(wake func()) {
 // and returns the extended slice; each stays marked until Settle records its
 // sync, so that it does not ask again meanwhile. Only one goroutine may call
 // it (the syncer's loop).
-func (sk *syncKeys) Early(dst []Ref) []Ref {
+func (sk *syncKeys) Early(dst []verdict.Ref) []verdict.Ref {
 	t := (*Table)(sk)
 	for e := t.early.Swap(nil); e != nil && e != earlyEnd; {
 		link := &t.tail(e).early

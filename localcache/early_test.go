@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -20,12 +22,12 @@ func earlyTable(t *testing.T, capv int64) (*Table, window.Sliding, int64, *atomi
 	t.Helper()
 	geo := window.NewSliding(time.Minute, 6)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: capv, Share: 100, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: capv, Share: 100, Mode: policy.FailLocal})
 	woken := new(atomic.Int64)
 	tb.syncView().OnEarly(func() { woken.Add(1) })
 	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
-	r, ok := tb.Ref("k")
+	tb.tick(t0)
+	r, ok := tb.ref("k")
 	require.True(t, ok)
 	k := geo.Index(t0)
 	tb.syncView().Settle(r, t0, nil, k-1, []int64{20, 0}, Bucket{})
@@ -51,19 +53,19 @@ func TestEarlyAsk(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tb, _, t0, woken := earlyTable(t, tc.capv)
-			allow := func() Verdict {
+			allow := func() verdict.Verdict {
 				if tc.ticked {
 					return tb.Allow("k", 1)
 				}
 				return tb.AllowAt("k", t0, 1)
 			}
 			for i := 0; i < tc.askAfter; i++ {
-				require.Equal(t, Allowed, allow().Status)
+				require.Equal(t, verdict.Allowed, allow().Status)
 			}
 			require.Zero(t, woken.Load(), "more than half left: no ask")
-			require.Equal(t, Allowed, allow().Status)
+			require.Equal(t, verdict.Allowed, allow().Status)
 			assert.Equal(t, int64(1), woken.Load())
-			for allow().Status == Allowed {
+			for allow().Status == verdict.Allowed {
 			}
 			assert.Equal(t, int64(1), woken.Load(), "asks once")
 
@@ -71,7 +73,7 @@ func TestEarlyAsk(t *testing.T) {
 			require.Len(t, refs, 1)
 			assert.Equal(t, "k", tb.syncView().Key(refs[0]))
 			assert.Empty(t, tb.syncView().Early(nil), "taken off the list")
-			assert.Equal(t, OverCap, allow().Status)
+			assert.Equal(t, verdict.OverCap, allow().Status)
 			assert.Equal(t, int64(1), woken.Load(), "no new ask while its sync is under way")
 
 			// The sync acknowledges everything: the cap is whole again, and
@@ -84,10 +86,10 @@ func TestEarlyAsk(t *testing.T) {
 			require.Equal(t, tc.capv, sum)
 			tb.syncView().Settle(refs[0], t0, pend, pend[0].Index-1, []int64{20, sum}, Bucket{})
 			for i := 0; i < tc.askAfter; i++ {
-				require.Equal(t, Allowed, allow().Status)
+				require.Equal(t, verdict.Allowed, allow().Status)
 			}
 			require.Equal(t, int64(1), woken.Load())
-			require.Equal(t, Allowed, allow().Status)
+			require.Equal(t, verdict.Allowed, allow().Status)
 			assert.Equal(t, int64(2), woken.Load())
 			assert.Len(t, tb.syncView().Early(nil), 1)
 		})
@@ -104,13 +106,13 @@ func TestEarlyNotAsked(t *testing.T) {
 		setup func(tb *Table)
 	}{
 		{"bound by the room (cap above the limit)", func(tb *Table) {
-			tb.SetLimits(Limits{Cap: 1000, Share: 100, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: 1000, Share: 100, Mode: policy.FailLocal})
 		}},
 		{"store down, fail-local", func(tb *Table) {
-			tb.SetLimits(Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Down: true})
+			tb.setLimits(tableport.Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Down: true})
 		}},
 		{"recovering", func(tb *Table) {
-			tb.SetLimits(Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Recovering: true})
+			tb.setLimits(tableport.Limits{Cap: 4, Share: 100, Mode: policy.FailLocal, Recovering: true})
 		}},
 	}
 	for _, tc := range cases {
@@ -118,7 +120,7 @@ func TestEarlyNotAsked(t *testing.T) {
 			t.Parallel()
 			tb, _, t0, woken := earlyTable(t, 4)
 			tc.setup(tb)
-			for tb.AllowAt("k", t0, 1).Status == Allowed {
+			for tb.AllowAt("k", t0, 1).Status == verdict.Allowed {
 			}
 			assert.Zero(t, woken.Load())
 			assert.Empty(t, tb.syncView().Early(nil))
@@ -131,7 +133,7 @@ func TestEarlyNotAsked(t *testing.T) {
 		var woken atomic.Int64
 		tb.syncView().OnEarly(func() { woken.Add(1) })
 		t0 := bucketStart(geo, 0)
-		for tb.AllowAt("k", t0, 1).Status == Allowed {
+		for tb.AllowAt("k", t0, 1).Status == verdict.Allowed {
 		}
 		assert.Zero(t, woken.Load())
 	})
@@ -158,17 +160,17 @@ func TestEarlyBusy(t *testing.T) {
 			t.Parallel()
 			geo := window.NewSliding(time.Minute, 6)
 			tb := mkTable(t, geo, 100, true)
-			tb.SetLimits(Limits{Cap: 8, Share: tc.share, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: 8, Share: tc.share, Mode: policy.FailLocal})
 			var woken atomic.Int64
 			tb.syncView().OnEarly(func() { woken.Add(1) })
 			t0 := bucketStart(geo, 0)
-			tb.Tick(t0)
-			r, ok := tb.Ref("q")
+			tb.tick(t0)
+			r, ok := tb.ref("q")
 			require.True(t, ok)
 			k := geo.Index(t0)
 			tb.syncView().Settle(r, t0, nil, k-1, []int64{tc.prev, tc.lease}, Bucket{Index: k, Count: tc.lease})
 			for i := int64(0); i < tc.lease+4; i++ { // half of the cap past the lease
-				require.Equal(t, Allowed, tb.AllowAt("q", t0, 1).Status)
+				require.Equal(t, verdict.Allowed, tb.AllowAt("q", t0, 1).Status)
 			}
 			// 4 of the cap left: busy if the part (prev·share/100) ≥ 2.
 			assert.Equal(t, tc.asks, woken.Load() == 1)
@@ -184,14 +186,14 @@ func TestEarlyNewKeys(t *testing.T) {
 	t.Parallel()
 	geo := window.NewSliding(time.Minute, 6)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 2, Share: 25, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: 2, Share: 25, Mode: policy.FailLocal})
 	var woken atomic.Int64
 	tb.syncView().OnEarly(func() { woken.Add(1) })
 	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
+	tb.tick(t0)
 	asked := func(key string, now int64) bool {
 		before := woken.Load()
-		require.Equal(t, Allowed, tb.AllowAt(key, now, 1).Status, key)
+		require.Equal(t, verdict.Allowed, tb.AllowAt(key, now, 1).Status, key)
 		return woken.Load() > before
 	}
 	for i := range newAsks {
@@ -201,11 +203,11 @@ func TestEarlyNewKeys(t *testing.T) {
 	assert.True(t, asked("late", t0), "its cap used up: asks")
 
 	// A key synced since, with no history, does not ask at its first unit.
-	r, ok := tb.Ref("old")
+	r, ok := tb.ref("old")
 	require.True(t, ok)
 	tb.syncView().Settle(r, t0, nil, geo.Index(t0)-1, []int64{0, 0}, Bucket{})
 	t1 := t0 + geo.Sub()
-	tb.Tick(t1)
+	tb.tick(t1)
 	assert.False(t, asked("old", t1), "a key synced, with no history: no ask at its first unit")
 	assert.True(t, asked("next", t1), "a sub-window later, a new key asks again")
 	require.Len(t, tb.syncView().Early(nil), newAsks+2, "the asks, each key once")
@@ -218,7 +220,7 @@ func TestEarlyConcurrent(t *testing.T) {
 	tb, geo, t0, woken := earlyTable(t, 2)
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	for _, key := range keys { // busy, as "k" is
-		r, ok := tb.Ref(key)
+		r, ok := tb.ref(key)
 		require.True(t, ok)
 		tb.syncView().Settle(r, t0, nil, geo.Index(t0)-1, []int64{20, 0}, Bucket{})
 	}
@@ -254,31 +256,31 @@ func TestCatchUp(t *testing.T) {
 	require.NoError(t, err)
 	t0 := bucketStart(geo, 0)
 	clock.Store(t0)
-	tb.Tick(t0)
+	tb.tick(t0)
 
 	clock.Store(t0 + int64(staleAfter)) // not stale yet
-	require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+	require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 	assert.Equal(t, t0, tb.Now(), "within staleAfter: left alone")
 
 	late := t0 + 3*geo.Sub() // the ticker held back three sub-windows
 	clock.Store(late)
 	for i := 1; i < catchUpEvery-1; i++ { // the key's 2nd to 15th units, on the fast path
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 	}
 	assert.Equal(t, t0, tb.Now(), "the fast path reads the clock only every catchUpEvery units")
-	require.Equal(t, Allowed, tb.Allow("k", 1).Status) // the 16th
+	require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status) // the 16th
 	assert.Equal(t, late, tb.Now(), "caught up")
 	assert.Equal(t, geo.Index(late)&tagMask, int64(tb.pos.Load())&tagMask, "the bucket published too")
 
 	later := late + 3*geo.Sub()
 	clock.Store(later)
 	for i := 1; i < catchUpEvery; i++ { // a new key, then its 15 next units
-		require.Equal(t, Allowed, tb.Allow("new", 1).Status)
+		require.Equal(t, verdict.Allowed, tb.Allow("new", 1).Status)
 		require.Equal(t, late, tb.Now())
 	}
 	// On the slow path too (the budget goes stale with a new limit).
-	tb.SetLimit(999_999)
-	require.Equal(t, Allowed, tb.Allow("new", 1).Status)
+	tb.setLimit(999_999)
+	require.Equal(t, verdict.Allowed, tb.Allow("new", 1).Status)
 	assert.Equal(t, later, tb.Now(), "the slow path, at the key's 16th unit")
 }
 
@@ -297,7 +299,7 @@ func TestLateCachedDenial(t *testing.T) {
 			require.NoError(t, err)
 			t0 := bucketStart(geo, 0) + 3*geo.Sub()/10
 			clock.Store(t0)
-			tb.Tick(t0)
+			tb.tick(t0)
 			if late {
 				clock.Store(t0 + 2*int64(staleAfter))
 				tb.catchUp() // as a check that finds the ticker late does
@@ -305,17 +307,17 @@ func TestLateCachedDenial(t *testing.T) {
 				t0 = tb.Now()
 			}
 			for range 10 {
-				require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+				require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 			}
 			v := tb.Allow("k", 1)
-			require.Equal(t, OverLimit, v.Status)
+			require.Equal(t, verdict.OverLimit, v.Status)
 			require.Positive(t, cachedDenialOf(tb, "k"))
 			clock.Store(t0 + int64(v.RetryAfter) + int64(time.Millisecond)) // the ticker does not run
 			if late {
-				assert.Equal(t, Allowed, tb.Allow("k", 1).Status, "past the retry time by the clock")
+				assert.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status, "past the retry time by the clock")
 				assert.Equal(t, clock.Load(), tb.Now(), "caught up")
 			} else {
-				assert.Equal(t, OverLimit, tb.Allow("k", 1).Status, "read against the published time")
+				assert.Equal(t, verdict.OverLimit, tb.Allow("k", 1).Status, "read against the published time")
 				assert.Equal(t, t0, tb.Now())
 			}
 		})
@@ -330,12 +332,12 @@ func TestTickNeverBack(t *testing.T) {
 	geo := window.NewSliding(time.Second, 10)
 	tb := mkTable(t, geo, 100, true)
 	t1 := bucketStart(geo, 1)
-	tb.Tick(t1)
-	tb.Tick(t1 - geo.Sub()) // a ticker that read the clock a bucket earlier
+	tb.tick(t1)
+	tb.tick(t1 - geo.Sub()) // a ticker that read the clock a bucket earlier
 	assert.Equal(t, t1, tb.Now())
 	assert.Equal(t, geo.Index(t1)&tagMask, int64(tb.pos.Load())&tagMask, "the bucket stays the newer one")
 	gen := tb.gen.Load()
-	tb.SetLimit(99) // bumps the generation and republishes at the published time
+	tb.setLimit(99) // bumps the generation and republishes at the published time
 	assert.NotEqual(t, gen, tb.gen.Load())
 	assert.Equal(t, (geo.Index(t1)+int64(tb.gen.Load()))&tagMask, int64(tb.pos.Load()>>24)&tagMask, "the new generation's tag")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/rawmem"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -21,16 +22,16 @@ func TestTimeBehindRing(t *testing.T) {
 	geo := window.NewSliding(time.Minute, 2) // span 3, ring 3
 	tb := mkTable(t, geo, 10, false)
 	t0 := bucketStart(geo, 0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	ahead := t0 + 3*geo.Sub() // same slot as t0
-	require.Equal(t, Allowed, tb.AllowAt("k", ahead, 2).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", ahead, 2).Status)
 	v := tb.AllowAt("k", t0, 1)
-	require.Equal(t, OverLimit, v.Status)
-	_, own, _ := tb.Estimate("k", ahead)
+	require.Equal(t, verdict.OverLimit, v.Status)
+	_, own, _ := tb.estimate("k", ahead)
 	require.Equal(t, int64(2), own)
 	// One bucket behind the newest is fine.
-	require.Equal(t, Allowed, tb.AllowAt("k", ahead-geo.Sub(), 1).Status)
-	_, own, _ = tb.Estimate("k", ahead)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", ahead-geo.Sub(), 1).Status)
+	_, own, _ = tb.estimate("k", ahead)
 	require.Equal(t, int64(3), own)
 }
 
@@ -43,19 +44,19 @@ func TestSettleClamps(t *testing.T) {
 	tb := mkTable(t, geo, 100, true)
 	now := bucketStart(geo, 0)
 	k := geo.Index(now)
-	require.Equal(t, Allowed, tb.AllowAt("k", now, 3).Status)
-	r, _ := tb.Ref("k")
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", now, 3).Status)
+	r, _ := tb.ref("k")
 	tb.syncView().Settle(r, now, []Bucket{{Index: k, Count: 5}}, k, []int64{3}, Bucket{})
 	require.Empty(t, tb.syncView().Pending(r, now, nil))
-	est, own, _ := tb.Estimate("k", now)
+	est, own, _ := tb.estimate("k", now)
 	require.Zero(t, own)
 	require.Equal(t, 3.0, est)
 
 	tb.syncView().Settle(r, now, nil, k-2, []int64{1 << 45, 1 << 45, 1 << 45}, Bucket{})
-	est, _, _ = tb.Estimate("k", now)
+	est, _, _ = tb.estimate("k", now)
 	require.Equal(t, float64(3*maxCount), est)
 	v := tb.AllowAt("k", now, 1)
-	require.Equal(t, OverLimit, v.Status)
+	require.Equal(t, verdict.OverLimit, v.Status)
 	require.Zero(t, v.Remaining)
 }
 
@@ -70,7 +71,7 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Keys: keys})
 	now := bucketStart(geo, 0)
 	for _, key := range []string{"dead", "gone"} {
-		require.Equal(t, OverLimit, tb.AllowAt(key, now, 11).Status) // caches a budget, counts nothing
+		require.Equal(t, verdict.OverLimit, tb.AllowAt(key, now, 11).Status) // caches a budget, counts nothing
 	}
 	require.Zero(t, tb.Sweep(now))
 	dead := tb.m.Load("dead")
@@ -81,19 +82,19 @@ func TestFastPathFindsDeadOrGone(t *testing.T) {
 	keys.n.Add(-1)
 
 	v := tb.AllowAt("dead", now, 2)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Equal(t, int64(8), v.Remaining)
 	require.Equal(t, stClean, dead.state.Load(), "revived")
 
 	v = tb.AllowAt("gone", now, 3)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Equal(t, int64(7), v.Remaining)
 	fresh := tb.m.Load("gone")
 	require.NotSame(t, gone, fresh)
 	require.Zero(t, countOf(tb.pend(gone, tb.slotOf(geo.Index(now))).Load()), "undone on the gone entry")
-	_, own, _ := tb.Estimate("gone", now)
+	_, own, _ := tb.estimate("gone", now)
 	require.Equal(t, int64(3), own)
-	require.Equal(t, int64(2), keys.Len())
+	require.Equal(t, int64(2), keys.tracked())
 	require.Equal(t, 2, tb.size())
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -52,12 +53,12 @@ func ExampleTable_SyncKeys() {
 		fmt.Println(err)
 		return
 	}
-	tb.SetLimits(localcache.Limits{Cap: 2})
+	tb.Control().SetLimits(tableport.Limits{Cap: 2})
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).UnixNano()
 	for range 3 {
 		fmt.Println(tb.AllowAt("bob", now, 1).Status)
 	}
-	r, _ := tb.Ref("bob")
+	r, _ := tb.Control().Ref("bob")
 	for _, b := range tb.SyncKeys().Pending(r, now, nil) {
 		fmt.Println("pending:", b.Count)
 	}

@@ -1,6 +1,9 @@
 package localcache
 
-import "github.com/sluicehq/sluice/window"
+import (
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/window"
+)
 
 // Bucket is a count in one sub-window (window.Bucket), named short for the
 // tests.
@@ -20,10 +23,9 @@ func (k *Keys) maxKeys() int64 { return k.max }
 // size returns the number of keys the table tracks.
 func (t *Table) size() int { return t.m.Len() }
 
-func (t *GCRATable) size() int  { return t.keys.Len() }
-func (t *WarmTable) size() int  { return t.keys.Len() }
-func (t *LogTable) size() int   { return t.keys.Len() }
-func (t *LeaseTable) size() int { return t.keys.Len() }
+func (t *GCRATable) size() int { return t.keys.Len() }
+func (t *WarmTable) size() int { return t.keys.Len() }
+func (t *LogTable) size() int  { return t.keys.Len() }
 
 // sizeOf returns the number of keys a KeyTable tracks.
-func sizeOf(kt KeyTable) int { return kt.(interface{ size() int }).size() }
+func sizeOf(kt tableport.KeyTable) int { return kt.(interface{ size() int }).size() }

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -21,14 +23,14 @@ import (
 // more than was admitted, under contention at the cap).
 func TestAllowRacingSyncer(t *testing.T) {
 	t.Parallel()
-	for _, capv := range []int64{NoCap, 7} {
+	for _, capv := range []int64{tableport.NoCap, 7} {
 		geo := window.NewSliding(time.Minute, 4)
 		const keys = 40
 		tb := mkTable(t, geo, 1<<30, true)
-		tb.SetLimits(Limits{Cap: capv, Share: 1 << 30})
+		tb.setLimits(tableport.Limits{Cap: capv, Share: 1 << 30})
 		store := newFakeStore()
 		now := bucketStart(geo, 0) + 17
-		tb.Tick(now)
+		tb.tick(now)
 		var admitted [keys]atomic.Int64
 		var acked atomic.Int64
 		var stop atomic.Bool
@@ -48,7 +50,7 @@ func TestAllowRacingSyncer(t *testing.T) {
 				k := rng.IntN(keys)
 				n := 1 + rng.Int64N(3)
 				key := fmt.Sprint("key-", k)
-				if v := tb.Allow(key, n); v.Status == Allowed {
+				if v := tb.Allow(key, n); v.Status == verdict.Allowed {
 					admitted[k].Add(n)
 				}
 			}
@@ -58,7 +60,7 @@ func TestAllowRacingSyncer(t *testing.T) {
 		var total, pending int64
 		for k := range admitted {
 			total += admitted[k].Load()
-			r, _ := tb.Ref(fmt.Sprint("key-", k))
+			r, _ := tb.ref(fmt.Sprint("key-", k))
 			pending += pendingSum(tb, r, now)
 		}
 		require.Equal(t, total, acked.Load()+pending, "cap %d: admitted = acked + pending", capv)
@@ -73,33 +75,33 @@ func TestAllowCachesDenials(t *testing.T) {
 	geo := window.NewSliding(time.Second, 10)
 	tb := mkTable(t, geo, 10, false)
 	now := bucketStart(geo, 0) + 3*geo.Sub()/10
-	tb.Tick(now)
+	tb.tick(now)
 	for range 10 {
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 	}
 	v := tb.Allow("k", 1)
-	require.Equal(t, OverLimit, v.Status)
+	require.Equal(t, verdict.OverLimit, v.Status)
 	require.Positive(t, v.RetryAfter)
 	ra := cachedDenialOf(tb, "k")
 	require.Positive(t, ra, "the denial is cached")
 	assert.InDelta(t, float64(v.RetryAfter), float64(ra), float64(time.Microsecond))
 	v2 := tb.Allow("k", 1)
-	require.Equal(t, OverLimit, v2.Status)
+	require.Equal(t, verdict.OverLimit, v2.Status)
 	assert.InDelta(t, float64(v.RetryAfter), float64(v2.RetryAfter), float64(time.Microsecond))
-	assert.Equal(t, OverLimit, tb.Allow("k", 2).Status, "other costs take the exact path")
+	assert.Equal(t, verdict.OverLimit, tb.Allow("k", 2).Status, "other costs take the exact path")
 
 	// Half way there: still denied, for half as long.
-	tb.Tick(now + int64(v.RetryAfter)/2)
+	tb.tick(now + int64(v.RetryAfter)/2)
 	if ra2 := cachedDenialOf(tb, "k"); ra2 > 0 { // the bucket may have turned: then the slow path decides
 		assert.InDelta(t, float64(v.RetryAfter)/2, float64(ra2), float64(2*time.Microsecond))
 		assert.InDelta(t, float64(v.RetryAfter)/2, float64(tb.Allow("k", 1).RetryAfter), float64(2*time.Microsecond))
 	}
 
 	// At the retry time the cached denial no longer holds, and the check passes.
-	tb.Tick(now + int64(v.RetryAfter))
+	tb.tick(now + int64(v.RetryAfter))
 	assert.Zero(t, cachedDenialOf(tb, "k"))
-	assert.Equal(t, Allowed, tb.Allow("k", 1).Status)
-	_, _, ok := tb.Estimate("k", now)
+	assert.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
+	_, _, ok := tb.estimate("k", now)
 	assert.True(t, ok)
 }
 
@@ -109,28 +111,28 @@ func TestCachedDenialInvalidated(t *testing.T) {
 	t.Parallel()
 	geo := window.NewFixed(time.Minute)
 	tb := mkTable(t, geo, 5, true)
-	tb.SetLimits(Limits{Cap: NoCap, Share: 5})
+	tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 5})
 	now := bucketStart(geo, 0) + 1
-	tb.Tick(now)
+	tb.tick(now)
 	for range 5 {
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 	}
-	require.Equal(t, OverLimit, tb.Allow("k", 1).Status)
+	require.Equal(t, verdict.OverLimit, tb.Allow("k", 1).Status)
 	require.Positive(t, cachedDenialOf(tb, "k"))
 
-	tb.SetLimits(Limits{Cap: NoCap, Share: 5})
+	tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 5})
 	assert.Zero(t, cachedDenialOf(tb, "k"), "a new generation drops the cached denial")
-	require.Equal(t, OverLimit, tb.Allow("k", 1).Status)
+	require.Equal(t, verdict.OverLimit, tb.Allow("k", 1).Status)
 	require.Positive(t, cachedDenialOf(tb, "k"))
 
 	// The store restarted empty: its totals for the key are 0 and it
 	// acknowledged our 5: the window has room again.
-	ref, ok := tb.Ref("k")
+	ref, ok := tb.ref("k")
 	require.True(t, ok)
 	acked := tb.syncView().Pending(ref, now, nil)
 	tb.syncView().Settle(ref, now, acked, geo.Index(now), []int64{0}, Bucket{})
 	assert.Zero(t, cachedDenialOf(tb, "k"), "a Settle with room ends the cached denial")
-	assert.Equal(t, Allowed, tb.Allow("k", 1).Status)
+	assert.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 }
 
 // cachedDenialOf returns how long key's cached denial of cost 1 holds at the

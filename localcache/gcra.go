@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -64,7 +65,7 @@ func NewGCRATable(g window.GCRA, keys *Keys) (*GCRATable, error) {
 }
 
 // Allow decides cost n for key at now and records it if admitted.
-func (t *GCRATable) Allow(key string, now, n int64) Outcome {
+func (t *GCRATable) Allow(key string, now, n int64) verdict.Outcome {
 	return t.AllowAbove(key, now, n, tatFresh)
 }
 
@@ -72,7 +73,7 @@ func (t *GCRATable) Allow(key string, now, n int64) Outcome {
 // from elsewhere (an Eventual bucket's failure mode starts from the store's
 // bucket as this instance last saw it, not from a full one). An untracked
 // key is decided on its sketch, without the floor.
-func (t *GCRATable) AllowAbove(key string, now, n, floor int64) Outcome {
+func (t *GCRATable) AllowAbove(key string, now, n, floor int64) verdict.Outcome {
 	e := t.keys.lookup(key)
 	if e == nil {
 		return t.untracked(key, now, n)
@@ -87,7 +88,7 @@ func (t *GCRATable) AllowAbove(key string, now, n, floor int64) Outcome {
 		next, ok := t.g.Admit(tat, now, n)
 		if !ok {
 			// As denied, written out: denied does not inline.
-			return Outcome{
+			return verdict.Outcome{
 				Remaining:  t.g.Remaining(tat, now),
 				ResetAfter: t.g.ResetAfter(tat, now),
 				RetryAfter: t.g.RetryAfter(tat, now, n),
@@ -110,8 +111,8 @@ func (t *GCRATable) settle(e *gcraEntry, key string, tat int64) *gcraEntry {
 }
 
 // denied is the Outcome of a check of n at now denied on state tat.
-func (t *GCRATable) denied(tat, now, n int64) Outcome {
-	return Outcome{
+func (t *GCRATable) denied(tat, now, n int64) verdict.Outcome {
+	return verdict.Outcome{
 		Remaining:  t.g.Remaining(tat, now),
 		ResetAfter: t.g.ResetAfter(tat, now),
 		RetryAfter: t.g.RetryAfter(tat, now, n),
@@ -119,17 +120,19 @@ func (t *GCRATable) denied(tat, now, n int64) Outcome {
 }
 
 // admitted is the Outcome of an admission at now that left the TAT at next.
-func (t *GCRATable) admitted(next, now int64) Outcome {
+func (t *GCRATable) admitted(next, now int64) verdict.Outcome {
 	// next − now ≤ τ: the debt after the admission.
 	d := next - now
-	return Outcome{Allowed: true, Remaining: (t.g.Tolerance() - d) / t.g.Interval(), ResetAfter: time.Duration(d)}
+	return verdict.Outcome{Allowed: true, Remaining: (t.g.Tolerance() - d) / t.g.Interval(), ResetAfter: time.Duration(d)}
 }
 
 // Peek returns what a check of one unit would see at now.
-func (t *GCRATable) Peek(key string, now int64) Outcome { return t.PeekAbove(key, now, tatFresh) }
+func (t *GCRATable) Peek(key string, now int64) verdict.Outcome {
+	return t.PeekAbove(key, now, tatFresh)
+}
 
 // PeekAbove is Peek on a TAT of at least floor (AllowAbove).
-func (t *GCRATable) PeekAbove(key string, now, floor int64) Outcome {
+func (t *GCRATable) PeekAbove(key string, now, floor int64) verdict.Outcome {
 	tat := int64(tatSeed)
 	if e, ok := t.keys.m.Load(key); ok {
 		tat = e.tat.Load()
@@ -139,7 +142,7 @@ func (t *GCRATable) PeekAbove(key string, now, floor int64) Outcome {
 	}
 	tat = max(tat, floor)
 	rem := t.g.Remaining(tat, now)
-	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.g.ResetAfter(tat, now)}
+	return verdict.Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.g.ResetAfter(tat, now)}
 }
 
 // Sweep evicts the keys whose bucket is full at now.

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -23,10 +25,10 @@ func TestHealth(t *testing.T) {
 	t.Run("FailLocal enforces Share on own counts", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 5, Share: 30, Down: true, Mode: policy.FailLocal})
+		tb.setLimits(tableport.Limits{Cap: 5, Share: 30, Down: true, Mode: policy.FailLocal})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		require.Equal(t, int64(30), got, "the cap does not apply while degraded; the share does")
-		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, verdict.OverLimit, v.Status)
 		require.Equal(t, int64(70), v.Remaining, "Remaining is the window's")
 		// Only a share's worth: retry when the share's own window frees up.
 		ref := reference.NewCounter(geo, 30)
@@ -38,7 +40,7 @@ func TestHealth(t *testing.T) {
 		require.Equal(t, int64(15), got)
 		// A cost over the share can only wait for the reset.
 		v = tb.AllowAt("k", t1, 31)
-		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, verdict.OverLimit, v.Status)
 		require.Equal(t, geo.ResetAfter(t1), v.RetryAfter)
 	})
 
@@ -47,15 +49,15 @@ func TestHealth(t *testing.T) {
 		tb := mkTable(t, geo, limit, true)
 		store := newFakeStore()
 		store.add("k", geo.Index(t0), 80)
-		r, _ := tb.Ref("k")
+		r, _ := tb.ref("k")
 		tb.syncView().MarkDirty(r)
 		syncAll(tb, geo, store, t0)
-		tb.SetLimits(Limits{Cap: NoCap, Share: 30, Down: true, Mode: policy.FailLocal})
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 30, Down: true, Mode: policy.FailLocal})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		// Its part of the room the fleet left: ⌊(100−80)·30/100⌋, not
 		// the whole share (the other instances get theirs of the same 20).
 		require.Equal(t, int64(6), got)
-		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, verdict.OverLimit, v.Status)
 		require.Equal(t, int64(14), v.Remaining, "Remaining is the window's")
 		// Once the acknowledged bucket has left the window, the whole
 		// share is back.
@@ -67,78 +69,78 @@ func TestHealth(t *testing.T) {
 	t.Run("FailOpen admits everything and counts it", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 5, Share: 10, Down: true, Mode: policy.FailOpen})
+		tb.setLimits(tableport.Limits{Cap: 5, Share: 10, Down: true, Mode: policy.FailOpen})
 		for i := 0; i < 3*limit; i++ {
 			v := tb.AllowAt("k", t0, 1)
-			require.Equal(t, Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			require.GreaterOrEqual(t, v.Remaining, int64(0))
 		}
 		require.Equal(t, int64(3*limit), ownCount(tb, "k", t0))
 		refs := tb.syncView().Drain(nil)
 		require.Len(t, refs, 1)
 		require.Equal(t, int64(3*limit), pendingSum(tb, refs[0], t0), "to push later")
-		require.Equal(t, Allowed, tb.AllowAt("k", t0, limit).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, limit).Status)
 	})
 
 	t.Run("FailClosed admits nothing", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: NoCap, Share: 10, Down: true, Mode: policy.FailClosed})
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 10, Down: true, Mode: policy.FailClosed})
 		v := tb.AllowAt("k", t0, 1)
-		require.Equal(t, StoreDown, v.Status)
+		require.Equal(t, verdict.StoreDown, v.Status)
 		require.Zero(t, ownCount(tb, "k", t0))
 		require.Empty(t, tb.syncView().Drain(nil))
-		tb.SetLimits(Limits{Cap: NoCap, Share: 10})
-		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 10})
+		require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	})
 
 	t.Run("Local tables ignore the store's health", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, false)
 		for _, h := range []policy.FailureMode{policy.FailClosed, policy.FailLocal, policy.FailOpen} {
-			tb.SetLimits(Limits{Cap: 1, Share: 1, Down: true, Mode: h})
-			require.Equal(t, Allowed, tb.AllowAt(fmt.Sprint(h), t0, 10).Status)
+			tb.setLimits(tableport.Limits{Cap: 1, Share: 1, Down: true, Mode: h})
+			require.Equal(t, verdict.Allowed, tb.AllowAt(fmt.Sprint(h), t0, 10).Status)
 		}
 		got, v := admitUntil(t, tb, "x", t0, 1000)
 		require.Equal(t, int64(limit), got)
-		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, verdict.OverLimit, v.Status)
 	})
 
 	t.Run("AllowDegraded ignores the table's health", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		tb.SetLimits(Limits{Cap: 3, Share: 20})
+		tb.setLimits(tableport.Limits{Cap: 3, Share: 20})
 		got, v := admitUntil(t, tb, "k", t0, 1000)
 		require.Equal(t, int64(3), got)
-		require.Equal(t, OverCap, v.Status)
+		require.Equal(t, verdict.OverCap, v.Status)
 
 		// The store failed the OverCap check: the caller's failure mode
 		// decides, on own counts (3 already), never with OverCap.
 		for i := 0; i < 17; i++ {
-			require.Equal(t, Allowed, tb.AllowDegraded("k", t0, 1, policy.FailLocal).Status, "i=%d", i)
+			require.Equal(t, verdict.Allowed, tb.AllowDegraded("k", t0, 1, policy.FailLocal).Status, "i=%d", i)
 		}
 		v = tb.AllowDegraded("k", t0, 1, policy.FailLocal)
-		require.Equal(t, OverLimit, v.Status)
-		require.Equal(t, StoreDown, tb.AllowDegraded("k", t0, 1, policy.FailClosed).Status)
+		require.Equal(t, verdict.OverLimit, v.Status)
+		require.Equal(t, verdict.StoreDown, tb.AllowDegraded("k", t0, 1, policy.FailClosed).Status)
 		for i := 0; i < 2*limit; i++ {
-			require.Equal(t, Allowed, tb.AllowDegraded("k", t0, 1, policy.FailOpen).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowDegraded("k", t0, 1, policy.FailOpen).Status)
 		}
 		require.Equal(t, int64(20+2*limit), ownCount(tb, "k", t0))
 		// The table itself is still Healthy with its cap.
-		require.Equal(t, OverLimit, tb.AllowAt("k", t0, 1).Status)
-		require.Equal(t, OverCap, tb.AllowAt("fresh", t0, 4).Status)
+		require.Equal(t, verdict.OverLimit, tb.AllowAt("k", t0, 1).Status)
+		require.Equal(t, verdict.OverCap, tb.AllowAt("fresh", t0, 4).Status)
 
 		// And the other way round: a FailClosed table still admits by a
 		// degraded check's mode, without touching its cached budgets.
 		tb2 := mkTable(t, geo, limit, true)
-		tb2.SetLimits(Limits{Cap: 3, Share: 20, Down: true, Mode: policy.FailClosed})
-		require.Equal(t, StoreDown, tb2.AllowAt("k", t0, 1).Status)
-		require.Equal(t, Allowed, tb2.AllowDegraded("k", t0, 1, policy.FailOpen).Status)
-		require.Equal(t, StoreDown, tb2.AllowAt("k", t0, 1).Status)
-		require.Equal(t, StoreDown, tb2.AllowDegraded("other", t0, 1, policy.FailClosed).Status)
+		tb2.setLimits(tableport.Limits{Cap: 3, Share: 20, Down: true, Mode: policy.FailClosed})
+		require.Equal(t, verdict.StoreDown, tb2.AllowAt("k", t0, 1).Status)
+		require.Equal(t, verdict.Allowed, tb2.AllowDegraded("k", t0, 1, policy.FailOpen).Status)
+		require.Equal(t, verdict.StoreDown, tb2.AllowAt("k", t0, 1).Status)
+		require.Equal(t, verdict.StoreDown, tb2.AllowDegraded("other", t0, 1, policy.FailClosed).Status)
 		for _, h := range []policy.FailureMode{policy.FailLocal, policy.FailOpen, policy.FailClosed} {
 			for i := 0; i < 50; i++ {
-				assert.NotEqual(t, OverCap, tb2.AllowDegraded("k", t0, 1, h).Status)
+				assert.NotEqual(t, verdict.OverCap, tb2.AllowDegraded("k", t0, 1, h).Status)
 			}
 		}
 	})
@@ -147,7 +149,7 @@ func TestHealth(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
 		v := tb.AllowAt("k", t0, limit+1)
-		require.Equal(t, OverLimit, v.Status)
+		require.Equal(t, verdict.OverLimit, v.Status)
 		require.Equal(t, time.Duration(-1), v.RetryAfter)
 		require.Equal(t, int64(limit), v.Remaining)
 	})
@@ -166,11 +168,11 @@ func TestAllowDegradedNeverOverCap(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			t.Parallel()
 			tb := mkTable(t, geo, 100, true)
-			tb.SetLimits(Limits{Cap: 2, Share: 100})
+			tb.setLimits(tableport.Limits{Cap: 2, Share: 100})
 			for i := 0; i < 5; i++ {
 				v := tb.AllowDegraded("k", base, 1, m)
-				require.NotEqual(t, OverCap, v.Status, "i=%d", i)
-				require.Equal(t, m == policy.FailClosed, v.Status == StoreDown, "i=%d", i)
+				require.NotEqual(t, verdict.OverCap, v.Status, "i=%d", i)
+				require.Equal(t, m == policy.FailClosed, v.Status == verdict.StoreDown, "i=%d", i)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -30,7 +31,7 @@ func mkTable(t testing.TB, geo window.Sliding, limit int64, eventual bool) *Tabl
 }
 
 // pendingSum returns the sum of r's pending counts at now.
-func pendingSum(tb *Table, r Ref, now int64) int64 {
+func pendingSum(tb *Table, r verdict.Ref, now int64) int64 {
 	var s int64
 	for _, b := range tb.syncView().Pending(r, now, nil) {
 		s += b.Count
@@ -40,21 +41,21 @@ func pendingSum(tb *Table, r Ref, now int64) int64 {
 
 // ownCount returns Estimate's own count for key (0 if untracked).
 func ownCount(tb *Table, key string, now int64) int64 {
-	_, own, _ := tb.Estimate(key, now)
+	_, own, _ := tb.estimate(key, now)
 	return own
 }
 
 // admitUntil checks cost 1 for key at now until a check is not Allowed and
 // returns how many passed and the verdict that stopped it.
-func admitUntil(t *testing.T, tb *Table, key string, now int64, max int) (int64, Verdict) {
+func admitUntil(t *testing.T, tb *Table, key string, now int64, max int) (int64, verdict.Verdict) {
 	t.Helper()
 	for i := 0; i < max; i++ {
-		if v := tb.AllowAt(key, now, 1); v.Status != Allowed {
+		if v := tb.AllowAt(key, now, 1); v.Status != verdict.Allowed {
 			return int64(i), v
 		}
 	}
 	t.Fatalf("%s: still admitting after %d", key, max)
-	return 0, Verdict{}
+	return 0, verdict.Verdict{}
 }
 
 // fakeStore is the store side of a simulated syncer: per key, the fleet-wide
@@ -103,7 +104,7 @@ func oldest(geo window.Sliding, k int64) int64 { return k - int64(geo.Span()) + 
 
 // syncRef does for one key what the syncer does: read its pending counts,
 // push them, and settle with the store's totals. It returns what it acked.
-func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int64 {
+func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r verdict.Ref, now int64) int64 {
 	pend := tb.syncView().Pending(r, now, nil)
 	first := oldest(geo, geo.Index(now))
 	totals := s.push(tb.syncView().Key(r), pend, first, geo.Span())
@@ -120,7 +121,7 @@ func syncRef(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now int64) int6
 // parked); it returns the units acked.
 func syncAll(tb *Table, geo window.Sliding, s *fakeStore, now int64) int64 {
 	var acked int64
-	seen := map[Ref]bool{}
+	seen := map[verdict.Ref]bool{}
 	for _, r := range tb.syncView().Unsynced(tb.syncView().Drain(nil), now) {
 		if !seen[r] {
 			seen[r] = true

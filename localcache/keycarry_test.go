@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -155,7 +157,7 @@ func TestKeyTablesEntryRace(t *testing.T) {
 
 // untrackedCheck is a KeyTable's decision on its sketch, as a check that
 // looked its key up while the key had no entry would make it.
-func untrackedCheck(tb KeyTable, key string, now, n int64) Outcome {
+func untrackedCheck(tb tableport.KeyTable, key string, now, n int64) verdict.Outcome {
 	switch tb := tb.(type) {
 	case *GCRATable:
 		return tb.untracked(key, now, n)
@@ -169,7 +171,7 @@ func untrackedCheck(tb KeyTable, key string, now, n int64) Outcome {
 
 // insertUnseeded puts a new entry for key in tb's map, as a check that
 // has just created it and not decided yet would leave it.
-func insertUnseeded(tb KeyTable, key string) {
+func insertUnseeded(tb tableport.KeyTable, key string) {
 	switch tb := tb.(type) {
 	case *GCRATable:
 		tb.keys.insert(key)

@@ -3,48 +3,15 @@ package localcache
 import (
 	"hash/maphash"
 	"strings"
-	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
+	"github.com/sluicehq/sluice/internal/tableport"
 )
 
-// Outcome is a KeyTable's answer to a check: the whole decision, since the
-// algorithms behind KeyTable decide on one key's state alone. It has four
-// words, so that it travels in registers.
-type Outcome struct {
-	// Allowed reports whether the cost was admitted and recorded.
-	Allowed bool
-	// Remaining is the largest cost the key would admit now, after this
-	// check.
-	Remaining int64
-	// ResetAfter is how long until the key is back to its full capacity if
-	// nothing more is admitted.
-	ResetAfter time.Duration
-	// RetryAfter is 0 when allowed; otherwise how long until the same cost
-	// is admitted if nothing else is, and -1 if it never is.
-	RetryAfter time.Duration
-}
-
-// KeyTable is the per-key state of one rule whose algorithm decides each
-// key on its own state, in this process: GCRATable (TokenBucket and GCRA),
-// WarmTable (either with a WarmUp) and LogTable (SlidingLog). It is the seam
-// between an engine and that state. Times are nanoseconds on the store
-// clock; methods are safe for concurrent use.
-type KeyTable interface {
-	// Allow decides cost n for key at now and records it if admitted.
-	Allow(key string, now, n int64) Outcome
-	// Peek returns what a check of one unit would see at now, recording
-	// nothing.
-	Peek(key string, now int64) Outcome
-	// Sweep evicts the keys whose state at now is that of a key never
-	// seen, and returns how many.
-	Sweep(now int64) int
-}
-
 var (
-	_ KeyTable = (*GCRATable)(nil)
-	_ KeyTable = (*WarmTable)(nil)
-	_ KeyTable = (*LogTable)(nil)
+	_ tableport.KeyTable = (*GCRATable)(nil)
+	_ tableport.KeyTable = (*WarmTable)(nil)
+	_ tableport.KeyTable = (*LogTable)(nil)
 )
 
 // keyed is the key index of a KeyTable: an xsync.MapOf of per-key entries

@@ -5,11 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/stretchr/testify/require"
 )
 
 // keysOf returns tb's key bound, and whether tb tracks key.
-func keysOf(tb KeyTable, key string) (*Keys, bool) {
+func keysOf(tb tableport.KeyTable, key string) (*Keys, bool) {
 	switch tb := tb.(type) {
 	case *GCRATable:
 		_, ok := tb.keys.m.Load(key)
@@ -25,7 +26,7 @@ func keysOf(tb KeyTable, key string) (*Keys, bool) {
 }
 
 // keyTracked reports whether tb tracks key.
-func keyTracked(tb KeyTable, key string) bool {
+func keyTracked(tb tableport.KeyTable, key string) bool {
 	_, ok := keysOf(tb, key)
 	return ok
 }
@@ -67,11 +68,11 @@ func TestKeyTablesKeyBound(t *testing.T) {
 				}
 			}
 			require.Equal(t, capacity[name], got+countAdmitted(tb, "d", now))
-			require.Equal(t, int64(4), keys.Len())
-			require.False(t, keys.Full())
+			require.Equal(t, int64(4), keys.tracked())
+			require.False(t, keys.Usage().Full())
 			// At the bound: no key gets in, and each is decided on its
 			// own capacity.
-			untracked := keys.Untracked()
+			untracked := keys.Usage().Untracked()
 			for _, k := range []string{"e", "f", "g"} {
 				require.Equal(t, capacity[name], countAdmitted(tb, k, now), "%s: its own capacity, not a shared one", k)
 				require.False(t, keyTracked(tb, k))
@@ -81,8 +82,8 @@ func TestKeyTablesKeyBound(t *testing.T) {
 				require.Zero(t, tb.Peek(k, now).Remaining)
 				require.Equal(t, map[string]int64{"gcra": 2, "warm": 2, "log": 10}[name], tb.Peek("h", now).Remaining, "a key never checked has its whole capacity")
 			}
-			require.Greater(t, keys.Untracked(), untracked)
-			require.True(t, keys.Full(), "a refused key asks for a sweep")
+			require.Greater(t, keys.Usage().Untracked(), untracked)
+			require.True(t, keys.Usage().Full(), "a refused key asks for a sweep")
 			require.Equal(t, 4, sizeOf(tb))
 			// Much later everything is idle: a sweep frees the bound, and
 			// keys get in at once again.

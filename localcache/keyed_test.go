@@ -12,12 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
 // keyTables returns one table of each KeyTable kind for a rule of limit per
 // window (burst for the buckets), each with its own key bound of max keys.
-func keyTables(t testing.TB, win time.Duration, limit, burst int64, warmup time.Duration, max int64) map[string]KeyTable {
+func keyTables(t testing.TB, win time.Duration, limit, burst int64, warmup time.Duration, max int64) map[string]tableport.KeyTable {
 	t.Helper()
 	g, err := NewGCRATable(window.NewGCRA(win, limit, burst), NewKeys(max))
 	require.NoError(t, err)
@@ -25,7 +27,7 @@ func keyTables(t testing.TB, win time.Duration, limit, burst int64, warmup time.
 	require.NoError(t, err)
 	l, err := NewLogTable(win, min(limit, 1024), NewKeys(max))
 	require.NoError(t, err)
-	return map[string]KeyTable{"gcra": g, "warm": w, "log": l}
+	return map[string]tableport.KeyTable{"gcra": g, "warm": w, "log": l}
 }
 
 // gap is a random arrival gap around the interval iv.
@@ -61,10 +63,10 @@ func TestGCRATableMatchesMath(t *testing.T) {
 				n := 1 + rng.Int64N(g.Burst())
 				tat := ref[key]
 				next, ok := g.Admit(tat, now, n)
-				want := Outcome{Remaining: g.Remaining(tat, now), ResetAfter: g.ResetAfter(tat, now), RetryAfter: g.RetryAfter(tat, now, n)}
+				want := verdict.Outcome{Remaining: g.Remaining(tat, now), ResetAfter: g.ResetAfter(tat, now), RetryAfter: g.RetryAfter(tat, now, n)}
 				if ok {
 					ref[key] = next
-					want = Outcome{Allowed: true, Remaining: g.Remaining(next, now), ResetAfter: g.ResetAfter(next, now)}
+					want = verdict.Outcome{Allowed: true, Remaining: g.Remaining(next, now), ResetAfter: g.ResetAfter(next, now)}
 				}
 				require.Equal(t, want, tb.Allow(key, now, n), "step %d", step)
 				p := tb.Peek(key, now)
@@ -102,12 +104,12 @@ func TestWarmTableMatchesMath(t *testing.T) {
 					s = w.Fresh(now)
 				}
 				next, ok, _, _, retry := w.Check(s, now, n)
-				want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
+				want := verdict.Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
 				if ok {
 					allowed++
 					next = w.Round(next, WarmSteps)
 					ref[key] = next
-					want = Outcome{Allowed: true, Remaining: w.Remaining(next, now), ResetAfter: w.ResetAfter(next, now)}
+					want = verdict.Outcome{Allowed: true, Remaining: w.Remaining(next, now), ResetAfter: w.ResetAfter(next, now)}
 				} else {
 					denied++
 				}
@@ -259,7 +261,7 @@ func TestKeyTablesBurstUnderContention(t *testing.T) {
 }
 
 // countAdmitted checks unit costs of key at now until one is denied.
-func countAdmitted(tb KeyTable, key string, now int64) int64 {
+func countAdmitted(tb tableport.KeyTable, key string, now int64) int64 {
 	var n int64
 	for tb.Allow(key, now, 1).Allowed {
 		n++

@@ -1,6 +1,11 @@
 package localcache
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
+)
 
 // Keys bounds the number of keys tracked by the tables that share it (Tables
 // and KeyTables), and holds the admission rule's frequency sketch
@@ -16,17 +21,26 @@ type Keys struct {
 // NewKeys returns a bound of max keys.
 func NewKeys(max int64) *Keys { return &Keys{max: max} }
 
+// Usage returns the bound's usage, for the limiter's stats and sweeps.
+func (k *Keys) Usage() tableport.KeyUsage { return (*keyUsage)(k) }
+
+// keyUsage is a Keys as the limiter reads it (tableport.KeyUsage).
+type keyUsage Keys
+
 // Len returns the number of tracked keys.
-func (k *Keys) Len() int64 { return k.n.Load() }
+func (u *keyUsage) Len() int64 { return (*Keys)(u).tracked() }
 
 // Untracked returns how many checks found their key without an entry and
 // not let in by the admission rule, since NewKeys (across the Tables that
-// share k).
-func (k *Keys) Untracked() int64 { return k.out.Load() }
+// share the bound).
+func (u *keyUsage) Untracked() int64 { return u.out.Load() }
 
 // Full reports, and clears, whether a new key has been refused at the bound
 // since the last call: a hint to sweep now.
-func (k *Keys) Full() bool { return k.full.Swap(false) }
+func (u *keyUsage) Full() bool { return u.full.Swap(false) }
+
+// tracked returns the number of tracked keys.
+func (k *Keys) tracked() int64 { return k.n.Load() }
 
 // lookup returns key's entry, creating it if the admission rule lets key in
 // (with sight, this check counts as a sighting of it); nil if key stays
@@ -61,10 +75,10 @@ func (t *Table) replace(e *hdr, key string) {
 	}
 }
 
-// Ref returns key's entry, creating it if the admission rule lets key in
+// ref returns key's entry, creating it if the admission rule lets key in
 // (the call counts as a sighting of key); ok is false, and the Ref nil, if
 // key stays untracked: it has no local state to sync.
-func (t *Table) Ref(key string) (Ref, bool) {
+func (t *Table) ref(key string) (verdict.Ref, bool) {
 	if e := t.lookup(key, t.now.Load(), true); e != nil {
 		return e, true
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -43,7 +45,7 @@ func TestKeyBound(t *testing.T) {
 			require.Equal(t, int64(bound), keys.maxKeys())
 			tb, err := New(Config{Geometry: geo, Limit: limit, Eventual: eventual, ByNeed: eventual, Keys: keys})
 			require.NoError(t, err)
-			tb.SetLimits(Limits{Cap: NoCap, Share: limit})
+			tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: limit})
 			t0 := bucketStart(geo, 0)
 			for i := 0; i < bound/2; i++ {
 				require.Equal(t, 1, checksToTrack(tb, fmt.Sprint("key-", i), t0, 1), "key-%d: free below half", i)
@@ -56,8 +58,8 @@ func TestKeyBound(t *testing.T) {
 				require.LessOrEqual(t, got, want, "key-%d at %d%% full", i, i)
 				require.Greater(t, got, want/2, "key-%d at %d%% full", i, i)
 			}
-			require.Equal(t, int64(bound), keys.Len())
-			require.False(t, keys.Full(), "no key refused at the bound yet")
+			require.Equal(t, int64(bound), keys.tracked())
+			require.False(t, keys.Usage().Full(), "no key refused at the bound yet")
 			require.Equal(t, 2*doorWidth(bound), keys.door.Load().bytes())
 
 			// At the bound: no key gets in, however often it is seen, and
@@ -70,19 +72,19 @@ func TestKeyBound(t *testing.T) {
 					require.False(t, tracked(tb, key))
 					switch {
 					case eventual:
-						require.Equal(t, Untracked, v.Status, "the store decides %s", key)
+						require.Equal(t, verdict.Untracked, v.Status, "the store decides %s", key)
 					case i < limit:
-						require.Equal(t, Allowed, v.Status, "%s check %d: its own limit", key, i)
+						require.Equal(t, verdict.Allowed, v.Status, "%s check %d: its own limit", key, i)
 						require.Equal(t, int64(limit-1-i), v.Remaining)
 					default:
-						require.Equal(t, OverLimit, v.Status, "%s check %d", key, i)
+						require.Equal(t, verdict.OverLimit, v.Status, "%s check %d", key, i)
 						require.Positive(t, v.RetryAfter)
 					}
 				}
 			}
-			require.True(t, keys.Full(), "a refused key asks for a sweep")
-			require.False(t, keys.Full(), "Full clears")
-			r, ok := tb.Ref("new-a")
+			require.True(t, keys.Usage().Full(), "a refused key asks for a sweep")
+			require.False(t, keys.Usage().Full(), "Full clears")
+			r, ok := tb.ref("new-a")
 			require.False(t, ok)
 			require.Nil(t, r, "no local state to sync")
 			require.Equal(t, bound, tb.size())
@@ -100,9 +102,9 @@ func TestKeyBound(t *testing.T) {
 			}
 			require.Zero(t, tb.Sweep(t2))
 			require.Equal(t, bound, tb.Sweep(t2))
-			require.Zero(t, keys.Len())
+			require.Zero(t, keys.tracked())
 			v := tb.AllowAt("new-a", t2, 1)
-			require.Equal(t, Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			require.True(t, tracked(tb, "new-a"))
 			require.Equal(t, int64(limit-1), v.Remaining)
 		})
@@ -123,15 +125,15 @@ func TestKeyBoundShared(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		require.Equal(t, 1, checksToTrack(b, fmt.Sprint(i), base, 1), "key %d: the bound is half full after it", i)
 	}
-	require.Equal(t, int64(50), keys.Len())
+	require.Equal(t, int64(50), keys.tracked())
 	// Past half: "x" seen once by a is not seen by b.
 	a.AllowAt("x", base, 1)
 	require.False(t, tracked(a, "x"))
-	require.Equal(t, Untracked, b.AllowAt("x", base, 1).Status)
+	require.Equal(t, verdict.Untracked, b.AllowAt("x", base, 1).Status)
 	require.False(t, tracked(b, "x"), "a's sighting is not b's")
-	require.Equal(t, Allowed, b.AllowAt("x", base, 1).Status)
+	require.Equal(t, verdict.Allowed, b.AllowAt("x", base, 1).Status)
 	require.True(t, tracked(b, "x"), "b's second sighting")
-	require.Equal(t, int64(51), keys.Len())
+	require.Equal(t, int64(51), keys.tracked())
 	require.Equal(t, 40, a.size())
 	require.Equal(t, 11, b.size())
 }
@@ -147,7 +149,7 @@ func TestFloodKeepsRoomForKeysInUse(t *testing.T) {
 	keys := NewKeys(bound)
 	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Keys: keys, Eventual: true})
 	for i := range 100 {
-		require.Equal(t, Allowed, tb.AllowAt(fmt.Sprint("old-", i), base, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt(fmt.Sprint("old-", i), base, 1).Status)
 	}
 	const flood, every = 200_000, 20
 	var newKeys [5]string
@@ -162,7 +164,7 @@ func TestFloodKeepsRoomForKeysInUse(t *testing.T) {
 			}
 		}
 	}
-	n := keys.Len()
+	n := keys.tracked()
 	t.Logf("after %d one-time keys: %d tracked of %d", flood, n, bound)
 	assert.GreaterOrEqual(t, n, int64(bound/2), "the first half fills freely")
 	// One-hit keys stop at 5/8: threshold 4 needs three sightings of
@@ -200,10 +202,10 @@ func TestKeyBoundConcurrent(t *testing.T) {
 			go func() { // monitor, and sweeper
 				defer wg.Done()
 				for !stop.Load() {
-					peak.Store(max(peak.Load(), int64(tb.size()), keys.Len()))
+					peak.Store(max(peak.Load(), int64(tb.size()), keys.tracked()))
 					if sweeping {
 						tb.Sweep(clock.Load())
-						if keys.Len() >= bound/2 {
+						if keys.tracked() >= bound/2 {
 							clock.Add(geo.Sub()) // everything so far is idle
 						}
 					}
@@ -234,7 +236,7 @@ func TestKeyBoundConcurrent(t *testing.T) {
 			wg.Wait()
 			require.LessOrEqual(t, int64(tb.size()), int64(bound+hammerers))
 			require.LessOrEqual(t, peak.Load(), int64(bound+hammerers))
-			require.Equal(t, int64(tb.size()), keys.Len())
+			require.Equal(t, int64(tb.size()), keys.tracked())
 			require.Positive(t, untracked.Load())
 			if sweeping {
 				require.Greater(t, ontable.Load(), int64(bound), "sweeps made room for new keys")

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -80,7 +81,7 @@ func (t *GCRATable) seed(e *gcraEntry, key string) (int64, bool) {
 }
 
 // untracked decides cost n at now for key, which t does not track.
-func (t *GCRATable) untracked(key string, now, n int64) Outcome {
+func (t *GCRATable) untracked(key string, now, n int64) verdict.Outcome {
 	s := t.sketch()
 	c := s.cellsOf(key)
 	for {
@@ -103,16 +104,16 @@ func (t *GCRATable) untracked(key string, now, n int64) Outcome {
 // none, the admission of n at now that the sketch has just committed, and
 // returns the entry's decision; ok is false if key has no live entry (the
 // admission stands on the sketch).
-func (t *GCRATable) carry(key string, now, n int64) (o Outcome, ok bool) {
+func (t *GCRATable) carry(key string, now, n int64) (o verdict.Outcome, ok bool) {
 	e, found := t.keys.m.Load(key)
 	if !found {
-		return Outcome{}, false
+		return verdict.Outcome{}, false
 	}
 	for {
 		tat := e.tat.Load()
 		switch tat {
 		case tatGone:
-			return Outcome{}, false
+			return verdict.Outcome{}, false
 		case tatSeed:
 			// This seed is read after the admission: it holds it. If
 			// another check seeded e first, its seed may not: the next
@@ -171,40 +172,40 @@ func (t *WarmTable) seed(e *warmEntry, key string, now int64) (window.Warm, bool
 }
 
 // untracked decides cost n at now for key, which t does not track.
-func (t *WarmTable) untracked(key string, now, n int64) Outcome {
+func (t *WarmTable) untracked(key string, now, n int64) verdict.Outcome {
 	s := t.sketch()
 	c := s.cellsOf(key)
 	us := t.w.Fresh(now).Next
 	for {
 		st := window.Warm{Next: c.estimate(), Stored: t.u.MaxPermits}
 		if _, ok, rem, reset, retry := t.w.Check(st, now, n); !ok {
-			return Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
+			return verdict.Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
 		}
 		st.Next = max(st.Next, us) + t.coldCost(n)
 		if s.commit(&c, st.Next) {
 			if o, ok := t.carry(key, now, n); ok {
 				return o
 			}
-			return Outcome{Allowed: true, Remaining: t.w.Remaining(st, now), ResetAfter: t.w.ResetAfter(st, now)}
+			return verdict.Outcome{Allowed: true, Remaining: t.w.Remaining(st, now), ResetAfter: t.w.ResetAfter(st, now)}
 		}
 		s.read(&c)
 	}
 }
 
 // carry is GCRATable.carry for a WarmTable.
-func (t *WarmTable) carry(key string, now, n int64) (Outcome, bool) {
+func (t *WarmTable) carry(key string, now, n int64) (verdict.Outcome, bool) {
 	e, found := t.keys.m.Load(key)
 	if !found {
-		return Outcome{}, false
+		return verdict.Outcome{}, false
 	}
 	for {
 		word := e.word.Load()
 		switch word & warmQMask {
 		case warmGone:
-			return Outcome{}, false
+			return verdict.Outcome{}, false
 		case warmSeed:
 			if st, ok := t.seed(e, key, now); ok {
-				return Outcome{Allowed: true, Remaining: t.w.Remaining(st, now), ResetAfter: t.w.ResetAfter(st, now)}, true
+				return verdict.Outcome{Allowed: true, Remaining: t.w.Remaining(st, now), ResetAfter: t.w.ResetAfter(st, now)}, true
 			}
 			continue
 		}
@@ -243,15 +244,15 @@ func (t *LogTable) sketchReset(key string, now int64) time.Duration {
 }
 
 // untracked decides cost n at now for key, which t does not track.
-func (t *LogTable) untracked(key string, now, n int64) Outcome {
+func (t *LogTable) untracked(key string, now, n int64) verdict.Outcome {
 	s := t.sketch()
 	if n < 1 || n > t.limit {
 		rem := t.sketchRoom(key, now)
-		return Outcome{Remaining: rem, ResetAfter: t.sketchReset(key, now), RetryAfter: -1}
+		return verdict.Outcome{Remaining: rem, ResetAfter: t.sketchReset(key, now), RetryAfter: -1}
 	}
 	v := s.decide(key, now, n, t.limit)
-	if v.Status != Allowed {
-		return Outcome{Remaining: v.Remaining, ResetAfter: max(s.resetAt(key, now), v.RetryAfter), RetryAfter: v.RetryAfter}
+	if v.Status != verdict.Allowed {
+		return verdict.Outcome{Remaining: v.Remaining, ResetAfter: max(s.resetAt(key, now), v.RetryAfter), RetryAfter: v.RetryAfter}
 	}
 	if o, ok := t.carry(key, now, n); ok {
 		if !o.Allowed {
@@ -259,25 +260,25 @@ func (t *LogTable) untracked(key string, now, n int64) Outcome {
 		}
 		return o
 	}
-	return Outcome{Allowed: true, Remaining: v.Remaining, ResetAfter: t.geo.ResetAfter(now)}
+	return verdict.Outcome{Allowed: true, Remaining: v.Remaining, ResetAfter: t.geo.ResetAfter(now)}
 }
 
 // carry is GCRATable.carry for a LogTable.
-func (t *LogTable) carry(key string, now, n int64) (Outcome, bool) {
+func (t *LogTable) carry(key string, now, n int64) (verdict.Outcome, bool) {
 	e, found := t.keys.m.Load(key)
 	if !found {
-		return Outcome{}, false
+		return verdict.Outcome{}, false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch e.state {
 	case logGone:
-		return Outcome{}, false
+		return verdict.Outcome{}, false
 	case logUnseeded:
 		t.seed(e, key, now) // read after the admission: it holds it
 		now = max(now, e.last)
 		t.expire(e, now)
-		return Outcome{Allowed: true, Remaining: t.limit - int64(e.size), ResetAfter: t.reset(e, now)}, true
+		return verdict.Outcome{Allowed: true, Remaining: t.limit - int64(e.size), ResetAfter: t.reset(e, now)}, true
 	}
 	return t.decide(e, now, n), true
 }

@@ -10,15 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
 // fill takes the whole of tb's key bound, so that every key checked after
 // stays untracked.
-func fill(t *testing.T, tb KeyTable) {
+func fill(t *testing.T, tb tableport.KeyTable) {
 	t.Helper()
 	keys, _ := keysOf(tb, "")
-	for i := 0; keys.Len() < keys.maxKeys(); i++ {
+	for i := 0; keys.tracked() < keys.maxKeys(); i++ {
 		require.Less(t, i, 100, "the bound does not fill")
 		tb.Allow(fmt.Sprint("junk-", i), base, 1)
 	}
@@ -80,9 +82,9 @@ func TestGCRASketchNeverOverAdmits(t *testing.T) {
 					n := 1 + rng.Int64N(min(g.Burst(), 3))
 					tat := ref[k]
 					next, ok := g.Admit(tat, now, n)
-					want := Outcome{Remaining: g.Remaining(tat, now), ResetAfter: g.ResetAfter(tat, now), RetryAfter: g.RetryAfter(tat, now, n)}
+					want := verdict.Outcome{Remaining: g.Remaining(tat, now), ResetAfter: g.ResetAfter(tat, now), RetryAfter: g.RetryAfter(tat, now, n)}
 					if ok {
-						want = Outcome{Allowed: true, Remaining: g.Remaining(next, now), ResetAfter: g.ResetAfter(next, now)}
+						want = verdict.Outcome{Allowed: true, Remaining: g.Remaining(next, now), ResetAfter: g.ResetAfter(next, now)}
 					}
 					o := tb.Allow(key, now, n)
 					switch {

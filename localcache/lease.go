@@ -1,6 +1,9 @@
 package localcache
 
-import "github.com/sluicehq/sluice/window"
+import (
+	"github.com/sluicehq/sluice/internal/verdict"
+	"github.com/sluicehq/sluice/window"
+)
 
 // Leases. The store can grant an Eventual key a lease with a sync: units of
 // the window's room that it counted at once, as admitted, in the bucket the
@@ -46,7 +49,7 @@ func (t *Table) covered(e *hdr, j, p int64) int64 {
 // lease covered nothing; a slow-path one plans again once Release has
 // bumped the entry's synced count. So a lease may end at any time, used or
 // not.
-func (sk *syncKeys) Release(r Ref, j, now int64, force bool) (unused int64, done bool) {
+func (sk *syncKeys) Release(r verdict.Ref, j, now int64, force bool) (unused int64, done bool) {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -93,7 +96,7 @@ func (sk *syncKeys) Release(r Ref, j, now int64, force bool) (unused int64, done
 // It never takes what the key holds unused past holdMost (the lease of the
 // current bucket not used yet and the next bucket's, all of it), the peak
 // included: 0 if it holds that much.
-func (sk *syncKeys) Want(r Ref, now, peak int64) int64 {
+func (sk *syncKeys) Want(r verdict.Ref, now, peak int64) int64 {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -164,7 +167,7 @@ func (t *Table) leaseLeft(e *hdr, j int64) int64 {
 // and units leased here and left unused would count against the key there
 // (docs/design-bound.md, "Leases that follow the traffic"). Like Want, it
 // never takes what the key holds unused past holdMost.
-func (sk *syncKeys) NextWant(r Ref, now, peak int64) int64 {
+func (sk *syncKeys) NextWant(r verdict.Ref, now, peak int64) int64 {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual || e.state.Load() == stGone {

@@ -7,13 +7,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
 // grant does what the syncer does with a lease: it pushes key's pending
 // counts, adds the grant to the store's current bucket, and settles.
-func grant(tb *Table, geo window.Sliding, s *fakeStore, r Ref, now, units int64) {
+func grant(tb *Table, geo window.Sliding, s *fakeStore, r verdict.Ref, now, units int64) {
 	pend := tb.syncView().Pending(r, now, nil)
 	k := geo.Index(now)
 	s.add(tb.syncView().Key(r), k, units)
@@ -41,33 +43,33 @@ func TestLease(t *testing.T) {
 			t.Parallel()
 			geo := window.NewSliding(time.Minute, 6)
 			tb := mkTable(t, geo, 100, true)
-			tb.SetLimits(Limits{Cap: 3, Share: 100, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: 3, Share: 100, Mode: policy.FailLocal})
 			s := newFakeStore()
 			t0 := bucketStart(geo, 0)
-			tb.Tick(t0)
+			tb.tick(t0)
 			got, v := admitUntil(t, tb, "k", t0, 100)
 			require.Equal(t, int64(3), got, "the cap")
-			require.Equal(t, OverCap, v.Status)
-			r, ok := tb.Ref("k")
+			require.Equal(t, verdict.OverCap, v.Status)
+			r, ok := tb.ref("k")
 			require.True(t, ok)
 
 			grant(tb, geo, s, r, t0, 10)
 			assert.Zero(t, pendingSum(tb, r, t0), "pushed with the grant")
-			est, own, _ := tb.Estimate("k", t0)
+			est, own, _ := tb.estimate("k", t0)
 			assert.InDelta(t, 13, est, 1e-9, "3 admitted and 10 leased, once each")
 			assert.Zero(t, own)
 			assert.Equal(t, int64(97), tb.room("k", t0), "the lease's units are this instance's room")
 
 			admitted := int64(0)
 			for range tc.admit {
-				require.Equal(t, Allowed, tb.AllowAt("k", t0+1, 1).Status, "within the lease and the cap")
+				require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0+1, 1).Status, "within the lease and the cap")
 				admitted++
 			}
 			if tc.admit == 13 {
-				assert.Equal(t, OverCap, tb.AllowAt("k", t0+1, 1).Status, "lease used up, cap reached")
+				assert.Equal(t, verdict.OverCap, tb.AllowAt("k", t0+1, 1).Status, "lease used up, cap reached")
 			}
 			assert.Equal(t, 97-admitted, tb.room("k", t0+1), "what a check would see")
-			est, own, _ = tb.Estimate("k", t0+1)
+			est, own, _ = tb.estimate("k", t0+1)
 			assert.InDelta(t, float64(13+admitted-tc.covered), est, 1e-9, "covered units are in the store's count already")
 			assert.Equal(t, admitted-tc.covered, own, "only uncovered units are unacknowledged")
 			assert.Equal(t, admitted-tc.covered, pendingSum(tb, r, t0+1), "only uncovered units are pushed")
@@ -75,7 +77,7 @@ func TestLease(t *testing.T) {
 			_, done := tb.syncView().Release(r, geo.Index(t0), t0+1, false)
 			assert.False(t, done, "the bucket is not over")
 			t1 := bucketStart(geo, 1)
-			tb.Tick(t1)
+			tb.tick(t1)
 			unused, done := tb.syncView().Release(r, geo.Index(t0), t1, false)
 			require.True(t, done)
 			assert.Equal(t, 10-tc.covered, unused)
@@ -99,15 +101,15 @@ func TestLease(t *testing.T) {
 // leasedKey returns an Eventual table of limit with divergence cap capv,
 // its store, the time t0 at the start of a bucket (published), and the
 // entry of key "k" after one admission at t0.
-func leasedKey(t *testing.T, limit, capv int64) (*Table, window.Sliding, *fakeStore, int64, Ref) {
+func leasedKey(t *testing.T, limit, capv int64) (*Table, window.Sliding, *fakeStore, int64, verdict.Ref) {
 	t.Helper()
 	geo := window.NewSliding(time.Minute, 6)
 	tb := mkTable(t, geo, limit, true)
-	tb.SetLimits(Limits{Cap: capv, Share: limit, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: capv, Share: limit, Mode: policy.FailLocal})
 	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-	r, ok := tb.Ref("k")
+	tb.tick(t0)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
+	r, ok := tb.ref("k")
 	require.True(t, ok)
 	return tb, geo, newFakeStore(), t0, r
 }
@@ -118,13 +120,13 @@ func TestLeaseForcedRelease(t *testing.T) {
 	t.Parallel()
 	tb, geo, s, t0, r := leasedKey(t, 100, 2)
 	grant(tb, geo, s, r, t0, 5)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	unused, done := tb.syncView().Release(r, geo.Index(t0), t0, true)
 	require.True(t, done)
 	assert.Equal(t, int64(4), unused)
 	got, v := admitUntil(t, tb, "k", t0, 100)
 	assert.Equal(t, int64(2), got, "the cap alone")
-	assert.Equal(t, OverCap, v.Status)
+	assert.Equal(t, verdict.OverCap, v.Status)
 }
 
 // TestReleaseRacingCheck: a fast-path check that read its bucket's position
@@ -153,7 +155,7 @@ func TestReleaseRacingCheck(t *testing.T) {
 			tb, geo, s, t0, r := leasedKey(t, 100, 2)
 			grant(tb, geo, s, r, t0, 5)
 			for range tc.admit {
-				require.Equal(t, Allowed, tb.Allow("k", 1).Status)
+				require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
 			}
 			// The racing check: its position and the budget it would have
 			// held to, read before the release.
@@ -165,7 +167,7 @@ func TestReleaseRacingCheck(t *testing.T) {
 				now := t0
 				if !tc.force {
 					now = t0 + geo.Sub()
-					tb.Tick(now)
+					tb.tick(now)
 				}
 				unused, done := tb.syncView().Release(r, k, now, tc.force)
 				require.True(t, done)
@@ -194,7 +196,7 @@ func TestReleaseUnusedRacingCheck(t *testing.T) {
 	t.Parallel()
 	tb, geo, s, t0, r := leasedKey(t, 100, 2)
 	t1 := t0 + geo.Sub()
-	tb.Tick(t1)
+	tb.tick(t1)
 	grant(tb, geo, s, r, t1, 5)
 	e, k := entryOf(r), geo.Index(t1)
 	p := tb.pos.Load()
@@ -248,7 +250,7 @@ func TestWantFollowsTheRate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tb, geo, _, t0, r := leasedKey(t, 1000, 4)
-			tb.SetLimits(Limits{Cap: 4, Share: tc.share, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: 4, Share: tc.share, Mode: policy.FailLocal})
 			t1 := t0 + geo.Sub()
 			k := geo.Index(t1)
 			tb.syncView().Settle(r, t1, nil, k-1, []int64{tc.prev, 0}, Bucket{})
@@ -271,22 +273,22 @@ func TestLeaseNext(t *testing.T) {
 	tb.syncView().Settle(r, t0, nil, oldest(geo, k0), s.push("k", nil, oldest(geo, k0), geo.Span()), Bucket{Index: k0 + 1, Count: 6})
 	got, v := admitUntil(t, tb, "k", t0, 100)
 	assert.Equal(t, int64(5+2), got, "this bucket: its lease and the cap, not the next one's")
-	assert.Equal(t, OverCap, v.Status)
+	assert.Equal(t, verdict.OverCap, v.Status)
 	assert.Equal(t, int64(14), tb.syncView().NextWant(r, t0, 0), "7 admitted at the bucket's start: scaled from half a bucket")
 	assert.Equal(t, int64(20), tb.syncView().NextWant(r, t0, 20), "or the most used in a bucket of the window, if more")
 
 	t1 := bucketStart(geo, 1)
-	tb.Tick(t1)
+	tb.tick(t1)
 	unused, done := tb.syncView().Release(r, k0, t1, false)
 	require.True(t, done)
 	assert.Zero(t, unused)
-	est, own, _ := tb.Estimate("k", t1)
+	est, own, _ := tb.estimate("k", t1)
 	assert.InDelta(t, 1+5+2+6, est, 1e-9, "the next bucket's lease counted once, before any pull of it")
 	assert.Equal(t, int64(2), own, "the 2 past the old lease, not pushed yet")
 
 	got, v = admitUntil(t, tb, "k", t1, 100)
 	assert.Equal(t, int64(6), got, "the new lease; the cap is taken by the 2 unacknowledged")
-	assert.Equal(t, OverCap, v.Status)
+	assert.Equal(t, verdict.OverCap, v.Status)
 	syncRef(tb, geo, s, r, t1) // acknowledges the 2: the cap is whole again
 	got, _ = admitUntil(t, tb, "k", t1, 100)
 	assert.Equal(t, int64(2), got, "the cap")
@@ -339,7 +341,7 @@ func TestHoldMost(t *testing.T) {
 func TestWantHoldsMost(t *testing.T) {
 	t.Parallel()
 	tb, geo, s, t0, r := leasedKey(t, 1000, 2)
-	tb.SetLimits(Limits{Cap: 2, Share: 250, Mode: policy.FailLocal}) // holdMost 19
+	tb.setLimits(tableport.Limits{Cap: 2, Share: 250, Mode: policy.FailLocal}) // holdMost 19
 	k := geo.Index(t0)
 	admitUntil(t, tb, "k", t0, 100)
 	s.add("k", k-1, 400) // the fleet's bucket before: its part is 100
@@ -347,7 +349,7 @@ func TestWantHoldsMost(t *testing.T) {
 	assert.Equal(t, int64(19-12), tb.syncView().Want(r, t0, 0), "12 held unused")
 	assert.Equal(t, int64(19-12), tb.syncView().Want(r, t0, 300), "a peak past holdMost too")
 	for range 10 {
-		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	}
 	assert.Equal(t, int64(2), tb.leaseLeft(entryOf(r), k))
 	assert.Equal(t, int64(19-2), tb.syncView().Want(r, t0, 0), "the used units do not count")
@@ -356,7 +358,7 @@ func TestWantHoldsMost(t *testing.T) {
 	assert.Equal(t, int64(19-2-9), tb.syncView().Want(r, t0, 0), "nor does the next bucket's lease")
 	assert.Equal(t, int64(19-2-9), tb.syncView().NextWant(r, t0+geo.Sub()/2, 100), "a lease ahead: past both")
 	t1 := t0 + geo.Sub()
-	tb.Tick(t1)
+	tb.tick(t1)
 	tb.syncView().Settle(r, t1, nil, k, []int64{400, 9}, Bucket{}) // the fleet's bucket k: a part of 100
 	assert.Equal(t, int64(19-9-2), tb.syncView().Want(r, t1, 0), "the bucket after: its lease, and the old one's unused units until it ends")
 	unused, done := tb.syncView().Release(r, k, t1, false)
@@ -372,8 +374,8 @@ func TestWantHoldsMost(t *testing.T) {
 func TestAskHeldLease(t *testing.T) {
 	t.Parallel()
 	tb, geo, s, t0, r := leasedKey(t, 1000, 2)
-	tb.SetLimits(Limits{Cap: 2, Share: 250, Mode: policy.FailLocal}) // holdMost 19: asks with 10 or less left
-	tb.Tick(t0)
+	tb.setLimits(tableport.Limits{Cap: 2, Share: 250, Mode: policy.FailLocal}) // holdMost 19: asks with 10 or less left
+	tb.tick(t0)
 	asked := func() bool { return len(tb.syncView().Early(nil)) > 0 }
 	asked() // the first admission's ask (a key never synced), served by the grant
 	grant(tb, geo, s, r, t0, 19)
@@ -381,7 +383,7 @@ func TestAskHeldLease(t *testing.T) {
 	// Allowance 2 + 19 = 21: the key asks once it has 10 left.
 	until := func() (n int) {
 		for !asked() {
-			require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 			n++
 			require.Less(t, n, 40, "it asks before its allowance runs out")
 		}

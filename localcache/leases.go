@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -23,7 +24,9 @@ import (
 // never given back), so a cost the last TAT seen already denies is denied
 // until that TAT's RetryAfter, exactly. Anything else asks the store, and
 // at most one check per key at a time asks for a lease with it (Ask), so
-// that an entry never holds more than the most set by SetLease.
+// that an entry never holds more than the most set by SetLease. Denied,
+// SetLease, Ask, Settle, Owe and TAT are the table's store side, which the
+// engine calls through Leases (leasestore.go).
 type LeaseTable struct {
 	g    window.GCRA // the store's bucket: capacity SharedBucket.Store
 	keys keyed[leaseEntry]
@@ -51,7 +54,7 @@ func newLeaseEntry() *leaseEntry {
 
 // NewLeaseTable returns the table of a rule whose store decides on g (the
 // store's bucket), under the key bound keys. It holds no lease until
-// SetLease.
+// SetLease (Leases).
 func NewLeaseTable(g window.GCRA, keys *Keys) (*LeaseTable, error) {
 	if keys == nil {
 		return nil, fmt.Errorf("%w: Keys is nil", errConfig)
@@ -62,153 +65,41 @@ func NewLeaseTable(g window.GCRA, keys *Keys) (*LeaseTable, error) {
 	return &LeaseTable{g: g, keys: newKeyed(keys, newLeaseEntry)}, nil
 }
 
-// SetLease sets the most units an entry may hold (window.SharedBucket.Lease
-// of the live instances). An entry holding more keeps it until spent.
-func (t *LeaseTable) SetLease(most int64) { t.most.Store(max(most, 0)) }
-
-// Step says what LeaseTable.Allow did.
-type Step uint8
-
-const (
-	// taken: the cost was admitted on the units held.
-	taken Step = iota
-	// TakenLow: admitted, and the units held fell under half the lease
-	// with no check asking the store: time to ask for more (Ask with a
-	// cost of 0) before the next checks run out.
-	TakenLow
-	// Ask: not enough units held; the store must decide (Denied first).
-	Ask
-)
-
 // Allow admits cost n for key on the units held, if there are enough; now
 // only dates the Outcome's fields (the decision does not depend on it: a
 // published time a tick old will do). The Step says whether it did, and
 // whether the lease runs low; for Ask the Outcome is empty: the caller asks
 // Denied, then the store (Ask, then Settle with its answer).
-func (t *LeaseTable) Allow(key string, now, n int64) (Outcome, Step) {
+func (t *LeaseTable) Allow(key string, now, n int64) (verdict.Outcome, verdict.Step) {
 	e := t.keys.lookup(key)
 	if e == nil {
 		// Kept out by the key bound's admission rule: no state of its own,
 		// the store decides it alone (Ask finds no entry: no lease).
-		return Outcome{}, Ask
+		return verdict.Outcome{}, verdict.Ask
 	}
 	// tat is read first: the compare-and-swap takes the cache line they
 	// share, and a check on another core takes it back.
 	tat, h := e.tat.Load(), e.held.Load()
 	for h >= n {
 		if e.held.CompareAndSwap(h, h-n) {
-			o := Outcome{Allowed: true, Remaining: h - n + t.g.Remaining(tat, now), ResetAfter: t.g.ResetAfter(tat, now)}
+			o := verdict.Outcome{Allowed: true, Remaining: h - n + t.g.Remaining(tat, now), ResetAfter: t.g.ResetAfter(tat, now)}
 			if 2*(h-n) < t.most.Load() && !e.asking.Load() {
-				return o, TakenLow
+				return o, verdict.TakenLow
 			}
-			return o, taken
+			return o, verdict.Taken
 		}
 		h = e.held.Load()
 	}
 	if h == heldGone {
 		t.keys.replace(e, key)
 	}
-	return Outcome{}, Ask
+	return verdict.Outcome{}, verdict.Ask
 }
 
-// Denied reports whether the store denies cost n for key at now for sure,
-// and the denial: the store's TAT is at least the last one it told this
-// instance, so a cost that TAT denies is denied until its RetryAfter,
-// exactly, without a round trip (a flood of denied checks stays local).
-// now must be the clock's: the decision depends on it. It is taken as at
-// least the latest answer's time (Settle): the estimate of the store's clock
-// trails it by up to half a round trip, and on it alone the check right
-// after the one that took the next-to-last unit was denied, with a
-// RetryAfter of that lag, where the store admits it.
-func (t *LeaseTable) Denied(key string, now, n int64) (Outcome, bool) {
-	e, ok := t.keys.m.Load(key)
-	if !ok {
-		return Outcome{}, false
-	}
-	now = max(now, t.seen.Load())
-	tat := e.tat.Load()
-	if _, ok := t.g.Admit(tat, now, n); ok || tat == tatFresh {
-		return Outcome{}, false
-	}
-	return Outcome{
-		Remaining:  max(e.held.Load(), 0) + t.g.Remaining(tat, now),
-		ResetAfter: t.g.ResetAfter(tat, now),
-		RetryAfter: t.g.RetryAfter(tat, now, n),
-	}, true
-}
-
-// Ticket is a check's claim to ask the store about its key: Want is the
-// lease to ask for with it (0 if another check of the key is asking, the
-// key has no entry, or it holds its whole lease already). A ticket with a
-// Want is the key's one claim to a lease until it is settled.
-type Ticket struct {
-	e    *leaseEntry
-	Want int64
-	// TAT is the key's TAT in the store at its last answer (ns, store
-	// clock); 0 if none: a floor for the store's, which only grows, and
-	// which a store that lost its data has forgotten.
-	TAT int64
-	// Owed is the units the failure mode admitted for the key (Owe) that
-	// the store is to be charged with this check: the ticket took them
-	// from the entry, and Settle gives them back if the store did not
-	// answer.
-	Owed int64
-}
-
-// Ask returns the ticket of a check of key that Allow sent to the store. The
-// caller must Settle it once the store answered or failed.
-func (t *LeaseTable) Ask(key string) Ticket {
-	e, ok := t.keys.m.Load(key)
-	if !ok {
-		return Ticket{e: e}
-	}
-	floor, owed := e.storeTAT(), int64(0)
-	if e.owed.Load() != 0 {
-		owed = e.owed.Swap(0)
-	}
-	if !e.asking.CompareAndSwap(false, true) {
-		return Ticket{e: e, TAT: floor, Owed: owed}
-	}
-	h := e.held.Load()
-	want := t.most.Load() - h // ≤ 0 if h is heldGone
-	if h == heldGone || want <= 0 {
-		e.asking.Store(false)
-		return Ticket{e: e, TAT: floor, Owed: owed}
-	}
-	return Ticket{e: e, Want: want, TAT: floor, Owed: owed}
-}
-
-// Owe records that the failure mode admitted n units of key (negative: it
-// took an admission back), which the next check that asks the store
-// charges it with (Ticket.Owed). A key without an entry owes nothing: the
-// store cannot be told of it.
-func (t *LeaseTable) Owe(key string, n int64) {
-	if e, ok := t.keys.m.Load(key); ok {
-		e.owed.Add(n)
-	}
-}
-
-// NoAnswer is the time and the TAT to Settle a ticket with when the store
-// did not answer: they tell the table nothing.
-const NoAnswer = math.MinInt64
-
-// Settle records the store's answer to a ticket's check: the store time it
-// carried (at), which Denied reads the store's clock as at least; the key's
-// TAT in the store after it (tat); and the units it leased, which the entry
-// then holds (up to the most set by SetLease: any more are dropped, spent by
-// nobody). at and tat are NoAnswer if the store did not answer. It returns
-// the units the entry holds.
-func (t *LeaseTable) Settle(tk Ticket, at, tat, leased int64) (held int64) {
-	raise(&t.seen, at)
-	e := tk.e
-	if e == nil {
-		return 0
-	}
-	if at == NoAnswer && tk.Owed != 0 {
-		e.owed.Add(tk.Owed) // not charged: the next ask carries it
-	}
-	raise(&e.tat, tat)
-	held = e.held.Load()
+// give adds leased units to those e holds, up to the most set by SetLease
+// (any more are dropped), and returns the units it holds.
+func (t *LeaseTable) give(e *leaseEntry, leased int64) int64 {
+	held := e.held.Load()
 	for leased > 0 && held != heldGone {
 		n := max(min(held+leased, t.most.Load()), held)
 		if e.held.CompareAndSwap(held, n) {
@@ -217,9 +108,6 @@ func (t *LeaseTable) Settle(tk Ticket, at, tat, leased int64) (held int64) {
 		}
 		held = e.held.Load()
 	}
-	if tk.Want > 0 {
-		e.asking.Store(false)
-	}
 	return max(held, 0)
 }
 
@@ -227,16 +115,9 @@ func (t *LeaseTable) Settle(tk Ticket, at, tat, leased int64) (held int64) {
 // the caller did not use: the entry holds them again (up to the most set by
 // SetLease; any more are dropped).
 func (t *LeaseTable) Refund(key string, n int64) {
-	t.Settle(Ticket{e: t.entry(key)}, NoAnswer, NoAnswer, n)
-}
-
-// TAT returns key's TAT in the store at its last answer (ns, store clock),
-// or 0 if the store has not answered a check of key.
-func (t *LeaseTable) TAT(key string) int64 {
-	if e, ok := t.keys.m.Load(key); ok {
-		return e.storeTAT()
+	if e := t.entry(key); e != nil {
+		t.give(e, n)
 	}
-	return 0
 }
 
 // storeTAT returns e's TAT in the store at its last answer, 0 if none.
@@ -255,13 +136,13 @@ func (t *LeaseTable) entry(key string) *leaseEntry {
 
 // Peek returns what a check of one unit would see at now: the units held
 // and what the store's bucket had left at its last answer, refilled since.
-func (t *LeaseTable) Peek(key string, now int64) Outcome {
+func (t *LeaseTable) Peek(key string, now int64) verdict.Outcome {
 	tat, held := int64(tatFresh), int64(0)
 	if e := t.entry(key); e != nil {
 		tat, held = e.tat.Load(), max(e.held.Load(), 0)
 	}
 	rem := held + t.g.Remaining(tat, now)
-	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.g.ResetAfter(tat, now)}
+	return verdict.Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.g.ResetAfter(tat, now)}
 }
 
 // Sweep evicts the keys whose last TAT seen has passed at now and that no

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -34,7 +35,7 @@ func newLeaseFleet(t *testing.T, win time.Duration, limit, burst int64, budget f
 	for range instances {
 		tb, err := NewLeaseTable(f.g, NewKeys(100))
 		require.NoError(t, err)
-		tb.SetLease(f.split.Lease(int64(instances)))
+		tb.Leases().SetLease(f.split.Lease(int64(instances)))
 		f.tables = append(f.tables, tb)
 	}
 	return f
@@ -44,22 +45,22 @@ func newLeaseFleet(t *testing.T, win time.Duration, limit, burst int64, budget f
 // the engine does, and returns whether it was admitted.
 func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 	tb := f.tables[i]
-	if o, step := tb.Allow(key, now, n); step != Ask {
+	if o, step := tb.Allow(key, now, n); step != verdict.Ask {
 		require.True(t, o.Allowed)
 		f.admitted[key] = append(f.admitted[key], [2]int64{now, n})
-		if step == TakenLow {
+		if step == verdict.TakenLow {
 			f.refill(tb, key, now)
 		}
 		return true
 	}
-	if o, denied := tb.Denied(key, now, n); denied {
+	if o, denied := tb.Leases().Denied(key, now, n); denied {
 		_, ok := f.g.Admit(f.store[key], now, n)
 		require.False(t, ok, "a local denial the store would admit: %s at %d", key, now)
 		require.Positive(t, o.RetryAfter)
 		f.denied++
 		return false
 	}
-	tk := tb.Ask(key)
+	tk := tb.Leases().Ask(key)
 	next, ok := f.g.Admit(f.store[key], now, n)
 	var leased int64
 	if ok {
@@ -69,19 +70,19 @@ func (f *leaseFleet) check(t *testing.T, i int, key string, now, n int64) bool {
 	} else {
 		f.denied++
 	}
-	tb.Settle(tk, now, max(f.store[key], now), leased)
+	tb.Leases().Settle(tk, now, max(f.store[key], now), leased)
 	return ok
 }
 
 // refill asks the store for more units in the background, as the engine
 // does when the lease runs low: a cost of 0 and the lease.
 func (f *leaseFleet) refill(tb *LeaseTable, key string, now int64) {
-	tk := tb.Ask(key)
+	tk := tb.Leases().Ask(key)
 	next, _ := f.g.Admit(f.store[key], now, 0)
 	leased := min(tk.Want, f.g.Remaining(next, now))
 	f.store[key] = next + leased*f.g.Interval()
 	f.refills++
-	tb.Settle(tk, now, max(f.store[key], now), leased)
+	tb.Leases().Settle(tk, now, max(f.store[key], now), leased)
 }
 
 // held returns what the fleet holds for key.
@@ -194,14 +195,14 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	g := window.NewGCRA(time.Hour, 1000, 0)
 	tb, err := NewLeaseTable(g, NewKeys(10))
 	require.NoError(t, err)
-	tb.SetLease(100)
+	tb.Leases().SetLease(100)
 	o, step := tb.Allow("k", base, 1)
-	require.Equal(t, Ask, step, "a fresh key asks the store: %+v", o)
-	tk := tb.Ask("k")
+	require.Equal(t, verdict.Ask, step, "a fresh key asks the store: %+v", o)
+	tk := tb.Leases().Ask("k")
 	require.Equal(t, int64(100), tk.Want)
-	require.Zero(t, tb.Ask("k").Want, "one check asks for a lease at a time")
-	require.Equal(t, int64(100), tb.Settle(tk, base, base+101*g.Interval(), 100))
-	require.Zero(t, tb.Ask("k").Want, "the whole lease is held")
+	require.Zero(t, tb.Leases().Ask("k").Want, "one check asks for a lease at a time")
+	require.Equal(t, int64(100), tb.Leases().Settle(tk, base, base+101*g.Interval(), 100))
+	require.Zero(t, tb.Leases().Ask("k").Want, "the whole lease is held")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	admitted := 0
@@ -210,7 +211,7 @@ func TestLeaseTableConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				if o, step := tb.Allow("k", base, 1); step != Ask && o.Allowed {
+				if o, step := tb.Allow("k", base, 1); step != verdict.Ask && o.Allowed {
 					mu.Lock()
 					admitted++
 					mu.Unlock()
@@ -221,17 +222,17 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 100, admitted)
 	require.Zero(t, tb.held("k"))
-	tk = tb.Ask("k")
+	tk = tb.Leases().Ask("k")
 	require.Equal(t, int64(100), tk.Want, "the next check asks again")
-	tb.Settle(tk, NoAnswer, NoAnswer, 0)
-	tk = tb.Ask("k")
+	tb.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
+	tk = tb.Leases().Ask("k")
 	require.Equal(t, int64(100), tk.Want, "a failed ask gives its claim up")
 	tb.Refund("k", 3)
 	require.Equal(t, int64(3), tb.held("k"), "a refund is held again")
 	tb.Refund("k", 1000)
 	require.Equal(t, int64(100), tb.held("k"), "never more than the lease")
 	require.Zero(t, tb.Sweep(base+200*g.Interval()), "a key being asked about stays")
-	tb.Settle(tk, NoAnswer, NoAnswer, 0)
+	tb.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 	require.Equal(t, 1, tb.Sweep(base+200*g.Interval()), "the store's bucket is full again")
 	require.Zero(t, tb.held("k"))
 }

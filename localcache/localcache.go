@@ -68,14 +68,14 @@
 //
 // Sweep evicts a key once nothing of it is left in the window, in two passes
 // (mark, then remove) so that a check racing with the eviction is never
-// lost; a refusal at Max asks for an early sweep (Keys.Full).
+// lost; a refusal at Max asks for an early sweep (Keys.Usage: Full).
 //
 // # Other algorithms
 //
 // The algorithms that decide a key on its own state, without sub-windows,
-// have their own tables behind the KeyTable interface (keyed.go: the
-// interface, its Outcome, and the key index every one of them shares, under
-// the same key bound and admission rule as a Table): GCRATable (gcra.go:
+// have their own tables behind the engines' KeyTable interface
+// (tableport.KeyTable; keyed.go: the key index every one of them shares,
+// under the same key bound and admission rule as a Table): GCRATable (gcra.go:
 // TokenBucket and GCRA, one atomic TAT per key), WarmTable (warmup.go: either
 // with a WarmUp, Guava's two numbers packed into one atomic word) and
 // LogTable (slidinglog.go: SlidingLog, a ring of timestamps per key under a
@@ -90,118 +90,29 @@
 //
 // # Files
 //
-// table.go holds the Table and its memory layout, entry.go an entry's header
-// and states, keys.go the key bound and lookups, admission.go the admission
-// rule and sketch.go its frequency sketch, untracked.go the decisions on
-// keys without an entry and winsketch.go their windowed sketch, check.go the
-// fast path, plan.go the slow path, deny.go the denial cache, sync.go what
-// the syncer calls, lease.go the store's leases, sweep.go eviction; keyed.go,
-// gcra.go, warmup.go and slidinglog.go the other algorithms' tables,
-// keyuntracked.go their decisions on keys without an entry and tatsketch.go
-// the sketch of TATs.
+// table.go holds the Table and its memory layout (control.go its control side,
+// Table.Control), entry.go an entry's header and states, keys.go the key bound
+// and lookups, admission.go the admission rule and sketch.go its frequency
+// sketch, untracked.go the decisions on keys without an entry and winsketch.go
+// their windowed sketch, check.go the fast path, plan.go the slow path,
+// deny.go the denial cache, sync.go what the syncer calls, lease.go the
+// store's leases, sweep.go eviction; keyed.go, gcra.go, warmup.go and
+// slidinglog.go the other algorithms' tables, keyuntracked.go their decisions
+// on keys without an entry and tatsketch.go the sketch of TATs; leases.go an
+// Eventual bucket's lease table and leasestore.go its store side
+// (LeaseTable.Leases). What the tables answer a check with (Verdict and its
+// Status, Outcome, the lease table's Step and Ticket) is package
+// internal/verdict's vocabulary, which the engines read too.
 package localcache
 
 import (
 	"errors"
 	"fmt"
-	"math"
-	"time"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
-
-// Status is the outcome of a check on a Table.
-type Status uint8
-
-// The statuses a table decides on its own come first (Allowed, OverLimit):
-// a caller can tell them from those that need the store with one compare.
-const (
-	// Allowed means the cost was admitted and counted.
-	Allowed Status = iota
-	// OverLimit means the window (or, while the store is down under
-	// FailLocal, this instance's share of it) has no room for the cost.
-	OverLimit
-	// OverCap means the cost fits the window as this instance sees it, but
-	// admitting it locally would take the instance's unsynced count past the
-	// divergence cap: the store must decide (Eventual tables only; Ref gives
-	// the key's entry to hand to the syncer).
-	OverCap
-	// Untracked means the table does not track the key (the admission rule
-	// keeps it out) and the store is up: the store must decide, on the key's
-	// fleet-wide count, with no local state to sync (Eventual tables only).
-	Untracked
-	// StoreDown means the store is down and the failure mode is FailClosed.
-	StoreDown
-)
-
-// String names the status.
-func (s Status) String() string {
-	switch s {
-	case Allowed:
-		return "allowed"
-	case OverLimit:
-		return "over-limit"
-	case OverCap:
-		return "over-cap"
-	case Untracked:
-		return "untracked"
-	case StoreDown:
-		return "store-down"
-	}
-	return fmt.Sprintf("Status(%d)", uint8(s))
-}
-
-// Verdict is the per-key state's answer to a check. It has three words, so
-// that it travels in registers.
-type Verdict struct {
-	// Status says whether and why not.
-	Status Status
-	// Remaining is what the window has left after this check, as this
-	// instance sees it. On the fast path it is the room computed when the
-	// bucket's budget was, less the bucket's count: for a sliding window it
-	// can fall short of the exact room by what the oldest bucket's weight
-	// lost since (never above it).
-	Remaining int64
-	// RetryAfter is, for OverLimit, how long until the same cost could pass
-	// if nothing else were admitted; -1 if it never can.
-	RetryAfter time.Duration
-	// Reset is, for an OverLimit, how long until the window holds nothing
-	// of the key (Table.ResetAt, read on the entry in hand, or for a key
-	// without one on the sketch of untracked keys that decided it); 0 when
-	// not computed: ask Table.ResetAt.
-	Reset time.Duration
-}
-
-// Ref is an opaque handle to one key's entry, for the syncer: only the Table
-// that produced it accepts it. It is an alias of any so that the syncer can
-// name it in its own interface without importing this package.
-type Ref = any
-
-// Limits are the parts of a table's behaviour that change while it runs.
-type Limits struct {
-	// Cap bounds this instance's unacknowledged count in the window (Eventual
-	// tables while the store is up). NoCap disables it.
-	Cap int64
-	// Share bounds this instance's own count in the window while the store
-	// is down under FailLocal.
-	Share int64
-	// Down is set while the store is unreachable: checks are then decided by
-	// Mode.
-	Down bool
-	// Mode is the failure mode that decides while Down.
-	Mode policy.FailureMode
-	// Recovering is set, with the store up again after an outage under
-	// FailLocal, until every instance has had time to push its outage
-	// counts: a check is then decided here, admitted while the window as
-	// this instance sees it holds at most Share less the cost (room for
-	// the others' outage counts it cannot see yet, at most (N̂−1)·Share),
-	// and never sent to the store. Ignored while Down.
-	Recovering bool
-}
-
-// NoCap is a Limits.Cap that never binds.
-const NoCap = math.MaxInt64
 
 // health is the store's state as a table decides by it: healthy, or down
 // with a failure mode (policy.FailureMode + 1).
@@ -223,7 +134,7 @@ func healthOf(down bool, m policy.FailureMode) health {
 }
 
 // healthOfLimits is the health l sets.
-func healthOfLimits(l Limits) health {
+func healthOfLimits(l tableport.Limits) health {
 	if l.Recovering && !l.Down {
 		return recovering
 	}

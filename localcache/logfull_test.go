@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,9 +20,9 @@ func TestLogTableFullDenial(t *testing.T) {
 		require.True(t, tb.Allow("k", base+i, 1).Allowed)
 	}
 	first := tb.Allow("k", base+10, 1) // decided under the lock: remembers it
-	require.Equal(t, Outcome{ResetAfter: time.Duration(base + 2 + w - (base + 10)), RetryAfter: time.Duration(base + w - (base + 10))}, first)
+	require.Equal(t, verdict.Outcome{ResetAfter: time.Duration(base + 2 + w - (base + 10)), RetryAfter: time.Duration(base + w - (base + 10))}, first)
 	for _, at := range []int64{base + 20, base + w - 1} {
-		require.Equal(t, Outcome{ResetAfter: time.Duration(base + 2 + w - at), RetryAfter: time.Duration(base + w - at)}, tb.Allow("k", at, 1), "at %d", at-base)
+		require.Equal(t, verdict.Outcome{ResetAfter: time.Duration(base + 2 + w - at), RetryAfter: time.Duration(base + w - at)}, tb.Allow("k", at, 1), "at %d", at-base)
 	}
 	require.True(t, tb.Allow("k", base+w, 1).Allowed, "the oldest unit has left")
 	require.False(t, tb.Allow("k", base+w, 1).Allowed) // full again: remembered

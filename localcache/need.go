@@ -1,5 +1,7 @@
 package localcache
 
+import "github.com/sluicehq/sluice/internal/verdict"
+
 // Need-driven sync. The bound L(1+ε) rests on the divergence cap, not on the
 // periodic sync: a key far below its limit gains no accuracy from being
 // pushed and pulled every interval. What the sync does for such a key is
@@ -30,7 +32,7 @@ package localcache
 //     what a sync does: the cycle keeps its old rule, every key).
 //
 // A key with nothing to push that is not near its limit needs nothing.
-func (sk *syncKeys) Need(r Ref, now int64) bool {
+func (sk *syncKeys) Need(r verdict.Ref, now int64) bool {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual || health(t.health.Load()) != healthy {
@@ -62,7 +64,7 @@ func (t *Table) seen(e *hdr, now int64) (view, int64) {
 // Unsynced appends the keys with unacknowledged counts in the window at now,
 // whether queued or not, for a Flush: the cycles leave the keys that need
 // no sync with their counts pending (Need). It walks every key.
-func (sk *syncKeys) Unsynced(dst []Ref, now int64) []Ref {
+func (sk *syncKeys) Unsynced(dst []verdict.Ref, now int64) []verdict.Ref {
 	t := (*Table)(sk)
 	if !t.eventual {
 		return dst
@@ -83,7 +85,7 @@ var parkedLink = new(hdr)
 
 // Park parks r, which a cycle drained and found in no need of a sync (Need),
 // unless an admission has queued it again since the drain.
-func (sk *syncKeys) Park(r Ref) {
+func (sk *syncKeys) Park(r verdict.Ref) {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual || !e.state.CompareAndSwap(stClean, stDirty) {

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -41,18 +43,18 @@ func TestNeed(t *testing.T) {
 			t.Parallel()
 			geo := window.NewSliding(time.Minute, 6)
 			tb := mkTable(t, geo, 100, true)
-			tb.SetLimits(Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal})
+			tb.setLimits(tableport.Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal})
 			t0 := bucketStart(geo, 0)
-			tb.Tick(t0)
-			r, ok := tb.Ref("k")
+			tb.tick(t0)
+			r, ok := tb.ref("k")
 			require.True(t, ok)
 			k := geo.Index(t0)
 			tb.syncView().Settle(r, t0, nil, k-1, []int64{tc.fleet, tc.lease}, Bucket{Index: k, Count: tc.lease})
 			for i := int64(0); i < tc.admit; i++ {
-				require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+				require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 			}
 			if tc.down {
-				tb.SetLimits(Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal, Down: true})
+				tb.setLimits(tableport.Limits{Cap: tc.capv, Share: 100, Mode: policy.FailLocal, Down: true})
 			}
 			assert.Equal(t, tc.sync, tb.syncView().Need(r, t0), "sync")
 			assert.Equal(t, tc.unsynced, len(tb.syncView().Unsynced(nil, t0)) == 1, "unsynced")
@@ -62,10 +64,10 @@ func TestNeed(t *testing.T) {
 		t.Parallel()
 		geo := window.NewSliding(time.Minute, 6)
 		tb := mkTable(t, geo, 100, true)
-		tb.SetLimits(Limits{Cap: 4, Share: 100, Mode: policy.FailLocal})
+		tb.setLimits(tableport.Limits{Cap: 4, Share: 100, Mode: policy.FailLocal})
 		t0 := bucketStart(geo, 0)
-		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-		r, _ := tb.Ref("k")
+		require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
+		r, _ := tb.ref("k")
 		later := t0 + int64(geo.Window()) + geo.Sub()
 		assert.False(t, tb.syncView().Need(r, later))
 		assert.Empty(t, tb.syncView().Unsynced(nil, later), "nothing left to push")
@@ -81,22 +83,22 @@ func TestPark(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name  string
-		wake  func(tb *Table, r Ref, t0 int64)
+		wake  func(tb *Table, r verdict.Ref, t0 int64)
 		queue bool // Drain finds it after wake
 	}{
-		{"quiet admissions", func(tb *Table, _ Ref, t0 int64) {
+		{"quiet admissions", func(tb *Table, _ verdict.Ref, t0 int64) {
 			for range 3 {
-				require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+				require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 			}
 		}, false},
-		{"half of the allowance", func(tb *Table, _ Ref, t0 int64) {
+		{"half of the allowance", func(tb *Table, _ verdict.Ref, t0 int64) {
 			for range 5 {
-				require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+				require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 			}
 		}, true},
-		{"MarkDirty", func(tb *Table, r Ref, _ int64) { tb.syncView().MarkDirty(r) }, true},
-		{"the store down", func(tb *Table, _ Ref, _ int64) {
-			tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
+		{"MarkDirty", func(tb *Table, r verdict.Ref, _ int64) { tb.syncView().MarkDirty(r) }, true},
+		{"the store down", func(tb *Table, _ verdict.Ref, _ int64) {
+			tb.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
 		}, true},
 	}
 	for _, tc := range cases {
@@ -123,15 +125,15 @@ func TestPark(t *testing.T) {
 
 // parkedKey returns an Eventual table (limit 100, cap 10) whose key "k" was
 // admitted once at t0, drained, found in no need of a sync and parked.
-func parkedKey(t *testing.T) (*Table, Ref, int64) {
+func parkedKey(t *testing.T) (*Table, verdict.Ref, int64) {
 	t.Helper()
 	geo := window.NewSliding(time.Minute, 6)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
 	t0 := bucketStart(geo, 0)
-	tb.Tick(t0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-	r, _ := tb.Ref("k")
+	tb.tick(t0)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
+	r, _ := tb.ref("k")
 	tb.syncView().MarkDirty(r) // a new key is born parked (TestBornParked): queue it
 	refs := tb.syncView().Drain(nil)
 	require.Len(t, refs, 1)
@@ -150,12 +152,12 @@ func TestBornParked(t *testing.T) {
 	geo := window.NewSliding(time.Minute, 6)
 	t0 := bucketStart(geo, 0)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+	tb.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	assert.Empty(t, tb.syncView().Drain(nil), "its first admission does not queue it")
 	assert.Len(t, tb.syncView().Unsynced(nil, t0), 1, "a flush finds it")
 	for range 4 {
-		require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
 	}
 	assert.Len(t, tb.syncView().Drain(nil), 1, "half of its allowance queues it")
 
@@ -164,17 +166,17 @@ func TestBornParked(t *testing.T) {
 	late := tb.newEntry("late")
 	_, inserted := tb.m.LoadOrInsert("late", func() *hdr { return late })
 	require.True(t, inserted)
-	tb.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
+	tb.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal, Down: true})
 	tb.syncView().Park(late)
 	assert.Equal(t, []string{"late"}, drainKeys(tb), "parked by a table that left its healthy state: queued")
 
-	require.Equal(t, Allowed, tb.AllowAt("down", t0, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("down", t0, 1).Status)
 	assert.Equal(t, []string{"down"}, drainKeys(tb), "the store down: a new key is queued")
 
 	// A table whose syncer takes every key it drains (a Strict rule's)
 	// queues a new key on its first admission.
 	strict := mustTable(t, Config{Geometry: geo, Limit: 100, Eventual: true, Keys: NewKeys(100)})
-	strict.SetLimits(Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
-	require.Equal(t, Allowed, strict.AllowAt("k", t0, 1).Status)
+	strict.setLimits(tableport.Limits{Cap: 10, Share: 100, Mode: policy.FailLocal})
+	require.Equal(t, verdict.Allowed, strict.AllowAt("k", t0, 1).Status)
 	assert.Equal(t, []string{"k"}, drainKeys(strict), "not synced by need: queued")
 }

@@ -3,6 +3,7 @@ package localcache
 import (
 	"math/bits"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -176,14 +177,14 @@ func clampCount(x int64) int64 {
 
 // slow recomputes e's budget at now and decides n exactly. ok is false if the
 // entry turned out to be gone and the check must start over.
-func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok bool) {
+func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v verdict.Verdict, ok bool) {
 	p := t.plan(e, now, force)
 	if !p.rotated {
-		v.Status = OverLimit
+		v.Status = verdict.OverLimit
 		return v, true
 	}
 	if p.health == failClosed {
-		v.Status = StoreDown
+		v.Status = verdict.StoreDown
 		return v, true
 	}
 	for {
@@ -196,7 +197,7 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 		}
 		if tagOf(w) != p.k&tagMask {
 			if !t.rotate(e, p.k, p.s) {
-				v.Status = OverLimit
+				v.Status = verdict.OverLimit
 				return v, true
 			}
 			continue
@@ -214,7 +215,7 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 			if force == nil {
 				t.afterAdmit(e, c, p.budget, p.room, n)
 			}
-			v.Status, v.Remaining = Allowed, max0(p.room-c)
+			v.Status, v.Remaining = verdict.Allowed, max0(p.room-c)
 			return v, true
 		}
 	}
@@ -227,10 +228,10 @@ func (t *Table) slow(e *hdr, now int64, n int64, force *health) (v Verdict, ok b
 	}
 	cur := countOf(t.pend(e, p.s).Load()) + n
 	if p.health == healthy && !p.local && cur <= p.room {
-		v.Status = OverCap
+		v.Status = verdict.OverCap
 		return v, true
 	}
-	v.Status = OverLimit
+	v.Status = verdict.OverLimit
 	v.Reset = t.resetOf(e, now)
 	if cur > p.room {
 		v.RetryAfter = t.geo.RetryAfter(now, t.limit.Load(), n, func(j int64) int64 {

@@ -1,6 +1,9 @@
 package localcache
 
-import "github.com/sluicehq/sluice/window"
+import (
+	"github.com/sluicehq/sluice/internal/verdict"
+	"github.com/sluicehq/sluice/window"
+)
 
 // What the syncer reads to rebuild a store that lost its data: each key's
 // window as last pulled (the glob words), which the loss did not touch, and
@@ -10,7 +13,7 @@ import "github.com/sluicehq/sluice/window"
 // bucket inside the window at now that holds a count. A pull returns the
 // grants of the next bucket's leases within the current bucket's total,
 // so the view of the bucket a pull last saw as current holds them too.
-func (sk *syncKeys) View(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+func (sk *syncKeys) View(r verdict.Ref, now int64, dst []window.Bucket) []window.Bucket {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -31,7 +34,7 @@ func (sk *syncKeys) View(r Ref, now int64, dst []window.Bucket) []window.Bucket 
 // that no pull since that bucket started has counted (a pull during the
 // bucket counts every lease of it, granted before). Only this instance
 // knows them: each instance restores its own.
-func (sk *syncKeys) Leased(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+func (sk *syncKeys) Leased(r verdict.Ref, now int64, dst []window.Bucket) []window.Bucket {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -49,7 +52,7 @@ func (sk *syncKeys) Leased(r Ref, now int64, dst []window.Bucket) []window.Bucke
 
 // Viewed appends every key whose View or Leased at now holds a count. It
 // walks every key.
-func (sk *syncKeys) Viewed(dst []Ref, now int64) []Ref {
+func (sk *syncKeys) Viewed(dst []verdict.Ref, now int64) []verdict.Ref {
 	t := (*Table)(sk)
 	if !t.eventual {
 		return dst

@@ -27,7 +27,7 @@ func TestViewAndLeased(t *testing.T) {
 	require.Len(t, tb.syncView().Viewed(nil, t0), 1)
 
 	t1 := bucketStart(geo, 1)
-	tb.Tick(t1)
+	tb.tick(t1)
 	_, done := tb.syncView().Release(r, k0, t1, false)
 	require.True(t, done)
 	assert.Equal(t, []Bucket{{Index: k0, Count: 1 + 5}}, tb.syncView().View(r, t1, nil))

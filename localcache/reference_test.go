@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -92,7 +93,7 @@ func checkStream(t *testing.T, geo window.Sliding, seed uint64, grid int64, step
 		oldCount := c.Count(oldest(geo, geo.Index(now)))
 		v := tb.AllowAt(key, now, n)
 		ok := c.Allow(now, n)
-		require.Equal(t, ok, v.Status == Allowed, "%s: local %v, reference E=%.17g", at, v.Status, before)
+		require.Equal(t, ok, v.Status == verdict.Allowed, "%s: local %v, reference E=%.17g", at, v.Status, before)
 		require.True(t, tracked(tb, key), at)
 		after := c.Estimate(now)
 		want := wantRemaining(limit, after)
@@ -111,12 +112,12 @@ func checkStream(t *testing.T, geo window.Sliding, seed uint64, grid int64, step
 			}
 		} else {
 			denied++
-			require.Equal(t, OverLimit, v.Status, at)
+			require.Equal(t, verdict.OverLimit, v.Status, at)
 			require.Equal(t, want, v.Remaining, at)
 			require.Equal(t, c.RetryAfter(now, n), int64(v.RetryAfter), at)
 		}
 
-		est, own, found := tb.Estimate(key, now)
+		est, own, found := tb.estimate(key, now)
 		require.True(t, found, at)
 		require.InDelta(t, after, est, 1e-9*float64(limit), at)
 		var inWindow int64
@@ -148,13 +149,13 @@ func TestFloatBoundary(t *testing.T) {
 		c := reference.NewCounter(geo, 10)
 		for _, s := range []struct{ at, n int64 }{{t0, 1}, {t0 + geo.Sub(), 9}} {
 			require.True(t, c.Allow(s.at, s.n))
-			require.Equal(t, Allowed, tb.AllowAt("k", s.at, s.n).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowAt("k", s.at, s.n).Status)
 		}
 		// E = 9 + 1/6e10: within the tolerance of 9, so both admit.
 		last := t0 + 2*geo.Sub() - 1
 		require.True(t, 1 <= geo.Parts(last, c.Count).Room(10), "reference: E=%.17g", c.Estimate(last))
-		assert.Equal(t, Allowed, tb.AllowAt("k", last, 1).Status)
-		assert.Equal(t, OverLimit, tb.AllowAt("k", last, 1).Status, "and nothing more")
+		assert.Equal(t, verdict.Allowed, tb.AllowAt("k", last, 1).Status)
+		assert.Equal(t, verdict.OverLimit, tb.AllowAt("k", last, 1).Status, "and nothing more")
 	})
 	for _, w := range []time.Duration{time.Second, time.Minute, time.Hour} {
 		for _, b := range []int{1, 2, 5} {
@@ -213,14 +214,14 @@ func boundarySweep(t *testing.T, geo window.Sliding, iters int, f func(boundaryC
 			if cnt > 0 {
 				at := first + int64(i)*sub
 				require.True(t, c.Allow(at, cnt))
-				require.Equal(t, Allowed, tb.AllowAt("k", at, cnt).Status)
+				require.Equal(t, verdict.Allowed, tb.AllowAt("k", at, cnt).Status)
 			}
 		}
 		now := first + int64(span-1)*sub + off
 		e := c.Estimate(now)
 		n := max(limit-int64(math.Floor(e))-rng.Int64N(2), 1)
 		ref := c.Allow(now, n)
-		local := tb.AllowAt("k", now, n).Status == Allowed
+		local := tb.AllowAt("k", now, n).Status == verdict.Allowed
 		if local != ref {
 			disagree++
 			f(boundaryCase{Counts: counts, Offset: off, N: n, local: local, ref: ref, excess: e + float64(n) - float64(limit)})
@@ -255,8 +256,8 @@ func TestNewEveryPrecision(t *testing.T) {
 			for i := int64(0); i < int64(2*c.geo.Span()+2); i++ {
 				for _, at := range []int64{t0 + i*sub, t0 + i*sub + sub/3, t0 + i*sub + sub - 1} {
 					n := 1 + i%3
-					require.Equal(t, ref.Allow(at, n), tb.AllowAt("k", at, n).Status == Allowed)
-					est, _, ok := tb.Estimate("k", at)
+					require.Equal(t, ref.Allow(at, n), tb.AllowAt("k", at, n).Status == verdict.Allowed)
+					est, _, ok := tb.estimate("k", at)
 					require.True(t, ok)
 					require.InDelta(t, ref.Estimate(at), est, 1e-9, "bucket %d", i)
 				}
@@ -264,9 +265,9 @@ func TestNewEveryPrecision(t *testing.T) {
 			// And the limit binds.
 			at := t0 + int64(2*c.geo.Span()+2)*sub
 			for ref.Allow(at, 1) {
-				require.Equal(t, Allowed, tb.AllowAt("k", at, 1).Status)
+				require.Equal(t, verdict.Allowed, tb.AllowAt("k", at, 1).Status)
 			}
-			require.Equal(t, OverLimit, tb.AllowAt("k", at, 1).Status)
+			require.Equal(t, verdict.OverLimit, tb.AllowAt("k", at, 1).Status)
 		})
 	}
 }
@@ -294,16 +295,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	tb, err := New(Config{Geometry: geo, Limit: maxCount / 4, Keys: NewKeys(1)})
 	require.NoError(t, err, "the largest limit is accepted")
-	require.Equal(t, Allowed, tb.AllowAt("k", base, maxCount/4).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", base, maxCount/4).Status)
 	_, err = newTable(Config{Geometry: geo, Limit: 1, Keys: NewKeys(1)}, 66)
 	require.ErrorIs(t, err, errConfig, "no ring holds 66 slots")
-}
-
-func TestStatusString(t *testing.T) {
-	t.Parallel()
-	for s, want := range map[Status]string{
-		Allowed: "allowed", OverLimit: "over-limit", OverCap: "over-cap", StoreDown: "store-down", Status(9): "Status(9)",
-	} {
-		assert.Equal(t, want, s.String())
-	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -31,13 +33,13 @@ func TestBudgetTagAfterSetLimits(t *testing.T) {
 		tb := mkTable(t, geo, limit, false)
 		ref := reference.NewCounter(geo, limit)
 		tk := bucketStart(geo, 0) + geo.Sub() - 1 // last ns of bucket k
-		require.Equal(t, Allowed, tb.AllowAt("a", tk+1, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", tk+1, 1).Status)
 		require.True(t, ref.Allow(tk+1, 1))
-		tb.SetLimits(Limits{Cap: NoCap, Share: limit}) // any change of limits
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: limit}) // any change of limits
 		for i := 0; i < 3*limit; i++ {
 			want := ref.Allow(tk, 1)
-			require.Equal(t, want, tb.AllowAt("a", tk, 1).Status == Allowed, "check %d at bucket k", i)
-			est, _, _ := tb.Estimate("a", tk)
+			require.Equal(t, want, tb.AllowAt("a", tk, 1).Status == verdict.Allowed, "check %d at bucket k", i)
+			est, _, _ := tb.estimate("a", tk)
 			require.Equal(t, ref.Estimate(tk), est, "check %d: admissions are counted", i)
 		}
 	})
@@ -46,12 +48,12 @@ func TestBudgetTagAfterSetLimits(t *testing.T) {
 		geo := window.NewSliding(time.Minute, 2)
 		tb := mkTable(t, geo, 1000, true)
 		tk := bucketStart(geo, 0) + geo.Sub() - 1
-		tb.SetLimits(Limits{Cap: NoCap, Share: 1000})
-		require.Equal(t, Allowed, tb.AllowAt("a", tk+1, 1).Status)
-		tb.SetLimits(Limits{Cap: 3, Share: 1000})
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 1000})
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", tk+1, 1).Status)
+		tb.setLimits(tableport.Limits{Cap: 3, Share: 1000})
 		admitted := 0
 		for i := 0; i < 10; i++ {
-			if tb.AllowAt("a", tk, 1).Status == Allowed {
+			if tb.AllowAt("a", tk, 1).Status == verdict.Allowed {
 				admitted++
 			}
 		}
@@ -71,21 +73,21 @@ func TestSetLimitsRacingTick(t *testing.T) {
 	geo := window.NewSliding(time.Minute, 1)
 	tb := mkTable(t, geo, 1<<30, true)
 	now := bucketStart(geo, 0)
-	tb.Tick(now)
+	tb.tick(now)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for !stop.Load() {
-			tb.Tick(now)
+			tb.tick(now)
 		}
 	}()
 	defer func() {
 		stop.Store(true)
 		wg.Wait()
 	}()
-	r, _ := tb.Ref("k")
+	r, _ := tb.ref("k")
 	// The race window is a few instructions wide: before the fix this
 	// failed within about 10⁵ iterations; bound the run by time as well.
 	deadline := time.Now().Add(1500 * time.Millisecond)
@@ -93,11 +95,11 @@ func TestSetLimitsRacingTick(t *testing.T) {
 		deadline = time.Now().Add(200 * time.Millisecond)
 	}
 	for i := 0; i < 300_000 && time.Now().Before(deadline); i++ {
-		tb.SetLimits(Limits{Cap: NoCap, Share: 1})
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status) // caches a budget
-		require.Equal(t, Allowed, tb.Allow("k", 1).Status)
-		tb.SetLimits(Limits{Cap: 0, Share: 1})
-		if v := tb.Allow("k", 1); !assert.Equal(t, OverCap, v.Status, "iteration %d: cap 0 set, yet", i) {
+		tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 1})
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status) // caches a budget
+		require.Equal(t, verdict.Allowed, tb.Allow("k", 1).Status)
+		tb.setLimits(tableport.Limits{Cap: 0, Share: 1})
+		if v := tb.Allow("k", 1); !assert.Equal(t, verdict.OverCap, v.Status, "iteration %d: cap 0 set, yet", i) {
 			return
 		}
 		tb.syncView().Settle(r, now, tb.syncView().Pending(r, now, nil), oldest(geo, geo.Index(now)), nil, Bucket{})
@@ -116,7 +118,7 @@ func TestSettleRacingPlan(t *testing.T) {
 	now := bucketStart(geo, 0)
 	k := geo.Index(now)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: NoCap, Share: 100})
+	tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: 100})
 	// The window is narrow (the whole Settle must fit between a scan and
 	// its store): before the fix this failed after some 10⁴ rounds, sooner
 	// with -race.
@@ -126,7 +128,7 @@ func TestSettleRacingPlan(t *testing.T) {
 	}
 	for round := 0; time.Now().Before(deadline); round++ {
 		key := strconv.Itoa(round)
-		r, _ := tb.Ref(key)
+		r, _ := tb.ref(key)
 		var stop atomic.Bool
 		var wg sync.WaitGroup
 		for g := 0; g < 3; g++ {
@@ -145,7 +147,7 @@ func TestSettleRacingPlan(t *testing.T) {
 		tb.syncView().Settle(r, now, nil, k, []int64{100}, Bucket{}) // other instances filled the window
 		stop.Store(true)
 		wg.Wait()
-		if v := tb.AllowAt(key, now, 1); !assert.NotEqual(t, Allowed, v.Status, "round %d: the window is full", round) {
+		if v := tb.AllowAt(key, now, 1); !assert.NotEqual(t, verdict.Allowed, v.Status, "round %d: the window is full", round) {
 			return
 		}
 	}
@@ -160,20 +162,20 @@ func TestSettleKeepsCountsTheStoreDropped(t *testing.T) {
 	t.Parallel()
 	geo := window.NewFixed(time.Second)
 	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Eventual: true, Keys: NewKeys(10)})
-	tb.SetLimits(Limits{Cap: 10, Share: 10})
+	tb.setLimits(tableport.Limits{Cap: 10, Share: 10})
 	now := bucketStart(geo, 0) + geo.Sub() - 1 // last ns of bucket k on our clock
 	k := geo.Index(now)
 	for range 10 {
-		require.Equal(t, Allowed, tb.AllowAt("a", now, 1).Status)
+		require.Equal(t, verdict.Allowed, tb.AllowAt("a", now, 1).Status)
 	}
-	ref, ok := tb.Ref("a")
+	ref, ok := tb.ref("a")
 	require.True(t, ok)
 	acked := tb.syncView().Pending(ref, now, nil)
 	require.Equal(t, []Bucket{{Index: k, Count: 10}}, acked)
 	// The store is already in bucket k+1: it returns only that bucket.
 	tb.syncView().Settle(ref, now, acked, k+1, []int64{0}, Bucket{})
-	est, own, _ := tb.Estimate("a", now)
+	est, own, _ := tb.estimate("a", now)
 	assert.Equal(t, 10.0, est, "the dropped counts stay in the view")
 	assert.Zero(t, own, "and leave pend")
-	assert.Equal(t, OverLimit, tb.AllowAt("a", now, 1).Status)
+	assert.Equal(t, verdict.OverLimit, tb.AllowAt("a", now, 1).Status)
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -133,14 +134,14 @@ func (t *LogTable) grow(e *logEntry, need int) {
 }
 
 // Allow decides cost n for key at now and records it if admitted.
-func (t *LogTable) Allow(key string, now, n int64) Outcome {
+func (t *LogTable) Allow(key string, now, n int64) verdict.Outcome {
 	e := t.keys.lookup(key)
 	if e == nil {
 		return t.untracked(key, now, n)
 	}
 	if until := e.full.until.Load(); n == 1 && now < until {
 		// A flood of denied checks on a full key takes no lock.
-		return Outcome{ResetAfter: time.Duration(e.full.reset.Load() - now), RetryAfter: time.Duration(until - now)}
+		return verdict.Outcome{ResetAfter: time.Duration(e.full.reset.Load() - now), RetryAfter: time.Duration(until - now)}
 	}
 	e.mu.Lock()
 	for e.state != logLive {
@@ -158,12 +159,12 @@ func (t *LogTable) Allow(key string, now, n int64) Outcome {
 
 // decide decides cost n at now on e, live and locked, and records it if
 // admitted.
-func (t *LogTable) decide(e *logEntry, now, n int64) Outcome {
+func (t *LogTable) decide(e *logEntry, now, n int64) verdict.Outcome {
 	now = max(now, e.last)
 	t.expire(e, now)
 	c := int64(e.size)
 	if n < 1 || c+n > t.limit {
-		o := Outcome{Remaining: t.limit - c, ResetAfter: t.reset(e, now), RetryAfter: -1}
+		o := verdict.Outcome{Remaining: t.limit - c, ResetAfter: t.reset(e, now), RetryAfter: -1}
 		if n >= 1 && n <= t.limit {
 			// The oldest c+n−limit units must leave first.
 			o.RetryAfter = time.Duration(e.at(int(c+n-t.limit)-1) + t.window - now)
@@ -182,7 +183,7 @@ func (t *LogTable) decide(e *logEntry, now, n int64) Outcome {
 		e.size++
 	}
 	e.last = now
-	return Outcome{Allowed: true, Remaining: t.limit - int64(e.size), ResetAfter: time.Duration(t.window)}
+	return verdict.Outcome{Allowed: true, Remaining: t.limit - int64(e.size), ResetAfter: time.Duration(t.window)}
 }
 
 // reset returns how long from now until every unit of e has left the
@@ -196,7 +197,7 @@ func (t *LogTable) reset(e *logEntry, now int64) time.Duration {
 }
 
 // Peek returns what a check of one unit would see at now.
-func (t *LogTable) Peek(key string, now int64) Outcome {
+func (t *LogTable) Peek(key string, now int64) verdict.Outcome {
 	if e, ok := t.keys.m.Load(key); ok {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -204,12 +205,12 @@ func (t *LogTable) Peek(key string, now int64) Outcome {
 			now = max(now, e.last)
 			t.expire(e, now)
 			rem := t.limit - int64(e.size)
-			return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.reset(e, now)}
+			return verdict.Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.reset(e, now)}
 		}
 	}
 	// Untracked, not seeded yet, or gone: as the sketch counts it.
 	rem := t.sketchRoom(key, now)
-	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.sketchReset(key, now)}
+	return verdict.Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.sketchReset(key, now)}
 }
 
 // Sweep evicts the keys with nothing left in the window at now.

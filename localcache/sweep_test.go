@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -26,9 +28,9 @@ func TestSweepTwoPasses(t *testing.T) {
 			require.NoError(t, err)
 			sub := g.geo.Sub()
 			t0 := bucketStart(g.geo, 0) + sub/2
-			require.Equal(t, Allowed, tb.AllowAt("a", t0, 3).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowAt("a", t0, 3).Status)
 			require.Equal(t, 1, tb.size())
-			require.Equal(t, int64(1), keys.Len())
+			require.Equal(t, int64(1), keys.tracked())
 
 			// Bucket k is in the window until bucket k+span starts.
 			gone := (g.geo.Index(t0) + int64(g.geo.Span())) * sub
@@ -40,7 +42,7 @@ func TestSweepTwoPasses(t *testing.T) {
 					require.Zero(t, tb.Sweep(at), "at +%v", time.Duration(at-t0))
 				}
 				require.Equal(t, 1, tb.size())
-				est, _, ok := tb.Estimate("a", at)
+				est, _, ok := tb.estimate("a", at)
 				require.True(t, ok)
 				require.Positive(t, est)
 			}
@@ -48,27 +50,27 @@ func TestSweepTwoPasses(t *testing.T) {
 			require.Equal(t, 1, tb.size())
 			require.Equal(t, 1, tb.Sweep(gone))
 			require.Zero(t, tb.size())
-			require.Zero(t, keys.Len())
-			_, _, ok := tb.Estimate("a", gone)
+			require.Zero(t, keys.tracked())
+			_, _, ok := tb.estimate("a", gone)
 			require.False(t, ok)
 			require.Zero(t, tb.Sweep(gone))
 
 			// A key that is checked between the two passes survives.
-			require.Equal(t, Allowed, tb.AllowAt("b", gone, 1).Status)
+			require.Equal(t, verdict.Allowed, tb.AllowAt("b", gone, 1).Status)
 			later := gone + int64(g.geo.Span())*sub
 			require.Zero(t, tb.Sweep(later))
 			v := tb.AllowAt("b", later, 2) // revives it
-			require.Equal(t, Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			require.Zero(t, tb.Sweep(later))
 			require.Zero(t, tb.Sweep(later))
 			require.Equal(t, 1, tb.size())
-			_, own, _ := tb.Estimate("b", later)
+			_, own, _ := tb.estimate("b", later)
 			require.Equal(t, int64(2), own)
 
 			// Denials do not keep an idle key alive, nor revive it.
 			far := later + int64(g.geo.Span())*sub
 			require.Zero(t, tb.Sweep(far))
-			require.Equal(t, OverLimit, tb.AllowAt("b", far, 11).Status)
+			require.Equal(t, verdict.OverLimit, tb.AllowAt("b", far, 11).Status)
 			require.Equal(t, 1, tb.Sweep(far))
 		})
 	}
@@ -83,8 +85,8 @@ func TestSweepEventual(t *testing.T) {
 	store := newFakeStore()
 	tb := mkTable(t, geo, 100, true)
 
-	require.Equal(t, Allowed, tb.AllowAt("dirty", t0, 1).Status)
-	queued, _ := tb.Ref("dirty") // born parked: queue it, as an admission near its cap would
+	require.Equal(t, verdict.Allowed, tb.AllowAt("dirty", t0, 1).Status)
+	queued, _ := tb.ref("dirty") // born parked: queue it, as an admission near its cap would
 	tb.syncView().MarkDirty(queued)
 	for i := 0; i < 3; i++ {
 		require.Zero(t, tb.Sweep(gone), "a dirty key waits for the syncer")
@@ -97,7 +99,7 @@ func TestSweepEventual(t *testing.T) {
 	require.Zero(t, tb.Sweep(gone))
 
 	// A dead key that is checked is revived and queued for the syncer.
-	require.Equal(t, Allowed, tb.AllowAt("dirty", gone, 1).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("dirty", gone, 1).Status)
 	refs := tb.syncView().Drain(nil)
 	require.Len(t, refs, 1)
 	require.Equal(t, "dirty", tb.syncView().Key(refs[0]))
@@ -107,7 +109,7 @@ func TestSweepEventual(t *testing.T) {
 	// So is one that MarkDirty requeues.
 	far := gone + int64(geo.Span())*sub
 	require.Zero(t, tb.Sweep(far))
-	r, _ := tb.Ref("dirty")
+	r, _ := tb.ref("dirty")
 	tb.syncView().MarkDirty(r)
 	require.Zero(t, tb.Sweep(far))
 	require.Equal(t, []string{"dirty"}, drainKeys(tb))
@@ -163,14 +165,14 @@ func TestSweepRace(t *testing.T) {
 					for i := 0; i < 2*limit/hammerers+2; i++ {
 						for k := range names {
 							k := (k + gi) % keys
-							if tb.AllowAt(names[k], now, 1).Status == Allowed {
+							if tb.AllowAt(names[k], now, 1).Status == verdict.Allowed {
 								admitted[k].Add(1)
 							}
 						}
 					}
 				})
 				for k, name := range names {
-					est, own, ok := tb.Estimate(name, now)
+					est, own, ok := tb.estimate(name, now)
 					require.True(t, ok, "phase %d %s", phase, name)
 					require.Equal(t, int64(limit), admitted[k].Load(), "phase %d %s", phase, name)
 					require.Equal(t, float64(limit), est, "phase %d %s", phase, name)
@@ -180,7 +182,7 @@ func TestSweepRace(t *testing.T) {
 			}
 			stop.Store(true)
 			wg.Wait()
-			require.Equal(t, int64(tb.size()), kb.Len(), "the key count matches the map")
+			require.Equal(t, int64(tb.size()), kb.tracked(), "the key count matches the map")
 			t.Logf("%d entries swept", swept.Load())
 		})
 	}
@@ -196,7 +198,7 @@ func TestSweepGoneEntry(t *testing.T) {
 	keys := NewKeys(10)
 	tb := mustTable(t, Config{Geometry: geo, Limit: 10, Keys: keys})
 	t0 := bucketStart(geo, 0)
-	require.Equal(t, Allowed, tb.AllowAt("a", t0, 4).Status)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("a", t0, 4).Status)
 	old := tb.m.Load("a")
 	require.NotNil(t, old)
 
@@ -208,20 +210,20 @@ func TestSweepGoneEntry(t *testing.T) {
 	keys.n.Add(-1)
 
 	v := tb.AllowAt("a", t1, 3)
-	require.Equal(t, Allowed, v.Status)
+	require.Equal(t, verdict.Allowed, v.Status)
 	require.Equal(t, int64(7), v.Remaining)
 	fresh := tb.m.Load("a")
 	require.NotNil(t, fresh)
 	require.NotSame(t, old, fresh)
 	require.Zero(t, countAt(tb.pend(old, tb.slotOf(geo.Index(t1))).Load(), geo.Index(t1)), "the addition on the gone entry was undone")
-	_, own, _ := tb.Estimate("a", t1)
+	_, own, _ := tb.estimate("a", t1)
 	require.Equal(t, int64(3), own)
-	require.Equal(t, int64(1), keys.Len())
+	require.Equal(t, int64(1), keys.tracked())
 
 	// The sweeper's removal (as in Sweep) only removes the entry it marked.
 	tb.m.Delete("a", old)
 	require.Equal(t, 1, tb.size())
-	_, own, _ = tb.Estimate("a", t1)
+	_, own, _ = tb.estimate("a", t1)
 	require.Equal(t, int64(3), own)
 
 	// A check that holds the gone entry after its removal installs a fresh
@@ -232,13 +234,13 @@ func TestSweepGoneEntry(t *testing.T) {
 	require.Equal(t, 0, tb.size())
 	tb.replace(fresh, "a")
 	require.Equal(t, 1, tb.size())
-	require.Equal(t, int64(1), keys.Len())
+	require.Equal(t, int64(1), keys.tracked())
 	again := tb.m.Load("a")
 	require.NotSame(t, fresh, again)
 	tb.replace(fresh, "a") // another checker that found the same gone entry
 	same := tb.m.Load("a")
 	require.Same(t, again, same)
-	require.Equal(t, int64(1), keys.Len())
+	require.Equal(t, int64(1), keys.tracked())
 }
 
 // TestSweepKeepsLeasedKey: a key that holds a lease is not idle, whatever
@@ -251,13 +253,13 @@ func TestSweepKeepsLeasedKey(t *testing.T) {
 	t.Parallel()
 	geo := window.NewFixed(time.Second)
 	tb := mkTable(t, geo, 100, true)
-	tb.SetLimits(Limits{Cap: 2, Share: 100, Mode: policy.FailLocal})
+	tb.setLimits(tableport.Limits{Cap: 2, Share: 100, Mode: policy.FailLocal})
 	s := newFakeStore()
 	t0 := bucketStart(geo, 0)
 	k0 := geo.Index(t0)
-	tb.Tick(t0)
-	require.Equal(t, Allowed, tb.AllowAt("k", t0, 1).Status)
-	r, ok := tb.Ref("k")
+	tb.tick(t0)
+	require.Equal(t, verdict.Allowed, tb.AllowAt("k", t0, 1).Status)
+	r, ok := tb.ref("k")
 	require.True(t, ok)
 	require.Len(t, tb.syncView().Drain(nil), 1)
 	// A sync that pushes the admission and is granted 6 units of the next
@@ -267,7 +269,7 @@ func TestSweepKeepsLeasedKey(t *testing.T) {
 	tb.syncView().Settle(r, t0, pend, k0, s.push("k", pend, k0, geo.Span()), Bucket{Index: k0 + 1, Count: 6})
 
 	t1 := bucketStart(geo, 1)
-	tb.Tick(t1)
+	tb.tick(t1)
 	for range 3 {
 		assert.Zero(t, tb.Sweep(t1), "a leased key stays")
 	}

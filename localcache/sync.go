@@ -2,6 +2,7 @@ package localcache
 
 import (
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -22,14 +23,14 @@ func (t *Table) SyncKeys() syncport.Keys { return (*syncKeys)(t) }
 func (t *Table) syncView() *syncKeys { return (*syncKeys)(t) }
 
 // entryOf returns the entry behind r, or nil if r is not one.
-func entryOf(r Ref) *hdr {
+func entryOf(r verdict.Ref) *hdr {
 	e, _ := r.(*hdr)
 	return e
 }
 
 // Drain appends the keys admitted to since the last Drain, marking them
 // clean, and returns the extended slice. Only one goroutine may drain.
-func (sk *syncKeys) Drain(dst []Ref) []Ref {
+func (sk *syncKeys) Drain(dst []verdict.Ref) []verdict.Ref {
 	t := (*Table)(sk)
 	for e := t.dirty.Swap(nil); e != nil; {
 		next := t.tail(e).next.Load()
@@ -44,7 +45,7 @@ func (sk *syncKeys) Drain(dst []Ref) []Ref {
 }
 
 // MarkDirty queues r for the next Drain again.
-func (sk *syncKeys) MarkDirty(r Ref) {
+func (sk *syncKeys) MarkDirty(r verdict.Ref) {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -67,7 +68,7 @@ func (sk *syncKeys) MarkDirty(r Ref) {
 }
 
 // Key returns r's key.
-func (sk *syncKeys) Key(r Ref) string {
+func (sk *syncKeys) Key(r verdict.Ref) string {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil || !t.eventual {
@@ -78,7 +79,7 @@ func (sk *syncKeys) Key(r Ref) string {
 
 // Pending appends r's unacknowledged counts in buckets still inside the
 // window at now.
-func (sk *syncKeys) Pending(r Ref, now int64, dst []window.Bucket) []window.Bucket {
+func (sk *syncKeys) Pending(r verdict.Ref, now int64, dst []window.Bucket) []window.Bucket {
 	t := (*Table)(sk)
 	e := entryOf(r)
 	if e == nil {
@@ -111,7 +112,7 @@ func (sk *syncKeys) Pending(r Ref, now int64, dst []window.Bucket) []window.Buck
 // counted that are no longer pending: taken back by a Refund (refund.go)
 // after the syncer read them, for the syncer to push back as a negative
 // correction (nil almost always).
-func (sk *syncKeys) Settle(r Ref, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket) {
+func (sk *syncKeys) Settle(r verdict.Ref, now int64, acked []window.Bucket, first int64, totals []int64, lease window.Bucket) (over []window.Bucket) {
 	t := (*Table)(sk)
 	t.publish(now)
 	e := entryOf(r)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -85,7 +86,7 @@ func newTable(cfg Config, slots int) (*Table, error) {
 		}
 	}
 	t.limit.Store(cfg.Limit)
-	t.capv.Store(NoCap)
+	t.capv.Store(tableport.NoCap)
 	t.share.Store(cfg.Limit)
 	t.setHold()
 	return t, nil
@@ -103,13 +104,13 @@ func (t *Table) slotOf(j int64) int {
 	return int((j%r + r) % r)
 }
 
-// Tick publishes the current time for Allow. The published time never goes
+// tick publishes the current time for Allow. The published time never goes
 // back: two goroutines publish it (the limiter's ticker, and checks catching
 // up a late ticker: clock.go), and a ticker that read the clock before a
 // check published a later time must not undo it (an admission would count
 // in a bucket that has ended). A Tick with an older time republishes the
 // newer one, with the current generation (SetLimits relies on it).
-func (t *Table) Tick(now int64) {
+func (t *Table) tick(now int64) {
 	for {
 		old := t.now.Load()
 		if now < old {
@@ -150,9 +151,9 @@ func (t *Table) ResetAfter() time.Duration { return time.Duration(t.reset.Load()
 // 4095 or more generations.
 const genStride = 1<<12 + 1
 
-// SetLimits changes the cap, share and store state, and invalidates every
+// setLimits changes the cap, share and store state, and invalidates every
 // cached budget.
-func (t *Table) SetLimits(l Limits) {
+func (t *Table) setLimits(l tableport.Limits) {
 	t.capv.Store(l.Cap)
 	t.share.Store(l.Share)
 	t.setHold()
@@ -160,26 +161,26 @@ func (t *Table) SetLimits(l Limits) {
 	h := healthOfLimits(l)
 	was := health(t.health.Swap(uint32(h)))
 	t.gen.Add(genStride)
-	t.Tick(t.now.Load())
+	t.tick(t.now.Load())
 	if t.eventual && was == healthy && h != healthy {
 		t.unparkAll() // a sync of every key admitted to: see Need
 	}
 }
 
-// SetLimit changes the rule's limit per window, keeping every count, and
+// setLimit changes the rule's limit per window, keeping every count, and
 // invalidates every cached budget: the next check of each key plans on the
 // new limit.
-func (t *Table) SetLimit(limit int64) {
+func (t *Table) setLimit(limit int64) {
 	t.limit.Store(limit)
 	t.setHold()
 	t.gen.Add(genStride)
-	t.Tick(t.now.Load())
+	t.tick(t.now.Load())
 }
 
-// Limits returns the current limits.
-func (t *Table) Limits() Limits {
+// limits returns the current limits.
+func (t *Table) limits() tableport.Limits {
 	h := health(t.health.Load())
-	return Limits{
+	return tableport.Limits{
 		Cap:        t.capv.Load(),
 		Share:      t.share.Load(),
 		Down:       h != healthy && h != recovering,
@@ -200,12 +201,12 @@ func (t *Table) room(key string, now int64) int64 {
 	return t.roomOf(e, now)
 }
 
-// RoomReset returns how many units the admit test (window.Estimate.Room)
+// roomReset returns how many units the admit test (window.Estimate.Room)
 // would let key pass at now, as this instance sees the window (a key this
 // table does not track has the whole Limit, less, in a Local table, what its
 // sketch of untracked keys counts for it), and ResetAt, with one lookup (a
 // Peek).
-func (t *Table) RoomReset(key string, now int64) (int64, time.Duration) {
+func (t *Table) roomReset(key string, now int64) (int64, time.Duration) {
 	e := t.m.Load(key)
 	if e == nil {
 		return t.untrackedRoom(key, now), t.untrackedReset(key, now)
@@ -223,10 +224,10 @@ func (t *Table) roomOf(e *hdr, now int64) int64 {
 	return v.others.Room(t.limit.Load()) + t.leaseAt(e, k) - cur
 }
 
-// Estimate returns the windowed estimate for key at now, and this instance's
+// estimate returns the windowed estimate for key at now, and this instance's
 // own unacknowledged count in the window; ok is false if the key is not
 // tracked.
-func (t *Table) Estimate(key string, now int64) (est float64, own int64, ok bool) {
+func (t *Table) estimate(key string, now int64) (est float64, own int64, ok bool) {
 	e := t.m.Load(key)
 	if e == nil {
 		return 0, 0, false

@@ -1,5 +1,7 @@
 package localcache
 
+import "github.com/sluicehq/sluice/internal/verdict"
+
 // How a table decides a key it does not track (one the admission rule has
 // not let in, admission.go). There is no shared bucket: every such key is
 // limited on its own, in the store or in the table's windowed sketch
@@ -35,17 +37,17 @@ func (t *Table) winSketch() *winSketch {
 
 // untracked decides cost n at now for key, which t does not track, with the
 // store's health h (ignored by a Local table).
-func (t *Table) untracked(key string, now, n int64, h health) Verdict {
+func (t *Table) untracked(key string, now, n int64, h health) verdict.Verdict {
 	if !t.eventual {
 		return t.winSketch().decide(key, now, n, t.limit.Load())
 	}
 	switch h {
 	case healthy:
-		return Verdict{Status: Untracked}
+		return verdict.Verdict{Status: verdict.Untracked}
 	case failOpen:
-		return Verdict{Status: Allowed, Remaining: max0(t.limit.Load() - n)}
+		return verdict.Verdict{Status: verdict.Allowed, Remaining: max0(t.limit.Load() - n)}
 	case failClosed:
-		return Verdict{Status: StoreDown}
+		return verdict.Verdict{Status: verdict.StoreDown}
 	}
 	return t.winSketch().decide(key, now, n, min(t.share.Load(), t.limit.Load()))
 }

@@ -29,7 +29,7 @@ func BenchmarkAllowUntracked(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			tb := mustTable(b, Config{Geometry: benchGeo, Limit: 1 << 30, Eventual: tc.eventual, Keys: NewKeys(1000)})
-			tb.Tick(base)
+			tb.tick(base)
 			tb.keys.n.Store(tc.fill) // as if that many keys were tracked
 			b.ReportAllocs()
 			i := 0

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -18,8 +20,8 @@ func fullTable(t *testing.T, geo window.Sliding, limit int64, eventual bool) *Ta
 	t.Helper()
 	const bound = 4
 	tb := mustTable(t, Config{Geometry: geo, Limit: limit, Eventual: eventual, Keys: NewKeys(bound)})
-	tb.SetLimits(Limits{Cap: NoCap, Share: limit})
-	for i := 0; tb.keys.Len() < bound; i++ {
+	tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: limit})
+	for i := 0; tb.keys.tracked() < bound; i++ {
 		require.Less(t, i, 1000, "the bound does not fill")
 		tb.AllowAt(fmt.Sprint("junk-", i%bound), base, 1)
 	}
@@ -38,22 +40,22 @@ func TestUntrackedNotShared(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		eventual bool
-		limits   Limits
+		limits   tableport.Limits
 		want     int64 // admitted per key
 	}{
-		{"local", false, Limits{Cap: NoCap, Share: limit}, limit},
-		{"eventual/fail-local", true, Limits{Cap: NoCap, Share: 3, Down: true, Mode: policy.FailLocal}, 3},
+		{"local", false, tableport.Limits{Cap: tableport.NoCap, Share: limit}, limit},
+		{"eventual/fail-local", true, tableport.Limits{Cap: tableport.NoCap, Share: 3, Down: true, Mode: policy.FailLocal}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tb := fullTable(t, geo, limit, tc.eventual)
-			tb.SetLimits(tc.limits)
+			tb.setLimits(tc.limits)
 			now := base
 			for k := range 5 {
 				key := fmt.Sprint("stranger-", k)
 				got, v := admitUntil(t, tb, key, now, 3*limit)
 				assert.Equal(t, tc.want, got, "%s: its own limit, not a shared one", key)
-				assert.Equal(t, OverLimit, v.Status)
+				assert.Equal(t, verdict.OverLimit, v.Status)
 				assert.Positive(t, v.RetryAfter)
 				assert.False(t, tracked(tb, key))
 			}
@@ -76,18 +78,18 @@ func TestUntrackedByHealth(t *testing.T) {
 		name   string
 		down   bool
 		mode   policy.FailureMode
-		status Status // first check
-		passes int64  // of 2·limit checks
+		status verdict.Status // first check
+		passes int64          // of 2·limit checks
 	}{
-		{"healthy", false, policy.FailLocal, Untracked, 0},
-		{"fail-local", true, policy.FailLocal, Allowed, share},
-		{"fail-open", true, policy.FailOpen, Allowed, 2 * limit},
-		{"fail-closed", true, policy.FailClosed, StoreDown, 0},
+		{"healthy", false, policy.FailLocal, verdict.Untracked, 0},
+		{"fail-local", true, policy.FailLocal, verdict.Allowed, share},
+		{"fail-open", true, policy.FailOpen, verdict.Allowed, 2 * limit},
+		{"fail-closed", true, policy.FailClosed, verdict.StoreDown, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tb := fullTable(t, geo, limit, true)
-			tb.SetLimits(Limits{Cap: NoCap, Share: share, Down: tc.down, Mode: tc.mode})
+			tb.setLimits(tableport.Limits{Cap: tableport.NoCap, Share: share, Down: tc.down, Mode: tc.mode})
 			now := base + geo.Sub()
 			var passed int64
 			for i := range 2 * limit {
@@ -95,7 +97,7 @@ func TestUntrackedByHealth(t *testing.T) {
 				if i == 0 {
 					require.Equal(t, tc.status, v.Status)
 				}
-				if v.Status == Allowed {
+				if v.Status == verdict.Allowed {
 					passed++
 				}
 			}
@@ -109,12 +111,12 @@ func TestUntrackedByHealth(t *testing.T) {
 			}
 			for _, m := range []struct {
 				mode   policy.FailureMode
-				status Status
+				status verdict.Status
 				passes int64
 			}{
-				{policy.FailLocal, Allowed, share},
-				{policy.FailOpen, Allowed, 2 * limit},
-				{policy.FailClosed, StoreDown, 0},
+				{policy.FailLocal, verdict.Allowed, share},
+				{policy.FailOpen, verdict.Allowed, 2 * limit},
+				{policy.FailClosed, verdict.StoreDown, 0},
 			} {
 				key := "degraded-" + m.mode.String()
 				passed := int64(0)
@@ -123,7 +125,7 @@ func TestUntrackedByHealth(t *testing.T) {
 					if i == 0 {
 						require.Equal(t, m.status, v.Status, "%v", m.mode)
 					}
-					if v.Status == Allowed {
+					if v.Status == verdict.Allowed {
 						passed++
 					}
 				}
@@ -145,19 +147,19 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		eventual bool
-		limits   Limits
+		limits   tableport.Limits
 		carried  int64
 	}{
-		{"local", false, Limits{Cap: NoCap, Share: limit}, 3},
-		{"eventual/down", true, Limits{Cap: NoCap, Share: limit, Down: true, Mode: policy.FailLocal}, 3},
-		{"eventual/healthy", true, Limits{Cap: NoCap, Share: limit}, 0},
+		{"local", false, tableport.Limits{Cap: tableport.NoCap, Share: limit}, 3},
+		{"eventual/down", true, tableport.Limits{Cap: tableport.NoCap, Share: limit, Down: true, Mode: policy.FailLocal}, 3},
+		{"eventual/healthy", true, tableport.Limits{Cap: tableport.NoCap, Share: limit}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			keys := NewKeys(8)
 			tb := mustTable(t, Config{Geometry: geo, Limit: limit, Eventual: tc.eventual, Keys: keys})
-			tb.SetLimits(tc.limits)
-			for i := 0; keys.Len() < 7; i++ {
+			tb.setLimits(tc.limits)
+			for i := 0; keys.tracked() < 7; i++ {
 				require.Less(t, i, 1000, "the bound does not fill")
 				tb.AllowAt(fmt.Sprint("junk-", i%7), base, 1)
 			}
@@ -165,10 +167,10 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 			// decided on the sketch (or by the store).
 			for range 3 {
 				v := tb.AllowAt("k", base, 1)
-				if v.Status == Untracked {
+				if v.Status == verdict.Untracked {
 					continue // the store decides: nothing local
 				}
-				require.Equal(t, Allowed, v.Status)
+				require.Equal(t, verdict.Allowed, v.Status)
 			}
 			require.False(t, tracked(tb, "k"))
 			wantRoom := int64(limit) - tc.carried
@@ -179,13 +181,13 @@ func TestUntrackedSeedsEntry(t *testing.T) {
 			// Now the cache has room again: the key enters at once.
 			keys.n.Add(-4)
 			v := tb.AllowAt("k", base, 1)
-			require.Equal(t, Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			require.True(t, tracked(tb, "k"))
 			assert.Equal(t, int64(limit)-tc.carried-1, v.Remaining)
-			_, own, _ := tb.Estimate("k", base)
+			_, own, _ := tb.estimate("k", base)
 			assert.Equal(t, tc.carried+1, own)
 			if tc.eventual {
-				r, _ := tb.Ref("k")
+				r, _ := tb.ref("k")
 				assert.Equal(t, tc.carried+1, pendingSum(tb, r, base), "pushed when the store is back")
 			}
 		})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -88,11 +89,11 @@ func TestWarmTableFastPaths(t *testing.T) {
 					e := tb.keys.lookup(key)
 					paths[warmPath(tb, e.word.Load(), now)]++
 					next, ok, _, _, retry := w.Check(s, now, 1)
-					want := Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
+					want := verdict.Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
 					if ok {
 						next = w.Round(next, WarmSteps)
 						ref[key] = next
-						want = Outcome{Allowed: true, Remaining: w.Remaining(next, now), ResetAfter: w.ResetAfter(next, now)}
+						want = verdict.Outcome{Allowed: true, Remaining: w.Remaining(next, now), ResetAfter: w.ResetAfter(next, now)}
 					}
 					require.Equal(t, want, tb.Allow(key, now, 1), "%s step %d at %d, state %+v", key, step, now, s)
 				}

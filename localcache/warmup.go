@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -206,7 +207,7 @@ func usOf(now int64) int64 {
 }
 
 // Allow decides cost n for key at now and records it if admitted.
-func (t *WarmTable) Allow(key string, now, n int64) Outcome {
+func (t *WarmTable) Allow(key string, now, n int64) verdict.Outcome {
 	e := t.keys.lookup(key)
 	if e == nil {
 		return t.untracked(key, now, n)
@@ -225,13 +226,13 @@ func (t *WarmTable) Allow(key string, now, n int64) Outcome {
 		case fresh || (d < 0 && (-d >= t.coldAfter[q>>warmBandShift] || q == t.coldQ && -d >= t.coldAfterQ)):
 			next := us + t.u.Cold.Next
 			if e.word.CompareAndSwap(word, uint64(next)&warmTMask<<warmQBits|t.coldQ) {
-				return Outcome{Allowed: true, Remaining: t.u.ColdRemaining, ResetAfter: resetAfter(next, now)}
+				return verdict.Outcome{Allowed: true, Remaining: t.u.ColdRemaining, ResetAfter: resetAfter(next, now)}
 			}
 			continue
 		case d > t.u.Room:
 			// Denied whatever the stored permits: the test is on the debt.
 			// No cost fits a debt above Room, so Remaining is 0.
-			return Outcome{ResetAfter: resetAfter(us+d, now), RetryAfter: resetAfter(us+d-t.u.Room, now)}
+			return verdict.Outcome{ResetAfter: resetAfter(us+d, now), RetryAfter: resetAfter(us+d-t.u.Room, now)}
 		case q == 0 && d >= 0:
 			// The next field's addition wraps modulo 2^44 as pack's does.
 			if e.word.CompareAndSwap(word, word+uint64(t.u.Wait)<<warmQBits) {
@@ -240,7 +241,7 @@ func (t *WarmTable) Allow(key string, now, n int64) Outcome {
 				if !ok {
 					rem = t.w.Remaining(window.Warm{Next: us + debt}, now)
 				}
-				return Outcome{Allowed: true, Remaining: rem, ResetAfter: resetAfter(us+debt, now)}
+				return verdict.Outcome{Allowed: true, Remaining: rem, ResetAfter: resetAfter(us+debt, now)}
 			}
 			continue
 		}
@@ -261,13 +262,13 @@ func resetAfter(next, now int64) time.Duration {
 
 // check is Allow's general path: window.WarmUp.Check on the unpacked word,
 // and the new word if admitted.
-func (t *WarmTable) check(word uint64, now, n int64) (uint64, Outcome) {
+func (t *WarmTable) check(word uint64, now, n int64) (uint64, verdict.Outcome) {
 	next, ok, rem, reset, retry := t.w.Check(t.unpack(word, now), now, n)
 	if !ok {
-		return word, Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
+		return word, verdict.Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
 	}
 	nw, _ := t.pack(next)
-	return nw, Outcome{Allowed: true, Remaining: rem, ResetAfter: reset}
+	return nw, verdict.Outcome{Allowed: true, Remaining: rem, ResetAfter: reset}
 }
 
 // settle returns the entry to decide key on in place of e, whose word is
@@ -281,7 +282,7 @@ func (t *WarmTable) settle(e *warmEntry, key string, word uint64, now int64) *wa
 }
 
 // Peek returns what a check of one unit would see at now.
-func (t *WarmTable) Peek(key string, now int64) Outcome {
+func (t *WarmTable) Peek(key string, now int64) verdict.Outcome {
 	var s window.Warm
 	tracked := false
 	if e, ok := t.keys.m.Load(key); ok {
@@ -293,7 +294,7 @@ func (t *WarmTable) Peek(key string, now int64) Outcome {
 		s, _ = t.estimated(key, now)
 	}
 	rem := t.w.Remaining(s, now)
-	return Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.w.ResetAfter(s, now)}
+	return verdict.Outcome{Allowed: rem >= 1, Remaining: rem, ResetAfter: t.w.ResetAfter(s, now)}
 }
 
 // Sweep evicts the keys that are fully cold and without debt at now: the

@@ -1,10 +1,13 @@
 package localcache
 
-import "github.com/sluicehq/sluice/internal/syncport"
+import (
+	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
+)
 
-// Why returns why a check of cost n of r's key at now had no local allowance
+// why returns why a check of cost n of r's key at now had no local allowance
 // left. A key without an entry (nil r) is syncport.WhyNew.
-func (t *Table) Why(r Ref, now, n int64) syncport.Why {
+func (t *Table) why(r verdict.Ref, now, n int64) syncport.Why {
 	e := entryOf(r)
 	if e == nil {
 		return syncport.WhyNew

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -26,7 +28,7 @@ func TestWhy(t *testing.T) {
 	// (none for 0), and uses that up too.
 	leased := func(t *testing.T, tb *Table, s *fakeStore, units int64) {
 		admitUntil(t, tb, "k", t0, 100)
-		r, _ := tb.Ref("k")
+		r, _ := tb.ref("k")
 		if units > 0 {
 			grant(tb, geo, s, r, t0, units)
 		} else {
@@ -53,7 +55,7 @@ func TestWhy(t *testing.T) {
 		}, syncport.WhyLease},
 		{"a lease of the bucket before", func(t *testing.T, tb *Table, s *fakeStore) int64 {
 			leased(t, tb, s, 10)
-			tb.Tick(t1)
+			tb.tick(t1)
 			admitUntil(t, tb, "k", t1, 100)
 			return t1
 		}, syncport.WhyStart},
@@ -67,18 +69,18 @@ func TestWhy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tb := mkTable(t, geo, limit, true)
-			tb.SetLimits(Limits{Cap: capv, Share: limit, Mode: policy.FailLocal})
-			tb.Tick(t0)
+			tb.setLimits(tableport.Limits{Cap: capv, Share: limit, Mode: policy.FailLocal})
+			tb.tick(t0)
 			now := tc.setup(t, tb, newFakeStore())
-			require.Equal(t, OverCap, tb.AllowAt("k", now, 1).Status, "harness: the key has no allowance left")
-			r, ok := tb.Ref("k")
+			require.Equal(t, verdict.OverCap, tb.AllowAt("k", now, 1).Status, "harness: the key has no allowance left")
+			r, ok := tb.ref("k")
 			require.True(t, ok)
-			assert.Equal(t, tc.want, tb.Why(r, now, 1))
+			assert.Equal(t, tc.want, tb.why(r, now, 1))
 		})
 	}
 	t.Run("a key without an entry (nil Ref)", func(t *testing.T) {
 		t.Parallel()
 		tb := mkTable(t, geo, limit, true)
-		assert.Equal(t, syncport.WhyNew, tb.Why(nil, t0, 1))
+		assert.Equal(t, syncport.WhyNew, tb.why(nil, t0, 1))
 	})
 }

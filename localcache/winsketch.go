@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -147,7 +148,7 @@ func (s *winSketch) estimate(b [winDepth]int, now int64) (window.Estimate, int) 
 
 // decide checks cost n for key at now against limit, and counts it if
 // admitted.
-func (s *winSketch) decide(key string, now, n, limit int64) Verdict {
+func (s *winSketch) decide(key string, now, n, limit int64) verdict.Verdict {
 	b := s.bases(key)
 	k := s.geo.Index(now)
 	for r, base := range b {
@@ -156,19 +157,19 @@ func (s *winSketch) decide(key string, now, n, limit int64) Verdict {
 				s.undo(done, k, n)
 			}
 			ra := s.geo.ResetAfter(now)
-			return Verdict{Status: OverLimit, RetryAfter: ra, Reset: ra}
+			return verdict.Verdict{Status: verdict.OverLimit, RetryAfter: ra, Reset: ra}
 		}
 	}
 	est, bi := s.estimate(b, now)
 	if room := est.Room(limit); room >= 0 {
-		return Verdict{Status: Allowed, Remaining: room}
+		return verdict.Verdict{Status: verdict.Allowed, Remaining: room}
 	}
 	for _, base := range b {
 		s.undo(base, k, n)
 	}
-	return Verdict{
+	return verdict.Verdict{
 		Reset:     s.resetOf(b, now),
-		Status:    OverLimit,
+		Status:    verdict.OverLimit,
 		Remaining: max0(est.Room(limit) + n),
 		RetryAfter: s.geo.RetryAfter(now, limit, n, func(j int64) int64 {
 			return s.count(bi, j)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/reference"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -64,11 +65,11 @@ func TestWinSketchNeverOverAdmits(t *testing.T) {
 					v := s.decide(key, now, n, tc.limit)
 					checks++
 					switch v.Status {
-					case Allowed:
+					case verdict.Allowed:
 						require.True(t, fits, "%s admitted past its limit at %d", key, now)
 						require.GreaterOrEqual(t, v.Remaining, int64(0))
 						ref[i].Add(now, n)
-					case OverLimit:
+					case verdict.OverLimit:
 						if fits {
 							falseDenials++
 						}
@@ -109,7 +110,7 @@ func TestWinSketchExactAlone(t *testing.T) {
 			assert.Equal(t, int64(limit), s.room("other", now, limit), "another key is not charged")
 			later := now + int64(geo.Window()) + geo.Sub()
 			assert.Equal(t, ref.AllowAt("k", later, 3), s.decide("k", later, 3, limit), "the window has passed")
-			assert.Equal(t, OverLimit, s.decide("k", later, limit+1, limit).Status)
+			assert.Equal(t, verdict.OverLimit, s.decide("k", later, limit+1, limit).Status)
 			assert.Equal(t, 4*64*max(geo.Span(), 2)*8, s.bytes())
 		})
 	}
@@ -126,7 +127,7 @@ func TestWinSketchConcurrent(t *testing.T) {
 	var hot atomic.Int64
 	hammer(func(g int) {
 		for i := range 3 * limit {
-			if s.decide("hot", now, 1, limit).Status == Allowed {
+			if s.decide("hot", now, 1, limit).Status == verdict.Allowed {
 				hot.Add(1)
 			}
 			s.decide(fmt.Sprint("g", g, "-", i), now, 1, limit)
@@ -145,10 +146,10 @@ func TestWinSketchStaleTime(t *testing.T) {
 	geo := window.NewSliding(time.Second, 2)
 	s := newWinSketch(geo, 64, geo.Span())
 	now := bucketStart(geo, 10)
-	require.Equal(t, Allowed, s.decide("k", now, 1, 5).Status)
+	require.Equal(t, verdict.Allowed, s.decide("k", now, 1, 5).Status)
 	old := now - 3*geo.Sub() // same slot, older bucket
 	v := s.decide("k", old, 1, 5)
-	assert.Equal(t, OverLimit, v.Status)
+	assert.Equal(t, verdict.OverLimit, v.Status)
 	assert.Positive(t, v.RetryAfter)
 	assert.Equal(t, int64(4), s.room("k", now, 5), "the stale check left nothing behind")
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/vclock"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -51,7 +51,7 @@ func TestLeaseAhead(t *testing.T) {
 	admit(t, s, r, "k", 5) // the fifth asks for an early sync, which brings a lease
 	s.serveUrgent()        // as the loop does
 	require.Equal(t, int64(1), s.Stats().EarlySyncs)
-	ref, ok := r.Table.Ref("k")
+	ref, ok := r.Table.Control().Ref("k")
 	require.True(t, ok)
 	_, own := estimate(t, r.Table, "k", s.Now())
 	require.Zero(t, own, "the sync settled")
@@ -75,9 +75,9 @@ func TestLeaseAhead(t *testing.T) {
 
 	clk.NS.Add((k+1)*geo.Sub() - s.Now()) // the next bucket starts
 	now := s.Now()
-	r.Table.Tick(now)
+	r.Table.Control().Tick(now)
 	n := int64(0)
-	for r.Table.AllowAt("k", now, 1).Status == localcache.Allowed && n < 5000 {
+	for r.Table.AllowAt("k", now, 1).Status == verdict.Allowed && n < 5000 {
 		n++
 	}
 	assert.GreaterOrEqual(t, n, ahead+10, "the new bucket starts with the lease granted ahead, and the cap")
@@ -150,8 +150,8 @@ func TestLeaseWantsItsPeak(t *testing.T) {
 	require.NoError(t, err)
 	now := s.Now()
 	k, span := geo.Index(now), int64(geo.Span())
-	require.Equal(t, localcache.Allowed, r.Table.AllowAt("k", now, 1).Status)
-	ref, ok := r.Table.Ref("k")
+	require.Equal(t, verdict.Allowed, r.Table.AllowAt("k", now, 1).Status)
+	ref, ok := r.Table.Control().Ref("k")
 	require.True(t, ok)
 	id := keyID{rule: r.windowRule, key: "k"}
 	base := r.Table.SyncKeys().Want(ref, now, 0)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 )
 
@@ -40,7 +42,7 @@ func BenchmarkSyncPerKey(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tab.SetLimits(localcache.Limits{Cap: 1 << 29, Share: 1 << 30})
+			tab.Control().SetLimits(tableport.Limits{Cap: 1 << 29, Share: 1 << 30})
 			r := &testRule{Table: tab, cfg: syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 1 << 30, Keys: tab.SyncKeys(), Leases: bc.lease}}
 			s, err := newSyncer(testConfig(c, "a"), r)
 			if err != nil {
@@ -55,10 +57,10 @@ func BenchmarkSyncPerKey(b *testing.B) {
 			items := make([]item, bc.keys)
 			for i := range items {
 				key := "k" + strconv.Itoa(i)
-				if v := tab.AllowAt(key, s.Now(), 1); v.Status != localcache.Allowed {
+				if v := tab.AllowAt(key, s.Now(), 1); v.Status != verdict.Allowed {
 					b.Fatalf("admission of %q: %v", key, v.Status)
 				}
-				ref, ok := tab.Ref(key)
+				ref, ok := tab.Control().Ref(key)
 				if !ok {
 					b.Fatalf("no entry for %q", key)
 				}

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestBulkPathWrongTypeKey(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	require.True(t, s.bulk, "a standalone client takes the bulk path")
 	require.NoError(t, c.Set(ctxT(t, opTimeout), r.keyName("bad"), "x", 0).Err())
@@ -49,7 +50,7 @@ func TestBulkPathWrongTypeKey(t *testing.T) {
 func TestBulkNoScript(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	admit(t, s, r, "k", 4)
 	flush(t, s) // the first call gets NOSCRIPT, loads and resends
@@ -70,7 +71,7 @@ func TestReserveDuringBulkCycles(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
 	loadScript(t, c)
-	r := newRule(t, "api", midGeometry(4), 1_000_000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(4), 1_000_000, tableport.NoCap)
 	cfg := testConfig(c, "A")
 	cfg.Batch = 2 // many batches per cycle, on both lanes
 	s := startSyncer(t, cfg, r)
@@ -92,7 +93,7 @@ func TestReserveDuringBulkCycles(t *testing.T) {
 			default:
 			}
 			k := keys[i%len(keys)]
-			ref, ok := r.Table.Ref(k)
+			ref, ok := r.Table.Control().Ref(k)
 			if !ok {
 				continue
 			}
@@ -131,7 +132,7 @@ func TestBulkPathKeepsHashesSmall(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
 	geo := window.NewSliding(60*time.Millisecond, 3) // 20 ms buckets, span 4
-	r := newRule(t, "api", geo, 1_000_000, localcache.NoCap)
+	r := newRule(t, "api", geo, 1_000_000, tableport.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	require.True(t, s.bulk)
 	name := r.keyName("k")
@@ -173,7 +174,7 @@ func TestReserveAfterLostBulkReply(t *testing.T) {
 
 	// A reservation resends the bulk call before its own call: the
 	// store recognises it and nothing is counted twice.
-	ref, ok := r.Table.Ref("k")
+	ref, ok := r.Table.Control().Ref("k")
 	require.True(t, ok)
 	// The store is back (as a heartbeat would find it) but no cycle ran:
 	// the unanswered bulk call is still queued when the reservation comes.
@@ -267,7 +268,7 @@ func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
 			// batch outstanding: from now on the key takes the per-key
 			// path, first in every cycle.
 			admit(t, s, r, "bad", 5)
-			ref, ok := r.Table.Ref("bad")
+			ref, ok := r.Table.Control().Ref("bad")
 			require.True(t, ok)
 			_, err := r.Reserve(ctxT(t, opTimeout), "bad", ref, 1)
 			require.Error(t, err)
@@ -291,8 +292,8 @@ func TestPerKeyErrorDoesNotStallCycles(t *testing.T) {
 func TestBulkPathArgs(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
-	r1 := newRule(t, "one", midGeometry(4), 1000, localcache.NoCap)
-	r2 := newRule(t, "two", midGeometry(6), 1000, localcache.NoCap)
+	r1 := newRule(t, "one", midGeometry(4), 1000, tableport.NoCap)
+	r2 := newRule(t, "two", midGeometry(6), 1000, tableport.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r1, r2)
 	require.True(t, s.bulk)
 	now := s.Now()
@@ -327,7 +328,7 @@ func TestBulkPathArgs(t *testing.T) {
 func TestBulkPullReadsWindow(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
-	r := newRule(t, "api", midGeometry(4), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(4), 1000, tableport.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	require.True(t, s.bulk)
 	k := r.geo.Index(s.Now())
@@ -388,8 +389,8 @@ func TestBulkRetries(t *testing.T) {
 			c.AddHook(fault)
 			c.AddHook(dup)
 			loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hooks
-			r1 := newRule(t, "one", midGeometry(4), 1000, localcache.NoCap)
-			r2 := newRule(t, "two", midGeometry(6), 1000, localcache.NoCap)
+			r1 := newRule(t, "one", midGeometry(4), 1000, tableport.NoCap)
+			r2 := newRule(t, "two", midGeometry(6), 1000, tableport.NoCap)
 			cfg := testConfig(c, "A")
 			cfg.Prefix = "retry" + itoa(int64(len(tc.name)))
 			s := startSyncer(t, cfg, r1, r2)
@@ -455,7 +456,7 @@ func admitPushes(t *testing.T, now int64, pushes []push) map[string]map[int64]in
 	for _, p := range pushes {
 		at := now - p.back*p.r.geo.Sub()
 		for range p.n {
-			require.Equal(t, localcache.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
+			require.Equal(t, verdict.Allowed, p.r.Table.AllowAt(p.key, at, 1).Status)
 		}
 		name := p.r.keyName(p.key)
 		if want[name] == nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/tableport"
 )
 
 // TestCloseBoundedOnHungStore closes a syncer whose store hangs (SIGSTOP:
@@ -41,7 +41,7 @@ func TestCloseBoundedOnHungStore(t *testing.T) {
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	cfg := testConfig(c, "A") // an hour between cycles: the op timeout is 2h
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	s, err := newSyncer(cfg, r)
 	require.NoError(t, err)
 	require.NoError(t, s.Start(ctxT(t, opTimeout)))
@@ -96,7 +96,7 @@ func TestFlushPushesWhatItsCycleQueued(t *testing.T) {
 		t.Run(map[bool]string{false: "Flush", true: "Close"}[closing], func(t *testing.T) {
 			t.Parallel()
 			c := redistest.Start(t).Client(t)
-			r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+			r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 			s, err := newSyncer(testConfig(c, "A"), r)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(ctxT(t, 20*time.Second)) })

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/tableport"
 )
 
 // hashTag returns the part of a Redis key Redis Cluster hashes: the content of
@@ -33,7 +33,7 @@ func TestCluster(t *testing.T) {
 	cc := cl.Client(t)
 	ctx := ctxT(t, opTimeout)
 	geo := midGeometry(6)
-	r := newRule(t, "api", geo, 1000, localcache.NoCap)
+	r := newRule(t, "api", geo, 1000, tableport.NoCap)
 	rs := newRule(t, "strict", geo, 10, 0)
 	s := startSyncer(t, testConfig(cc, "A"), r, rs)
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -21,8 +22,8 @@ import (
 func busy(t *testing.T, s *Syncer, r *testRule, key string) {
 	t.Helper()
 	now := s.Now()
-	r.Table.Tick(now)
-	ref, ok := r.Table.Ref(key)
+	r.Table.Control().Tick(now)
+	ref, ok := r.Table.Control().Ref(key)
 	require.True(t, ok)
 	k := r.cfg.Geometry.Index(now)
 	r.Table.SyncKeys().Settle(ref, now, nil, k-1, []int64{r.cfg.Limit * 4 / 10, 0}, window.Bucket{})
@@ -61,7 +62,7 @@ func TestEarlySync(t *testing.T) {
 			assert.Zero(t, st.UrgentCycles, "no check waited")
 			assert.Zero(t, st.Cycles, "no sync cycle ran")
 
-			ref, ok := r.Table.Ref("k")
+			ref, ok := r.Table.Control().Ref("k")
 			require.True(t, ok)
 			want := r.Table.SyncKeys().Want(ref, s.Now(), 0)
 			n := int64(0)
@@ -116,21 +117,21 @@ func TestNeedDrivenCycle(t *testing.T) {
 	r.cfg.Leases = true
 	s := cyclingSyncer(t, c, r)
 	now := s.Now()
-	r.Table.Tick(now)
-	near, ok := r.Table.Ref("near")
+	r.Table.Control().Tick(now)
+	near, ok := r.Table.Control().Ref("near")
 	require.True(t, ok)
 	r.Table.SyncKeys().Settle(near, now, nil, r.cfg.Geometry.Index(now)-1, []int64{500, 0}, window.Bucket{})
 
 	// Synced once, with no history: a key new here would ask for an early
 	// sync at half of its cap (localcache's TestEarlyNewKeys).
-	capped, ok := r.Table.Ref("capped")
+	capped, ok := r.Table.Control().Ref("capped")
 	require.True(t, ok)
 	r.Table.SyncKeys().Settle(capped, now, nil, r.cfg.Geometry.Index(now)-1, []int64{0, 0}, window.Bucket{})
 
 	admit(t, s, r, "quiet", 1)
 	admit(t, s, r, "near", 1)
 	admit(t, s, r, "capped", 2)
-	r.Table.SetLimits(localcache.Limits{Cap: 2, Share: 1000, Mode: policy.FailLocal})
+	r.Table.Control().SetLimits(tableport.Limits{Cap: 2, Share: 1000, Mode: policy.FailLocal})
 	require.NoError(t, s.cycle())
 	assert.Zero(t, total(t, c, r.keyName("quiet")), "deferred")
 	assert.Equal(t, int64(1), total(t, c, r.keyName("near")), "half of the limit in view")
@@ -177,10 +178,10 @@ func TestBornParkedKeys(t *testing.T) {
 	geo := midGeometry(4)
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, ByNeed: true, Keys: localcache.NewKeys(1000)})
 	require.NoError(t, err)
-	tab.SetLimits(localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal})
+	tab.Control().SetLimits(tableport.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal})
 	r := &testRule{Table: tab, cfg: syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab.SyncKeys(), Leases: true}}
 	s := cyclingSyncer(t, c, r)
-	r.Table.Tick(s.Now())
+	r.Table.Control().Tick(s.Now())
 	spendNewAsks(t, s, r, 2)
 	require.NoError(t, s.cycle()) // the spent keys, at half of their cap, are parked again
 	d0 := s.Stats().Deferred
@@ -221,7 +222,7 @@ func TestDeferredCorrections(t *testing.T) {
 	admit(t, s, r, "k", 3)
 	flushCycle(t, s)
 	require.Equal(t, int64(3), total(t, c, r.keyName("k")))
-	ref, ok := r.Table.Ref("k")
+	ref, ok := r.Table.Control().Ref("k")
 	require.True(t, ok)
 	id := keyID{rule: r.windowRule, key: "k"}
 	k := r.cfg.Geometry.Index(s.Now())

@@ -12,14 +12,15 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
 var (
-	healthy  = localcache.Limits{Cap: localcache.NoCap, Share: 1000}
-	failOpen = localcache.Limits{Cap: localcache.NoCap, Share: 1000, Down: true, Mode: policy.FailOpen}
+	healthy  = tableport.Limits{Cap: tableport.NoCap, Share: 1000}
+	failOpen = tableport.Limits{Cap: tableport.NoCap, Share: 1000, Down: true, Mode: policy.FailOpen}
 )
 
 // TestKillAndRestart kills the store (no persistence): Flush fails, the
@@ -32,7 +33,7 @@ func TestKillAndRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	cfg := testConfig(c, "A")
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	s := startSyncer(t, cfg, r)
 	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 1}, s.Fleet(), "Start reports the store healthy")
 	assert.True(t, changed(s), "and signals it")
@@ -56,7 +57,7 @@ func TestKillAndRestart(t *testing.T) {
 	_, err = r.Reserve(ctxT(t, opTimeout), "k", nil, 1)
 	assert.ErrorIs(t, err, syncport.ErrUnavailable)
 
-	r.Table.SetLimits(failOpen) // what the limiter does while the store is down
+	r.Table.Control().SetLimits(failOpen) // what the limiter does while the store is down
 	admit(t, s, r, "k", 4)
 	admit(t, s, r, "k2", 2)
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)), "still down")
@@ -68,7 +69,7 @@ func TestKillAndRestart(t *testing.T) {
 	assert.Equal(t, int64(2), own)
 
 	srv.Restart()
-	r.Table.SetLimits(healthy)
+	r.Table.Control().SetLimits(healthy)
 	flush(t, s)
 	assert.True(t, s.isHealthy())
 	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 5}, s.Fleet(),
@@ -102,7 +103,7 @@ func TestLostReplyWithPersistence(t *testing.T) {
 	hook := &faultHook{}
 	c.AddHook(hook)
 	loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	s := startSyncer(t, testConfig(c, "A"), r)
 	name := r.keyName("k")
 
@@ -120,11 +121,11 @@ func TestLostReplyWithPersistence(t *testing.T) {
 	assert.Equal(t, int64(3), own, "unacknowledged: still pending")
 
 	srv.Kill()
-	r.Table.SetLimits(failOpen)
+	r.Table.Control().SetLimits(failOpen)
 	admit(t, s, r, "k", 4)
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
 	srv.Restart()
-	r.Table.SetLimits(healthy)
+	r.Table.Control().SetLimits(healthy)
 	require.Equal(t, int64(8), total(t, c, name), "kept across the restart")
 
 	flush(t, s)
@@ -148,7 +149,7 @@ func TestLostReplyTwice(t *testing.T) {
 			hook := &faultHook{}
 			c.AddHook(hook)
 			loadScript(t, c) // else the first call gets NOSCRIPT, hidden by the hook
-			r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+			r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 			cfg := testConfig(c, "A")
 			cfg.perKey = path.perKey
 			s := startSyncer(t, cfg, r)
@@ -216,7 +217,7 @@ func TestLostReservationReply(t *testing.T) {
 			require.Equal(t, int64(1), total(t, c, name), "the store admitted it")
 			// The caller's fallback admits and counts it locally.
 			v := r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen)
-			require.Equal(t, localcache.Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 			for i := 1; i < tc.lost; i++ {
 				require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
 			}
@@ -255,7 +256,7 @@ func TestCorrectionBucket(t *testing.T) {
 	require.Len(t, buckets(t, c, name), 1, "the store admitted it")
 	// The fallback counts it locally; its count is pushed like any other.
 	now := s.Now()
-	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", now, 1, policy.FailOpen).Status)
+	require.Equal(t, verdict.Allowed, r.Table.AllowDegraded("k", now, 1, policy.FailOpen).Status)
 
 	time.Sleep(3 * time.Duration(geo.Sub())) // the syncer learns of the admission later
 	flush(t, s)
@@ -294,7 +295,7 @@ func TestNoScriptLoadFails(t *testing.T) {
 	require.ErrorIs(t, err, syncport.ErrUnavailable)
 	assert.True(t, s.isHealthy(), "NOSCRIPT is an answer, not an outage")
 	require.Zero(t, total(t, c, name), "nothing executed")
-	require.Equal(t, localcache.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen).Status)
+	require.Equal(t, verdict.Allowed, r.Table.AllowDegraded("k", s.Now(), 1, policy.FailOpen).Status)
 
 	hook.failLoad.Store(false)
 	flush(t, s)
@@ -331,7 +332,7 @@ func TestBackRegistersAfterPush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t) // a restart comes back empty: no registry entry
 	c := srv.Client(t)
-	r := newRule(t, "api", midGeometry(6), 1000, localcache.NoCap)
+	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	spy := &settleSpy{Keys: r.Table.SyncKeys(), c: c, id: "A"}
 	r.cfg.Keys = spy
 	s := startSyncer(t, testConfig(c, "A"), r)
@@ -339,12 +340,12 @@ func TestBackRegistersAfterPush(t *testing.T) {
 	srv.Kill()
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)))
 	require.False(t, s.isHealthy())
-	r.Table.SetLimits(failOpen)
+	r.Table.Control().SetLimits(failOpen)
 	admit(t, s, r, "k", 4)
 	admit(t, s, r, "k2", 2)
 
 	srv.Restart()
-	r.Table.SetLimits(healthy)
+	r.Table.Control().SetLimits(healthy)
 	spy.armed.Store(true)
 	flush(t, s)
 	assert.Equal(t, int32(2), spy.settles.Load(), "both keys pushed")
@@ -368,8 +369,8 @@ func TestBackPushesParkedKeys(t *testing.T) {
 	spy := &settleSpy{Keys: r.Table.SyncKeys(), c: c, id: "A"}
 	r.cfg.Keys = spy
 	s := cyclingSyncer(t, c, r)
-	limits := localcache.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal}
-	r.Table.SetLimits(limits)
+	limits := tableport.Limits{Cap: 4, Share: 1000, Mode: policy.FailLocal}
+	r.Table.Control().SetLimits(limits)
 	admit(t, s, r, "before", 1)
 	admit(t, s, r, "during", 1)
 	require.NoError(t, s.cycle())
@@ -380,12 +381,12 @@ func TestBackPushesParkedKeys(t *testing.T) {
 	require.False(t, s.isHealthy())
 	down := limits
 	down.Down = true
-	r.Table.SetLimits(down)
+	r.Table.Control().SetLimits(down)
 	admit(t, s, r, "during", 2)
 
 	srv.Restart()
 	require.NoError(t, c.Del(ctxT(t, opTimeout), "t:instances").Err(), "as after an outage past InstanceTTL")
-	r.Table.SetLimits(limits)
+	r.Table.Control().SetLimits(limits)
 	spy.armed.Store(true)
 	require.NoError(t, s.cycle())
 	assert.Equal(t, int64(1), total(t, c, r.keyName("before")), "pending since before the outage")

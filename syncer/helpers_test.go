@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -61,7 +63,7 @@ func newTable(t *testing.T, geo window.Sliding, limit, capv int64) *localcache.T
 	t.Helper()
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: limit, Eventual: true, Keys: localcache.NewKeys(1000)})
 	require.NoError(t, err)
-	tab.SetLimits(localcache.Limits{Cap: capv, Share: limit})
+	tab.Control().SetLimits(tableport.Limits{Cap: capv, Share: limit})
 	return tab
 }
 
@@ -173,7 +175,7 @@ func admit(t *testing.T, s *Syncer, r *testRule, key string, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		v := r.Table.AllowAt(key, s.Now(), 1)
-		require.Equal(t, localcache.Allowed, v.Status, "admission %d of %q", i, key)
+		require.Equal(t, verdict.Allowed, v.Status, "admission %d of %q", i, key)
 	}
 }
 
@@ -241,7 +243,7 @@ func total(t *testing.T, c redis.UniversalClient, key string) int64 {
 // estimate returns a table's estimate and own count for key at now.
 func estimate(t *testing.T, tab *localcache.Table, key string, now int64) (float64, int64) {
 	t.Helper()
-	est, own, ok := tab.Estimate(key, now)
+	est, own, ok := tab.Control().Estimate(key, now)
 	require.True(t, ok, "key %q is not tracked", key)
 	return est, own
 }
@@ -249,7 +251,7 @@ func estimate(t *testing.T, tab *localcache.Table, key string, now int64) (float
 // room returns how many units a table's admit test would let key pass at
 // now.
 func room(tab *localcache.Table, key string, now int64) int64 {
-	n, _ := tab.RoomReset(key, now)
+	n, _ := tab.Control().RoomReset(key, now)
 	return n
 }
 

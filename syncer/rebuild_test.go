@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/tableport"
 )
 
 // manualSyncer is a syncer whose cycles the test runs (no loop), registered
@@ -50,8 +50,8 @@ func TestRebuildAfterLoss(t *testing.T) {
 			t.Parallel()
 			c := redistest.Start(t).Client(t)
 			geo := midGeometry(6)
-			ra := newRule(t, "api", geo, 1000, localcache.NoCap)
-			rb := newRule(t, "api", geo, 1000, localcache.NoCap)
+			ra := newRule(t, "api", geo, 1000, tableport.NoCap)
+			rb := newRule(t, "api", geo, 1000, tableport.NoCap)
 			a := manualSyncer(t, c, "A", tc.perKey, ra)
 			b := manualSyncer(t, c, "B", tc.perKey, rb)
 			admit(t, a, ra, "k", 5)
@@ -71,7 +71,7 @@ func TestRebuildAfterLoss(t *testing.T) {
 			require.NoError(t, c.FlushAll(ctxT(t, opTimeout)).Err())
 			admit(t, a, ra, "k", 2)
 			if tc.call {
-				ref, ok := ra.Table.Ref("k")
+				ref, ok := ra.Table.Control().Ref("k")
 				require.True(t, ok)
 				err := a.syncKeys(ctxT(t, opTimeout), []item{{id: keyID{rule: ra.windowRule, key: "k"}, ref: ref}})
 				require.ErrorIs(t, err, errStoreLost)
@@ -122,8 +122,8 @@ func TestRebuildAfterRollback(t *testing.T) {
 			c := redistest.Start(t).Client(t)
 			ctx := ctxT(t, opTimeout)
 			geo := midGeometry(6)
-			ra := newRule(t, "api", geo, 1000, localcache.NoCap)
-			rb := newRule(t, "api", geo, 1000, localcache.NoCap)
+			ra := newRule(t, "api", geo, 1000, tableport.NoCap)
+			rb := newRule(t, "api", geo, 1000, tableport.NoCap)
 			a := manualSyncer(t, c, "A", tc.perKey, ra)
 			b := manualSyncer(t, c, "B", tc.perKey, rb)
 			name := ra.keyName("k")
@@ -192,7 +192,7 @@ func TestLossHoldsInstances(t *testing.T) {
 	geo := midGeometry(6)
 	ss := make([]*Syncer, 3)
 	for i := range ss {
-		ss[i] = manualSyncer(t, c, "I"+itoa(int64(i)), false, newRule(t, "api", geo, 1000, localcache.NoCap))
+		ss[i] = manualSyncer(t, c, "I"+itoa(int64(i)), false, newRule(t, "api", geo, 1000, tableport.NoCap))
 	}
 	for _, s := range ss {
 		require.NoError(t, s.heartbeat(ctxT(t, opTimeout)))

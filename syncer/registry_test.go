@@ -11,6 +11,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 )
 
@@ -27,7 +29,7 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	geo := midGeometry(6)
 	tab, err := localcache.New(localcache.Config{Geometry: geo, Limit: 1000, Eventual: true, Keys: localcache.NewKeys(1 << 20)})
 	require.NoError(t, err)
-	tab.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 1000})
+	tab.Control().SetLimits(tableport.Limits{Cap: tableport.NoCap, Share: 1000})
 	ra := &testRule{Table: tab, cfg: syncport.RuleConfig{Name: "api", Geometry: geo, Limit: 1000, Keys: tab.SyncKeys()}}
 	cfgA := testConfig(c, "A") // cycles only on Flush
 	cfgA.InstanceTTL = ttl
@@ -35,13 +37,13 @@ func TestHeartbeatDuringLongCycle(t *testing.T) {
 	cfgB := testConfig(c, "B")
 	cfgB.Interval = 20 * time.Millisecond
 	cfgB.InstanceTTL = ttl
-	b := startSyncer(t, cfgB, newRule(t, "api", geo, 1000, localcache.NoCap))
+	b := startSyncer(t, cfgB, newRule(t, "api", geo, 1000, tableport.NoCap))
 	require.Eventually(t, func() bool { return b.instanceCount() == 2 }, 5*time.Second, 5*time.Millisecond)
 
 	admitKeys := func(from, to int) {
 		for i := from; i < to; i++ {
 			v := tab.AllowAt("k"+strconv.Itoa(i), a.Now(), 1)
-			require.Equal(t, localcache.Allowed, v.Status)
+			require.Equal(t, verdict.Allowed, v.Status)
 		}
 	}
 	// Measure A's sync rate on this machine, then give it a cycle of about

@@ -12,16 +12,16 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
 // overCap checks key on r's table (Cap 0) and returns the Ref to reserve with.
-func overCap(t *testing.T, s *Syncer, r *testRule, key string) localcache.Ref {
+func overCap(t *testing.T, s *Syncer, r *testRule, key string) verdict.Ref {
 	t.Helper()
 	v := r.Table.AllowAt(key, s.Now(), 1)
-	require.Equal(t, localcache.OverCap, v.Status)
-	ref, ok := r.Table.Ref(key)
+	require.Equal(t, verdict.OverCap, v.Status)
+	ref, ok := r.Table.Control().Ref(key)
 	require.True(t, ok)
 	return ref
 }
@@ -101,7 +101,7 @@ func TestReserveAdmitsExactlyLimit(t *testing.T) {
 			est, own := estimate(t, r.Table, "k", s.Now())
 			assert.Equal(t, float64(limit), est)
 			assert.Zero(t, own)
-			assert.Equal(t, localcache.OverLimit, r.Table.AllowAt("k", s.Now(), 1).Status)
+			assert.Equal(t, verdict.OverLimit, r.Table.AllowAt("k", s.Now(), 1).Status)
 
 			// A cost above the limit never fits.
 			res, err := r.Reserve(ctxT(t, opTimeout), "other", nil, limit+1)
@@ -122,8 +122,8 @@ func TestReservePushesPending(t *testing.T) {
 	s := startSyncer(t, testConfig(c, "A"), r)
 	admit(t, s, r, "k", 6) // up to the cap, unsynced
 	v := r.Table.AllowAt("k", s.Now(), 4)
-	require.Equal(t, localcache.OverCap, v.Status)
-	ref, _ := r.Table.Ref("k")
+	require.Equal(t, verdict.OverCap, v.Status)
+	ref, _ := r.Table.Control().Ref("k")
 	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 4)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted, "6 pushed + 4 reserved = 10 fits")

@@ -38,7 +38,7 @@ func TestReturnPass(t *testing.T) {
 	for geo.Index(s.Now()) == k {
 		time.Sleep(time.Millisecond)
 	}
-	r.Table.Tick(s.Now()) // as the limiter's ticker does every millisecond: a lease ends once the published time has left its bucket
+	r.Table.Control().Tick(s.Now()) // as the limiter's ticker does every millisecond: a lease ends once the published time has left its bucket
 	require.Eventually(t, func() bool { return buckets(t, c, name)[k] == 8 }, 5*time.Second, time.Millisecond,
 		"bucket k holds what the key admitted in it once its lease is given back (%d with the grant)", granted)
 	assert.Positive(t, s.Stats().Corrections)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/window"
 )
@@ -125,7 +126,7 @@ func TestLogScriptMatchesReference(t *testing.T) {
 				a, err := r.Decide(ctx, key, n, peek)
 				require.NoError(t, err)
 				at := fmt.Sprintf("step %d key %s n %d peek %v at %d", step, key, n, peek, a.At)
-				var o localcache.Outcome
+				var o verdict.Outcome
 				if peek {
 					o = ref.Peek(key, a.At)
 				} else {

@@ -14,7 +14,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncport"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -86,7 +87,7 @@ func TestFlushPushesAndPulls(t *testing.T) {
 			t.Run(tc.name+"/"+path.name, func(t *testing.T) {
 				t.Parallel()
 				id := strconv.Itoa(2*i + pi)
-				r := newRule(t, "rule"+id, tc.geo, 1000, localcache.NoCap)
+				r := newRule(t, "rule"+id, tc.geo, 1000, tableport.NoCap)
 				cfg := testConfig(c, "inst-"+id)
 				cfg.perKey = path.perKey
 				cfg.Prefix = "p" + id // own registry
@@ -187,8 +188,8 @@ func TestTwoInstancesConverge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			prefix := "conv-" + tc.name
-			ra := newRule(t, "api", tc.geo, 1000, localcache.NoCap)
-			rb := newRule(t, "api", tc.geo, 1000, localcache.NoCap)
+			ra := newRule(t, "api", tc.geo, 1000, tableport.NoCap)
+			rb := newRule(t, "api", tc.geo, 1000, tableport.NoCap)
 			cfgA, cfgB := testConfig(c, "A"), testConfig(c, "B")
 			cfgA.Prefix, cfgB.Prefix = prefix, prefix
 			a := startSyncer(t, cfgA, ra)
@@ -220,7 +221,7 @@ func TestTwoInstancesConverge(t *testing.T) {
 			assert.Equal(t, 12.0, ea)
 			assert.Equal(t, ea, eb, "both instances converge")
 			assert.Equal(t, 2, a.instanceCount())
-			_, _, ok := ra.Table.Estimate("only-b", now)
+			_, _, ok := ra.Table.Control().Estimate("only-b", now)
 			assert.False(t, ok, "A never pulls a key it does not track")
 			assert.Equal(t, int64(12), total(t, c, name), "pulls count nothing")
 
@@ -242,8 +243,8 @@ func TestConcurrentAdmissionsWhileSyncing(t *testing.T) {
 	t.Parallel()
 	c := redistest.Start(t).Client(t)
 	geo := midGeometry(4)
-	ra := newRule(t, "hot", geo, 1<<30, localcache.NoCap)
-	rb := newRule(t, "hot", geo, 1<<30, localcache.NoCap)
+	ra := newRule(t, "hot", geo, 1<<30, tableport.NoCap)
+	rb := newRule(t, "hot", geo, 1<<30, tableport.NoCap)
 	cfgA, cfgB := testConfig(c, "A"), testConfig(c, "B")
 	cfgA.Interval, cfgB.Interval = 3*time.Millisecond, 5*time.Millisecond
 	cfgA.Batch = 2 // several pipelines per cycle
@@ -263,7 +264,7 @@ func TestConcurrentAdmissionsWhileSyncing(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 400; i++ {
 				ki := (g + i) % len(keys)
-				if v := r.Table.AllowAt(keys[ki], s.Now(), 1); v.Status == localcache.Allowed {
+				if v := r.Table.AllowAt(keys[ki], s.Now(), 1); v.Status == verdict.Allowed {
 					admitted[ki].Add(1)
 					if s == a {
 						byA[ki].Add(1)
@@ -306,7 +307,7 @@ func TestNoScriptReload(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	r := newRule(t, "api", midGeometry(5), 100, 0) // Cap 0: every check goes to the store
 	s := startSyncer(t, testConfig(c, "A"), r)
-	r.Table.SetLimits(localcache.Limits{Cap: localcache.NoCap, Share: 100})
+	r.Table.Control().SetLimits(tableport.Limits{Cap: tableport.NoCap, Share: 100})
 	admit(t, s, r, "k", 3)
 	flush(t, s)
 	require.Equal(t, int64(3), total(t, c, r.keyName("k")))
@@ -318,11 +319,11 @@ func TestNoScriptReload(t *testing.T) {
 
 	// A reservation whose first send gets NOSCRIPT is decided once, by the
 	// resend after the load.
-	r.Table.SetLimits(localcache.Limits{Cap: 0, Share: 100})
+	r.Table.Control().SetLimits(tableport.Limits{Cap: 0, Share: 100})
 	require.NoError(t, c.ScriptFlush(ctxT(t, opTimeout)).Err())
 	v := r.Table.AllowAt("k", s.Now(), 2)
-	require.Equal(t, localcache.OverCap, v.Status)
-	ref, _ := r.Table.Ref("k")
+	require.Equal(t, verdict.OverCap, v.Status)
+	ref, _ := r.Table.Control().Ref("k")
 	res, err := r.Reserve(ctxT(t, opTimeout), "k", ref, 2)
 	require.NoError(t, err)
 	assert.True(t, res.Admitted)

@@ -17,7 +17,7 @@
 // in the store). A new algorithm is a new Engine here, with its own state and
 // math, not an edit across the hot path: TokenBucket and GCRA (gcra.go; with a
 // WarmUp, warmup.go) and SlidingLog (slidinglog.go) are Local engines on a
-// localcache.KeyTable each (keyed.go holds what they share), and Strict
+// tableport.KeyTable each (keyed.go holds what they share), and Strict
 // engines decided by the store's own script per check (gcrastrict.go,
 // logstrict.go; strictkeyed.go holds their failure mode).
 //

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apierr"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/verdict"
 )
 
 // eventualWindow is a sliding or fixed window of an Eventual rule: decided
@@ -30,9 +30,9 @@ func (w *eventualWindow) Check(ctx context.Context, key string, n int64) (Result
 	if w.ticked {
 		v := w.table.Allow(key, n)
 		switch v.Status {
-		case localcache.Allowed: // written here so that the admission inlines
+		case verdict.Allowed: // written here so that the admission inlines
 			return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: w.table.ResetAfter()}, nil
-		case localcache.OverLimit:
+		case verdict.OverLimit:
 			return w.denied(v, key, w.table.Now()), nil
 		}
 		return w.rest(ctx, key, n, v, w.table.Now(), w.table.ResetAfter())
@@ -42,14 +42,14 @@ func (w *eventualWindow) Check(ctx context.Context, key string, n int64) (Result
 }
 
 // rest decides what the per-key state, at now, did not admit at once.
-func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v localcache.Verdict, now int64, reset time.Duration) (Result, error) {
+func (w *eventualWindow) rest(ctx context.Context, key string, n int64, v verdict.Verdict, now int64, reset time.Duration) (Result, error) {
 	switch v.Status {
-	case localcache.OverCap:
+	case verdict.OverCap:
 		res, _, err := w.overCap(ctx, key, n)
 		return res, err
-	case localcache.Untracked:
+	case verdict.Untracked:
 		return w.reserve(ctx, key, nil, n)
-	case localcache.StoreDown:
+	case verdict.StoreDown:
 		w.counts.Add(PathFallback, OutcomeError)
 		return Result{ResetAfter: reset}, fmt.Errorf("%w: the failure mode is fail-closed", apierr.ErrStoreUnavailable)
 	}

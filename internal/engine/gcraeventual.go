@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -19,12 +20,12 @@ import (
 //   - local: Check → localcache.LeaseTable.Allow: one compare-and-swap on the
 //     units held → Result; the check that leaves less than half the lease
 //     also starts refill, a lease request in the background;
-//   - denied: … → Allow says Ask → LeaseTable.Denied: the store's last TAT
+//   - denied: … → Allow says Ask → Leases.Denied: the store's last TAT
 //     denies it for sure → Result;
-//   - store: … → Allow says ask → LeaseTable.Ask (a lease to ask for, if no
+//   - store: … → Allow says ask → tableport.Leases.Ask (a lease to ask for, if no
 //     other check of the key is asking) → syncport.GCRAStore (its lease): one script
 //     call deciding the cost and taking the lease from the key's bucket,
-//     waited for at most Timeout → LeaseTable.Settle → window.GCRA's fields
+//     waited for at most Timeout → Leases.Settle → window.GCRA's fields
 //     on the store's answer → Result;
 //   - fallback: the store fails, is down or does not answer in time →
 //     strictKeyed.failed by the failure mode, as a Strict bucket's, except
@@ -65,17 +66,17 @@ type floored struct {
 // floor returns the least TAT of key's share: 0 (none) if the store has
 // not answered a check of key.
 func (f floored) floor(key string) int64 {
-	if tat := f.leases.TAT(key); tat > 0 {
+	if tat := f.leases.Leases().TAT(key); tat > 0 {
 		return tat + f.gap
 	}
 	return 0
 }
 
-func (f floored) Allow(key string, now, n int64) localcache.Outcome {
+func (f floored) Allow(key string, now, n int64) verdict.Outcome {
 	return f.AllowAbove(key, now, n, f.floor(key))
 }
 
-func (f floored) Peek(key string, now int64) localcache.Outcome {
+func (f floored) Peek(key string, now int64) verdict.Outcome {
 	return f.PeekAbove(key, now, f.floor(key))
 }
 
@@ -119,9 +120,9 @@ func (g *gcraEventual) Check(ctx context.Context, key string, n int64) (Result, 
 func (g *gcraEventual) held(key string, n int64) (_ Result, ok bool) {
 	o, step := g.table.Allow(key, g.clock.pub.Load(), n)
 	switch step {
-	case localcache.TakenLow:
+	case verdict.TakenLow:
 		g.refill(key)
-	case localcache.Ask:
+	case verdict.Ask:
 		return Result{}, false
 	}
 	return result(o), true
@@ -133,19 +134,19 @@ func (g *gcraEventual) held(key string, n int64) (_ Result, ok bool) {
 // is taken from the key's bucket at once, as any lease (the bound holds:
 // an instance never holds more than its lease).
 func (g *gcraEventual) refill(key string) {
-	tk := g.table.Ask(key)
+	tk := g.table.Leases().Ask(key)
 	if tk.Want == 0 {
-		g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
+		g.table.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 		return
 	}
 	key = strings.Clone(key) // the caller's string may live in a reused buffer
 	go func() {
 		a, err := g.store.LeaseAbove(context.Background(), key, 0, tk.Want, tk.TAT, tk.Owed)
 		if err != nil {
-			g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
+			g.table.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 			return
 		}
-		g.table.Settle(tk, a.At, a.TAT, a.Leased)
+		g.table.Leases().Settle(tk, a.At, a.TAT, a.Leased)
 	}()
 }
 
@@ -154,20 +155,20 @@ func (g *gcraEventual) refill(key string) {
 // other check of the key is asking; stored reports that the store or that
 // TAT decided it (not the failure mode).
 func (g *gcraEventual) ask(ctx context.Context, key string, n int64) (_ Result, stored bool, _ error) {
-	if o, ok := g.table.Denied(key, g.now(), n); ok {
+	if o, ok := g.table.Leases().Denied(key, g.now(), n); ok {
 		return result(o), true, nil
 	}
-	tk := g.table.Ask(key)
+	tk := g.table.Leases().Ask(key)
 	a, err := g.store.LeaseAbove(ctx, key, n, tk.Want, tk.TAT, tk.Owed)
 	if err != nil {
-		g.table.Settle(tk, localcache.NoAnswer, localcache.NoAnswer, 0)
+		g.table.Leases().Settle(tk, verdict.NoAnswer, verdict.NoAnswer, 0)
 		r, err := g.failed(key, n, err)
 		if r.Allowed && g.mode == policy.FailLocal {
-			g.table.Owe(key, n) // the share admitted it: the store is charged later
+			g.table.Leases().Owe(key, n) // the share admitted it: the store is charged later
 		}
 		return r, false, err
 	}
-	held := g.table.Settle(tk, a.At, a.TAT, a.Leased)
+	held := g.table.Leases().Settle(tk, a.At, a.TAT, a.Leased)
 	res := Result{Allowed: a.Admitted, Remaining: held + g.g.Remaining(a.TAT, a.At), ResetAfter: g.g.ResetAfter(a.TAT, a.At)}
 	if !a.Admitted {
 		res.RetryAfter = retry(g.g.RetryAfter(a.TAT, a.At, n), res.ResetAfter)
@@ -189,7 +190,7 @@ func (g *gcraEventual) Sweep(now int64) int { return g.table.Sweep(now) + g.stri
 // (window.SharedBucket.Lease) and the failure mode's share.
 func (g *gcraEventual) SetFleet(instances int64, down bool) {
 	g.strictKeyed.SetFleet(instances, down)
-	g.table.SetLease(g.split.Lease(max(instances, 1)))
+	g.table.Leases().SetLease(g.split.Lease(max(instances, 1)))
 }
 
 // Take decides n for key as Check does; the receipt says whether the store
@@ -211,6 +212,6 @@ func (g *gcraEventual) Refund(key string, n int64, rc Receipt) {
 	}
 	g.fallback.Refund(key, n*g.share.Load())
 	if g.mode == policy.FailLocal {
-		g.table.Owe(key, -n)
+		g.table.Leases().Owe(key, -n)
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 )
 
 // keyClock is what the Local engines of the per-key algorithms
-// (TokenBucket, GCRA, SlidingLog: a localcache.KeyTable each) share: the
+// (TokenBucket, GCRA, SlidingLog: a tableport.KeyTable each) share: the
 // time a check is decided at. They decide in this process only, so a fleet
 // view does not concern them.
 type keyClock struct {
@@ -42,13 +43,13 @@ func (c *keyClock) SetFleet(int64, bool) {}
 // result turns a KeyTable's outcome into a Result: a RetryAfter of "never"
 // (-1, a cost the key can never admit, which the limiter refuses before it
 // gets here) becomes the ResetAfter, the best hint there is.
-func result(o localcache.Outcome) Result {
+func result(o verdict.Outcome) Result {
 	return Result{Allowed: o.Allowed, Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: retry(o.RetryAfter, o.ResetAfter)}
 }
 
 // peek is Peek for a KeyTable, on the clock (a Peek is rare; it reads the
 // time).
-func peek(t localcache.KeyTable, c *keyClock, key string) Result {
+func peek(t tableport.KeyTable, c *keyClock, key string) Result {
 	return result(t.Peek(key, c.now()))
 }
 

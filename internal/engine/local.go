@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/verdict"
 )
 
 // localWindow is a sliding or fixed window of a Local rule: decided in this
@@ -15,7 +15,7 @@ type localWindow struct{ windowRule }
 func (w *localWindow) Check(_ context.Context, key string, n int64) (Result, error) {
 	if w.ticked {
 		v := w.table.Allow(key, n)
-		if v.Status == localcache.Allowed { // written here so that the admission inlines
+		if v.Status == verdict.Allowed { // written here so that the admission inlines
 			return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: w.table.ResetAfter()}, nil
 		}
 		return w.denied(v, key, w.table.Now()), nil

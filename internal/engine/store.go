@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/internal/syncport"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -20,7 +20,7 @@ func (w *windowRule) urgent(ctx context.Context, key string, n int64) (Result, e
 
 // urgentAt is urgent with the receipt of an admission (take.go).
 func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	ref, _ := w.table.Ref(key) // nil if untracked: nothing local to sync, the store decides alone
+	ref, _ := w.table.Control().Ref(key) // nil if untracked: nothing local to sync, the store decides alone
 	return w.reserveAt(ctx, key, ref, n)
 }
 
@@ -28,8 +28,8 @@ func (w *windowRule) urgentAt(ctx context.Context, key string, n int64) (Result,
 // no local allowance left for it (the table said OverCap), after counting
 // why (syncport.Stats.Waits); it returns what urgentAt does.
 func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, Receipt, error) {
-	ref, _ := w.table.Ref(key) // nil if gone since: untracked
-	w.store.Waited(w.table.Why(ref, w.now(), n))
+	ref, _ := w.table.Control().Ref(key) // nil if gone since: untracked
+	w.store.Waited(w.table.Control().Why(ref, w.now(), n))
 	return w.reserveAt(ctx, key, ref, n)
 }
 
@@ -39,14 +39,14 @@ func (w *windowRule) overCap(ctx context.Context, key string, n int64) (Result, 
 // there exactly, on its fleet-wide count alone. It waits at most the
 // syncer's Timeout or ctx's deadline; if the store fails, the failure mode
 // decides.
-func (w *windowRule) reserve(ctx context.Context, key string, ref localcache.Ref, n int64) (Result, error) {
+func (w *windowRule) reserve(ctx context.Context, key string, ref verdict.Ref, n int64) (Result, error) {
 	res, _, err := w.reserveAt(ctx, key, ref, n)
 	return res, err
 }
 
 // reserveAt is reserve with the receipt of an admission: the store's time
 // if the store decided, the local time if the failure mode did.
-func (w *windowRule) reserveAt(ctx context.Context, key string, ref localcache.Ref, n int64) (Result, Receipt, error) {
+func (w *windowRule) reserveAt(ctx context.Context, key string, ref verdict.Ref, n int64) (Result, Receipt, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -110,7 +110,7 @@ func (w *windowRule) fallback(key string, n int64, cause error) (Result, error) 
 func (w *windowRule) fallbackAt(key string, n int64, cause error) (Result, Receipt, error) {
 	now, reset := w.clock()
 	v := w.table.AllowDegraded(key, now, n, w.mode)
-	if v.Status == localcache.StoreDown {
+	if v.Status == verdict.StoreDown {
 		w.counts.Add(PathFallback, OutcomeError)
 		return Result{Remaining: v.Remaining, ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: %w", apierr.ErrStoreUnavailable, cause)
 	}

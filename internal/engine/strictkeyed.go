@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/internal/syncport"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/syncer"
 )
@@ -38,7 +38,7 @@ import (
 // Eventual bucket's under FailLocal, charged to the store: gcraEventual).
 type strictKeyed struct {
 	now      func() int64
-	table    localcache.KeyTable
+	table    tableport.KeyTable
 	mode     policy.FailureMode
 	interval time.Duration
 	share    atomic.Int64 // N̂, the cost of a unit in the local table
@@ -49,7 +49,7 @@ type strictKeyed struct {
 	eventual bool
 }
 
-func (k *strictKeyed) init(cfg Config, t localcache.KeyTable) {
+func (k *strictKeyed) init(cfg Config, t tableport.KeyTable) {
 	k.now, k.table, k.mode, k.interval = cfg.Now, t, cfg.FailureMode, cfg.SyncInterval
 	k.counts = cfg.Counts
 	k.share.Store(1)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/internal/syncport"
-	"github.com/sluicehq/sluice/localcache"
+	"github.com/sluicehq/sluice/internal/verdict"
 )
 
 // Receipt says where Take counted an admission, so that Refund can take it
@@ -32,11 +32,11 @@ func (w *eventualWindow) Take(ctx context.Context, key string, n int64) (Result,
 	now, reset := w.clock()
 	v := w.table.AllowAt(key, now, n)
 	switch v.Status {
-	case localcache.OverCap:
+	case verdict.OverCap:
 		return w.overCap(ctx, key, n)
-	case localcache.Untracked:
+	case verdict.Untracked:
 		return w.reserveAt(ctx, key, nil, n)
-	case localcache.StoreDown:
+	case verdict.StoreDown:
 		w.counts.Add(PathFallback, OutcomeError)
 		return Result{ResetAfter: reset}, Receipt{}, fmt.Errorf("%w: the failure mode is fail-closed", apierr.ErrStoreUnavailable)
 	}
@@ -63,7 +63,7 @@ func (w *windowRule) Refund(key string, n int64, rc Receipt) {
 		}
 		n -= taken
 	}
-	ref, _ := w.table.Ref(key) // nil without an entry
+	ref, _ := w.table.Control().Ref(key) // nil without an entry
 	w.store.Refund(key, ref, rc.At, n)
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/internal/syncport"
+	"github.com/sluicehq/sluice/internal/tableport"
+	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
@@ -126,7 +128,7 @@ func newWindow(cfg Config) (Engine, error) {
 // limit (see Retuner).
 func (w *windowRule) SetLimit(limit int64) {
 	w.limit.Store(limit)
-	w.table.SetLimit(limit)
+	w.table.Control().SetLimit(limit)
 	if w.store != nil {
 		w.store.SetLimit(limit)
 	}
@@ -166,7 +168,7 @@ func WindowGeometry(r policy.Rule) window.Sliding {
 // Tick publishes now for checks on the published time, and ends the
 // recovery grace once it has run out.
 func (w *windowRule) Tick(now int64) {
-	w.table.Tick(now)
+	w.table.Control().Tick(now)
 	if w.fleet.grace.Load() != 0 {
 		w.tickGrace()
 	}
@@ -207,7 +209,7 @@ func (w *windowRule) Sweep(now int64) int { return w.table.Sweep(now) }
 // on a fleet without this instance, keep the bound.
 //
 // Back from an outage under FailLocal, an Eventual table is Recovering
-// (localcache.Limits.Recovering) until the fleet has pushed its outage
+// (tableport.Limits.Recovering) until the fleet has pushed its outage
 // counts (fleetState): an instance that sees the store first must not have
 // it admit checks before the others' outage counts have reached it.
 func (w *windowRule) SetFleet(instances int64, down bool) {
@@ -248,22 +250,22 @@ func (w *windowRule) applyFleet() {
 	if w.store != nil && w.store.Joining() {
 		capv = 0
 	}
-	lim := localcache.Limits{
+	lim := tableport.Limits{
 		Cap:        capv,
 		Share:      limit / n,
 		Down:       f.down,
 		Mode:       w.mode,
 		Recovering: recovering,
 	}
-	if w.table.Limits() != lim {
-		w.table.SetLimits(lim)
+	if w.table.Control().Limits() != lim {
+		w.table.Control().SetLimits(lim)
 	}
 }
 
 // Peek returns what a check of one unit would see, counting nothing.
 func (w *windowRule) Peek(key string) Result {
 	now := w.now()
-	rem, reset := w.table.RoomReset(key, now)
+	rem, reset := w.table.Control().RoomReset(key, now)
 	rem = max(rem, 0)
 	return Result{Allowed: rem >= 1, Remaining: rem, ResetAfter: reset}
 }
@@ -278,8 +280,8 @@ func (w *windowRule) clock() (int64, time.Duration) {
 // for the statuses decided without the store. An admission's ResetAfter is
 // reset, the geometry's for now: the admission is in the current bucket. A
 // denial's is the key's own (denied).
-func (w *windowRule) local(v localcache.Verdict, key string, now int64, reset time.Duration) Result {
-	if v.Status == localcache.Allowed {
+func (w *windowRule) local(v verdict.Verdict, key string, now int64, reset time.Duration) Result {
+	if v.Status == verdict.Allowed {
 		return Result{Allowed: true, Remaining: v.Remaining, ResetAfter: reset}
 	}
 	return w.denied(v, key, now)
@@ -289,7 +291,7 @@ func (w *windowRule) local(v localcache.Verdict, key string, now int64, reset ti
 // newest bucket holding a count of the key leaves the window
 // (localcache.Table.ResetAt), which a denial does not move, and never
 // before RetryAfter.
-func (w *windowRule) denied(v localcache.Verdict, key string, now int64) Result {
+func (w *windowRule) denied(v verdict.Verdict, key string, now int64) Result {
 	reset := v.Reset // computed on the entry, if the table had it in hand
 	if reset <= 0 {
 		reset = w.table.ResetAt(key, now)

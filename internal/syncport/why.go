@@ -2,8 +2,8 @@ package syncport
 
 // Why says why a check of an Eventual key had no local allowance left
 // (localcache.Table.Allow returned OverCap) and so waits for the store,
-// from what this instance sees of the key at that moment: localcache.Table.Why
-// says it, WindowStore.Waited counts it (Stats.Waits).
+// from what this instance sees of the key at that moment: the table's
+// Control().Why says it, WindowStore.Waited counts it (Stats.Waits).
 type Why uint8
 
 const (
