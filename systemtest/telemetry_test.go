@@ -518,7 +518,7 @@ func TestTelemetryInFlight(t *testing.T) {
 	srv := redistest.Start(t)
 	sdk := newOtelSDK(t)
 	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), Prefix: "telinf", SyncInterval: 20 * time.Millisecond,
-		MaxKeyLength: 8}),
+		MaxKeyLength: 8, Timeout: 5 * time.Second}), // the acquires before the kill are the store's, however loaded the machine
 		policy.Rule{Name: "local", Limit: 3, InFlight: true, Mode: policy.Local},
 		policy.Rule{Name: "fleet", Limit: 2, InFlight: true})
 	require.NoError(t, err)
