@@ -6,7 +6,13 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/leakcheck"
+	"github.com/sluicehq/sluice/internal/testpar"
 )
+
+// shortParallel is how many parallel tests run at once in the -short lane
+// (package testpar): most of this package's wait on real time, a real
+// store's, and use a fraction of a CPU meanwhile.
+const shortParallel = 6
 
 // zoneDir is the time zone directory the tests write zones of their own
 // into (testZone): ZONEINFO, which time.LoadLocation reads first, falling
@@ -18,6 +24,7 @@ var zoneDir string
 // (The system tests, in their own module, run goleak the same way.) It
 // points ZONEINFO at zoneDir first: time.LoadLocation reads it once.
 func TestMain(m *testing.M) {
+	testpar.Short(shortParallel)
 	dir, err := os.MkdirTemp("", "sluice-zoneinfo-")
 	if err == nil && os.Setenv("ZONEINFO", dir) == nil {
 		zoneDir = dir

@@ -226,20 +226,27 @@ func TestTelemetryChecks(t *testing.T) {
 // TestTelemetryStoreKilled: a killed Redis shows as store errors (of kind
 // connection), the failure mode active and its time growing, checks that
 // needed the store on the fallback path, and one log line each way.
+//
+// The check made while Redis is up must be the store's decision (path
+// strict): a long Timeout, as the default 50ms can pass on a loaded machine
+// before the store answers, and a Strict check not answered in time is
+// denied by FailLocal, without an error, on the fallback path
+// (TestTelemetryStrictTimedOut).
 func TestTelemetryStoreKilled(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	sdk := newOtelSDK(t)
 	var logs logbuf.Buffer
 	l, err := sluice.New(sdk.options(sluice.Options{
-		Redis: srv.Client(t), SyncInterval: 20 * time.Millisecond,
+		Redis: srv.Client(t), SyncInterval: 20 * time.Millisecond, Timeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	}), policy.Rule{Name: "strict", Limit: 100, Window: time.Hour, Mode: policy.Strict})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()
-	_, err = l.Allow(ctx, "strict", "k")
+	d, err := l.Allow(ctx, "strict", "k")
 	require.NoError(t, err)
+	require.True(t, d.Allowed, "the store decided the check made while it was up")
 
 	srv.Kill()
 	require.Eventually(t, func() bool { return l.Stats().Degraded }, 10*time.Second, 10*time.Millisecond)
@@ -293,6 +300,29 @@ func TestTelemetryStoreKilled(t *testing.T) {
 		}
 	}
 	assert.Positive(t, failed, "failed cycles are error spans")
+}
+
+// TestTelemetryStrictTimedOut: a Strict check that the store, up but hung,
+// does not answer within Timeout is denied by FailLocal without an error
+// and counted on the fallback path, not the strict one: what
+// TestTelemetryStoreKilled's first check met when a loaded machine made the
+// store's answer later than the default Timeout.
+func TestTelemetryStrictTimedOut(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	sdk := newOtelSDK(t)
+	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), Prefix: "teltimeout", SyncInterval: time.Hour}),
+		policy.Rule{Name: "strict", Limit: 100, Window: time.Hour, Mode: policy.Strict})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	srv.Pause()
+	t.Cleanup(srv.Resume) // before Close: cleanups run last first
+	d, err := l.Allow(context.Background(), "strict", "k")
+	require.NoError(t, err, "FailLocal denies a Strict check the store did not answer in time")
+	assert.False(t, d.Allowed)
+	assert.Equal(t, time.Hour, d.RetryAfter, "retry after a sync interval")
+	checks := sumInt(t, sdk.collect(t)["sluice.checks"])
+	assert.Equal(t, map[string]int64{"outcome=denied,path=fallback,rule=strict": 1}, checks)
 }
 
 // TestTelemetryAccuracyExcess: two instances share a key. A fills it to its
@@ -488,7 +518,7 @@ func TestTelemetryInFlight(t *testing.T) {
 	srv := redistest.Start(t)
 	sdk := newOtelSDK(t)
 	l, err := sluice.New(sdk.options(sluice.Options{Redis: srv.Client(t), Prefix: "telinf", SyncInterval: 20 * time.Millisecond,
-		MaxKeyLength: 8}),
+		MaxKeyLength: 8, Timeout: 5 * time.Second}), // the acquires before the kill are the store's, however loaded the machine
 		policy.Rule{Name: "local", Limit: 3, InFlight: true, Mode: policy.Local},
 		policy.Rule{Name: "fleet", Limit: 2, InFlight: true})
 	require.NoError(t, err)

@@ -73,8 +73,11 @@ func VerifyTestMain(m *testing.M) {
 // caller's that are not the testing package's or the runtime's own, or nil
 // if there are none. While there are any it looks again, with a short
 // backoff, for up to patience, to let goroutines on their way out finish.
-func Find() error {
-	leaked := find(current())
+func Find() error { return findWithin(patience) }
+
+// findWithin is Find, looking again for up to p.
+func findWithin(p time.Duration) error {
+	leaked := find(current(), p)
 	if len(leaked) == 0 {
 		return nil
 	}
@@ -87,11 +90,11 @@ func Find() error {
 	return errors.New(b.String())
 }
 
-// find returns the goroutines leaked, once none is left or after patience.
-// The goroutine self is not one.
-func find(self int) []goroutine {
+// find returns the goroutines leaked, once none is left or after p. The
+// goroutine self is not one.
+func find(self int, p time.Duration) []goroutine {
 	var leaked []goroutine
-	deadline := time.Now().Add(patience)
+	deadline := time.Now().Add(p)
 	for i := 0; ; i++ {
 		leaked = leaked[:0]
 		for _, g := range parse(stacks(true)) {

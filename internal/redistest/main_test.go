@@ -9,11 +9,16 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/leakcheck"
+	"github.com/sluicehq/sluice/internal/testpar"
 )
 
 // TestMain fails the package if any test leaves goroutines behind: servers,
 // clusters and clients must be fully torn down by their cleanups.
+//
+// In the -short lane it runs six parallel tests at once (package testpar):
+// they mostly wait on Redis processes and real time.
 func TestMain(m *testing.M) {
+	testpar.Short(6)
 	leakcheck.VerifyTestMain(m)
 }
 
