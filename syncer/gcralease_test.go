@@ -17,7 +17,7 @@ import (
 
 // TestGCRALeaseMatchesReference: on random arrivals, costs and lease
 // requests over a few keys, then a burst of them per key that the store runs
-// back to back, an Eventual rule's store (AddGCRA, whose
+// back to back, an Eventual rule's store (Rules().AddGCRA, whose
 // bucket holds window.SharedBucket.Store units) decides each cost as
 // window.GCRA of that capacity decides it at the store's time, leases what
 // the bucket holds after it up to the want, and leaves the key at the

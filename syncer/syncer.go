@@ -238,7 +238,7 @@ type keyID struct {
 }
 
 // New returns a Syncer for rules. Call Start to register and begin
-// syncing; AddRule adds a rule later and returns its handle.
+// syncing; Rules adds rules later and returns their handles.
 func New(cfg Config, rules ...syncport.RuleConfig) (*Syncer, error) {
 	switch {
 	case cfg.Client == nil:
@@ -280,7 +280,7 @@ func New(cfg Config, rules ...syncport.RuleConfig) (*Syncer, error) {
 			return nil, fmt.Errorf("syncer: rule %q: duplicate name", rc.Name)
 		}
 		seen[rc.Name] = true
-		if _, err := s.AddRule(rc); err != nil {
+		if _, err := s.addRule(rc); err != nil {
 			return nil, err
 		}
 	}

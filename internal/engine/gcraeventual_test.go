@@ -38,7 +38,7 @@ func TestEventualBucketClockBehindStore(t *testing.T) {
 		ErrorBudget:  0.001,
 		FailureMode:  policy.FailLocal,
 		SyncInterval: time.Hour,
-		Store:        s,
+		Store:        s.Rules(),
 	})
 	require.NoError(t, err)
 	for i := range 2 {
@@ -77,7 +77,7 @@ func TestEventualBucketOutage(t *testing.T) {
 		ErrorBudget:  0.1,
 		FailureMode:  policy.FailLocal,
 		SyncInterval: time.Hour,
-		Store:        s,
+		Store:        s.Rules(),
 	})
 	require.NoError(t, err)
 	start := time.Now()
