@@ -138,7 +138,7 @@ type gcraRule struct {
 // addGCRA returns the rule named name of a GCRA with emission interval (ns)
 // and burst, whose keys' states are kept in the store. The store decides on
 // a capacity of store units: burst for a Strict rule; for an Eventual rule,
-// whose instances hold leases, the shared bucket's (window.SharedBucket).
+// whose instances hold leases, the shared bucket's (window.SplitBucket).
 // Its keys are those of the Strict rule of the same interval and burst, so a
 // rule that changes mode keeps its keys' states. It may be called before or
 // after Start.

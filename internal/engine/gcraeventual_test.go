@@ -58,7 +58,7 @@ func TestEventualBucketClockBehindStore(t *testing.T) {
 // again, restarted empty, it is charged what the failure mode admitted, so
 // that the units it refilled meanwhile are not spent twice. Over the whole
 // run the instance admits at most Store + Pool + r·τ, what one exact bucket
-// admits plus the error budget (window.SharedBucket): 110 and a unit per
+// admits plus the error budget (window.SplitBucket): 110 and a unit per
 // second elapsed here. Without the floor the outage admits a whole Burst
 // again (about 140 in all); without the charge, the store restarted empty
 // hands out the outage's admissions again (about 160).
