@@ -97,7 +97,7 @@ func TestEventualBucketOutage(t *testing.T) {
 	srv.Kill()
 	down := admit(200)
 	srv.Restart()
-	require.Eventually(t, func() bool { return s.Fleet().Healthy }, 10*time.Second, 5*time.Millisecond, "the store back")
+	require.Eventually(t, func() bool { return s.Watch().Fleet().Healthy }, 10*time.Second, 5*time.Millisecond, "the store back")
 	back := admit(200)
 	most := 110 + int(time.Since(start)/time.Second) + 1
 	t.Logf("before 40, on the failure mode %d, the store back %d", down, back)
