@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
@@ -149,7 +148,7 @@ func TestWarmUpMatchesReference(t *testing.T) {
 				next, ok, _, _, retry := w.Check(s, now, n)
 				want := sluice.Decision{Limit: tc.Limit, Allowed: ok, RetryAfter: retry}
 				if ok {
-					s = w.Round(next, localcache.WarmSteps)
+					s = reference.RoundWarm(w.Unit(), next)
 					ref[key] = s
 				}
 				want.Remaining, want.ResetAfter = w.Remaining(s, now), w.ResetAfter(s, now)

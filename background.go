@@ -47,7 +47,7 @@ func (l *Limiter) tick() {
 func (l *Limiter) applyFleet() {
 	l.fleetMu.Lock()
 	defer l.fleetMu.Unlock()
-	f := l.sync.Fleet()
+	f := l.sync.Watch().Fleet()
 	n := int64(max(f.Instances, l.opts.MinInstances, 1))
 	if old := l.nhat.Swap(n); old != n {
 		l.opts.Logger.Info("sluice: live instances changed", "from", old, "to", n)
@@ -83,14 +83,14 @@ func (l *Limiter) applyFleet() {
 // on the store. With longer intervals, waiting would hold New for seconds.
 func (l *Limiter) awaitJoined() {
 	wait := 3 * l.opts.SyncInterval
-	if wait > time.Second || !l.sync.Fleet().Joining {
+	if wait > time.Second || !l.sync.Watch().Fleet().Joining {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait+l.opts.Timeout)
 	defer cancel()
 	poll := time.NewTicker(min(max(l.opts.SyncInterval/10, time.Millisecond), 10*time.Millisecond))
 	defer poll.Stop()
-	for l.sync.Fleet().Joining {
+	for l.sync.Watch().Fleet().Joining {
 		select {
 		case <-ctx.Done():
 			return
@@ -128,9 +128,11 @@ func (l *Limiter) background() {
 	defer l.wg.Done()
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
+	var watch syncport.Watch
 	var changed <-chan struct{}
 	if l.sync != nil {
-		changed = l.sync.Changed()
+		watch = l.sync.Watch()
+		changed = watch.Changed()
 	}
 	// Sweep about once per window of the shortest rule: keys are evicted
 	// only once nothing of theirs is left in the window, so sweeping more
@@ -153,8 +155,8 @@ func (l *Limiter) background() {
 		// ends a lease only once the published time has left its bucket.
 		l.tick()
 		l.tel.watchGlobal()
-		if l.sync != nil {
-			l.sync.Pulse() // a late tick: a starved process, not a silent store
+		if watch != nil {
+			watch.Pulse() // a late tick: a starved process, not a silent store
 		}
 		if s := l.set.Load(); s != set {
 			set, sweepEvery = s, time.Minute

@@ -102,7 +102,7 @@ func eventualFleet(t *testing.T, srv *redistest.Server, n int, prefix string, bu
 // TestEventualBucketFleetBound: a fleet of three limiters hammering two keys
 // of an Eventual TokenBucket and GCRA from several goroutines each, with
 // random pauses, admits in every real interval τ at most what the
-// window.SharedBucket bound allows, Burst + ⌊ε·Burst⌋ + τ/T (plus the
+// window.SplitBucket bound allows, Burst + ⌊ε·Burst⌋ + τ/T (plus the
 // refill over the longest check, the clock error of recording a check
 // when it returns), and at least 90% of what one exact bucket of the
 // store's capacity admits of the same checks, at the times they were made
@@ -162,14 +162,14 @@ func fleetBoundTrial(t *testing.T, ls []*sluice.Limiter, rule policy.Rule, budge
 	elapsed := time.Since(start)
 	iv := rule.Interval()
 	burst := rule.MaxCost()
-	split := window.NewSharedBucket(burst, budget)
+	capacity, _ := window.SplitBucket(burst, budget)
 	bound := float64(burst+int64(budget*float64(burst))) + float64(log.longest)/float64(iv) + 1
 	saturated := true
 	for _, k := range keys {
 		ex := bucketExcess(log.at[k], iv)
-		exact := exactAdmits(log.calls[k], window.NewGCRA(rule.Window, rule.Limit, split.Store))
+		exact := exactAdmits(log.calls[k], window.NewGCRA(rule.Window, rule.Limit, capacity))
 		t.Logf("trial %d: %s: admitted %d, denied %d, most over the refill %.1f (bound %.1f; longest check %v); the exact bucket: %d (at most %.0f)",
-			attempt, k, len(log.at[k]), log.denied[k], ex, bound, log.longest, exact, float64(split.Store)+float64(elapsed)/float64(iv))
+			attempt, k, len(log.at[k]), log.denied[k], ex, bound, log.longest, exact, float64(capacity)+float64(elapsed)/float64(iv))
 		assert.LessOrEqual(t, ex, bound, "%s: the fleet bound Burst + ⌊ε·Burst⌋ + τ/T", k)
 		assert.GreaterOrEqual(t, float64(len(log.at[k])), 0.9*float64(exact), "%s: a saturated key gets 90%% of the store's bucket", k)
 		saturated = saturated && float64(len(log.calls[k])) > bound+float64(elapsed)/float64(iv)
@@ -300,7 +300,7 @@ func TestEventualBucketStoreFails(t *testing.T) {
 			if mode == policy.FailLocal {
 				// The share starts from the store's bucket as it last
 				// answered, not from a full one: Store = 100 + 5 − 7 = 98
-				// (window.SharedBucket), 1 admitted and 2 leased leave 95,
+				// (window.SplitBucket), 1 admitted and 2 leased leave 95,
 				// and each unit costs N̂ = 2 there: ⌊95/2⌋ = 47.
 				require.Equal(t, 47, admitted, "the share of what the store's bucket held")
 			}
@@ -328,7 +328,7 @@ func TestEventualBucketAllowAll(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, d.Allowed)
 	}
-	split := window.NewSharedBucket(100, 0.05)
+	capacity, pool := window.SplitBucket(100, 0.05)
 	admitted := int64(0)
 	check := func() {
 		if d, err := l.Allow(ctx, "b", "k"); err == nil && d.Allowed {
@@ -347,10 +347,10 @@ func TestEventualBucketAllowAll(t *testing.T) {
 	// checks, which then read 95 or 96 (about 1 run in 5 beside two CPU
 	// burners), the rest held for the next checks. A bucket drained by
 	// AllowAll would admit none.
-	for deadline := time.Now().Add(5 * time.Second); admitted < split.Store-1 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); admitted < capacity-1 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 		check()
 	}
-	require.GreaterOrEqual(t, admitted, split.Store-1, "the bucket kept what AllowAll took back")
-	require.LessOrEqual(t, admitted, split.Store+split.Pool)
+	require.GreaterOrEqual(t, admitted, capacity-1, "the bucket kept what AllowAll took back")
+	require.LessOrEqual(t, admitted, capacity+pool)
 }

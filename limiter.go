@@ -267,7 +267,7 @@ func (l *Limiter) newEngine(pr policy.Rule) (engine.Engine, error) {
 		Counts:       l.tel.addRule(pr.Name),
 	}
 	if pr.Mode != policy.Local {
-		cfg.Store = l.sync
+		cfg.Store = l.sync.Rules()
 	}
 	return engine.New(cfg)
 }

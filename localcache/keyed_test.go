@@ -107,7 +107,7 @@ func TestWarmTableMatchesMath(t *testing.T) {
 				want := verdict.Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
 				if ok {
 					allowed++
-					next = w.Round(next, WarmSteps)
+					next = reference.RoundWarm(w.Unit(), next)
 					ref[key] = next
 					want = verdict.Outcome{Allowed: true, Remaining: w.Remaining(next, now), ResetAfter: w.ResetAfter(next, now)}
 				} else {
@@ -151,7 +151,7 @@ func TestWarmPacking(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := w.Round(window.Warm{Next: tc.next, Stored: 0.3 * w.Unit().MaxPermits}, WarmSteps)
+			s := reference.RoundWarm(w.Unit(), window.Warm{Next: tc.next, Stored: 0.3 * w.Unit().MaxPermits})
 			word, packed := tb.pack(s)
 			require.Equal(t, s, packed)
 			got := tb.unpack(word, now)
@@ -167,7 +167,8 @@ func TestWarmPacking(t *testing.T) {
 	}
 	require.Equal(t, w.Fresh(now), tb.unpack(warmIdle, now))
 	// The stored permits' step is about 1/16 of a permit at the bound.
-	require.InDelta(t, 1.0/16, float64(maxWarmPermits)/WarmSteps, 1e-5)
+	require.InDelta(t, 1.0/16, float64(maxWarmPermits)/warmSteps, 1e-5)
+	require.EqualValues(t, warmSteps, reference.WarmSteps, "the reference rounds as the table packs")
 }
 
 // TestLogTableMatchesLog: the ring decides what reference.Log, the exact

@@ -10,7 +10,7 @@ import (
 )
 
 // LeaseTable is the per-key state of an Eventual TokenBucket or GCRA rule on
-// one instance (window.SharedBucket): the units the store leased this
+// one instance (window.SplitBucket): the units the store leased this
 // instance, which it admits on its own, and the key's TAT in the store as of
 // the store's last answer.
 //
@@ -28,7 +28,7 @@ import (
 // SetLease, Ask, Settle, Owe and TAT are the table's store side, which the
 // engine calls through Leases (leasestore.go).
 type LeaseTable struct {
-	g    window.GCRA // the store's bucket: capacity SharedBucket.Store
+	g    window.GCRA // the store's bucket: capacity SplitBucket's store
 	keys keyed[leaseEntry]
 	most atomic.Int64 // the most units an entry may hold
 	// seen is the latest store time an answer carried (Settle): the store's

@@ -15,27 +15,32 @@ import (
 
 // leaseFleet is a fleet of LeaseTables of one Eventual bucket rule and the
 // store they share, played in virtual time: the store is window.GCRA of the
-// SharedBucket's Store capacity, deciding as the store's script does.
+// SplitBucket's store capacity, deciding as the store's script does.
 type leaseFleet struct {
-	g      window.GCRA
-	split  window.SharedBucket
-	tables []*LeaseTable
-	store  map[string]int64 // the store's TAT per key
+	g              window.GCRA
+	capacity, pool int64 // window.SplitBucket's: the store's bucket, the fleet's leases
+	tables         []*LeaseTable
+	store          map[string]int64 // the store's TAT per key
 	// What the fleet admitted, per key: (time, cost).
 	admitted map[string][][2]int64
 	denied   int
 	refills  int
 }
 
+// lease is the most units an instance that counts instances live ones
+// holds: ⌊pool/(instances+1)⌋ (window.SplitBucket).
+func (f *leaseFleet) lease(instances int) int64 { return f.pool / int64(instances+1) }
+
 func newLeaseFleet(t *testing.T, win time.Duration, limit, burst int64, budget float64, instances int) *leaseFleet {
 	t.Helper()
 	full := window.NewGCRA(win, limit, burst)
-	f := &leaseFleet{split: window.NewSharedBucket(full.Burst(), budget), store: map[string]int64{}, admitted: map[string][][2]int64{}}
-	f.g = window.NewGCRA(win, limit, f.split.Store)
+	f := &leaseFleet{store: map[string]int64{}, admitted: map[string][][2]int64{}}
+	f.capacity, f.pool = window.SplitBucket(full.Burst(), budget)
+	f.g = window.NewGCRA(win, limit, f.capacity)
 	for range instances {
 		tb, err := NewLeaseTable(f.g, NewKeys(100))
 		require.NoError(t, err)
-		tb.Leases().SetLease(f.split.Lease(int64(instances)))
+		tb.Leases().SetLease(f.lease(instances))
 		f.tables = append(f.tables, tb)
 	}
 	return f
@@ -113,7 +118,7 @@ func (f *leaseFleet) excess(key string) int64 {
 // TestLeaseTableFleetBound: on random arrivals and costs over a few keys
 // and instances, in virtual time, a fleet of LeaseTables admits, in every
 // interval, at most Burst + ⌊ε·Burst⌋ more than the refill
-// (window.SharedBucket's bound), holds at most Pool units per key, denies
+// (window.SplitBucket's bound), holds at most Pool units per key, denies
 // locally only what the store would deny, and reaches the store's rate
 // under saturation.
 func TestLeaseTableFleetBound(t *testing.T) {
@@ -138,8 +143,8 @@ func TestLeaseTableFleetBound(t *testing.T) {
 			for step := 0; step < 20000; step++ {
 				now += gap(rng, iv/int64(tc.instances))
 				key := fmt.Sprint("k", rng.IntN(3))
-				f.check(t, rng.IntN(tc.instances), key, now, 1+rng.Int64N(min(3, f.split.Store)))
-				require.LessOrEqual(t, f.held(key), f.split.Pool, "step %d", step)
+				f.check(t, rng.IntN(tc.instances), key, now, 1+rng.Int64N(min(3, f.capacity)))
+				require.LessOrEqual(t, f.held(key), f.pool, "step %d", step)
 			}
 			burst := window.NewGCRA(tc.win, tc.limit, tc.burst).Burst()
 			bound := burst + int64(tc.budget*float64(burst)) // the promise, whatever the split
@@ -147,7 +152,7 @@ func TestLeaseTableFleetBound(t *testing.T) {
 				require.LessOrEqual(t, f.excess(key), bound, key)
 			}
 			require.Positive(t, f.denied)
-			if f.split.Lease(int64(tc.instances)) > 1 {
+			if f.lease(tc.instances) > 1 {
 				require.Positive(t, f.refills, "a lease running low is refilled")
 			}
 		})

@@ -17,8 +17,9 @@ type leaseStore LeaseTable
 // Leases returns the table's store side, for the engine's store path.
 func (t *LeaseTable) Leases() tableport.Leases { return (*leaseStore)(t) }
 
-// SetLease sets the most units an entry may hold (window.SharedBucket.Lease
-// of the live instances). An entry holding more keeps it until spent.
+// SetLease sets the most units an entry may hold (window.SplitBucket:
+// ⌊pool/(N̂+1)⌋ for N̂ live instances). An entry holding more keeps it until
+// spent.
 func (ls *leaseStore) SetLease(most int64) { ls.most.Store(max(most, 0)) }
 
 // Denied reports whether the store denies cost n for key at now for sure,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/reference"
 	"github.com/sluicehq/sluice/internal/verdict"
 	"github.com/sluicehq/sluice/window"
 )
@@ -91,7 +92,7 @@ func TestWarmTableFastPaths(t *testing.T) {
 					next, ok, _, _, retry := w.Check(s, now, 1)
 					want := verdict.Outcome{Remaining: w.Remaining(s, now), ResetAfter: w.ResetAfter(s, now), RetryAfter: retry}
 					if ok {
-						next = w.Round(next, WarmSteps)
+						next = reference.RoundWarm(w.Unit(), next)
 						ref[key] = next
 						want = verdict.Outcome{Allowed: true, Remaining: w.Remaining(next, now), ResetAfter: w.ResetAfter(next, now)}
 					}
@@ -127,7 +128,7 @@ func TestWarmColdBands(t *testing.T) {
 				got, ok, _, _, _ := w.Check(window.Warm{Next: us - d, Stored: float64(q) * tb.unit}, now, 1)
 				return ok && got == want
 			}
-			for q := uint64(0); q <= WarmSteps; q++ {
+			for q := uint64(0); q <= warmSteps; q++ {
 				if d := tb.coldAfter[q>>warmBandShift]; !cold(q, d) {
 					t.Fatalf("q %d idle %dµs: not fully cold", q, d)
 				}

@@ -28,7 +28,7 @@ import (
 //     the past reads correctly for up to 2^43 µs (about 101 days) of
 //     idling; Sweep evicts every idle key long before (the limiter sweeps
 //     at least once a minute).
-//   - bits 19..0: the stored permits as a multiple of MaxPermits/WarmSteps,
+//   - bits 19..0: the stored permits as a multiple of MaxPermits/warmSteps,
 //     rounded to the nearest: Validate bounds MaxPermits (= WarmUp/T) by
 //     2^16 intervals, so the step is about 1/16 of a permit (the interval's
 //     rounding to the ns can add one permit: 65537/(2^20−4)).
@@ -87,8 +87,8 @@ type WarmTable struct {
 	coldAfter  [1 << (warmQBits - warmBandShift)]int64
 	coldAfterQ int64
 	horizon    int64   // µs: the furthest ahead a valid next can be
-	scale      float64 // WarmSteps/MaxPermits: stored permits to steps
-	unit       float64 // MaxPermits/WarmSteps: steps to stored permits
+	scale      float64 // warmSteps/MaxPermits: stored permits to steps
+	unit       float64 // MaxPermits/warmSteps: steps to stored permits
 	keys       keyed[warmEntry]
 	strangers  atomic.Pointer[tatSketch] // untracked keys' next times (µs), allocated on first use
 }
@@ -101,9 +101,9 @@ const (
 	warmIdle  = warmQMask     // low bits of a fresh key
 	warmGone  = warmQMask - 1 // low bits of an evicted key
 	warmSeed  = warmQMask - 2 // low bits (and word) of a new entry not seeded yet
-	// WarmSteps is the stored permits' resolution in a packed state: they
-	// are kept as a multiple of MaxPermits/WarmSteps (window.WarmUp.Round).
-	WarmSteps = warmQMask - 3
+	// warmSteps is the stored permits' resolution in a packed state: they
+	// are kept as a multiple of MaxPermits/warmSteps (reference.RoundWarm).
+	warmSteps = warmQMask - 3
 	warmTBits = 64 - warmQBits
 	warmTMask = 1<<warmTBits - 1
 	// maxWarmPermits bounds window.WarmUnit.MaxPermits (WarmUp/T, which
@@ -146,8 +146,8 @@ func NewWarmTable(w window.WarmUp, keys *Keys) (*WarmTable, error) {
 		w:       w,
 		u:       u,
 		horizon: int64(h),
-		scale:   WarmSteps / u.MaxPermits,
-		unit:    u.MaxPermits / WarmSteps,
+		scale:   warmSteps / u.MaxPermits,
+		unit:    u.MaxPermits / warmSteps,
 		keys:    newKeyed(keys, newWarmEntry),
 	}
 	cold, _ := t.pack(t.u.Cold)
@@ -167,11 +167,11 @@ func coldBurst(u window.WarmUnit) float64 {
 }
 
 // pack rounds s's stored permits to the step and returns s as a word, and
-// s as the word holds it: what window.WarmUp.Round(s, WarmSteps) returns,
+// s as the word holds it: what reference.RoundWarm returns,
 // with the same arithmetic.
 func (t *WarmTable) pack(s window.Warm) (uint64, window.Warm) {
 	q := math.Round(s.Stored * t.scale)
-	q = min(max(q, 0), WarmSteps)
+	q = min(max(q, 0), warmSteps)
 	s.Stored = q * t.unit
 	return uint64(s.Next)&warmTMask<<warmQBits | uint64(q), s
 }

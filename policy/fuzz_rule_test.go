@@ -285,16 +285,16 @@ func checkKeyedModes(t *testing.T, r policy.Rule) {
 	}
 	switch {
 	case r.Algorithm == policy.SlidingLog:
-		_, err = s.AddLog(r.Name, r.Window, r.Limit)
+		_, err = s.Rules().AddLog(r.Name, r.Window, r.Limit)
 	case mode == policy.Strict:
-		_, err = s.AddGCRA(r.Name, int64(r.Interval()), r.MaxCost(), r.MaxCost())
+		_, err = s.Rules().AddGCRA(r.Name, int64(r.Interval()), r.MaxCost(), r.MaxCost())
 	default:
 		for _, budget := range []float64{0, 0.01, 1} {
-			split := window.NewSharedBucket(r.MaxCost(), budget)
-			if split.Store < 1 || split.Store+split.Pool != r.MaxCost()+int64(budget*float64(r.MaxCost())) {
-				t.Fatalf("%+v: split %+v at ε = %v", r, split, budget)
+			capacity, pool := window.SplitBucket(r.MaxCost(), budget)
+			if capacity < 1 || capacity+pool != r.MaxCost()+int64(budget*float64(r.MaxCost())) {
+				t.Fatalf("%+v: split %d + %d at ε = %v", r, capacity, pool, budget)
 			}
-			if _, err = s.AddGCRA(r.Name, int64(r.Interval()), r.MaxCost(), split.Store); err != nil && budget < 1 {
+			if _, err = s.Rules().AddGCRA(r.Name, int64(r.Interval()), r.MaxCost(), capacity); err != nil && budget < 1 {
 				break
 			}
 			err = nil // at ε = 1 a store capacity past MaxStrictTolerance is refused by New

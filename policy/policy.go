@@ -85,7 +85,7 @@ const (
 	// Burst at once. Its keys are kept on GCRA's state (package window
 	// proves the two admit the same costs). Every mode: Local, Strict (each
 	// check decided by one store script) and Eventual (the store leases
-	// each instance a few units at a time: window.SharedBucket).
+	// each instance a few units at a time: window.SplitBucket).
 	TokenBucket
 	// GCRA is the generic cell rate algorithm: the admission set of
 	// TokenBucket, one timestamp of state per key, an exact RetryAfter.

@@ -27,7 +27,7 @@ import (
 //     error reply too);
 //   - this process was not starved meanwhile: silence proves nothing while
 //     the process itself could not run (every core busy, a long pause), for
-//     the replies may wait unread. The limiter's ticker calls Pulse every
+//     the replies may wait unread. The limiter's ticker pulses every
 //     millisecond; a gap of starveGap or more between two pulses makes the
 //     next silentDown of silence count for nothing;
 //   - a probe (PING) sent then gets no answer within probeWait, while no
@@ -36,7 +36,7 @@ import (
 //     timer, runs next on its P, but one woken by a network reply joins
 //     the back of a run queue, behind every busy goroutine, so replies can
 //     wait unread while the pulses keep time. If one did, the probe proves
-//     nothing, and silence counts for nothing as after a late Pulse — for
+//     nothing, and silence counts for nothing as after a late pulse — for
 //     doubtsDown probes in a row at most: a reply waits unread behind busy
 //     goroutines for tens of milliseconds, not through probe after probe
 //     seconds apart, and a process starved for good must still see a hung
@@ -50,9 +50,10 @@ const doubtsDown = 2
 // process able to run its goroutines on time.
 const starveGap = 25 * time.Millisecond
 
-// Pulse records that the limiter's ticker ran (every millisecond, in a
-// goroutine of its own): a late pulse means the process was starved.
-func (s *Syncer) Pulse() {
+// pulse records that the limiter's ticker ran (every millisecond, in a
+// goroutine of its own; syncport.Watch.Pulse): a late pulse means the
+// process was starved.
+func (s *Syncer) pulse() {
 	now := s.localNow()
 	if last := s.lastPulse.Swap(now); last != 0 && now-last >= int64(starveGap) {
 		s.starved.Store(now + int64(s.silentDown()))

@@ -14,7 +14,7 @@ import (
 )
 
 // TestStarvedSilenceIsNoHang: the store's silence is taken for a hang only
-// when the process ran on time meanwhile: after a late Pulse (a starved
+// when the process ran on time meanwhile: after a late pulse (a starved
 // process), timeouts start no probe until silentDown has passed; then they
 // do, and a live store answers it, a hung one does not and is judged down.
 func TestStarvedSilenceIsNoHang(t *testing.T) {
@@ -35,9 +35,9 @@ func TestStarvedSilenceIsNoHang(t *testing.T) {
 		s.lastAnswer.Store(s.localNow() - 2*int64(s.silentDown()))
 		s.timeouts.Store(timeoutsDown)
 	}
-	s.Pulse()
+	s.pulse()
 	time.Sleep(starveGap + 5*time.Millisecond)
-	s.Pulse() // late: the process was starved
+	s.pulse() // late: the process was starved
 	require.Greater(t, s.starved.Load(), s.localNow())
 	quiet()
 	s.timedOut()
@@ -61,7 +61,7 @@ func TestStarvedSilenceIsNoHang(t *testing.T) {
 // is inconclusive if goroutines waited starveGap or more for a CPU while it
 // waited (the runtime's scheduling latencies): its reply may be waiting
 // unread behind them. The store stays up, and silence counts for nothing
-// for a while, as after a late Pulse. Without such waits, a hung store is
+// for a while, as after a late pulse. Without such waits, a hung store is
 // judged down.
 func TestStarvedProbeIsNoHang(t *testing.T) {
 	t.Parallel()
@@ -121,7 +121,7 @@ func TestProbeDoubtsEnd(t *testing.T) {
 	for i := range doubtsDown + 1 {
 		require.True(t, s.probing.CompareAndSwap(false, true))
 		s.probe(timeoutsDown, s.silentDown())
-		require.Equal(t, i < doubtsDown, s.isHealthy(), "after probe %d: %v", i+1, s.Fleet().Err)
+		require.Equal(t, i < doubtsDown, s.isHealthy(), "after probe %d: %v", i+1, s.fleetView().Err)
 	}
 }
 

@@ -24,7 +24,7 @@ var (
 )
 
 // TestKillAndRestart kills the store (no persistence): Flush fails, the
-// syncer turns unhealthy and publishes it (Fleet, Changed), counts admitted
+// syncer turns unhealthy and publishes it (Watch), counts admitted
 // meanwhile stay pending in the table; after a restart (empty store) one Flush
 // sees the store's new epoch, restores what the instance had pulled before
 // the kill (rebuild.go) and pushes every pending count exactly once.
@@ -35,7 +35,7 @@ func TestKillAndRestart(t *testing.T) {
 	cfg := testConfig(c, "A")
 	r := newRule(t, "api", midGeometry(6), 1000, tableport.NoCap)
 	s := startSyncer(t, cfg, r)
-	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 1}, s.Fleet(), "Start reports the store healthy")
+	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 1}, s.fleetView(), "Start reports the store healthy")
 	assert.True(t, changed(s), "and signals it")
 
 	admit(t, s, r, "k", 5)
@@ -48,7 +48,7 @@ func TestKillAndRestart(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, s.isHealthy())
 	assert.False(t, s.Stats().Healthy)
-	f := s.Fleet()
+	f := s.fleetView()
 	require.Equal(t, int64(2), f.Changes, "one change more: the store turned unhealthy")
 	assert.False(t, f.Healthy)
 	assert.Error(t, f.Err)
@@ -61,7 +61,7 @@ func TestKillAndRestart(t *testing.T) {
 	admit(t, s, r, "k", 4)
 	admit(t, s, r, "k2", 2)
 	require.Error(t, s.Flush(ctxT(t, 30*time.Second)), "still down")
-	assert.Equal(t, int64(2), s.Fleet().Changes, "Fleet changes on changes only")
+	assert.Equal(t, int64(2), s.fleetView().Changes, "Fleet changes on changes only")
 	assert.False(t, changed(s), "and signals changes only")
 	_, own := estimate(t, r.Table, "k", s.Now())
 	assert.Equal(t, int64(7), own, "counts stay pending in the table")
@@ -72,7 +72,7 @@ func TestKillAndRestart(t *testing.T) {
 	r.Table.Control().SetLimits(healthy)
 	flush(t, s)
 	assert.True(t, s.isHealthy())
-	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 5}, s.Fleet(),
+	require.Equal(t, syncport.Fleet{Instances: 1, Healthy: true, Changes: 5}, s.fleetView(),
 		"three changes more: joining (the cycle back found the restarted store without the instance's entry), healthy again, and no longer joining (its heartbeat registered it, alone)")
 	assert.True(t, changed(s), "the change is signalled")
 	// The 5 pushed before the kill died with the store's memory and are

@@ -9,17 +9,29 @@ import (
 	"github.com/sluicehq/sluice/internal/syncport"
 )
 
-// Fleet returns the syncer's view of the fleet and the store.
-func (s *Syncer) Fleet() syncport.Fleet {
+// Watch returns the side of the syncer that the limiter's background loop
+// follows: the fleet view, its changes, and the loop's pulse.
+func (s *Syncer) Watch() syncport.Watch { return watch{s} }
+
+// watch is the view Watch returns.
+type watch struct{ s *Syncer }
+
+// Fleet returns the syncer's view of the fleet and the store (fleetView).
+func (w watch) Fleet() syncport.Fleet { return w.s.fleetView() }
+
+// Changed returns the channel that receives a value after the fleet view
+// changes.
+func (w watch) Changed() <-chan struct{} { return w.s.changed }
+
+// Pulse records that the limiter's ticker ran (Syncer.pulse).
+func (w watch) Pulse() { w.s.pulse() }
+
+// fleetView returns the syncer's view of the fleet and the store.
+func (s *Syncer) fleetView() syncport.Fleet {
 	s.fleetMu.Lock()
 	defer s.fleetMu.Unlock()
 	return s.fleet
 }
-
-// Changed returns a channel that receives a value after Fleet changes (one
-// value may stand for several changes: read Fleet after it). The syncer never
-// waits on it: a user who reads it late reads the newest Fleet.
-func (s *Syncer) Changed() <-chan struct{} { return s.changed }
 
 // isHealthy reports whether the last round trip to the store succeeded.
 func (s *Syncer) isHealthy() bool { return s.healthy.Load() }

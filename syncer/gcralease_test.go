@@ -17,8 +17,8 @@ import (
 
 // TestGCRALeaseMatchesReference: on random arrivals, costs and lease
 // requests over a few keys, then a burst of them per key that the store runs
-// back to back, an Eventual rule's store (AddGCRA, whose
-// bucket holds window.SharedBucket.Store units) decides each cost as
+// back to back, an Eventual rule's store (Rules().AddGCRA, whose
+// bucket holds window.SplitBucket's store units) decides each cost as
 // window.GCRA of that capacity decides it at the store's time, leases what
 // the bucket holds after it up to the want, and leaves the key at the
 // reference's TAT with both taken, to the nanosecond.
@@ -42,10 +42,10 @@ func TestGCRALeaseMatchesReference(t *testing.T) {
 			cfg.Prefix = "lease" + strconv.Itoa(i)
 			s := startSyncer(t, cfg)
 			full := window.NewGCRA(tc.window, tc.limit, tc.burst)
-			split := window.NewSharedBucket(full.Burst(), tc.budget)
-			require.Positive(t, split.Pool)
-			g := window.NewGCRA(tc.window, tc.limit, split.Store)
-			r, err := s.addGCRA("g", full.Interval(), full.Burst(), split.Store)
+			capacity, pool := window.SplitBucket(full.Burst(), tc.budget)
+			require.Positive(t, pool)
+			g := window.NewGCRA(tc.window, tc.limit, capacity)
+			r, err := s.addGCRA("g", full.Interval(), full.Burst(), capacity)
 			require.NoError(t, err)
 			rng := rand.New(rand.NewPCG(9, uint64(i)))
 			tats := map[string]int64{}
@@ -71,7 +71,7 @@ func TestGCRALeaseMatchesReference(t *testing.T) {
 				time.Sleep(strictGap(rng, time.Duration(g.Interval())))
 				key := "k" + strconv.Itoa(rng.IntN(2))
 				n := 1 + rng.Int64N(3)
-				want := rng.Int64N(split.Pool + 1)
+				want := rng.Int64N(pool + 1)
 				a, err := r.lease(ctx, key, n, want)
 				require.NoError(t, err)
 				check(strconv.Itoa(step), key, n, want, a)
@@ -89,9 +89,9 @@ func TestGCRALeaseMatchesReference(t *testing.T) {
 					n, want int64
 					cmd     *redis.Cmd
 				}
-				calls := make([]call, 3*split.Store)
+				calls := make([]call, 3*capacity)
 				for j := range calls {
-					n, want := 1+rng.Int64N(3), rng.Int64N(split.Pool+1)
+					n, want := 1+rng.Int64N(3), rng.Int64N(pool+1)
 					calls[j] = call{n, want, gcraScript.Eval(ctx, pipe, []string{r.KeyName(key)}, r.interval, r.tau, n, "0", want)}
 				}
 				_, err := pipe.Exec(ctx)

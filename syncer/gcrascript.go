@@ -16,7 +16,7 @@ import "github.com/redis/go-redis/v9"
 // is taken for a full bucket and overwritten by the next admission.
 //
 // An admitted check may also take a lease for an Eventual rule
-// (window.SharedBucket): up to want more units, as many as the bucket holds
+// (window.SplitBucket): up to want more units, as many as the bucket holds
 // after the check, taken from it in the same step (TAT moves by (n + g)·T).
 //
 // A caller may also give a floor: the key's TAT as the store last told it

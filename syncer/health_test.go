@@ -37,7 +37,7 @@ func TestRefusalHysteresis(t *testing.T) {
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "1").Err())
 	require.Eventually(t, func() bool { return !s.isHealthy() }, 5*time.Second, time.Millisecond)
-	f := s.Fleet()
+	f := s.fleetView()
 	require.ErrorIs(t, f.Err, syncport.ErrWritesRefused)
 	require.ErrorContains(t, f.Err, "OOM")
 	changes := f.Changes
@@ -46,14 +46,14 @@ func TestRefusalHysteresis(t *testing.T) {
 	cycles := s.Stats().Cycles
 	require.Eventually(t, func() bool { return s.Stats().Cycles >= cycles+20 }, 10*time.Second, time.Millisecond)
 	require.False(t, s.isHealthy())
-	require.Equal(t, changes, s.Fleet().Changes, "no change of health while the store refuses")
+	require.Equal(t, changes, s.fleetView().Changes, "no change of health while the store refuses")
 
 	freed := s.Stats().Cycles // the cycle under way may be the first good one
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "0").Err())
 	require.Eventually(t, s.isHealthy, 10*time.Second, time.Millisecond)
 	assert.GreaterOrEqual(t, s.Stats().Cycles-freed, s.okCycles()-1, "healthy only after okCycles cycles of accepted writes")
-	assert.Equal(t, changes+1, s.Fleet().Changes, "healthy again, once")
-	assert.NoError(t, s.Fleet().Err)
+	assert.Equal(t, changes+1, s.fleetView().Changes, "healthy again, once")
+	assert.NoError(t, s.fleetView().Err)
 	assert.Equal(t, int64(100), s.okCycles(), "1 s of 10 ms cycles")
 }
 

@@ -125,7 +125,7 @@ func outcomeOf(r *testRule, a syncport.Answer, n int64) outcome {
 // Fleet since the last call (a signal stands for one change or several).
 func changed(s *Syncer) bool {
 	select {
-	case <-s.Changed():
+	case <-s.changed:
 		return true
 	default:
 		return false

@@ -83,12 +83,12 @@ func (s *Syncer) newRule(rc syncport.RuleConfig) (*windowRule, error) {
 	return r, nil
 }
 
-// AddRule adds a rule and returns its handle. Rules may be added while the
+// addRule adds a rule and returns its handle. Rules may be added while the
 // syncer runs: the next cycle syncs the new rule's keys. A rule added while
 // one of the same name runs (a limiter replacing a rule whose geometry
 // changed) syncs beside it until the old one is retired; New refuses
 // duplicate names.
-func (s *Syncer) AddRule(rc syncport.RuleConfig) (syncport.WindowStore, error) {
+func (s *Syncer) addRule(rc syncport.RuleConfig) (syncport.WindowStore, error) {
 	if s.closed.Load() {
 		return nil, fmt.Errorf("syncer: rule %q: %w", rc.Name, syncport.ErrClosed)
 	}
@@ -157,7 +157,7 @@ func (r *windowRule) limitValue() any {
 func (r *windowRule) SetLimit(limit int64) { r.limit.Store(limit) }
 
 // ruleList returns the rules, and under the lock's hand-off the slice is
-// never written again (AddRule and Retire copy).
+// never written again (addRule and Retire copy).
 func (s *Syncer) ruleList() []*windowRule {
 	s.rulesMu.Lock()
 	defer s.rulesMu.Unlock()

@@ -135,22 +135,13 @@ type gcraRule struct {
 	tau      int64
 }
 
-// AddGCRA returns the rule named name of a GCRA with emission interval (ns)
+// addGCRA returns the rule named name of a GCRA with emission interval (ns)
 // and burst, whose keys' states are kept in the store. The store decides on
 // a capacity of store units: burst for a Strict rule; for an Eventual rule,
-// whose instances hold leases, the shared bucket's (window.SharedBucket).
+// whose instances hold leases, the shared bucket's (window.SplitBucket).
 // Its keys are those of the Strict rule of the same interval and burst, so a
 // rule that changes mode keeps its keys' states. It may be called before or
 // after Start.
-func (s *Syncer) AddGCRA(name string, interval, burst, store int64) (syncport.GCRAStore, error) {
-	r, err := s.addGCRA(name, interval, burst, store)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// addGCRA is AddGCRA with the rule's concrete type.
 func (s *Syncer) addGCRA(name string, interval, burst, store int64) (*gcraRule, error) {
 	switch {
 	case interval < 1 || burst < 1 || store < 1:
@@ -224,18 +215,9 @@ type logRule struct {
 	limit    int64
 }
 
-// AddLog returns the Strict rule named name of a sliding log of limit
+// addLog returns the Strict rule named name of a sliding log of limit
 // units per window (a whole number of µs): its keys' logs are kept in the
 // store. It may be called before or after Start.
-func (s *Syncer) AddLog(name string, window time.Duration, limit int64) (syncport.LogStore, error) {
-	r, err := s.addLog(name, window, limit)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// addLog is AddLog with the rule's concrete type.
 func (s *Syncer) addLog(name string, window time.Duration, limit int64) (*logRule, error) {
 	if window < time.Microsecond || window%time.Microsecond != 0 || limit < 1 {
 		return nil, fmt.Errorf("syncer: rule %q: sliding log of %d per %v: the window must be a positive whole number of µs, the limit positive", name, limit, window)

@@ -131,7 +131,7 @@ type Syncer struct {
 	timeouts   atomic.Int64 // checks in a row not answered within Timeout
 	lastAnswer atomic.Int64 // local ns of the store's last answer to any round trip
 	probing    atomic.Bool  // a probe confirms a suspected hang (deadline.go)
-	lastPulse  atomic.Int64 // local ns of the last Pulse
+	lastPulse  atomic.Int64 // local ns of the last pulse
 	starved    atomic.Int64 // local ns until which silence proves nothing (deadline.go)
 	doubts     atomic.Int64 // probes in a row that waits for a CPU left inconclusive (deadline.go)
 	closed     atomic.Bool
@@ -238,7 +238,7 @@ type keyID struct {
 }
 
 // New returns a Syncer for rules. Call Start to register and begin
-// syncing; AddRule adds a rule later and returns its handle.
+// syncing; Rules adds rules later and returns their handles.
 func New(cfg Config, rules ...syncport.RuleConfig) (*Syncer, error) {
 	switch {
 	case cfg.Client == nil:
@@ -280,7 +280,7 @@ func New(cfg Config, rules ...syncport.RuleConfig) (*Syncer, error) {
 			return nil, fmt.Errorf("syncer: rule %q: duplicate name", rc.Name)
 		}
 		seen[rc.Name] = true
-		if _, err := s.AddRule(rc); err != nil {
+		if _, err := s.addRule(rc); err != nil {
 			return nil, err
 		}
 	}
@@ -306,7 +306,7 @@ func (s *Syncer) Start(ctx context.Context) error {
 	}
 	var err error
 	if s.checked.Load() {
-		err = s.Fleet().Err
+		err = s.fleetView().Err
 	} else if err = s.heartbeat(ctx); !refused(err) {
 		s.setHealth(err == nil, err)
 	}

@@ -96,7 +96,7 @@ func TestFlushPushesAndPulls(t *testing.T) {
 				assert.Equal(t, int64(1), st.RoundTrips, "Start: one heartbeat")
 				assert.Equal(t, int64(1), st.Commands)
 				assert.True(t, st.Healthy)
-				assert.Equal(t, 1, s.Fleet().Instances)
+				assert.Equal(t, 1, s.fleetView().Instances)
 				assert.Less(t, st.Offset.Abs(), time.Second, "same host: tiny offset")
 
 				keys := map[string]int{"a": 5, "b:{x}": 1, "c d": 17}

@@ -174,7 +174,7 @@ func TestStoreLoss(t *testing.T) {
 		{"fixed/flushall-at-start", fixed, atWindowStart(time.Second, flushAllData), 1500 * time.Millisecond, time.Second, limit + eps*limit},
 		{"sliding/flushall-at-bucket-start", sliding, atWindowStart(rulegeo.SubWindow(sliding), flushAllData), 1500 * time.Millisecond, time.Second, limit + eps*limit},
 		// A bucket admits at most Burst + ⌊ε·Burst⌋ + r·w in any w
-		// (window.SharedBucket): the loss comes right after the fleet
+		// (window.SplitBucket): the loss comes right after the fleet
 		// drained a full bucket, which a store that forgot the key
 		// would hand out again.
 		{"tokenbucket/flushall", bucket, flushAllData, 300 * time.Millisecond, 500 * time.Millisecond, limit + eps*limit + limit/2},

@@ -275,14 +275,3 @@ func micros(t int64) int64 {
 	}
 	return u
 }
-
-// Round returns s with its stored permits rounded to the nearest multiple of
-// MaxPermits/steps: the state as it survives packing into fewer bits
-// (package localcache keeps them in 20 bits). A reference that rounds
-// after every admission decides exactly what the packed state decides.
-func (w WarmUp) Round(s Warm, steps int64) Warm {
-	q := math.Round(s.Stored * (float64(steps) / w.maxP))
-	q = min(max(q, 0), float64(steps))
-	s.Stored = q * (w.maxP / float64(steps))
-	return s
-}

@@ -31,9 +31,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // Result is an engine's answer to a check: a sluice.Decision without the
@@ -94,9 +94,9 @@ type Config struct {
 	Rule policy.Rule
 	// Keys is the key bound shared by the limiter's rules.
 	Keys *localcache.Keys
-	// Store is the syncer; nil for a Local rule. The engine registers its
-	// per-key state with it.
-	Store *syncer.Syncer
+	// Store is the syncer's rule registration (syncer.Syncer.Rules); nil
+	// for a Local rule. The engine registers its per-key state with it.
+	Store syncport.Registry
 	// Now returns the store time in ns.
 	Now func() int64
 	// Ticked makes checks read the time published by Tick instead of Now.

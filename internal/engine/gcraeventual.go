@@ -12,9 +12,9 @@ import (
 )
 
 // gcraEventual is a TokenBucket or GCRA rule without a WarmUp, Eventual: the
-// store keeps each key's exact bucket, of capacity SharedBucket.Store, and
+// store keeps each key's exact bucket, of capacity SplitBucket's store, and
 // leases each instance a few units at a time, which it admits on its own
-// (window.SharedBucket proves the fleet bound: Burst + ⌊ε·Burst⌋ + r·τ in
+// (window.SplitBucket proves the fleet bound: Burst + ⌊ε·Burst⌋ + r·τ in
 // any interval τ, in real time). Its paths:
 //
 //   - local: Check → localcache.LeaseTable.Allow: one compare-and-swap on the
@@ -42,7 +42,7 @@ type gcraEventual struct {
 	strictKeyed
 	clock    keyClock
 	g        window.GCRA // the store's bucket
-	split    window.SharedBucket
+	pool     int64       // the most units the fleet holds (window.SplitBucket)
 	table    *localcache.LeaseTable
 	fallback *localcache.GCRATable // the failure mode's (strictKeyed.table, floored)
 	store    syncport.GCRAStore
@@ -87,15 +87,16 @@ func newGCRAEventual(cfg Config) (Engine, error) {
 		return nil, err
 	}
 	full := window.NewGCRA(r.Window, r.Limit, r.Burst)
-	e := &gcraEventual{split: window.NewSharedBucket(full.Burst(), cfg.ErrorBudget)}
-	e.g = window.NewGCRA(r.Window, r.Limit, e.split.Store)
+	e := &gcraEventual{}
+	capacity, pool := window.SplitBucket(full.Burst(), cfg.ErrorBudget)
+	e.g, e.pool = window.NewGCRA(r.Window, r.Limit, capacity), pool
 	if e.table, err = localcache.NewLeaseTable(e.g, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
 	if e.fallback, err = localcache.NewGCRATable(full, cfg.Keys); err != nil {
 		return nil, ruleError(r, err)
 	}
-	if e.store, err = s.AddGCRA(r.Name, full.Interval(), full.Burst(), e.split.Store); err != nil {
+	if e.store, err = s.AddGCRA(r.Name, full.Interval(), full.Burst(), capacity); err != nil {
 		return nil, ruleError(r, err)
 	}
 	e.init(cfg, floored{GCRATable: e.fallback, leases: e.table, gap: full.Tolerance() - e.g.Tolerance()})
@@ -186,11 +187,11 @@ func (g *gcraEventual) Tick(now int64) { g.clock.Tick(now) }
 // Sweep evicts the idle keys of the lease table and of the failure mode's.
 func (g *gcraEventual) Sweep(now int64) int { return g.table.Sweep(now) + g.strictKeyed.Sweep(now) }
 
-// SetFleet sizes the lease of each instance for instances live ones
-// (window.SharedBucket.Lease) and the failure mode's share.
+// SetFleet sizes the lease of each instance for instances live ones,
+// ⌊pool/(instances+1)⌋ (window.SplitBucket), and the failure mode's share.
 func (g *gcraEventual) SetFleet(instances int64, down bool) {
 	g.strictKeyed.SetFleet(instances, down)
-	g.table.Leases().SetLease(g.split.Lease(max(instances, 1)))
+	g.table.Leases().SetLease(g.pool / (max(instances, 1) + 1))
 }
 
 // Take decides n for key as Check does; the receipt says whether the store

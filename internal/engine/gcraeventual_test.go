@@ -38,7 +38,7 @@ func TestEventualBucketClockBehindStore(t *testing.T) {
 		ErrorBudget:  0.001,
 		FailureMode:  policy.FailLocal,
 		SyncInterval: time.Hour,
-		Store:        s,
+		Store:        s.Rules(),
 	})
 	require.NoError(t, err)
 	for i := range 2 {
@@ -58,7 +58,7 @@ func TestEventualBucketClockBehindStore(t *testing.T) {
 // again, restarted empty, it is charged what the failure mode admitted, so
 // that the units it refilled meanwhile are not spent twice. Over the whole
 // run the instance admits at most Store + Pool + r·τ, what one exact bucket
-// admits plus the error budget (window.SharedBucket): 110 and a unit per
+// admits plus the error budget (window.SplitBucket): 110 and a unit per
 // second elapsed here. Without the floor the outage admits a whole Burst
 // again (about 140 in all); without the charge, the store restarted empty
 // hands out the outage's admissions again (about 160).
@@ -77,7 +77,7 @@ func TestEventualBucketOutage(t *testing.T) {
 		ErrorBudget:  0.1,
 		FailureMode:  policy.FailLocal,
 		SyncInterval: time.Hour,
-		Store:        s,
+		Store:        s.Rules(),
 	})
 	require.NoError(t, err)
 	start := time.Now()
@@ -97,7 +97,7 @@ func TestEventualBucketOutage(t *testing.T) {
 	srv.Kill()
 	down := admit(200)
 	srv.Restart()
-	require.Eventually(t, func() bool { return s.Fleet().Healthy }, 10*time.Second, 5*time.Millisecond, "the store back")
+	require.Eventually(t, func() bool { return s.Watch().Fleet().Healthy }, 10*time.Second, 5*time.Millisecond, "the store back")
 	back := admit(200)
 	most := 110 + int(time.Since(start)/time.Second) + 1
 	t.Logf("before 40, on the failure mode %d, the store back %d", down, back)

@@ -11,7 +11,6 @@ import (
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/internal/tableport"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/syncer"
 )
 
 // strictKeyed is what the Strict engines of the per-key algorithms
@@ -109,7 +108,7 @@ func (k *strictKeyed) local(key string) Result {
 }
 
 // strictStore returns cfg's store, or an error if the rule has none.
-func strictStore(cfg Config) (*syncer.Syncer, error) {
+func strictStore(cfg Config) (syncport.Registry, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w %q: Mode %v needs a store", policy.ErrInvalidRule, cfg.Rule.Name, cfg.Rule.Mode)
 	}

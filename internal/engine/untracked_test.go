@@ -29,7 +29,7 @@ func fullEngine(t *testing.T, rule policy.Rule, mode policy.FailureMode) engine.
 		t.Cleanup(func() { _ = client.Close() })
 		s, err := syncer.New(syncer.Config{Client: client, Prefix: "t", InstanceID: "i", Interval: time.Hour, Timeout: time.Second})
 		require.NoError(t, err)
-		cfg.Store = s
+		cfg.Store = s.Rules()
 	}
 	e, err := engine.New(cfg)
 	require.NoError(t, err)

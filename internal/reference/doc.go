@@ -7,7 +7,10 @@
 //   - Log: the exact sliding-window log, which keeps every admission still
 //     in the window;
 //   - TokenBucket: the classic token bucket (a level of tokens refilled at
-//     one every T), which admits exactly what window.GCRA admits.
+//     one every T), which admits exactly what window.GCRA admits;
+//   - RoundWarm: a window.WarmUp state as package localcache packs it, so
+//     that a WarmUp rounded after each admission decides what the table
+//     decides.
 //
 // This package is internal to sluice: no compatibility promise.
 package reference

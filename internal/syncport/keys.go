@@ -2,8 +2,9 @@
 // that use it share without exporting it from either: what the syncer asks
 // of a rule's local key state (Keys, which package localcache implements),
 // why a check waited for the store (Why), what the syncer reports as it
-// goes (Observer, which package sluice implements), and the errors it
-// returns to them.
+// goes (Observer, which package sluice implements), how the engines add
+// their rules (Registry), what the limiter's loop follows (Watch), and the
+// errors it returns to them.
 package syncport
 
 import "github.com/sluicehq/sluice/window"

@@ -7,7 +7,7 @@ import (
 )
 
 // WindowStore is a window rule of the syncer, as the engine of an Eventual
-// or Strict window rule uses it (syncer.Syncer.AddRule).
+// or Strict window rule uses it (Registry.AddRule).
 type WindowStore interface {
 	// Reserve asks the store to decide cost n for key and waits for the
 	// answer; h is the key's local entry (Keys), or nil.
@@ -37,7 +37,7 @@ type WindowStore interface {
 }
 
 // GCRAStore is a TokenBucket or GCRA rule kept in the store
-// (syncer.Syncer.AddGCRA): each check is one call of the store's script.
+// (Registry.AddGCRA): each check is one call of the store's script.
 type GCRAStore interface {
 	// Decide asks the store to decide cost n for key; with peek it decides
 	// nothing and records nothing, and Admitted reports whether one unit
@@ -50,7 +50,7 @@ type GCRAStore interface {
 	LeaseAbove(ctx context.Context, key string, n, want, tat, owed int64) (GCRAAnswer, error)
 }
 
-// LogStore is a SlidingLog rule kept in the store (syncer.Syncer.AddLog).
+// LogStore is a SlidingLog rule kept in the store (Registry.AddLog).
 type LogStore interface {
 	// Decide asks the store to decide cost n for key; with peek it decides
 	// nothing and records nothing (expired units may still be dropped),

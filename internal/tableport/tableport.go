@@ -39,9 +39,9 @@ type KeyTable interface {
 // that ask the store, and the store's answers. The engine calls it as
 // table.Leases().X, which the compiler devirtualizes.
 type Leases interface {
-	// SetLease sets the most units an entry may hold
-	// (window.SharedBucket.Lease of the live instances). An entry holding
-	// more keeps it until spent.
+	// SetLease sets the most units an entry may hold (window.SplitBucket:
+	// ⌊pool/(N̂+1)⌋ for N̂ live instances). An entry holding more keeps it
+	// until spent.
 	SetLease(most int64)
 	// Denied reports whether the store denies cost n for key at now for
 	// sure, and the denial: the store's TAT is at least the last one it
