@@ -9,9 +9,8 @@ import (
 )
 
 // validBucket reports whether window, limit and burst are a rule that
-// policy.Rule.Validate accepts for TokenBucket and GCRA (the window package
-// does not import policy): T = Window/Limit of at least 1µs, Burst·T at
-// most 366 days.
+// policy.Rule.Validate accepts for TokenBucket and GCRA (restated here): T =
+// Window/Limit of at least 1µs, Burst·T at most 366 days.
 func validBucket(win, limit, burst int64) bool {
 	const maxWindow = int64(366 * 24 * time.Hour)
 	if win < int64(time.Millisecond) || win > maxWindow || limit < 1 || limit > 1<<32-1 || burst < 0 || burst > 1<<32-1 {
