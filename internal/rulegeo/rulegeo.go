@@ -17,7 +17,9 @@ func Calendar(r policy.Rule) bool { return r.Period != 0 }
 // Buckets returns the number of sub-windows r counts with: 1 for a
 // FixedWindow, Precision (or policy.DefaultPrecision) for a SlidingWindow
 // or a WeightedWindow, and 1 for the algorithms without sub-windows
-// (TokenBucket, GCRA, SlidingLog).
+// (TokenBucket, GCRA, SlidingLog). policy's unexported Rule.precision,
+// which Validate checks the Window against, derives the same for the
+// windows (policy cannot import rulegeo): change the two together.
 func Buckets(r policy.Rule) int {
 	switch r.Algorithm {
 	case policy.FixedWindow, policy.TokenBucket, policy.GCRA, policy.SlidingLog:
