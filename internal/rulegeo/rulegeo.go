@@ -6,6 +6,7 @@
 package rulegeo
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/policy"
@@ -35,4 +36,20 @@ func Buckets(r policy.Rule) int {
 // WindowLength (a calendar quota's nominal period length) / Buckets.
 func SubWindow(r policy.Rule) time.Duration {
 	return r.WindowLength() / time.Duration(Buckets(r))
+}
+
+// Location returns the time zone of a calendar rule as policy's Validate
+// reads it (policy's unexported Rule.location, which this restates: change
+// the two together): TimeZone loaded from the time zone database, UTC for
+// an empty TimeZone, and an error for "Local" (each instance's own zone,
+// which a fleet need not share) or an unknown zone.
+func Location(r policy.Rule) (*time.Location, error) {
+	if r.TimeZone == "Local" {
+		return nil, fmt.Errorf("rulegeo: TimeZone %q is each instance's own zone", r.TimeZone)
+	}
+	loc, err := time.LoadLocation(r.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("rulegeo: TimeZone %q is not a known time zone", r.TimeZone)
+	}
+	return loc, nil
 }
