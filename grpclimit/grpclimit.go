@@ -54,7 +54,7 @@ import (
 
 // ErrorMode says what the interceptors do when the limiter cannot make a
 // check (a closed limiter, an invalid cost). A store failure under the
-// limiter's FailClosed fails the call with codes.Unavailable whatever the
+// limiter's policy.FailClosed fails the call with codes.Unavailable whatever the
 // ErrorMode.
 type ErrorMode uint8
 
