@@ -12,7 +12,7 @@
 //
 // An admitted call proceeds with the rate-limit fields in its response
 // header metadata, the same fields as httplimit's headers, built by the
-// same code as its middleware from what is in force for the call's keys:
+// same code as httplimit's middleware from what is in force for the call's keys:
 // their override tiers' limits, and the rules as the last SetRules or
 // WatchFile reload left them. They are ratelimit-policy and ratelimit, the
 // IETF fields, one item per rule that limits the key, and
@@ -133,9 +133,9 @@ type Config struct {
 	OmitMetadata bool
 }
 
-// maxRules is the most rules a route may layer (AllowAll decides up to 8
-// checks without allocating).
-const maxRules = 8
+// maxRules is the most rules a route may layer: layer.MaxRules, as for
+// httplimit.
+const maxRules = layer.MaxRules
 
 // route is a checked Route; one without rules is unlimited.
 type route struct {

@@ -221,7 +221,7 @@ type ruleHeaders struct {
 func ruleHeader(pr policy.Rule) (ruleHeaders, error) {
 	name, err := httpsfv.Marshal(httpsfv.NewItem(pr.Name))
 	if err != nil {
-		return ruleHeaders{}, fmt.Errorf("httplimit: rule %q: %w", pr.Name, err)
+		return ruleHeaders{}, fmt.Errorf("rule %q: %w", pr.Name, err)
 	}
 	return ruleHeaders{name: pr.Name, shadow: pr.Shadow, policyPrefix: name + ";q=", rateLimitPrefix: name + ";r="}, nil
 }
