@@ -386,8 +386,7 @@ func (l *limiter) check(ctx context.Context, method string, h *held) (metadata.M
 	if err != nil {
 		return nil, l.failed(ctx, method, err)
 	}
-	f := res.Fields()
-	md := toMetadata(&f)
+	md := toMetadata(&res.Values)
 	d := res.Decision
 	if d.Allowed {
 		if len(rt.slots) != 0 {
@@ -492,33 +491,24 @@ const (
 	ErrorDomain = "sluice"
 )
 
-// toMetadata returns the fields f as header metadata, under their names in
-// lower case, all in one []string; nil when f has none.
-func toMetadata(f *layer.Fields) metadata.MD {
-	vals := [6]string{f.Policy, f.RateLimit, f.Limit, f.Remaining, f.Reset, f.RetryAfter}
-	n := 0
-	for _, v := range vals {
-		if v != "" {
-			n++
-		}
-	}
+// toMetadata returns the fields v as header metadata, under their names in
+// lower case (layer.MetadataNames), all in one []string; nil when v has
+// none.
+func toMetadata(v *layer.Values) metadata.MD {
+	n := v.Count()
 	if n == 0 {
 		return nil
 	}
 	md := make(metadata.MD, n)
 	all := make([]string, 0, n)
-	for i, v := range vals {
-		if v != "" {
-			all = append(all, v)
-			md[fieldNames[i]] = all[len(all)-1 : len(all) : len(all)]
+	for i := range layer.NumFields {
+		if f := v.Field(i); f != "" {
+			all = append(all, f)
+			md[layer.MetadataNames[i]] = all[len(all)-1 : len(all) : len(all)]
 		}
 	}
 	return md
 }
-
-// fieldNames are the metadata keys of the fields, in layer.Fields'
-// order.
-var fieldNames = [6]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
 
 // key runs a key function and bounds its key. A call without a key is
 // answered with a status that repeats nothing of the error: it may quote

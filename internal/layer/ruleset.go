@@ -43,12 +43,6 @@ type Result struct {
 	Values Values
 }
 
-// Fields returns the values of the rate-limit fields of the answer.
-func (r *Result) Fields() Fields {
-	v := &r.Values
-	return Fields{Policy: v.Field(0), RateLimit: v.Field(1), Limit: v.Field(2), Remaining: v.Field(3), Reset: v.Field(4), RetryAfter: v.Field(5)}
-}
-
 // NewRuleSet returns the rules of lim named names, checked together in that
 // order: 1 to 8 rules, each a rule of lim (a name may repeat, to be
 // checked under another key).
