@@ -1,6 +1,6 @@
 // Package rulegeo derives a validated policy.Rule's counting geometry from
-// its fields: whether it is a calendar quota, how many sub-windows it
-// counts with, and how long each is. The limiter's engines, the store's
+// its fields: whether it is a calendar quota and in which time zone, how
+// many sub-windows it counts with, and how long each is. The limiter's engines, the store's
 // key layout and the tests read it; it is sluice's machinery, with no
 // compatibility promise.
 package rulegeo
