@@ -54,7 +54,7 @@ type taken struct {
 // and key twice, an unknown rule, a cost AllowN would refuse for one of
 // them, or more than one rule whose admissions cannot be taken back (a
 // WarmUp, or a Strict TokenBucket, GCRA or SlidingLog); or, as for AllowN, a closed limiter or a store failure under
-// FailClosed (then nothing is counted, and the Decision is a denial).
+// [policy.FailClosed] (then nothing is counted, and the Decision is a denial).
 func (l *Limiter) AllowAll(ctx context.Context, n int64, checks ...Check) (Decision, error) {
 	var buf [smallChecks]taken
 	ts := buf[:0]

@@ -60,16 +60,16 @@ type Slot struct {
 // lease lapses, within max(3·SyncInterval, MinInFlightTTL). Close stops the
 // renewals and releases nothing. Release removes the lease in one round
 // trip. While the store is down (or does not answer within
-// Options.Timeout) Acquire is decided by Options.FailureMode: FailLocal
+// Options.Timeout) Acquire is decided by Options.FailureMode: [policy.FailLocal]
 // admits up to ⌊Limit/N̂⌋ slots per key on this instance (counting those it
-// already holds), FailOpen admits every Acquire, FailClosed denies with an
+// already holds), [policy.FailOpen] admits every Acquire, [policy.FailClosed] denies with an
 // error wrapping ErrStoreUnavailable. Slots admitted that way are added to
 // the store by the next renewal once it answers, so that the fleet counts
 // them until they are released.
 //
 // The error is non-nil when no slot could be taken: an unknown rule (or a
 // rule that is not InFlight), a key longer than Options.MaxKeyLength, a
-// closed limiter, ctx done before the store answered, or FailClosed. A nil
+// closed limiter, ctx done before the store answered, or [policy.FailClosed]. A nil
 // ctx is context.Background.
 func (l *Limiter) Acquire(ctx context.Context, rule, key string) (Slot, Decision, error) {
 	r := l.inf.rule(rule)

@@ -294,7 +294,7 @@ func (l *Limiter) Allow(ctx context.Context, rule, key string) (Decision, error)
 // rule, a cost below 1 or above the rule's Limit (its Burst, for a
 // TokenBucket or GCRA: a cost it could never admit), a key longer than
 // Options.MaxKeyLength, a closed limiter, or a store failure under
-// FailClosed (the Decision is then a denial).
+// [policy.FailClosed] (the Decision is then a denial).
 //
 // Within this instance's share of the error budget a check is local: one map
 // lookup and one compare-and-swap, no allocation, no lock, no I/O. A check that

@@ -81,8 +81,8 @@ type Options struct {
 	// Strict rule); default DefaultTimeout. A check never blocks longer than
 	// Timeout or its context's deadline. A check the store does not answer
 	// in time is decided by FailureMode as if the store were down, a key
-	// without local state too (under FailLocal: on the rule's sketch of
-	// untracked keys, within the share Limit/N̂); under FailLocal, one of a
+	// without local state too (under [policy.FailLocal]: on the rule's sketch of
+	// untracked keys, within the share Limit/N̂); under [policy.FailLocal], one of a
 	// Strict rule is denied instead, with RetryAfter the sync interval. New
 	// waits at most max(Timeout, 1s) for the store.
 	Timeout time.Duration
@@ -97,7 +97,7 @@ type Options struct {
 	// used once cannot fill it. A key that is not tracked is still limited
 	// on its own: Eventual and Strict rules decide it in the store, exactly
 	// (a round trip per check); Local rules, and shared rules while the store
-	// is down under FailLocal, on a fixed-size sketch per rule that may deny
+	// is down under [policy.FailLocal], on a fixed-size sketch per rule that may deny
 	// it early but never admits it past its limit (or share).
 	MaxKeys int
 	// MaxKeyLength bounds a key's length in bytes; default
@@ -107,7 +107,7 @@ type Options struct {
 	// Instances that start keep the bound without it (each admits nothing
 	// the store has not counted until the others count it); set it to the
 	// fleet size to keep the bound while an instance cut off from the store
-	// longer than its registry entry lives still admits on FailLocal.
+	// longer than its registry entry lives still admits on [policy.FailLocal].
 	MinInstances int
 	// BatchSize is the number of keys per Redis pipeline; default 256.
 	BatchSize int
@@ -180,7 +180,7 @@ func (o *Options) fill() error {
 		return bad("InstanceID %q: use 1 to 64 letters, digits, '_', '.' or '-'", o.InstanceID)
 	}
 	if !o.FailureMode.Valid() {
-		return bad("FailureMode %d: use FailLocal, FailOpen or FailClosed", o.FailureMode)
+		return bad("FailureMode %d: use policy.FailLocal, policy.FailOpen or policy.FailClosed", o.FailureMode)
 	}
 	switch {
 	case o.Timeout == 0:

@@ -10,7 +10,7 @@ import "errors"
 // shape turns an engine's decision for r into the rule's: Remaining less
 // the soft band (never below 0), and a shadow rule's denial into an
 // admission with its RetryAfter kept (Decision.Shadowed). A shadow rule's
-// store failure under FailClosed admits too: a dry run never denies.
+// store failure under [policy.FailClosed] admits too: a dry run never denies.
 func (r *rule) shape(d Decision, err error) (Decision, error) {
 	if d.Allowed && d.Remaining < r.extra {
 		// The admission took the count past Limit: into the band.

@@ -47,7 +47,7 @@ var (
 	// ErrClosed means the limiter was closed.
 	ErrClosed = apierr.ErrClosed
 	// ErrStoreUnavailable means the check needed the store, the store failed,
-	// and the failure mode is FailClosed. The Decision is a denial. New
+	// and the failure mode is [policy.FailClosed]. The Decision is a denial. New
 	// wraps it too, with Options.RequireStore, when the store cannot be
 	// reached or refuses writes at start.
 	ErrStoreUnavailable = apierr.ErrStoreUnavailable

@@ -61,7 +61,7 @@ func (l *Limiter) Wait(ctx context.Context, rule, key string) error {
 // next try of the callers queued ahead); with ErrTooManyWaiters when
 // Options.MaxWaiters callers already wait on the rule and key; with ctx's
 // error when ctx ends while waiting; and with AllowN's errors (unknown
-// rule, invalid cost, closed limiter, store failure under FailClosed).
+// rule, invalid cost, closed limiter, store failure under [policy.FailClosed]).
 // A caller that gives up leaves nothing behind: no goroutine, no timer, no
 // queue entry.
 //

@@ -12,7 +12,7 @@
 //
 // An admitted call proceeds with the rate-limit fields in its response
 // header metadata, the same fields as httplimit's headers, built by the
-// same code as its middleware from what is in force for the call's keys:
+// same code as httplimit's middleware from what is in force for the call's keys:
 // their override tiers' limits, and the rules as the last SetRules or
 // WatchFile reload left them. They are ratelimit-policy and ratelimit, the
 // IETF fields, one item per rule that limits the key, and
@@ -54,7 +54,7 @@ import (
 
 // ErrorMode says what the interceptors do when the limiter cannot make a
 // check (a closed limiter, an invalid cost). A store failure under the
-// limiter's FailClosed fails the call with codes.Unavailable whatever the
+// limiter's policy.FailClosed fails the call with codes.Unavailable whatever the
 // ErrorMode.
 type ErrorMode uint8
 
@@ -133,9 +133,9 @@ type Config struct {
 	OmitMetadata bool
 }
 
-// maxRules is the most rules a route may layer (AllowAll decides up to 8
-// checks without allocating).
-const maxRules = 8
+// maxRules is the most rules a route may layer: layer.MaxRules, as for
+// httplimit.
+const maxRules = layer.MaxRules
 
 // route is a checked Route; one without rules is unlimited.
 type route struct {
@@ -386,8 +386,7 @@ func (l *limiter) check(ctx context.Context, method string, h *held) (metadata.M
 	if err != nil {
 		return nil, l.failed(ctx, method, err)
 	}
-	f := res.Fields()
-	md := toMetadata(&f)
+	md := toMetadata(&res.Values)
 	d := res.Decision
 	if d.Allowed {
 		if len(rt.slots) != 0 {
@@ -492,33 +491,24 @@ const (
 	ErrorDomain = "sluice"
 )
 
-// toMetadata returns the fields f as header metadata, under their names in
-// lower case, all in one []string; nil when f has none.
-func toMetadata(f *layer.Fields) metadata.MD {
-	vals := [6]string{f.Policy, f.RateLimit, f.Limit, f.Remaining, f.Reset, f.RetryAfter}
-	n := 0
-	for _, v := range vals {
-		if v != "" {
-			n++
-		}
-	}
+// toMetadata returns the fields v as header metadata, under their names in
+// lower case (layer.MetadataNames), all in one []string; nil when v has
+// none.
+func toMetadata(v *layer.Values) metadata.MD {
+	n := v.Count()
 	if n == 0 {
 		return nil
 	}
 	md := make(metadata.MD, n)
 	all := make([]string, 0, n)
-	for i, v := range vals {
-		if v != "" {
-			all = append(all, v)
-			md[fieldNames[i]] = all[len(all)-1 : len(all) : len(all)]
+	for i := range layer.NumFields {
+		if f := v.Field(i); f != "" {
+			all = append(all, f)
+			md[layer.MetadataNames[i]] = all[len(all)-1 : len(all) : len(all)]
 		}
 	}
 	return md
 }
-
-// fieldNames are the metadata keys of the fields, in layer.Fields'
-// order.
-var fieldNames = [6]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
 
 // key runs a key function and bounds its key. A call without a key is
 // answered with a status that repeats nothing of the error: it may quote

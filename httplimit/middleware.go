@@ -48,8 +48,8 @@ type Route struct {
 
 // ErrorMode says what the middleware does when the limiter cannot make a
 // check (a closed limiter, an invalid cost, an unknown rule). A store
-// failure is decided by the limiter's FailureMode: FailLocal and FailOpen
-// decide without an error; under FailClosed the check fails with
+// failure is decided by the limiter's FailureMode: [policy.FailLocal] and [policy.FailOpen]
+// decide without an error; under [policy.FailClosed] the check fails with
 // sluice.ErrStoreUnavailable and the request is rejected whatever the
 // ErrorMode, as that failure mode asks.
 type ErrorMode uint8
@@ -87,7 +87,7 @@ type Config struct {
 	ErrorMode ErrorMode
 	// OnError writes the response to a request whose check failed, when the
 	// request is not served (ErrorReject, or a store failure under
-	// FailClosed); nil means a 503 problem+json. The rate-limit headers are
+	// [policy.FailClosed]); nil means a 503 problem+json. The rate-limit headers are
 	// not set.
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 	// ReportError, if set, hears of every failed check (to log or count

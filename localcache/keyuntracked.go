@@ -178,7 +178,10 @@ func (t *WarmTable) untracked(key string, now, n int64) verdict.Outcome {
 	us := t.w.Fresh(now).Next
 	for {
 		st := window.Warm{Next: c.estimate(), Stored: t.u.MaxPermits}
-		if _, ok, rem, reset, retry := t.w.Check(st, now, n); !ok {
+		if !warmFits(&t.u, warmDebt(st.Next, us), n) {
+			// Check decides the same; it is asked only for a denial's
+			// Remaining, ResetAfter and RetryAfter.
+			_, _, rem, reset, retry := t.w.Check(st, now, n)
 			return verdict.Outcome{Remaining: rem, ResetAfter: reset, RetryAfter: retry}
 		}
 		st.Next = max(st.Next, us) + t.coldCost(n)
@@ -190,6 +193,23 @@ func (t *WarmTable) untracked(key string, now, n int64) verdict.Outcome {
 		}
 		s.read(&c)
 	}
+}
+
+// warmFits is window.WarmUp.Check's admission test for cost n on a key
+// with debt µs (Next − now, at least 0) under the WarmUp whose unit is u: n
+// in [0, Burst] and debt ≤ (Burst − n)·T, in the same float arithmetic, so
+// it decides as Check does without Check's take step.
+func warmFits(u *window.WarmUnit, debt, n int64) bool {
+	return n >= 0 && n <= u.Burst && float64(debt) <= float64(u.Burst-n)*u.Stable
+}
+
+// warmDebt returns max(next − us, 0) µs, saturated at 2^50 (far past any
+// room, as window's own debt is) so that no difference overflows.
+func warmDebt(next, us int64) int64 {
+	if next <= us {
+		return 0
+	}
+	return int64(min(uint64(next)-uint64(us), 1<<50))
 }
 
 // carry is GCRATable.carry for a WarmTable.

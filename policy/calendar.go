@@ -81,7 +81,9 @@ func (r Rule) WindowLength() time.Duration {
 
 // location returns the time zone of a calendar rule: TimeZone loaded from
 // the system's time zone database (or the one a program embeds with
-// import _ "time/tzdata"); UTC for an empty TimeZone.
+// import _ "time/tzdata"); UTC for an empty TimeZone. internal/rulegeo's
+// Location restates it for the engines (it imports policy, so cannot be
+// called here): change the two together.
 func (r Rule) location() (*time.Location, error) {
 	if r.TimeZone == "Local" {
 		return nil, fmt.Errorf("TimeZone \"Local\" is each instance's own zone, which a fleet need not share: name the zone, such as Europe/Berlin")

@@ -3,7 +3,8 @@ package policy
 import "errors"
 
 // Bounds on configuration files: Load refuses anything larger or deeper
-// with an error, before it holds more than MaxConfigSize bytes.
+// with an error, before it holds more than MaxConfigSize bytes. A file in
+// sluice's format also holds at most 10,000 rules.
 const (
 	// MaxConfigSize is the largest configuration file, in bytes (1 MiB):
 	// far above any hand-written rule set, and small enough that a

@@ -305,10 +305,7 @@ func (r Rule) Validate() error {
 		if r.Precision < 0 || r.Precision > MaxPrecision {
 			return bad("Precision %d is out of range: it must be between 1 and %d (0 means %d)", r.Precision, MaxPrecision, DefaultPrecision)
 		}
-		b := time.Duration(DefaultPrecision)
-		if r.Precision != 0 {
-			b = time.Duration(r.Precision)
-		}
+		b := time.Duration(r.precision())
 		if r.Window%(b*time.Microsecond) != 0 {
 			return bad("Window %v does not split into %d sub-windows of whole microseconds: pick a Precision that divides it", r.Window, b)
 		}
@@ -316,6 +313,17 @@ func (r Rule) Validate() error {
 		return bad("Window %v is not a whole number of microseconds: round it, for example to %v", r.Window, r.Window.Truncate(time.Microsecond))
 	}
 	return r.validateOverrides(bad)
+}
+
+// precision returns the number of sub-windows a SlidingWindow or a
+// WeightedWindow counts with: Precision, or DefaultPrecision for 0. The
+// engines read the same from internal/rulegeo's Buckets (which imports
+// policy, so cannot be called here): change the two together.
+func (r Rule) precision() int {
+	if r.Precision == 0 {
+		return DefaultPrecision
+	}
+	return r.Precision
 }
 
 // validateAlgorithm checks the fields that belong to some algorithms only:

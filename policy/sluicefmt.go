@@ -10,7 +10,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxRules bounds the rules of one configuration file.
+// maxRules bounds the rules of one configuration file in sluice's format
+// (stated in config.go's bounds and docs/configuration.md).
 const maxRules = 10_000
 
 var (

@@ -2,15 +2,6 @@ package window
 
 import "time"
 
-// Micros is micros, for the external tests.
-var Micros = micros
-
-// WarmAdmit is w.admit, for the external tests.
-func WarmAdmit(w WarmUp, s Warm, t, n int64) (Warm, bool) { return w.admit(s, t, n) }
-
-// WarmRetryAfter is w.retryAfter, for the external tests.
-func WarmRetryAfter(w WarmUp, s Warm, t, n int64) time.Duration { return w.retryAfter(s, t, n) }
-
 // Fixed reports whether s is a fixed window, for the external tests.
 func (s Sliding) Fixed() bool { return s.fixed }
 

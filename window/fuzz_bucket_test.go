@@ -9,9 +9,8 @@ import (
 )
 
 // validBucket reports whether window, limit and burst are a rule that
-// policy.Rule.Validate accepts for TokenBucket and GCRA (the window package
-// does not import policy): T = Window/Limit of at least 1µs, Burst·T at
-// most 366 days.
+// policy.Rule.Validate accepts for TokenBucket and GCRA (restated here): T =
+// Window/Limit of at least 1µs, Burst·T at most 366 days.
 func validBucket(win, limit, burst int64) bool {
 	const maxWindow = int64(366 * 24 * time.Hour)
 	if win < int64(time.Millisecond) || win > maxWindow || limit < 1 || limit > 1<<32-1 || burst < 0 || burst > 1<<32-1 {
@@ -70,66 +69,6 @@ func FuzzGCRA(f *testing.F) {
 			}
 			if _, ok := g.Admit(tat, now+int64(ra), n); !ok {
 				t.Fatalf("denied at RetryAfter %v", ra)
-			}
-		}
-	})
-}
-
-// FuzzWarmUp: for any valid warm-up rule and any sequence of arrival gaps
-// and costs, WarmUp never panics, keeps its stored permits in
-// [0, MaxPermits] and its debt within 3·Burst·T, and its RetryAfter is
-// exact.
-func FuzzWarmUp(f *testing.F) {
-	f.Add(int64(time.Second), int64(10), int64(0), int64(5*time.Second), []byte{0, 1, 2, 3, 255, 7})
-	f.Add(int64(time.Minute), int64(1000), int64(3), int64(time.Minute), []byte{0, 0, 0, 0, 0})
-	f.Add(int64(time.Hour), int64(1), int64(1), int64(time.Millisecond), []byte{9, 200})
-	f.Fuzz(func(t *testing.T, win, limit, burst, warmup int64, seq []byte) {
-		if !validBucket(win, limit, burst) || limit > win/int64(time.Millisecond) {
-			return // warm-up rules need T ≥ 1ms
-		}
-		tn := (win + limit/2) / limit
-		if warmup < int64(time.Microsecond) || warmup > 65536*tn || warmup > int64(366*24*time.Hour) {
-			return
-		}
-		w := window.NewWarmUp(time.Duration(win), time.Duration(warmup), limit, burst)
-		u := w.Unit()
-		if burst == 0 {
-			burst = limit
-		}
-		if burst > int64(24*time.Hour)/tn {
-			return // warm-up rules: Burst·T at most a day
-		}
-		now := int64(1_800_000_000) * int64(time.Second)
-		s := w.Fresh(now)
-		for i := 0; i+1 < len(seq); i += 2 {
-			now += int64(seq[i]) * tn / 16
-			n := 1 + int64(seq[i+1])%u.Burst
-			next, ok := window.WarmAdmit(w, s, now, n)
-			ra := window.WarmRetryAfter(w, s, now, n)
-			if ok {
-				if ra != 0 {
-					t.Fatalf("admitted with RetryAfter %v", ra)
-				}
-				s = next
-			} else {
-				if ra <= 0 {
-					t.Fatalf("denied with RetryAfter %v", ra)
-				}
-				if _, ok := window.WarmAdmit(w, s, now+int64(ra)-1, n); ok {
-					t.Fatalf("admitted 1ns before RetryAfter %v", ra)
-				}
-				if _, ok := window.WarmAdmit(w, s, now+int64(ra), n); !ok {
-					t.Fatalf("denied at RetryAfter %v", ra)
-				}
-			}
-			if s.Stored < 0 || s.Stored > u.MaxPermits || math.IsNaN(s.Stored) {
-				t.Fatalf("stored permits %v out of [0, %v]", s.Stored, u.MaxPermits)
-			}
-			if d := s.Next - window.Micros(now); float64(d) > 3*float64(u.Burst)*u.Stable+1 {
-				t.Fatalf("debt %dµs beyond 3·Burst·T", d)
-			}
-			if rem := w.Remaining(s, now); rem < 0 || rem > u.Burst {
-				t.Fatalf("Remaining %d", rem)
 			}
 		}
 	})

@@ -39,11 +39,14 @@ type WarmUnit struct {
 	// ColdRemaining is Remaining after Cold: a cost of up to this is
 	// admitted right after the cold unit.
 	ColdRemaining int64
-	// Burst is the capacity, in units.
+	// Burst is the capacity, in units. NewWarmUp sets it, through Unit; a
+	// caller must not change it (Remaining reads it).
 	Burst int64
-	// Stable is T, the stable interval, in µs.
+	// Stable is T, the stable interval, in µs. NewWarmUp sets it, through
+	// Unit; a caller must not change it.
 	Stable float64
-	// MaxPermits is the stored permits of a fully cold key.
+	// MaxPermits is the stored permits of a fully cold key. NewWarmUp sets
+	// it, through Unit; a caller must not change it.
 	MaxPermits float64
 
 	whole uint64 // WarmUp's: T when Remaining is one integer division

@@ -6,7 +6,9 @@
 //
 // It holds sliding-window counters with sub-windows, fixed windows, the one
 // admit test (Estimate.Room), and the buckets: GCRA (gcra.go) and Guava's
-// warm-up (warmup.go). Pure, no I/O, time passed in. The reference models
+// warm-up (warmup.go). Pure, no I/O, time passed in. It imports policy for
+// the Period type only, so that a calendar quota has one unit from the
+// policy file to its Redis keys. The reference models
 // measured against this math (a window counter on plain integers, the exact
 // sliding log, the classic token bucket the GCRA is proven equal to) are in
 // sluice's internal/reference. This file holds the windows; the rest of

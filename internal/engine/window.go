@@ -150,7 +150,7 @@ func (w *windowRule) Retire() {
 // period of its calendar.
 func WindowGeometry(r policy.Rule) window.Sliding {
 	if rulegeo.Calendar(r) {
-		loc, err := time.LoadLocation(r.TimeZone)
+		loc, err := rulegeo.Location(r)
 		if err != nil {
 			loc = time.UTC // Validate refused it: unreachable for a validated rule
 		}

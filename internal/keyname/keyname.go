@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -46,11 +47,30 @@ var safe = func() (t [256]bool) {
 
 // Suffix returns what follows the hash tag in the Redis keys of a rule
 // of geometry geo (see syncer's keyName): ":<sub-window µs>", or for a calendar
-// quota ":<unit>@<zone>" (the calendar, not a length, keeps a rule whose
-// geometry changed from mixing buckets).
+// quota ":<period>@<zone>", the period named by periodNames (the calendar,
+// not a length, keeps a rule whose geometry changed from mixing buckets).
 func Suffix(geo window.Sliding) string {
-	if p, loc := geo.Period(); loc != nil {
-		return ":" + p.String() + "@" + loc.String()
+	if p, loc := geo.Period(); p != 0 {
+		return ":" + periodName(p) + "@" + loc.String()
 	}
 	return ":" + strconv.FormatInt(geo.Sub()/int64(time.Microsecond), 10)
+}
+
+// periodNames names each calendar period in Redis keys. It is keyname's own
+// table, not policy.Period's String (made for policy files), so that no
+// change to policy's text can move a rule's keys: these names are stored
+// data and never change.
+var periodNames = [...]string{
+	policy.Day:   "day",
+	policy.Week:  "week",
+	policy.Month: "month",
+}
+
+// periodName returns p's name in Redis keys; a period the table lacks (none
+// today) gets its number, which still never mixes with another's keys.
+func periodName(p policy.Period) string {
+	if int(p) < len(periodNames) && periodNames[p] != "" {
+		return periodNames[p]
+	}
+	return "period" + strconv.Itoa(int(p))
 }

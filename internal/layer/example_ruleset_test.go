@@ -31,8 +31,12 @@ func ExampleRuleSet() {
 		if err != nil {
 			log.Fatal(err) // the check could not be made
 		}
-		f := res.Fields() // RateLimit: "per-client";r=1;t=…, "per-tenant";r=99;t=…
-		_ = f.RateLimit   // send it as the transport's header
+		for i, name := range layer.FieldNames {
+			// Ratelimit: "per-client";r=1;t=…, "per-tenant";r=99;t=…
+			if v := res.Values.Field(i); v != "" {
+				_, _ = name, v // send v under name, as the transport's header
+			}
+		}
 		if res.Denied >= 0 {
 			fmt.Println("denied by", rs.Name(res.Denied))
 			continue

@@ -3,6 +3,7 @@ package layer
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -61,35 +62,32 @@ func SFInt(n int64) int64 {
 	return min(max(n, 0), maxSFInteger)
 }
 
-// Fields are the values of the rate-limit fields of one answer, as
-// RuleSet.Check builds them (Result.Fields); "" for a field not sent. HTTP
-// sends each under its name; gRPC (grpclimit) as header metadata, under
-// its name in lower case. All the values of an answer share one string.
-type Fields struct {
-	// Policy is RateLimit-Policy: one item per rule that limits the key.
-	Policy string
-	// RateLimit is RateLimit: one item per rule that limits the key.
-	RateLimit string
-	// Limit, Remaining and Reset are X-RateLimit-Limit,
-	// X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds)
-	// of the enforcing rule that binds the check; none for a check no
-	// enforcing rule limits.
-	Limit, Remaining, Reset string
-	// RetryAfter is Retry-After, in whole seconds: on a denial a retry can
-	// lift (not a blocked client's).
-	RetryAfter string
-}
-
-// NumFields is the number of fields, in the order of Fields and of
-// FieldNames.
+// NumFields is the number of fields: RateLimit-Policy, RateLimit,
+// X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (a Unix time
+// in seconds) and Retry-After (in whole seconds), in the order of
+// FieldNames and of Values.Field.
 const NumFields = 6
 
 // FieldNames are the canonical header names (http.CanonicalHeaderKey) of
-// the fields, in the order of Fields.
+// the fields, in the order of Values.Field: HTTP (httplimit) sends each
+// under its name.
 var FieldNames = [NumFields]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
 
-// Values is the fields of an answer in one string: field i is
-// s[ends[i-1]:ends[i]] (from 0 for the first), and is not sent if empty.
+// MetadataNames are FieldNames in lower case: gRPC (grpclimit) sends each
+// field as header metadata under its name.
+var MetadataNames = func() (names [NumFields]string) {
+	for i, name := range FieldNames {
+		names[i] = strings.ToLower(name)
+	}
+	return names
+}()
+
+// Values is the fields of an answer in one string, as RuleSet.Check builds
+// them: field i is s[ends[i-1]:ends[i]] (from 0 for the first), and is not
+// sent if empty. RateLimit-Policy and RateLimit hold one item per rule that
+// limits the key; the legacy trio is the enforcing rule's that binds the
+// check (none if no enforcing rule limits it); Retry-After is set on a
+// denial a retry can lift (not a blocked client's).
 type Values struct {
 	s    string
 	ends [NumFields]int32

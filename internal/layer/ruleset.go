@@ -43,12 +43,6 @@ type Result struct {
 	Values Values
 }
 
-// Fields returns the values of the rate-limit fields of the answer.
-func (r *Result) Fields() Fields {
-	v := &r.Values
-	return Fields{Policy: v.Field(0), RateLimit: v.Field(1), Limit: v.Field(2), Remaining: v.Field(3), Reset: v.Field(4), RetryAfter: v.Field(5)}
-}
-
 // NewRuleSet returns the rules of lim named names, checked together in that
 // order: 1 to 8 rules, each a rule of lim (a name may repeat, to be
 // checked under another key).
@@ -221,7 +215,7 @@ type ruleHeaders struct {
 func ruleHeader(pr policy.Rule) (ruleHeaders, error) {
 	name, err := httpsfv.Marshal(httpsfv.NewItem(pr.Name))
 	if err != nil {
-		return ruleHeaders{}, fmt.Errorf("httplimit: rule %q: %w", pr.Name, err)
+		return ruleHeaders{}, fmt.Errorf("rule %q: %w", pr.Name, err)
 	}
 	return ruleHeaders{name: pr.Name, shadow: pr.Shadow, policyPrefix: name + ";q=", rateLimitPrefix: name + ";r="}, nil
 }

@@ -39,3 +39,11 @@ func TestNewRuleSetRefuses(t *testing.T) {
 	_, err = rs.Check(context.Background(), []string{"a", "b"}, 1, AllFields)
 	require.ErrorContains(t, err, "2 keys for 1 rules")
 }
+
+// TestFieldNames pins the fields' names on the wire: HTTP's canonical
+// header names and gRPC's lower-case metadata keys.
+func TestFieldNames(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, [NumFields]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}, FieldNames)
+	require.Equal(t, [NumFields]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}, MetadataNames)
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/policy"
 )
@@ -38,4 +39,32 @@ func TestGeometry(t *testing.T) {
 		})
 	}
 	assert.Equal(t, 10, policy.DefaultPrecision)
+}
+
+func TestLocation(t *testing.T) {
+	t.Parallel()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		zone string
+		want *time.Location
+	}{
+		{"", time.UTC},
+		{"UTC", time.UTC},
+		{"Europe/Berlin", berlin},
+		{"Local", nil},
+		{"Nowhere/Atlantis", nil},
+	} {
+		t.Run(tt.zone, func(t *testing.T) {
+			t.Parallel()
+			r := policy.Rule{Name: "q", Algorithm: policy.FixedWindow, Period: policy.Day, TimeZone: tt.zone, Limit: 1}
+			loc, err := Location(r)
+			// Location refuses exactly what Validate refuses.
+			assert.Equal(t, tt.want == nil, err != nil, "Location's error: %v", err)
+			assert.Equal(t, tt.want == nil, r.Validate() != nil, "Validate's error")
+			if tt.want != nil {
+				assert.Equal(t, tt.want.String(), loc.String())
+			}
+		})
+	}
 }

@@ -1,0 +1,47 @@
+package keyname
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/window"
+)
+
+// TestSuffix pins the suffixes of stored Redis keys: a change here moves
+// every rule's keys, so each must stay byte-identical.
+func TestSuffix(t *testing.T) {
+	t.Parallel()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	cases := []struct {
+		name string
+		geo  window.Sliding
+		want string
+	}{
+		{"sliding", window.NewSliding(time.Minute, 6), ":10000000"},
+		{"fixed", window.NewFixed(time.Second), ":1000000"},
+		{"day", window.NewCalendar(policy.Day, berlin), ":day@Europe/Berlin"},
+		{"week", window.NewCalendar(policy.Week, time.UTC), ":week@UTC"},
+		{"month", window.NewCalendar(policy.Month, berlin), ":month@Europe/Berlin"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, Suffix(tc.geo))
+		})
+	}
+}
+
+// TestPeriodNames pins keyname's own names for the periods, which must not
+// follow policy's text.
+func TestPeriodNames(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "day", periodName(policy.Day))
+	assert.Equal(t, "week", periodName(policy.Week))
+	assert.Equal(t, "month", periodName(policy.Month))
+	assert.Equal(t, "period200", periodName(policy.Period(200)))
+}
