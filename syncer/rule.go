@@ -26,7 +26,7 @@ type windowRule struct {
 	keys  syncport.Keys
 
 	prefix string // "<prefix>:{<name>:"
-	suffix string // "}" + keyname.Suffix: "}:<sub µs>", or "}:<unit>@<zone>" for a calendar
+	suffix string // "}" + keyname.Suffix: "}:<sub µs>", or "}:<period>@<zone>" for a calendar
 	ttlMs  int64
 	span   int
 	weigh  string // the sync script's flag: "1" if the oldest bucket is weighted
@@ -206,7 +206,7 @@ func (r *windowRule) Waited(why syncport.Why) {
 }
 
 // keyName returns the Redis key of a limiter key: "<prefix>:{<rule>:<key>}:<sub-window µs>"
-// ("...}:<unit>@<zone>" for a calendar quota),
+// ("...}:<period>@<zone>" for a calendar quota),
 // with the key percent-encoded (see keyname.Encode). The braces make it a Redis
 // Cluster hash tag, so everything of one limiter key lives in one slot; the
 // sub-window length keeps rules whose geometry changed from mixing buckets.
