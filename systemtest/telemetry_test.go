@@ -68,7 +68,7 @@ func (s *otelSDK) collect(t *testing.T) map[string]metricdata.Metrics {
 func attrs(s attribute.Set) string {
 	var b []string
 	for _, kv := range s.ToSlice() {
-		b = append(b, string(kv.Key)+"="+kv.Value.Emit())
+		b = append(b, string(kv.Key)+"="+kv.Value.String())
 	}
 	return strings.Join(b, ",")
 }

@@ -331,14 +331,13 @@ func runElastic(ctx context.Context, o *options, target store.Target, prefix str
 	crowd, crowdOffered := count(heavy, o.Duration-w, o.Duration), count(tried, o.Duration-w, o.Duration)
 	worst := maxInWindow(heavy, int64(w))
 	offered := float64(others) * 0.8 * float64(limit)
-	bound := float64(capacity.Limit) * (1 + o.Budget)
 	// The verdict: alone, the heavy client gets at least half the capacity
 	// (or of what it offered); with the others, at most its Limit plus the
 	// meter's error (2·ε·capacity); never more than the capacity plus that
 	// in any real window; the others are (almost) never denied: at most 1%,
 	// a paced client on a loaded machine is not steady.
 	crowdBound := float64(limit) + 2*o.Budget*float64(capacity.Limit)
-	bound = float64(capacity.Limit) * (1 + 2*o.Budget)
+	bound := float64(capacity.Limit) * (1 + 2*o.Budget)
 	ok := float64(alone) >= 0.5*float64(min(int64(aloneOffered), capacity.Limit)) && float64(worst) <= bound &&
 		float64(crowd) <= crowdBound && float64(othersDenied) <= 0.01*float64(othersAdmitted+othersDenied) && errs.Load() == 0
 	return composeResult{Profile: Elastic, OK: ok, Lines: []string{

@@ -73,7 +73,7 @@ func TestCheck(t *testing.T) {
 	code, out, _ = runCLI(append(args, "user=bob")...)
 	assert.Equal(t, exitDenied, code, out)
 	assert.Contains(t, out, "allowed=false limit=3 remaining=0")
-	code, out, _ = runCLI(append(args, "user=dan", "-n", "3")...)
+	code, _, _ = runCLI(append(args, "user=dan", "-n", "3")...)
 	assert.Equal(t, exitUsage, code, "flags go before the descriptor")
 	code, out, _ = runCLI(append(args, "-n", "3", "user=dan")...)
 	assert.Equal(t, exitOK, code, out)

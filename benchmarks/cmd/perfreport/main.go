@@ -394,8 +394,6 @@ func (r *Report) fastestPeer(set, path, mode string) (Stat, string) {
 	return best, name
 }
 
-func (r *Report) has(name string) bool { return r.Data[name] != nil }
-
 // Write renders the document.
 func (r *Report) Write(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
