@@ -159,6 +159,14 @@ func (s Sliding) Span() int {
 // Index returns k = ⌊t/w⌋, the bucket that holds time t (floor division, so
 // negative times work too); for a calendar geometry, the period of t.
 func (s Sliding) Index(t int64) int64 {
+	if s.cal == nil && t >= 0 {
+		return t / s.sub // the common case, inlined at the caller
+	}
+	return s.index(t)
+}
+
+// index is Index for a calendar geometry or a time before the epoch.
+func (s Sliding) index(t int64) int64 {
 	if s.cal != nil {
 		return s.cal.index(t)
 	}
@@ -309,9 +317,15 @@ func (s Sliding) RetryAfter(t int64, limit, n int64, count func(j int64) int64) 
 	b := int64(s.buckets)
 	if !s.weighted {
 		// The estimate only changes at bucket boundaries, when the oldest
-		// bucket leaves it whole.
+		// bucket leaves it whole: at the start of bucket m it is the sum of
+		// c[m−B..k], the sum at t less the buckets that have left.
+		var e Estimate
+		for _, v := range c {
+			e.Whole += v
+		}
 		for m := k + 1; m <= k+b; m++ {
-			if fits(m*s.sub - t) {
+			e.Whole -= snap(m - b - 1)
+			if n <= e.Room(limit) {
 				return time.Duration(m*s.sub - t)
 			}
 		}
