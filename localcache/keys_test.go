@@ -182,7 +182,7 @@ func TestFloodKeepsRoomForKeysInUse(t *testing.T) {
 // TestKeyBoundConcurrent floods a table with distinct keys from many
 // goroutines, with and without a sweeper: the number of tracked keys never
 // passes the bound by more than the goroutines racing past its check, and
-// Keys.Len always matches the map once they stop.
+// Keys.Usage's Len always matches the map once they stop.
 func TestKeyBoundConcurrent(t *testing.T) {
 	t.Parallel()
 	for _, sweeping := range []bool{false, true} {

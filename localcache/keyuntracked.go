@@ -198,7 +198,8 @@ func (t *WarmTable) untracked(key string, now, n int64) verdict.Outcome {
 // warmFits is window.WarmUp.Check's admission test for cost n on a key
 // with debt µs (Next − now, at least 0) under the WarmUp whose unit is u: n
 // in [0, Burst] and debt ≤ (Burst − n)·T, in the same float arithmetic, so
-// it decides as Check does without Check's take step.
+// it decides as Check does without Check's take step (a restatement of
+// window's fits and debt: the untracked warm-up tests pin the two equal).
 func warmFits(u *window.WarmUnit, debt, n int64) bool {
 	return n >= 0 && n <= u.Burst && float64(debt) <= float64(u.Burst-n)*u.Stable
 }

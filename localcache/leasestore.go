@@ -82,8 +82,8 @@ func (ls *leaseStore) Owe(key string, n int64) {
 }
 
 // Settle records the store's answer to a ticket's check: the store time it
-// carried (at), which LeaseTable.Denied reads the store's clock as at least; the key's
-// TAT in the store after it (tat); and the units it leased, which the entry
+// carried (at), which Denied reads the store's clock as at least; the
+// key's TAT in the store after it (tat); and the units it leased, which the entry
 // then holds (up to the most set by SetLease: any more are dropped, spent by
 // nobody). at and tat are NoAnswer if the store did not answer. It returns
 // the units the entry holds.

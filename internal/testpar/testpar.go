@@ -20,7 +20,7 @@ import (
 
 // Short parses the command line (the caller is a TestMain, before m.Run)
 // and, in the -short lane, raises -test.parallel to n when the command line
-// does not set it and GOMAXPROCS is lower. It returns the number of
+// sets neither it nor -fuzz and GOMAXPROCS is lower. It returns the number of
 // parallel tests the binary will run at once.
 func Short(n int) int {
 	if !flag.Parsed() {
@@ -30,8 +30,10 @@ func Short(n int) int {
 	if f == nil {
 		return 1
 	}
+	// -test.parallel also sets how many fuzz workers -fuzz starts: a fuzz
+	// run keeps one per CPU.
 	set := false
-	flag.Visit(func(v *flag.Flag) { set = set || v == f })
+	flag.Visit(func(v *flag.Flag) { set = set || v == f || v.Name == "test.fuzz" && v.Value.String() != "" })
 	if testing.Short() && !set && n > runtime.GOMAXPROCS(0) {
 		_ = f.Value.Set(strconv.Itoa(n))
 	}
