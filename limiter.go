@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/rawmem"
 	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/internal/syncport"
 	"github.com/sluicehq/sluice/localcache"
@@ -275,6 +276,15 @@ func (l *Limiter) newEngine(pr policy.Rule) (engine.Engine, error) {
 // rule returns the rule named name, or nil.
 func (l *Limiter) rule(name string) *rule {
 	s := l.set.Load()
+	// Callers usually pass the string constant the rule was configured
+	// with: the same bytes at the same address are the same name, without
+	// the call a byte comparison makes (1.5–4 ns of a 35–60 ns check,
+	// benchmarks/HISTORY.md).
+	for _, r := range s.fast {
+		if rawmem.Same(r.name, name) {
+			return r
+		}
+	}
 	for _, r := range s.fast {
 		if r.name == name {
 			return r
