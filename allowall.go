@@ -79,7 +79,7 @@ func (l *Limiter) AllowAll(ctx context.Context, n int64, checks ...Check) (Decis
 				return Decision{}, fmt.Errorf("%w: checks %d and %d are both rule %q, key %q: count each rule and key once (a cost of 2n, if that is meant)", ErrInvalidChecks, j, i, c.Rule, c.Key)
 			}
 		}
-		if !r.refunds {
+		if r.refunder == nil {
 			if warm >= 0 {
 				return Decision{}, fmt.Errorf("%w: rules %q and %q both count admissions that cannot be taken back (a WarmUp, or a Strict TokenBucket, GCRA or SlidingLog): pass at most one such rule to AllowAll", ErrInvalidChecks, ts[warm].r.name, r.name)
 			}

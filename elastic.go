@@ -142,10 +142,10 @@ func (l *Limiter) takeElastic(ctx context.Context, r *rule, key string, n int64)
 
 // refund takes back what a check of r counted for key (AllowAll).
 func (r *rule) refund(key string, n int64, et elasticTake) {
-	if et.counted {
-		r.eng.Refund(key, n, et.rc)
+	if et.counted && r.refunder != nil {
+		r.refunder.Refund(key, n, et.rc)
 	}
-	if et.capCounted {
-		r.capacity.eng.Refund(CapacityKey, n, et.crc)
+	if et.capCounted && r.capacity.refunder != nil {
+		r.capacity.refunder.Refund(CapacityKey, n, et.crc)
 	}
 }

@@ -263,7 +263,7 @@ func (f *inflight) setRules(rules []policy.Rule) {
 			name:   pr.Name,
 			counts: f.l.tel.addInflight(pr.Name),
 			fleet:  fleet,
-			zkey:   f.l.opts.Prefix + ":inflight:{" + pr.Name + ":",
+			zkey:   keyname.InFlightTag(f.l.opts.Prefix, pr.Name),
 			seed:   f.seed,
 		}
 		r.limit.Store(pr.Limit)

@@ -69,7 +69,9 @@ type rule struct {
 	eng     engine.Engine
 	extra   int64 // the soft band: what the engine admits past limit (policy.Rule.Soft)
 	shadow  bool  // policy.Rule.Shadow: never deny
-	refunds bool  // engine.CanRefund: AllowAll can take its admissions back
+	// refunder is eng as an engine.Refunder, nil if its admissions cannot
+	// be taken back (AllowAll then checks the rule last).
+	refunder engine.Refunder
 	// capacity is the meter of an elastic rule's capacity rule
 	// (policy.Rule.Ceiling; elastic.go), nil for the others.
 	capacity *rule

@@ -170,7 +170,7 @@ func (l *Limiter) buildOne(name string, pr policy.Rule, old map[string]*rule, b 
 		b.fresh = append(b.fresh, eng)
 		r.eng = eng
 	}
-	r.refunds = engine.CanRefund(r.eng)
+	r.refunder, _ = r.eng.(engine.Refunder)
 	r.counts = l.tel.addRule(pr.Name) // the engine's, kept or new: one per name
 	return r, nil
 }

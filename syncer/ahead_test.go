@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/vclock"
 	"github.com/sluicehq/sluice/internal/verdict"
@@ -63,6 +64,7 @@ func TestLeaseAhead(t *testing.T) {
 	clk.NS.Add((k+1)*geo.Sub() - aheadLead(r.windowRule) - 1 - s.Now())
 	s.leaseAhead()
 	name := r.keyName("k")
+	require.Equal(t, keyname.Window(s.cfg.Prefix, "api", "k", geo), name, "the key the tools read")
 	require.Zero(t, buckets(t, c, name)[k+1], "no pass before it is due")
 	clk.NS.Add(1)
 	s.leaseAhead()

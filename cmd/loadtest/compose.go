@@ -17,7 +17,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
-	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -102,8 +101,7 @@ func flushFleet(ls []*sluice.Limiter) error {
 
 // storeTotal sums a key's bucket counts in the store.
 func storeTotal(ctx context.Context, c redis.UniversalClient, prefix string, r policy.Rule, key string) (int64, error) {
-	name := prefix + ":{" + r.Name + ":" + key + "}:" + strconv.FormatInt(rulegeo.SubWindow(r).Microseconds(), 10)
-	h, err := c.HGetAll(ctx, name).Result()
+	h, err := c.HGetAll(ctx, redisKeyName(prefix, r, key)).Result()
 	if err != nil {
 		return 0, err
 	}

@@ -168,7 +168,7 @@ func (m *concMeasured) verdict() ([]concCheck, bool) {
 
 // concZKey is the store key of a key's leases under the profile's rule.
 func concZKey(prefix, key string) string {
-	return string(keyname.Encode([]byte(prefix+":inflight:{"+concRule+":"), key)) + "}"
+	return keyname.InFlight(prefix, concRule, key)
 }
 
 // concInstance is one instance of the concurrency profile.

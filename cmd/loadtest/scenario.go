@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/report"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/store"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/rulegeo"
 	"github.com/sluicehq/sluice/policy"
@@ -416,15 +417,13 @@ func localBytesPerKey(rule policy.Rule, n int) float64 {
 // redisKeyName is the Redis key of a limiter key (docs/design.md, "Redis
 // layout"); the syncer does not export it for a rule outside a limiter.
 func redisKeyName(prefix string, rule policy.Rule, key string) string {
-	b := []byte(prefix + ":{" + rule.Name + ":")
-	b = keyname.Encode(b, key)
 	switch rule.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
-		return string(b) + "}:gcra:" + strconv.FormatInt(int64(rule.Interval()), 10) + ":" + strconv.FormatInt(rule.MaxCost(), 10)
+		return string(keyname.Encode([]byte(prefix+":{"+rule.Name+":"), key)) + "}:gcra:" + strconv.FormatInt(int64(rule.Interval()), 10) + ":" + strconv.FormatInt(rule.MaxCost(), 10)
 	case policy.SlidingLog:
-		return string(b) + "}:log:" + strconv.FormatInt(rule.Window.Microseconds(), 10)
+		return string(keyname.Encode([]byte(prefix+":{"+rule.Name+":"), key)) + "}:log:" + strconv.FormatInt(rule.Window.Microseconds(), 10)
 	}
-	return string(b) + "}:" + strconv.FormatInt(rulegeo.SubWindow(rule).Microseconds(), 10)
+	return keyname.Window(prefix, rule.Name, key, engine.WindowGeometry(rule))
 }
 
 // redisBytesPerKey averages MEMORY USAGE over up to 64 keys of the run.

@@ -434,9 +434,7 @@ func (in inspector) key(ctx context.Context, r policy.Rule, key string, now int6
 		return kr, nil
 	}
 	geo := engine.WindowGeometry(r) // as the limiter builds it
-	b := []byte(in.prefix + ":{" + r.Name + ":")
-	b = keyname.Encode(b, key)
-	kr.RedisKey = string(b) + "}" + keyname.Suffix(geo)
+	kr.RedisKey = keyname.Window(in.prefix, r.Name, key, geo)
 	h, err := in.rdb.HGetAll(ctx, kr.RedisKey).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", kr.RedisKey, err)
@@ -464,8 +462,7 @@ func (in inspector) inFlight(ctx context.Context, r policy.Rule, kr *keyReport, 
 		kr.Note = "a local in-flight rule: each instance counts its own slots, the store holds nothing"
 		return kr, nil
 	}
-	b := []byte(in.prefix + ":inflight:{" + r.Name + ":")
-	kr.RedisKey = string(keyname.Encode(b, kr.Key)) + "}"
+	kr.RedisKey = keyname.InFlight(in.prefix, r.Name, kr.Key)
 	n, err := in.rdb.ZCount(ctx, kr.RedisKey, "("+strconv.FormatInt(now/int64(time.Millisecond), 10), "+inf").Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", kr.RedisKey, err)

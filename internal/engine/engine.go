@@ -78,10 +78,20 @@ type Engine interface {
 	// SetFleet tells the engine the live-instance count N̂ and whether the
 	// store is down; it adjusts the error budget's split at once.
 	SetFleet(instances int64, down bool)
-	// Take is Check for a request checked against several rules
-	// (Limiter.AllowAll): it also returns a Receipt of where an admission
-	// was counted, for Refund.
+	// Take is Check decided on the clock rather than the published time
+	// (a waiter retries at the moment its RetryAfter named; a refund must
+	// find the bucket the admission went to): it also returns a Receipt of
+	// where an admission was counted, for a Refunder's Refund.
 	Take(ctx context.Context, key string, n int64) (Result, Receipt, error)
+}
+
+// Refunder is an Engine whose admissions can be taken back: Limiter.AllowAll
+// refunds the rules it checked before one that denies. An engine that is
+// not a Refunder (a WarmUp's packed state, a Strict TokenBucket, GCRA or
+// SlidingLog, whose store scripts cannot move a key back without a second
+// round trip) is checked last, so that nothing after it can deny.
+type Refunder interface {
+	Engine
 	// Refund takes back cost n that Take admitted for key with receipt rc,
 	// when another rule denied the same request. It never blocks.
 	Refund(key string, n int64, rc Receipt)

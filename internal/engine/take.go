@@ -91,38 +91,14 @@ func (w *warmLocal) Take(_ context.Context, key string, n int64) (Result, Receip
 	return result(w.table.Allow(key, now, n)), Receipt{At: now}, nil
 }
 
-// Refund does nothing: a warm-up key's packed state cannot take an
-// admission back (its cold permits moved with it). Limiter.AllowAll checks
-// such a rule last, so that nothing after it can deny (see CanRefund).
-func (w *warmLocal) Refund(string, int64, Receipt) {}
-
 // Take decides n for key in the store, as Check does.
 func (g *gcraStrict) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
 	r, err := g.Check(ctx, key, n)
 	return r, Receipt{Store: true}, err
 }
 
-// Refund does nothing: the store's script has no way yet to move a key's
-// TAT back without a second round trip. Limiter.AllowAll checks such a rule
-// last (see CanRefund).
-func (g *gcraStrict) Refund(string, int64, Receipt) {}
-
 // Take decides n for key in the store, as Check does.
 func (l *logStrict) Take(ctx context.Context, key string, n int64) (Result, Receipt, error) {
 	r, err := l.Check(ctx, key, n)
 	return r, Receipt{Store: true}, err
-}
-
-// Refund does nothing, as for a Strict GCRA rule.
-func (l *logStrict) Refund(string, int64, Receipt) {}
-
-// CanRefund reports whether e's Refund takes an admission back; false for a
-// TokenBucket or GCRA rule with a WarmUp, and for the Strict TokenBucket,
-// GCRA and SlidingLog rules.
-func CanRefund(e Engine) bool {
-	switch e.(type) {
-	case *warmLocal, *gcraStrict, *logStrict:
-		return false
-	}
-	return true
 }

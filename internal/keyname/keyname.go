@@ -74,3 +74,25 @@ func periodName(p policy.Period) string {
 	}
 	return "period" + strconv.Itoa(int(p))
 }
+
+// Window returns the Redis key of the bucket counts of key under the window
+// rule named rule, of geometry geo: "<prefix>:{<rule>:<key>}" and Suffix(geo),
+// the key percent-encoded (Encode). The syncer builds the same key in its
+// own buffer.
+func Window(prefix, rule, key string, geo window.Sliding) string {
+	return string(Encode([]byte(prefix+":{"+rule+":"), key)) + "}" + Suffix(geo)
+}
+
+// InFlightTag returns the start of the Redis keys of the in-flight rule
+// named rule, "<prefix>:inflight:{<rule>:", which an encoded key and "}"
+// complete (InFlight).
+func InFlightTag(prefix, rule string) string {
+	return prefix + ":inflight:{" + rule + ":"
+}
+
+// InFlight returns the Redis key of the sorted set of key's slot leases
+// under the in-flight rule named rule: InFlightTag, the key percent-encoded,
+// and "}".
+func InFlight(prefix, rule, key string) string {
+	return string(Encode([]byte(InFlightTag(prefix, rule)), key)) + "}"
+}

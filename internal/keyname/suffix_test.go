@@ -45,3 +45,23 @@ func TestPeriodNames(t *testing.T) {
 	assert.Equal(t, "month", periodName(policy.Month))
 	assert.Equal(t, "period200", periodName(policy.Period(200)))
 }
+
+// TestKeys pins whole stored key names: a window rule's counts and an
+// in-flight rule's slot leases, the limiter key percent-encoded inside the
+// hash tag.
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"window", Window("sluice", "api", "user:42", window.NewSliding(time.Minute, 6)), "sluice:{api:user%3A42}:10000000"},
+		{"calendar", Window("p", "daily", "a b", window.NewCalendar(policy.Day, time.UTC)), "p:{daily:a%20b}:day@UTC"},
+		{"in-flight", InFlight("sluice", "conc", "k}{"), "sluice:inflight:{conc:k%7D%7B}"},
+		{"in-flight tag", InFlightTag("sluice", "conc"), "sluice:inflight:{conc:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, tc.got)
+		})
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/record"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/traffic"
-	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // Counters are the syncer counters an instance accumulated during the run
@@ -34,11 +33,11 @@ type Counters struct {
 	Corrections  int64 `json:"corrections"`
 	Retried      int64 `json:"retried"`
 	// Waits: the checks that waited for want of local allowance, by why.
-	Waits syncport.Waits `json:"waits"`
+	Waits sluice.SyncWaits `json:"waits"`
 }
 
 func countersOf(s sluice.SyncStats) Counters {
-	return Counters{s.Cycles, s.UrgentCycles, s.EarlySyncs, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried, syncport.Waits(s.Waits)}
+	return Counters{s.Cycles, s.UrgentCycles, s.EarlySyncs, s.KeySyncs, s.Reservations, s.RoundTrips, s.Commands, s.Failures, s.Corrections, s.Retried, s.Waits}
 }
 
 func (c Counters) sub(o Counters) Counters {
@@ -48,8 +47,8 @@ func (c Counters) sub(o Counters) Counters {
 }
 
 // addWaits returns a + sign·b.
-func addWaits(a, b syncport.Waits, sign int64) syncport.Waits {
-	return syncport.Waits{Near: a.Near + sign*b.Near, New: a.New + sign*b.New, Start: a.Start + sign*b.Start,
+func addWaits(a, b sluice.SyncWaits, sign int64) sluice.SyncWaits {
+	return sluice.SyncWaits{Near: a.Near + sign*b.Near, New: a.New + sign*b.New, Start: a.Start + sign*b.Start,
 		Lease: a.Lease + sign*b.Lease, Cap: a.Cap + sign*b.Cap}
 }
 

@@ -12,9 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
-	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // Settings are the knobs of one scenario.
@@ -169,7 +169,7 @@ type Waits struct {
 	EarlySyncs   int64 `json:"early_syncs"`
 	// Why: the urgent checks of Eventual keys by why their instance had no
 	// local allowance left (Limiter.Stats().Sync.Waits).
-	Why syncport.Waits `json:"why"`
+	Why sluice.SyncWaits `json:"why"`
 	// Latency splits the timed checks by the key's load (oracle).
 	Latency oracle.Latency `json:"latency"`
 	// Every: 1 in Every checks was timed.

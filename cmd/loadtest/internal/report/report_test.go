@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/oracle"
-	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // scenario returns a scenario of profile name with plausible figures of a
@@ -291,7 +291,7 @@ func TestWhyReasons(t *testing.T) {
 	t.Parallel()
 	s := scenario("bursty", "")
 	s.Waits = Waits{Read: true, Urgent: 9, UrgentCycles: 5, Every: 1,
-		Why: syncport.Waits{Near: 2, Start: 3, Cap: 4},
+		Why: sluice.SyncWaits{Near: 2, Start: 3, Cap: 4},
 		Latency: oracle.Latency{
 			All:      lat.Quantiles{N: 1000, P999: time.Millisecond, Slow: 20},
 			Within:   lat.Quantiles{N: 500, P999: time.Millisecond, Slow: 10},

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/loadtest/internal/lat"
-	"github.com/sluicehq/sluice/internal/syncport"
 )
 
 // MinUtilization is the utilization promised to keys offered at least 2·L
@@ -370,7 +370,7 @@ func slowText(slow, trip, every int) string {
 
 // whyText says why urgent checks' keys had no local allowance left, or ""
 // if none was counted.
-func whyText(y syncport.Waits) string {
+func whyText(y sluice.SyncWaits) string {
 	var parts []string
 	for _, p := range []struct {
 		n    int64
