@@ -65,7 +65,7 @@ func (s *Syncer) newRule(rc syncport.RuleConfig) (*windowRule, error) {
 		name:   rc.Name,
 		geo:    rc.Geometry,
 		keys:   rc.Keys,
-		prefix: s.cfg.Prefix + ":{" + rc.Name + ":",
+		prefix: keyname.Tag(s.cfg.Prefix, rc.Name),
 		suffix: "}" + keyname.Suffix(rc.Geometry),
 		cal:    zone != nil,
 		span:   rc.Geometry.Span(),

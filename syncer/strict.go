@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,7 +43,7 @@ type strictRule struct {
 }
 
 func (s *Syncer) newStrict(name, kind string) strictRule {
-	return strictRule{s: s, prefix: s.cfg.Prefix + ":{" + name + ":", suffix: "}:" + kind}
+	return strictRule{s: s, prefix: keyname.Tag(s.cfg.Prefix, name), suffix: "}" + kind}
 }
 
 // KeyName returns the Redis key of a limiter key of the rule.
@@ -149,8 +148,7 @@ func (s *Syncer) addGCRA(name string, interval, burst, store int64) (*gcraRule, 
 	case max(burst, store) > int64(policy.MaxStrictTolerance)/interval:
 		return nil, fmt.Errorf("syncer: rule %q: Burst·Interval %d·%v exceeds %v", name, max(burst, store), time.Duration(interval), policy.MaxStrictTolerance)
 	}
-	kind := "gcra:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(burst, 10)
-	return &gcraRule{strictRule: s.newStrict(name, kind), interval: interval, tau: store * interval}, nil
+	return &gcraRule{strictRule: s.newStrict(name, keyname.GCRA(interval, burst)), interval: interval, tau: store * interval}, nil
 }
 
 // Decide asks the store to decide cost n for key; with peek it decides
@@ -223,7 +221,7 @@ func (s *Syncer) addLog(name string, window time.Duration, limit int64) (*logRul
 		return nil, fmt.Errorf("syncer: rule %q: sliding log of %d per %v: the window must be a positive whole number of µs, the limit positive", name, limit, window)
 	}
 	us := int64(window / time.Microsecond)
-	return &logRule{strictRule: s.newStrict(name, "log:"+strconv.FormatInt(us, 10)), windowUs: us, limit: limit}, nil
+	return &logRule{strictRule: s.newStrict(name, keyname.Log(us)), windowUs: us, limit: limit}, nil
 }
 
 // Decide asks the store to decide cost n for key; with peek it decides

@@ -53,3 +53,11 @@ func SplitBucket(burst int64, budget float64) (store, pool int64) {
 	pool = (burst/10 + e) / 2
 	return burst + e - pool, pool
 }
+
+// Lease returns the most units one of instances live instances holds of a
+// key's pool (SplitBucket) at a time, ⌊pool/(instances+1)⌋ (instances at
+// least 1): the fleet never holds more than pool, whatever it asks, and an
+// instance joining before the count includes it still fits.
+func Lease(pool, instances int64) int64 {
+	return pool / (max(instances, 1) + 1)
+}

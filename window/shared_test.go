@@ -37,3 +37,16 @@ func TestSplitBucket(t *testing.T) {
 		})
 	}
 }
+
+// TestLease: the leases of instances live instances (and of one more, an
+// instance not yet counted) never hold more than the pool.
+func TestLease(t *testing.T) {
+	t.Parallel()
+	for _, pool := range []int64{0, 1, 7, 49, 1000} {
+		for _, n := range []int64{0, 1, 2, 4, 8, 100} {
+			lease := window.Lease(pool, n)
+			require.LessOrEqual(t, lease*(max(n, 1)+1), pool, "pool %d, %d instances", pool, n)
+			require.Equal(t, pool/(max(n, 1)+1), lease)
+		}
+	}
+}

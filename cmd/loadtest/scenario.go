@@ -419,9 +419,9 @@ func localBytesPerKey(rule policy.Rule, n int) float64 {
 func redisKeyName(prefix string, rule policy.Rule, key string) string {
 	switch rule.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
-		return string(keyname.Encode([]byte(prefix+":{"+rule.Name+":"), key)) + "}:gcra:" + strconv.FormatInt(int64(rule.Interval()), 10) + ":" + strconv.FormatInt(rule.MaxCost(), 10)
+		return string(keyname.Encode([]byte(keyname.Tag(prefix, rule.Name)), key)) + "}" + keyname.GCRA(int64(rule.Interval()), rule.MaxCost())
 	case policy.SlidingLog:
-		return string(keyname.Encode([]byte(prefix+":{"+rule.Name+":"), key)) + "}:log:" + strconv.FormatInt(rule.Window.Microseconds(), 10)
+		return string(keyname.Encode([]byte(keyname.Tag(prefix, rule.Name)), key)) + "}" + keyname.Log(rule.Window.Microseconds())
 	}
 	return keyname.Window(prefix, rule.Name, key, engine.WindowGeometry(rule))
 }

@@ -187,11 +187,11 @@ func (g *gcraEventual) Tick(now int64) { g.clock.Tick(now) }
 // Sweep evicts the idle keys of the lease table and of the failure mode's.
 func (g *gcraEventual) Sweep(now int64) int { return g.table.Sweep(now) + g.strictKeyed.Sweep(now) }
 
-// SetFleet sizes the lease of each instance for instances live ones,
-// ⌊pool/(instances+1)⌋ (window.SplitBucket), and the failure mode's share.
+// SetFleet sizes the lease of each instance for instances live ones
+// (window.Lease), and the failure mode's share.
 func (g *gcraEventual) SetFleet(instances int64, down bool) {
 	g.strictKeyed.SetFleet(instances, down)
-	g.table.Leases().SetLease(g.pool / (max(instances, 1) + 1))
+	g.table.Leases().SetLease(window.Lease(g.pool, instances))
 }
 
 // Take decides n for key as Check does; the receipt says whether the store

@@ -75,12 +75,32 @@ func periodName(p policy.Period) string {
 	return "period" + strconv.Itoa(int(p))
 }
 
+// Tag returns the start of the Redis keys of the rule named rule,
+// "<prefix>:{<rule>:", which an encoded limiter key, "}" and the rule's
+// kind (Suffix, GCRA, Log) complete. The braces make "<rule>:<key>" a
+// Redis Cluster hash tag: everything of one limiter key lives in one slot.
+func Tag(prefix, rule string) string {
+	return prefix + ":{" + rule + ":"
+}
+
+// GCRA returns what follows the hash tag in the Redis key of a Strict or
+// Eventual GCRA or TokenBucket rule: ":gcra:<interval ns>:<burst>".
+func GCRA(interval, burst int64) string {
+	return ":gcra:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(burst, 10)
+}
+
+// Log returns what follows the hash tag in the Redis key of a Strict
+// SlidingLog rule: ":log:<window µs>".
+func Log(windowUs int64) string {
+	return ":log:" + strconv.FormatInt(windowUs, 10)
+}
+
 // Window returns the Redis key of the bucket counts of key under the window
 // rule named rule, of geometry geo: "<prefix>:{<rule>:<key>}" and Suffix(geo),
 // the key percent-encoded (Encode). The syncer builds the same key in its
 // own buffer.
 func Window(prefix, rule, key string, geo window.Sliding) string {
-	return string(Encode([]byte(prefix+":{"+rule+":"), key)) + "}" + Suffix(geo)
+	return string(Encode([]byte(Tag(prefix, rule)), key)) + "}" + Suffix(geo)
 }
 
 // InFlightTag returns the start of the Redis keys of the in-flight rule

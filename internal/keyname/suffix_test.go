@@ -65,3 +65,12 @@ func TestKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictSuffixes pins what follows the hash tag of a GCRA or
+// TokenBucket rule's keys and of a Strict SlidingLog's.
+func TestStrictSuffixes(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "p:{r:", Tag("p", "r"))
+	assert.Equal(t, ":gcra:100000000:10", GCRA(int64(100*time.Millisecond), 10))
+	assert.Equal(t, ":log:60000000", Log(60_000_000))
+}
